@@ -1,0 +1,31 @@
+# The two commands: `make run` starts the whole service on this machine,
+# `make test` runs every test. See README.md.
+GO        ?= go
+BIN       := bin
+GOFLAGS   ?=
+export GOFLAGS
+
+.PHONY: run test bench build vet fuzz clean
+
+build:
+	$(GO) build -o $(BIN)/ledger ./cmd/ledger
+	$(GO) build -o $(BIN)/projector ./cmd/projector
+
+run: build
+	$(BIN)/ledger dev
+
+vet:
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./domain/
+	$(BIN)/ledger bench
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzFold -fuzztime 60s ./domain/
+
+clean:
+	rm -rf $(BIN)

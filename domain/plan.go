@@ -1,0 +1,42 @@
+package domain
+
+import (
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// applyPlan replaces the tree. Leaves that disappear, or become parents,
+// release everything; surviving leaves keep demand, allocation and waiting
+// since (decisions.md #16).
+func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
+	old := p.t
+	for _, id := range p.leavesByPath() {
+		n := &old.nodes[id]
+		if nid, ok := nt.lookup(n.path); ok && nt.nodes[nid].leaf {
+			continue
+		}
+		if n.alloc > 0 {
+			p.releaseFrom(id, n.alloc, RuleConsumerRemoved)
+		}
+	}
+	for _, id := range nt.leaves {
+		nn := &nt.nodes[id]
+		oid, ok := old.lookup(nn.path)
+		if !ok || !old.nodes[oid].leaf {
+			continue
+		}
+		on := &old.nodes[oid]
+		nn.demand, nn.eff, nn.alloc, nn.waitingSince = on.demand, on.eff, on.alloc, on.waitingSince
+		nn.holdings = on.holdings
+		nn.target = on.target
+	}
+	for id := len(nt.nodes) - 1; id > 0; id-- { // children before parents
+		n := &nt.nodes[id]
+		pa := &nt.nodes[n.parent]
+		pa.demand += n.demand
+		pa.alloc += n.alloc
+	}
+	p.t, p.plan, p.hasPlan = nt, plan, true
+	p.policy = Policy{Reclaim: plan.Policy.ReclaimOrDefault(), Enforcement: plan.Policy.EnforcementOrDefault(), Preemption: plan.Policy.PreemptionOrDefault()}
+	p.unfileAll()
+	p.recomputeAll()
+}

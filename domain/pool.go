@@ -1,0 +1,309 @@
+package domain
+
+import (
+	"slices"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// Event is one entry of a pool's log as the engine sees it: its sequence
+// (the stream offset), the time the ledger stamped, and its payload.
+type Event struct {
+	Seq     uint64
+	Time    time.Time
+	Payload events.Payload
+}
+
+// Pool is the state of one pool: plan, hosts, demand and allocations. It
+// is not safe for concurrent use; one goroutine owns a pool.
+type Pool struct {
+	name     string
+	seq      uint64
+	now      time.Time
+	hasPlan  bool
+	plan     events.Plan
+	policy   Policy
+	t        *tree
+	hosts    []host
+	hostByID map[string]int32
+	capacity Slots
+	q        queues
+
+	// Per-event work.
+	decisions   []Decision
+	touched     []int32
+	allTouch    bool
+	loweredE    []int32 // leaves whose E may have dropped below a
+	dirtyTops   []int32 // top-level branches whose G or T must be recomputed
+	dirtyAll    bool    // G or T of the whole tree must be recomputed
+	ap          apportioner
+	items       []share
+	keys        []qkey
+	prevTargets []Slots
+}
+
+// NewPool returns an empty pool: no plan, no hosts.
+func NewPool(name string) *Pool {
+	p := &Pool{name: name, hostByID: map[string]int32{}, q: newQueues()}
+	p.t, _ = emptyTree()
+	return p
+}
+
+func emptyTree() (*tree, error) {
+	t := &tree{nodes: []node{{path: "/", parent: noNode, top: noNode, share: 1}}, byPath: map[string]int32{"/": 0}}
+	return t, nil
+}
+
+// Name is the pool's name.
+func (p *Pool) Name() string { return p.name }
+
+// Seq is the sequence of the last event applied (refused events included).
+func (p *Pool) Seq() uint64 { return p.seq }
+
+// Time is the stamped time of the last event applied.
+func (p *Pool) Time() time.Time { return p.now }
+
+// Apply validates ev against the current state and folds it. A refused
+// event returns an error wrapping one of the Err* reasons and changes
+// nothing, not even the sequence: the caller decides whether a refused
+// event consumes its offset (the projector records it with Skip).
+func (p *Pool) Apply(ev Event) ([]Decision, error) {
+	if ev.Seq <= p.seq && p.seq != 0 {
+		return nil, refuse(ErrSeqOrder, "event %d after %d", ev.Seq, p.seq)
+	}
+	newTree, err := p.validate(ev.Payload)
+	if err != nil {
+		return nil, err
+	}
+	p.begin(ev)
+	switch e := ev.Payload.(type) {
+	case *events.Demand:
+		p.applyDemand(e)
+	case *events.Release:
+		p.applyRelease(e)
+	case *events.PlanChange:
+		p.applyPlan(e.Plan, newTree)
+	case *events.HostUp:
+		p.applyHostUp(e)
+	case *events.HostDown:
+		p.applyHostDown(e)
+	}
+	p.releaseExcess()
+	p.trimDownHosts()
+	p.rebalance()
+	return slices.Clone(p.decisions), nil
+}
+
+// Skip records that the event at seq was refused, so the sequence moves on
+// without any change of state.
+func (p *Pool) Skip(seq uint64, at time.Time) {
+	p.seq, p.now = seq, at
+	p.decisions, p.touched, p.allTouch = p.decisions[:0], p.touched[:0], false
+}
+
+func (p *Pool) begin(ev Event) {
+	p.seq, p.now = ev.Seq, ev.Time
+	p.decisions = p.decisions[:0]
+	p.touched = p.touched[:0]
+	p.allTouch = false
+	p.loweredE = p.loweredE[:0]
+	p.dirtyTops = p.dirtyTops[:0]
+	p.dirtyAll = false
+}
+
+// touch records that a consumer's reportable state changed in this event,
+// with its ancestors.
+func (p *Pool) touch(id int32) {
+	for n := id; n != noNode; n = p.t.nodes[n].parent {
+		nd := &p.t.nodes[n]
+		if nd.touchedAt == p.seq {
+			return
+		}
+		nd.touchedAt = p.seq
+		p.touched = append(p.touched, n)
+	}
+}
+
+// Touched returns the paths whose ConsumerView may have changed in the last
+// event, in path order; all of them after a plan or host event.
+func (p *Pool) Touched() (paths []string, all bool) {
+	if p.allTouch {
+		return nil, true
+	}
+	ids := slices.Clone(p.touched)
+	slices.Sort(ids)
+	for _, id := range ids {
+		if id != 0 {
+			paths = append(paths, p.t.nodes[id].path)
+		}
+	}
+	return paths, false
+}
+
+func (p *Pool) applyDemand(e *events.Demand) {
+	paths := make([]string, 0, len(e.Demands))
+	for path := range e.Demands {
+		paths = append(paths, path)
+	}
+	slices.Sort(paths) // map order must never reach the output
+	for _, path := range paths {
+		id, _ := p.t.lookup(path)
+		p.setDemand(id, Slots(e.Demands[path]))
+	}
+}
+
+func (p *Pool) applyRelease(e *events.Release) {
+	id, _ := p.t.lookup(e.Consumer)
+	k := Slots(e.Slots)
+	p.releaseFrom(id, k, RuleReleaseFinished)
+	p.setDemand(id, p.t.nodes[id].demand-k)
+}
+
+func (p *Pool) applyHostUp(e *events.HostUp) {
+	group := e.Group
+	if group == "" {
+		group = "default"
+	}
+	if id, ok := p.hostByID[e.Host]; ok {
+		h := &p.hosts[id]
+		h.group, h.slots, h.up, h.used = group, Slots(e.Slots), true, 0
+	} else {
+		p.hostByID[e.Host] = int32(len(p.hosts))
+		p.hosts = append(p.hosts, host{name: e.Host, group: group, slots: Slots(e.Slots), up: true})
+	}
+	p.capacity += Slots(e.Slots)
+	p.recomputeAll()
+}
+
+func (p *Pool) applyHostDown(e *events.HostDown) {
+	h := &p.hosts[p.hostByID[e.Host]]
+	h.up = false
+	p.capacity -= h.slots
+	p.recomputeAll()
+}
+
+// setDemand sets a leaf's demand and carries the change of E up the tree.
+func (p *Pool) setDemand(id int32, d Slots) {
+	n := &p.t.nodes[id]
+	delta := d - n.demand
+	if delta == 0 {
+		return
+	}
+	for a := id; a != noNode; a = p.t.nodes[a].parent {
+		p.t.nodes[a].demand += delta
+	}
+	p.touch(id)
+	p.setEff(id, minSlots(d, n.capChain))
+}
+
+// setEff sets a leaf's E and propagates the change of E to its ancestors
+// (E(n) = min(max(n), sum of children's E)).
+func (p *Pool) setEff(id int32, e Slots) {
+	n := &p.t.nodes[id]
+	if n.eff == e {
+		return
+	}
+	unmet := n.eff - n.alloc
+	if e < n.eff {
+		p.loweredE = append(p.loweredE, id)
+	}
+	delta := e - n.eff
+	n.eff = e
+	p.noteUnmet(id, unmet)
+	p.markDirty(id)
+	for c := n.parent; c != noNode && delta != 0; c = p.t.nodes[c].parent {
+		pn := &p.t.nodes[c]
+		pn.childEff += delta
+		newEff := minSlots(pn.maxCap, pn.childEff)
+		delta = newEff - pn.eff
+		pn.eff = newEff
+	}
+	p.refile(id)
+}
+
+// noteUnmet sets waiting-since when a leaf's unmet demand (E - a) rises
+// from zero (decisions.md #10).
+func (p *Pool) noteUnmet(id int32, before Slots) {
+	n := &p.t.nodes[id]
+	if before <= 0 && n.eff-n.alloc > 0 {
+		n.waitingSince = p.seq
+	}
+}
+
+// markDirty notes that G or T of the leaf's branch must be recomputed.
+func (p *Pool) markDirty(id int32) {
+	if p.dirtyAll {
+		return
+	}
+	if p.policy.Reclaim == events.ReclaimShareRatio {
+		p.dirtyAll = true
+		return
+	}
+	if p.policy.Enforcement == events.EnforcementParent {
+		top := p.t.nodes[id].top
+		if !slices.Contains(p.dirtyTops, top) {
+			p.dirtyTops = append(p.dirtyTops, top)
+		}
+	}
+}
+
+// addAlloc changes a leaf's allocation on one host by delta, keeping the
+// sums of its ancestors, the host's use, the queues and waiting-since.
+func (p *Pool) addAlloc(id, hostID int32, delta Slots) {
+	n := &p.t.nodes[id]
+	unmet := n.eff - n.alloc
+	i := slices.IndexFunc(n.holdings, func(h holding) bool { return h.host == hostID })
+	if i < 0 {
+		i = len(n.holdings)
+		n.holdings = append(n.holdings, holding{host: hostID})
+		slices.SortFunc(n.holdings, func(a, b holding) int { return cmpAsc(a.host, b.host) })
+		i = slices.IndexFunc(n.holdings, func(h holding) bool { return h.host == hostID })
+	}
+	n.holdings[i].slots += delta
+	if n.holdings[i].slots == 0 {
+		n.holdings = slices.Delete(n.holdings, i, i+1)
+	}
+	p.hosts[hostID].used += delta
+	for a := id; a != noNode; a = p.t.nodes[a].parent {
+		p.t.nodes[a].alloc += delta
+	}
+	p.noteUnmet(id, unmet)
+	p.touch(id)
+	if top := n.top; top != noNode {
+		p.updateOverShare(top)
+	}
+	p.refile(id)
+}
+
+// updateOverShare keeps a top-level branch's "uses more than its planned
+// share" flag, refiling its victims when it flips.
+func (p *Pool) updateOverShare(top int32) {
+	t := &p.t.nodes[top]
+	over := t.alloc > t.planned
+	if over == t.overShare {
+		return
+	}
+	t.overShare = over
+	if p.policy.Reclaim != events.ReclaimPriority {
+		return
+	}
+	for _, l := range p.t.leaves[t.lo:t.hi] {
+		if p.t.nodes[l].q.victim.in {
+			p.refile(l)
+		}
+	}
+}
+
+func (p *Pool) emit(kind Kind, consumer, from int32, hostID int32, k Slots, rule string) {
+	d := Decision{Seq: p.seq, Ordinal: len(p.decisions), Kind: kind, Consumer: p.t.nodes[consumer].path,
+		Host: p.hosts[hostID].name, Slots: int64(k), Rule: rule}
+	if from != noNode {
+		d.From = p.t.nodes[from].path
+		if kind == KindReclaim {
+			dl := p.now.Add(p.t.nodes[from].reclaimGrace)
+			d.Deadline = &dl
+		}
+	}
+	p.decisions = append(p.decisions, d)
+}

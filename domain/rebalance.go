@@ -1,0 +1,86 @@
+package domain
+
+import "github.com/cluster-ledger/ledger/events"
+
+// rebalance is step 3 of the fold: bring G or T up to date, then hand out
+// free slots and reclaim by the pool's policy.
+func (p *Pool) rebalance() {
+	p.updateTargets()
+	if p.policy.Reclaim == events.ReclaimShareRatio {
+		p.rebalanceShareRatio()
+		return
+	}
+	p.rebalancePriority()
+}
+
+// updateTargets recomputes G (priority) or T (share_ratio) where inputs
+// changed, and refiles the leaves whose target moved.
+func (p *Pool) updateTargets() {
+	if !p.dirtyAll && len(p.dirtyTops) == 0 {
+		return
+	}
+	t := p.t
+	scope := t.leaves
+	if !p.dirtyAll {
+		scope = nil
+		for _, top := range p.dirtyTops {
+			scope = append(scope, t.leaves[t.nodes[top].lo:t.nodes[top].hi]...)
+		}
+	}
+	prev := p.prevTargets[:0]
+	for _, id := range scope {
+		prev = append(prev, t.nodes[id].target)
+	}
+	p.prevTargets = prev
+	p.computeTargets()
+	for i, id := range scope {
+		if p.allTouch || t.nodes[id].target != prev[i] {
+			p.touch(id)
+			p.refile(id)
+		}
+	}
+}
+
+func (p *Pool) computeTargets() {
+	t := p.t
+	switch {
+	case p.policy.Reclaim == events.ReclaimPriority && p.policy.Enforcement == events.EnforcementLeaf:
+		for _, id := range t.leaves {
+			t.nodes[id].target = t.nodes[id].planned
+		}
+	case p.policy.Reclaim == events.ReclaimPriority:
+		tops := p.dirtyTops
+		if p.dirtyAll {
+			tops = t.tops
+		}
+		for _, top := range tops {
+			p.waterFill(top, t.nodes[top].planned)
+		}
+	case p.policy.Enforcement == events.EnforcementParent:
+		p.waterFill(0, p.capacity)
+		p.sumTargets(0)
+	default:
+		p.dynamicShares(0, p.capacity)
+		p.bases(0)
+		root := &t.nodes[0]
+		p.surplus(0, minSlots(p.capacity, root.eff)-root.base)
+		p.sumTargets(0)
+	}
+}
+
+// headroom is how many more slots claimant may gain from victim (noNode:
+// from free slots) without taking an ancestor above its max. Ancestors the
+// two share do not count: a move inside a subtree keeps its total
+// (decisions.md #13).
+func (p *Pool) headroom(claimant, victim int32) Slots {
+	h := Unlimited
+	for a := p.t.nodes[claimant].parent; a > 0; a = p.t.nodes[a].parent {
+		if victim != noNode && p.t.contains(a, victim) {
+			break
+		}
+		if n := &p.t.nodes[a]; n.maxCap != Unlimited {
+			h = minSlots(h, n.maxCap-n.alloc)
+		}
+	}
+	return maxSlots(h, 0)
+}

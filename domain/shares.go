@@ -1,0 +1,176 @@
+package domain
+
+import "github.com/cluster-ledger/ledger/events"
+
+// Shares (allocation-rules.md section 3): planned shares P, resolved
+// maxima, effective demand E, and the dynamic guarantee G (priority mode)
+// or target T (share_ratio mode). The tree walks are here; the arithmetic
+// is apportion's.
+
+// recomputeAll rederives everything that depends on the plan or the
+// capacity. It runs on plan and host events; demand events take the
+// incremental path (setDemand, setEff).
+func (p *Pool) recomputeAll() {
+	p.allTouch, p.dirtyAll = true, true
+	t := p.t
+	root := &t.nodes[0]
+	root.planned, root.maxCap, root.capChain = p.capacity, Unlimited, Unlimited
+	p.splitChildren(0, p.capacity, includeAll, uncapped)
+	for id := 1; id < len(t.nodes); id++ { // path order: parents before children
+		n := &t.nodes[id]
+		n.planned = n.tmp
+		pa := &t.nodes[n.parent]
+		n.maxCap = resolveMax(n.max, pa.planned)
+		n.capChain = minSlots(n.maxCap, pa.capChain)
+	}
+	for id := len(t.nodes) - 1; id >= 0; id-- { // children before parents
+		n := &t.nodes[id]
+		if n.leaf {
+			before := n.eff - n.alloc
+			n.eff = minSlots(n.demand, n.capChain)
+			p.noteUnmet(int32(id), before)
+			continue
+		}
+		n.childEff = 0
+		for _, c := range n.children {
+			n.childEff += t.nodes[c].eff
+		}
+		n.eff = minSlots(n.maxCap, n.childEff)
+	}
+	for _, top := range t.tops {
+		t.nodes[top].overShare = t.nodes[top].alloc > t.nodes[top].planned
+	}
+}
+
+func resolveMax(m *events.Max, parentPlanned Slots) Slots {
+	switch {
+	case m == nil:
+		return Unlimited
+	case m.IsPercent:
+		return percentOf(parentPlanned, m.Percent)
+	default:
+		return Slots(m.Slots)
+	}
+}
+
+// Child filters and caps for splitChildren.
+func includeAll(*node) bool      { return true }
+func withDemand(n *node) bool    { return n.eff > 0 }
+func uncapped(*node) Slots       { return Unlimited }
+func capEffective(n *node) Slots { return n.eff }
+func capBase(n *node) Slots      { return n.base }
+func capResidual(n *node) Slots  { return n.eff - n.base }
+func withResidual(n *node) bool  { return n.eff > n.base }
+
+// splitChildren apportions q over the children of id that pass include,
+// by share with caps, and leaves each child's part in its tmp field
+// (0 for the children left out).
+func (p *Pool) splitChildren(id int32, q Slots, include func(*node) bool, capOf func(*node) Slots) {
+	t := p.t
+	items := p.items[:0]
+	for _, c := range t.nodes[id].children {
+		n := &t.nodes[c]
+		n.tmp = 0
+		if include(n) {
+			items = append(items, share{weight: n.share, cap: capOf(n), priority: n.priority, rank: c})
+		}
+	}
+	p.ap.apportion(q, items)
+	for _, it := range items {
+		t.nodes[it.rank].tmp = it.got
+	}
+	p.items = items
+}
+
+// waterFill sets target = q on id and splits it down over children with
+// demand, capped by E: T under parent enforcement, and G inside a top-level
+// branch under priority/parent enforcement.
+func (p *Pool) waterFill(id int32, q Slots) {
+	n := &p.t.nodes[id]
+	n.target = q
+	if n.leaf {
+		return
+	}
+	p.splitChildren(id, q, withDemand, capEffective)
+	for _, c := range n.children {
+		p.waterFill(c, p.t.nodes[c].tmp)
+	}
+}
+
+// dynamicShares computes Pdyn: the planned share over consumers with E > 0
+// only (share_ratio, leaf enforcement), into base.
+func (p *Pool) dynamicShares(id int32, q Slots) {
+	n := &p.t.nodes[id]
+	n.base = q
+	if n.leaf {
+		return
+	}
+	p.splitChildren(id, q, withDemand, uncapped)
+	for _, c := range n.children {
+		p.dynamicShares(c, p.t.nodes[c].tmp)
+	}
+}
+
+// bases turns Pdyn into the base B bottom-up: B(l) = min(E, Pdyn); a
+// parent whose children's bases exceed its E re-splits E over them.
+func (p *Pool) bases(id int32) Slots {
+	n := &p.t.nodes[id]
+	if n.leaf {
+		n.base = minSlots(n.eff, n.base)
+		return n.base
+	}
+	var sum Slots
+	for _, c := range n.children {
+		sum += p.bases(c)
+	}
+	n.base = sum
+	if id != 0 && sum > n.eff {
+		p.resplit(id, n.eff)
+	}
+	return n.base
+}
+
+// resplit lowers the bases under id to total q, by share, each child capped
+// at its current base, recursively down.
+func (p *Pool) resplit(id int32, q Slots) {
+	n := &p.t.nodes[id]
+	n.base = q
+	if n.leaf {
+		return
+	}
+	p.splitChildren(id, q, withDemand, capBase)
+	for _, c := range n.children {
+		cn := &p.t.nodes[c]
+		if cn.tmp < cn.base {
+			p.resplit(c, cn.tmp)
+		}
+	}
+}
+
+// surplus spreads u over the branches with residual need E - B, by share,
+// capped by that need; a leaf's target is its base plus its part.
+func (p *Pool) surplus(id int32, u Slots) {
+	n := &p.t.nodes[id]
+	if n.leaf {
+		n.target = n.base + u
+		return
+	}
+	p.splitChildren(id, u, withResidual, capResidual)
+	for _, c := range n.children {
+		p.surplus(c, p.t.nodes[c].tmp)
+	}
+}
+
+// sumTargets sets a parent's target to the sum of its leaves' targets.
+func (p *Pool) sumTargets(id int32) Slots {
+	n := &p.t.nodes[id]
+	if n.leaf {
+		return n.target
+	}
+	var sum Slots
+	for _, c := range n.children {
+		sum += p.sumTargets(c)
+	}
+	n.target = sum
+	return sum
+}

@@ -1,0 +1,271 @@
+package domain
+
+import (
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+const noNode int32 = -1
+
+// node is one consumer. Its id is its index in the tree's nodes, which are
+// sorted by path in byte order, so comparing ids compares paths: the
+// "then path" tie-break of every ordering is an integer comparison.
+type node struct {
+	path     string
+	parent   int32
+	children []int32 // in path order
+	depth    int32
+	top      int32 // the top-level ancestor (itself if top-level); noNode for the root
+	leaf     bool
+	lo, hi   int32 // this subtree's leaves are tree.leaves[lo:hi]
+
+	share        int64
+	priority     int64
+	max          *events.Max
+	borrowLimit  Slots // Unlimited-1 sentinel: default (= G)
+	reclaimGrace time.Duration
+	lendGrace    time.Duration
+
+	// Derived from plan and capacity (recomputed on plan and host events).
+	planned  Slots // P
+	maxCap   Slots // max resolved to slots, Unlimited if none
+	capChain Slots // min of maxCap over this node and its ancestors
+
+	// Derived from demand (kept incrementally).
+	demand    Slots // d; the sum over leaves for a parent
+	eff       Slots // E
+	childEff  Slots // sum of children's E (parents)
+	alloc     Slots // A: held slots (sum over leaves for a parent)
+	target    Slots // G (priority) or T (share_ratio)
+	overShare bool  // top-level only: alloc > planned
+	touchedAt uint64
+	base      Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
+	tmp       Slots // scratch: this node's part of its parent's split
+
+	leafState
+}
+
+// leafState is what only leaves have.
+type leafState struct {
+	waitingSince uint64
+	holdings     []holding // by host id
+	q            queued
+}
+
+// holding is a number of slots held on one host.
+type holding struct {
+	host  int32
+	slots Slots
+}
+
+const defaultBorrowLimit Slots = -1
+
+// tree is the consumer tree of one plan. nodes[0] is the implicit root.
+type tree struct {
+	nodes  []node
+	leaves []int32 // leaf ids in depth-first order (children in path order)
+	tops   []int32
+	byPath map[string]int32
+}
+
+func (t *tree) lookup(path string) (int32, bool) {
+	id, ok := t.byPath[path]
+	return id, ok
+}
+
+// buildTree validates a plan and builds its tree. Parents implied by a
+// child's path get share 1 and priority 0 (decisions.md #3).
+func buildTree(plan events.Plan) (*tree, error) {
+	if err := validatePolicy(plan.Policy); err != nil {
+		return nil, err
+	}
+	if len(plan.Consumers) == 0 {
+		return nil, refuse(ErrInvalidPlan, "a plan needs at least one consumer")
+	}
+	if len(plan.Consumers) > MaxConsumers {
+		return nil, refuse(ErrOverflow, "%d consumers (at most %d)", len(plan.Consumers), MaxConsumers)
+	}
+	specs := make(map[string]events.Consumer, len(plan.Consumers))
+	for _, c := range plan.Consumers {
+		if err := validateConsumer(c); err != nil {
+			return nil, err
+		}
+		if _, dup := specs[c.Path]; dup {
+			return nil, refuse(ErrDuplicatePath, "%s is listed twice", c.Path)
+		}
+		specs[c.Path] = c
+	}
+	paths := []string{"/"}
+	seen := map[string]bool{"/": true}
+	for _, c := range plan.Consumers {
+		for p := c.Path; p != "/" && !seen[p]; p = parentPath(p) {
+			seen[p] = true
+			paths = append(paths, p)
+		}
+	}
+	if len(paths)-1 > MaxConsumers {
+		return nil, refuse(ErrOverflow, "%d consumers (at most %d)", len(paths)-1, MaxConsumers)
+	}
+	slices.Sort(paths)
+	t := &tree{nodes: make([]node, len(paths)), byPath: make(map[string]int32, len(paths))}
+	for i, p := range paths {
+		t.byPath[p] = int32(i)
+	}
+	for i, p := range paths {
+		n := &t.nodes[i]
+		n.path, n.parent, n.top, n.share, n.borrowLimit = p, noNode, noNode, 1, defaultBorrowLimit
+		if i > 0 {
+			n.parent = t.byPath[parentPath(p)]
+			n.depth = t.nodes[n.parent].depth + 1
+			t.nodes[n.parent].children = append(t.nodes[n.parent].children, int32(i))
+			n.top = int32(i)
+			if n.depth > 1 {
+				n.top = t.nodes[n.parent].top
+			}
+		}
+		if c, ok := specs[p]; ok {
+			n.share, n.priority, n.max = c.ShareOrDefault(), c.Priority, c.Max
+			if c.BorrowLimit != nil {
+				n.borrowLimit = Slots(*c.BorrowLimit)
+			}
+			if c.ReclaimGrace != nil {
+				n.reclaimGrace = c.ReclaimGrace.Duration
+			}
+			if c.LendGrace != nil {
+				n.lendGrace = c.LendGrace.Duration
+			}
+		}
+	}
+	for i := range t.nodes {
+		n := &t.nodes[i]
+		n.leaf = i > 0 && len(n.children) == 0
+		if n.depth == 1 {
+			t.tops = append(t.tops, int32(i))
+		}
+		if err := checkSiblingShares(t, n); err != nil {
+			return nil, err
+		}
+	}
+	t.layoutLeaves(0)
+	return t, nil
+}
+
+// layoutLeaves lists leaves depth-first and records each subtree's range.
+func (t *tree) layoutLeaves(id int32) {
+	n := &t.nodes[id]
+	n.lo = int32(len(t.leaves))
+	if n.leaf {
+		t.leaves = append(t.leaves, id)
+	}
+	for _, c := range n.children {
+		t.layoutLeaves(c)
+	}
+	n.hi = int32(len(t.leaves))
+}
+
+// contains reports whether leaf sits in the subtree of n.
+func (t *tree) contains(n, leaf int32) bool {
+	l := &t.nodes[leaf]
+	nd := &t.nodes[n]
+	pos := l.lo
+	return pos >= nd.lo && pos < nd.hi
+}
+
+func checkSiblingShares(t *tree, n *node) error {
+	var sum int64
+	for _, c := range n.children {
+		sum += t.nodes[c].share
+	}
+	if sum > MaxShare {
+		return refuse(ErrOverflow, "the shares of %s's children add up to %d (at most %d)", n.path, sum, MaxShare)
+	}
+	return nil
+}
+
+func parentPath(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
+func validatePolicy(p events.Policy) error {
+	switch p.ReclaimOrDefault() {
+	case events.ReclaimPriority, events.ReclaimShareRatio:
+	default:
+		return refuse(ErrInvalidPlan, "policy.reclaim %q: want %q or %q", p.Reclaim, events.ReclaimPriority, events.ReclaimShareRatio)
+	}
+	switch p.EnforcementOrDefault() {
+	case events.EnforcementLeaf, events.EnforcementParent:
+	default:
+		return refuse(ErrInvalidPlan, "policy.enforcement %q: want %q or %q", p.Enforcement, events.EnforcementLeaf, events.EnforcementParent)
+	}
+	return nil
+}
+
+func validateConsumer(c events.Consumer) error {
+	if err := validatePath(c.Path); err != nil {
+		return err
+	}
+	if s := c.ShareOrDefault(); s <= 0 {
+		return refuse(ErrZeroShare, "%s has share %d", c.Path, s)
+	} else if s > MaxShare {
+		return refuse(ErrOverflow, "%s has share %d (at most %d)", c.Path, s, MaxShare)
+	}
+	if m := c.Max; m != nil {
+		if m.IsPercent && (m.Percent < 1 || m.Percent > 100) {
+			return refuse(ErrPercentRange, "%s has max %d%%", c.Path, m.Percent)
+		}
+		if !m.IsPercent {
+			if err := checkQuantity(c.Path+" max", m.Slots); err != nil {
+				return err
+			}
+		}
+	}
+	if c.BorrowLimit != nil {
+		if err := checkQuantity(c.Path+" borrow_limit", *c.BorrowLimit); err != nil {
+			return err
+		}
+	}
+	for _, g := range []*events.Duration{c.ReclaimGrace, c.LendGrace} {
+		if g != nil && g.Duration < 0 {
+			return refuse(ErrInvalidPlan, "%s has a negative grace period", c.Path)
+		}
+	}
+	return nil
+}
+
+func checkQuantity(what string, v int64) error {
+	if v < 0 {
+		return refuse(ErrNegativeSlots, "%s is %d", what, v)
+	}
+	if Slots(v) > MaxQuantity {
+		return refuse(ErrOverflow, "%s is %d (at most %d)", what, v, MaxQuantity)
+	}
+	return nil
+}
+
+// validatePath accepts absolute paths of non-empty segments without ".",
+// "..", white space or control characters (decisions.md #2).
+func validatePath(p string) error {
+	if p == "/" {
+		return refuse(ErrInvalidPath, "the root %q is implicit and cannot be listed", p)
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return refuse(ErrInvalidPath, "%q: a path starts with / and does not end with /", p)
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return refuse(ErrInvalidPath, "%q: segment %q (empty, . and .. are not allowed)", p, seg)
+		}
+		if strings.IndexFunc(seg, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return refuse(ErrInvalidPath, "%q: white space or control character in a path", p)
+		}
+	}
+	return nil
+}

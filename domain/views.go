@@ -1,0 +1,115 @@
+package domain
+
+import (
+	"slices"
+	"strings"
+)
+
+// ConsumerView is the reportable state of one consumer after an event.
+// For a parent, Demand and Allocated are sums over its leaves.
+type ConsumerView struct {
+	Path         string `json:"path"`
+	Parent       string `json:"parent"`
+	Leaf         bool   `json:"leaf"`
+	Share        int64  `json:"share"`
+	Priority     int64  `json:"priority"`
+	Max          string `json:"max,omitempty"`
+	Demand       int64  `json:"demand"`
+	Effective    int64  `json:"effective"`
+	Planned      int64  `json:"planned"`
+	Target       int64  `json:"target"`
+	Allocated    int64  `json:"allocated"`
+	Borrowed     int64  `json:"borrowed"`
+	WaitingSince uint64 `json:"waiting_since,omitempty"`
+}
+
+// HostView is one host and how many of its slots are allocated.
+type HostView struct {
+	Name      string `json:"name"`
+	Group     string `json:"group"`
+	Slots     int64  `json:"slots"`
+	Up        bool   `json:"up"`
+	Allocated int64  `json:"allocated"`
+}
+
+// Allocation is how many slots a leaf holds on a host.
+type Allocation struct {
+	Consumer string `json:"consumer"`
+	Host     string `json:"host"`
+	Slots    int64  `json:"slots"`
+}
+
+// Policy is the pool's effective policy.
+type Policy struct {
+	Reclaim     string `json:"reclaim"`
+	Enforcement string `json:"enforcement"`
+	Preemption  bool   `json:"preemption"`
+}
+
+// Policy returns the pool's effective policy.
+func (p *Pool) Policy() Policy { return p.policy }
+
+// HasPlan reports whether a plan has been applied.
+func (p *Pool) HasPlan() bool { return p.hasPlan }
+
+// Consumers returns every consumer in path order (the root excluded).
+func (p *Pool) Consumers() []ConsumerView {
+	out := make([]ConsumerView, 0, len(p.t.nodes)-1)
+	for id := 1; id < len(p.t.nodes); id++ {
+		out = append(out, p.view(int32(id)))
+	}
+	return out
+}
+
+// Consumer returns one consumer's view.
+func (p *Pool) Consumer(path string) (ConsumerView, bool) {
+	id, ok := p.t.lookup(path)
+	if !ok || id == 0 {
+		return ConsumerView{}, false
+	}
+	return p.view(id), true
+}
+
+func (p *Pool) view(id int32) ConsumerView {
+	n := &p.t.nodes[id]
+	v := ConsumerView{
+		Path: n.path, Parent: p.t.nodes[n.parent].path, Leaf: n.leaf, Share: n.share, Priority: n.priority,
+		Demand: int64(n.demand), Effective: int64(n.eff), Planned: int64(n.planned), Target: int64(n.target),
+		Allocated: int64(n.alloc), Borrowed: int64(maxSlots(0, n.alloc-n.planned)),
+	}
+	if n.max != nil {
+		v.Max = n.max.String()
+	}
+	if n.leaf && n.eff > n.alloc {
+		v.WaitingSince = n.waitingSince
+	}
+	return v
+}
+
+// Hosts returns every host, up or down, in name order.
+func (p *Pool) Hosts() []HostView {
+	out := make([]HostView, 0, len(p.hosts))
+	for _, h := range p.hosts {
+		out = append(out, HostView{Name: h.name, Group: h.group, Slots: int64(h.slots), Up: h.up, Allocated: int64(h.used)})
+	}
+	slices.SortFunc(out, func(a, b HostView) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Allocations returns every non-zero holding, by consumer path then host name.
+func (p *Pool) Allocations() []Allocation {
+	var out []Allocation
+	for _, id := range p.leavesByPath() {
+		n := &p.t.nodes[id]
+		for _, h := range n.holdings {
+			out = append(out, Allocation{Consumer: n.path, Host: p.hosts[h.host].name, Slots: int64(h.slots)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Allocation) int {
+		if c := strings.Compare(a.Consumer, b.Consumer); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Host, b.Host)
+	})
+	return out
+}

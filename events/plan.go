@@ -1,0 +1,161 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reclaim policies (allocation-rules.md section 4).
+const (
+	ReclaimPriority   = "priority"
+	ReclaimShareRatio = "share_ratio"
+)
+
+// Enforcement levels of share ratios (allocation-rules.md section 3).
+const (
+	EnforcementLeaf   = "leaf"
+	EnforcementParent = "parent"
+)
+
+// Plan is a pool's policy and consumer tree. Parents may be listed or
+// implied by their children's paths.
+type Plan struct {
+	Policy    Policy     `json:"policy"`
+	Consumers []Consumer `json:"consumers"`
+}
+
+// Policy selects the sharing rules. Empty fields take their defaults:
+// reclaim "priority", enforcement "leaf", preemption true.
+type Policy struct {
+	Reclaim     string `json:"reclaim,omitempty"`
+	Enforcement string `json:"enforcement,omitempty"`
+	Preemption  *bool  `json:"preemption,omitempty"`
+}
+
+// ReclaimOrDefault returns the reclaim policy, "priority" when unset.
+func (p Policy) ReclaimOrDefault() string {
+	if p.Reclaim == "" {
+		return ReclaimPriority
+	}
+	return p.Reclaim
+}
+
+// EnforcementOrDefault returns the enforcement level, "leaf" when unset.
+func (p Policy) EnforcementOrDefault() string {
+	if p.Enforcement == "" {
+		return EnforcementLeaf
+	}
+	return p.Enforcement
+}
+
+// PreemptionOrDefault reports whether reclaim is allowed (default true).
+func (p Policy) PreemptionOrDefault() bool {
+	return p.Preemption == nil || *p.Preemption
+}
+
+// Consumer is one node of the consumer tree, named by its path.
+type Consumer struct {
+	Path         string    `json:"path"`
+	Share        *int64    `json:"share,omitempty"`
+	Priority     int64     `json:"priority,omitempty"`
+	Max          *Max      `json:"max,omitempty"`
+	BorrowLimit  *int64    `json:"borrow_limit,omitempty"`
+	ReclaimGrace *Duration `json:"reclaim_grace,omitempty"`
+	LendGrace    *Duration `json:"lend_grace,omitempty"`
+}
+
+// ShareOrDefault returns the share ratio, 1 when unset.
+func (c Consumer) ShareOrDefault() int64 {
+	if c.Share == nil {
+		return 1
+	}
+	return *c.Share
+}
+
+// Max caps a consumer subtree's allocation: a number of slots, or a
+// percentage of the parent's planned share (rounded down). It is written
+// as a JSON number (slots) or a string "40%".
+type Max struct {
+	Slots   int64
+	Percent int64
+	// IsPercent tells which of the two fields is meant.
+	IsPercent bool
+}
+
+// MarshalJSON writes slots as a number and percentages as "N%".
+func (m Max) MarshalJSON() ([]byte, error) {
+	if m.IsPercent {
+		return json.Marshal(fmt.Sprintf("%d%%", m.Percent))
+	}
+	return json.Marshal(m.Slots)
+}
+
+// UnmarshalJSON reads a number of slots or a string "N%" (or "N").
+func (m *Max) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case json.Number:
+		n = x
+	case string:
+		s := strings.TrimSpace(x)
+		if p, ok := strings.CutSuffix(s, "%"); ok {
+			pct, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+			if err != nil {
+				return fmt.Errorf("max %q: percentage must be a whole number like \"40%%\"", x)
+			}
+			*m = Max{Percent: pct, IsPercent: true}
+			return nil
+		}
+		n = json.Number(s)
+	default:
+		return fmt.Errorf("max must be a number of slots or a percentage like \"40%%\", got %s", string(b))
+	}
+	slots, err := n.Int64()
+	if err != nil {
+		return fmt.Errorf("max %s: must be a whole number of slots", n)
+	}
+	*m = Max{Slots: slots}
+	return nil
+}
+
+// String renders the max as written in a plan.
+func (m Max) String() string {
+	if m.IsPercent {
+		return fmt.Sprintf("%d%%", m.Percent)
+	}
+	return strconv.FormatInt(m.Slots, 10)
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }
+
+// UnmarshalJSON reads a Go duration string, or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var secs int64
+		if err2 := json.Unmarshal(b, &secs); err2 != nil {
+			return fmt.Errorf("duration must be a string like \"30s\" or a number of seconds")
+		}
+		d.Duration = time.Duration(secs) * time.Second
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %v", s, err)
+	}
+	d.Duration = v
+	return nil
+}

@@ -1,0 +1,164 @@
+package scenario
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+	"go.yaml.in/yaml/v3"
+)
+
+// Epoch is the time of a scenario's first event when none is given.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Scenario is one parsed scenario file.
+type Scenario struct {
+	File  string
+	Name  string
+	Pool  string
+	Plan  events.Plan
+	Hosts []events.HostUp
+	Steps []Step
+}
+
+// Step is a group of events and what must hold after them.
+type Step struct {
+	Name   string
+	Events []Event
+	Expect *Expect
+}
+
+// Event is one event of a step; Time is nil unless the file gives one.
+type Event struct {
+	Payload events.Payload
+	Time    *time.Time
+}
+
+// Expect is a step's expectation.
+type Expect struct {
+	Allocations map[string]int64 `json:"allocations"`
+	Decisions   []ExpectDecision `json:"decisions"`
+	Rejected    int              `json:"rejected"`
+}
+
+// ExpectDecision is a sum of decisions of one (kind, consumer, from).
+type ExpectDecision struct {
+	Kind     string `json:"kind"`
+	Consumer string `json:"consumer"`
+	From     string `json:"from,omitempty"`
+	Slots    int64  `json:"slots"`
+}
+
+type rawScenario struct {
+	Name  string            `json:"name"`
+	Pool  string            `json:"pool"`
+	Plan  json.RawMessage   `json:"plan"`
+	Hosts []json.RawMessage `json:"hosts"`
+	Steps []rawStep         `json:"steps"`
+}
+
+// hostSpec is an entry of the scenario's hosts list (a host_up event
+// written with "name" rather than "host").
+type hostSpec struct {
+	Name  string `json:"name"`
+	Group string `json:"group"`
+	Slots int64  `json:"slots"`
+}
+
+type rawStep struct {
+	Name   string                       `json:"name"`
+	Events []map[string]json.RawMessage `json:"events"`
+	Expect *Expect                      `json:"expect"`
+}
+
+// ParseFile reads and parses a scenario file.
+func ParseFile(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s.File = path
+	return s, nil
+}
+
+// Parse parses a scenario from YAML. Unknown fields are errors.
+func Parse(b []byte) (*Scenario, error) {
+	var doc any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("yaml: %w", err)
+	}
+	js, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("yaml to json: %w", err)
+	}
+	var raw rawScenario
+	if err := strictJSON(js, &raw); err != nil {
+		return nil, err
+	}
+	s := &Scenario{Name: raw.Name, Pool: raw.Pool}
+	if s.Pool == "" {
+		s.Pool = "default"
+	}
+	if len(raw.Plan) == 0 {
+		return nil, fmt.Errorf("scenario has no plan")
+	}
+	if err := strictJSON(raw.Plan, &s.Plan); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	for i, h := range raw.Hosts {
+		var hs hostSpec
+		if err := strictJSON(h, &hs); err != nil {
+			return nil, fmt.Errorf("hosts[%d]: %w", i, err)
+		}
+		s.Hosts = append(s.Hosts, events.HostUp{Host: hs.Name, Group: hs.Group, Slots: hs.Slots})
+	}
+	for i, rs := range raw.Steps {
+		st := Step{Name: rs.Name, Expect: rs.Expect}
+		for j, re := range rs.Events {
+			ev, err := parseEvent(re)
+			if err != nil {
+				return nil, fmt.Errorf("steps[%d].events[%d]: %w", i, j, err)
+			}
+			st.Events = append(st.Events, ev)
+		}
+		s.Steps = append(s.Steps, st)
+	}
+	return s, nil
+}
+
+func parseEvent(fields map[string]json.RawMessage) (Event, error) {
+	var ev Event
+	var typ string
+	if err := json.Unmarshal(fields["type"], &typ); err != nil || typ == "" {
+		return ev, fmt.Errorf("event needs a type (one of demand, release, plan, host_up, host_down)")
+	}
+	delete(fields, "type")
+	if t, ok := fields["time"]; ok {
+		var at time.Time
+		if err := json.Unmarshal(t, &at); err != nil {
+			return ev, fmt.Errorf("time: %w", err)
+		}
+		ev.Time = &at
+		delete(fields, "time")
+	}
+	data, _ := json.Marshal(fields)
+	p, err := events.DecodePayload(events.Type(typ), data)
+	if err != nil {
+		return ev, err
+	}
+	ev.Payload = p
+	return ev, nil
+}
+
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

@@ -1,0 +1,118 @@
+package scenario
+
+import (
+	"time"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// StepResult is the outcome of one step folded in memory.
+type StepResult struct {
+	Step      int                   `json:"step"`
+	Name      string                `json:"name,omitempty"`
+	Consumers []domain.ConsumerView `json:"consumers"`
+	Decisions []domain.Decision     `json:"decisions"`
+	Refusals  []string              `json:"refusals,omitempty"`
+	Diffs     []string              `json:"diffs,omitempty"`
+}
+
+// Result is a whole scenario folded in memory.
+type Result struct {
+	File   string        `json:"file"`
+	Name   string        `json:"name"`
+	Setup  []string      `json:"setup_refusals,omitempty"`
+	Steps  []StepResult  `json:"steps"`
+	Policy domain.Policy `json:"policy"`
+}
+
+// Failed reports whether any expectation failed or the setup was refused.
+func (r *Result) Failed() bool {
+	if len(r.Setup) > 0 {
+		return true
+	}
+	for _, s := range r.Steps {
+		if len(s.Diffs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Timeline assigns times and sequences to a scenario's events: the plan,
+// then the hosts, then every step's events; one second apart unless an
+// event gives its own time. Refused events do not take a sequence.
+type Timeline struct {
+	next time.Time
+	seq  uint64
+}
+
+// NewTimeline starts at Epoch.
+func NewTimeline() *Timeline { return &Timeline{next: Epoch} }
+
+// At returns the time of the next event.
+func (t *Timeline) At(given *time.Time) time.Time {
+	at := t.next
+	if given != nil {
+		at = given.UTC()
+	}
+	t.next = at.Add(time.Second)
+	return at
+}
+
+// Setup returns the plan and host events that precede step 1.
+func (s *Scenario) Setup() []Event {
+	evs := []Event{{Payload: &events.PlanChange{Plan: s.Plan}}}
+	for i := range s.Hosts {
+		evs = append(evs, Event{Payload: &s.Hosts[i]})
+	}
+	return evs
+}
+
+// Run folds the scenario in memory with the engine.
+func Run(s *Scenario) *Result {
+	pool := domain.NewPool(s.Pool)
+	tl := NewTimeline()
+	res := &Result{File: s.File, Name: s.Name}
+	apply := func(ev Event) ([]domain.Decision, error) {
+		at := tl.At(ev.Time)
+		ds, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: ev.Payload})
+		if err == nil {
+			tl.seq++
+		}
+		return ds, err
+	}
+	for _, ev := range s.Setup() {
+		if _, err := apply(ev); err != nil {
+			res.Setup = append(res.Setup, err.Error())
+		}
+	}
+	for i, st := range s.Steps {
+		sr := StepResult{Step: i + 1, Name: st.Name, Decisions: []domain.Decision{}}
+		for _, ev := range st.Events {
+			ds, err := apply(ev)
+			if err != nil {
+				sr.Refusals = append(sr.Refusals, err.Error())
+				continue
+			}
+			sr.Decisions = append(sr.Decisions, ds...)
+		}
+		sr.Consumers = pool.Consumers()
+		sr.Diffs = st.Expect.Check(Observe(sr.Consumers, sr.Decisions, len(sr.Refusals)))
+		res.Steps = append(res.Steps, sr)
+	}
+	res.Policy = pool.Policy()
+	return res
+}
+
+// Observe turns consumer views and decisions into what Check compares.
+func Observe(cs []domain.ConsumerView, ds []domain.Decision, rejected int) Observed {
+	o := Observed{Allocated: map[string]int64{}, Decisions: ds, Rejected: rejected}
+	for _, c := range cs {
+		o.Allocated[c.Path] = c.Allocated
+		if c.Leaf {
+			o.Leaves = append(o.Leaves, c.Path)
+		}
+	}
+	return o
+}
