@@ -22,6 +22,9 @@ func (p *Pool) recomputeAll() {
 		pa := &t.nodes[n.parent]
 		n.maxCap = resolveMax(n.max, pa.planned)
 		n.capChain = minSlots(n.maxCap, pa.capChain)
+		if !n.leaf {
+			p.splitChildren(int32(id), n.planned, includeAll, uncapped)
+		}
 	}
 	for id := len(t.nodes) - 1; id >= 0; id-- { // children before parents
 		n := &t.nodes[id]

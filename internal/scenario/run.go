@@ -10,6 +10,7 @@ import (
 // StepResult is the outcome of one step folded in memory.
 type StepResult struct {
 	Step      int                   `json:"step"`
+	Policy    domain.Policy         `json:"policy"`
 	Name      string                `json:"name,omitempty"`
 	Consumers []domain.ConsumerView `json:"consumers"`
 	Decisions []domain.Decision     `json:"decisions"`
@@ -98,10 +99,10 @@ func Run(s *Scenario) *Result {
 			sr.Decisions = append(sr.Decisions, ds...)
 		}
 		sr.Consumers = pool.Consumers()
+		sr.Policy = pool.Policy()
 		sr.Diffs = st.Expect.Check(Observe(sr.Consumers, sr.Decisions, len(sr.Refusals)))
 		res.Steps = append(res.Steps, sr)
 	}
-	res.Policy = pool.Policy()
 	return res
 }
 

@@ -1,0 +1,53 @@
+// Command ledger is the write side of the allocation ledger and the
+// operator's tool: it runs the HTTP API, publishes and loads events,
+// simulates scenarios in memory, replays and audits the log, and runs the
+// whole service on one machine for development (`ledger dev`).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit code through cobra without printing
+// usage: a failed check is not a usage mistake.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+var root = &cobra.Command{
+	Use:   "ledger",
+	Short: "An event-sourced allocation ledger for shared compute clusters",
+	Long: `ledger records who holds which slots of a shared cluster, and why.
+
+Producers append events (demand, release, plan, host_up, host_down) through
+the ledger's HTTP API to a NATS JetStream stream, the log of truth. A
+deterministic projector folds the log through the sharing rules into
+PostgreSQL tables that reporting queries read. Auditors replay the log and
+verify the projection.
+
+Addresses come from LEDGER_URL, NATS_URL and DATABASE_URL (the lines
+'ledger dev' prints) or from the flags of the same names.`,
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := root.ExecuteContext(ctx)
+	stop()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "ledger:", err)
+		os.Exit(1)
+	}
+}
