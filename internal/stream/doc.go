@@ -1,0 +1,7 @@
+// Package stream is the contract of the LEDGER JetStream stream: its name,
+// its subjects (ledger.<pool>.<type>), its configuration (file storage, no
+// age limit, deletes and purges denied, a duplicate window, atomic batch
+// publish), and how a stored message becomes an event with its offset.
+// The ledger (write side), the projector and the audit tools all use it,
+// so they cannot disagree on where the log is.
+package stream

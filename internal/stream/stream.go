@@ -1,0 +1,112 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Name is the stream that holds the log of every pool.
+const Name = "LEDGER"
+
+// DuplicateWindow is how long a retried publish with the same event id is
+// recognised and stored once.
+const DuplicateWindow = 10 * time.Minute
+
+// ErrInvalidPool is returned for a pool name that cannot be a subject token.
+var ErrInvalidPool = errors.New("invalid pool name")
+
+var poolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidatePool checks that a pool name is one subject token.
+func ValidatePool(pool string) error {
+	if !poolName.MatchString(pool) {
+		return fmt.Errorf("%w: %q (letters, digits, '-' and '_', 1 to 128 characters)", ErrInvalidPool, pool)
+	}
+	return nil
+}
+
+// Subject is the subject of an event of type t in pool.
+func Subject(pool string, t events.Type) string { return "ledger." + pool + "." + string(t) }
+
+// PoolFilter matches every event of one pool.
+func PoolFilter(pool string) string { return "ledger." + pool + ".>" }
+
+// PoolOf returns the pool named by a subject.
+func PoolOf(subject string) (string, error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 3 || parts[0] != "ledger" {
+		return "", fmt.Errorf("subject %q is not ledger.<pool>.<type>", subject)
+	}
+	return parts[1], nil
+}
+
+// Config is the stream's configuration: the log of truth, kept forever.
+func Config() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:               Name,
+		Description:        "allocation ledger: the log of truth",
+		Subjects:           []string{"ledger.>"},
+		Storage:            jetstream.FileStorage,
+		Retention:          jetstream.LimitsPolicy,
+		MaxAge:             0,
+		MaxMsgs:            -1,
+		MaxBytes:           -1,
+		Discard:            jetstream.DiscardNew,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		Duplicates:         DuplicateWindow,
+		AllowAtomicPublish: true,
+	}
+}
+
+// Ensure creates the stream if it is missing and returns it. An existing
+// stream is used as it is.
+func Ensure(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, Name)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", Name, err)
+	}
+	s, err = js.CreateStream(ctx, Config())
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.Stream(ctx, Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", Name, err)
+	}
+	return s, nil
+}
+
+// Stored is one event read back from the stream, with its offset.
+type Stored struct {
+	Seq      uint64
+	Envelope events.Envelope
+	Raw      []byte
+}
+
+// Decode turns a stream message into a stored event.
+func Decode(msg jetstream.Msg) (Stored, error) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return Stored{}, fmt.Errorf("message metadata: %w", err)
+	}
+	return DecodeRaw(md.Sequence.Stream, msg.Data())
+}
+
+// DecodeRaw decodes a stored message body at a stream sequence.
+func DecodeRaw(seq uint64, data []byte) (Stored, error) {
+	env, err := events.ParseEnvelope(data)
+	if err != nil {
+		return Stored{}, fmt.Errorf("event at sequence %d: %w", seq, err)
+	}
+	return Stored{Seq: seq, Envelope: env, Raw: data}, nil
+}
