@@ -29,14 +29,9 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 		nn.holdings = on.holdings
 		nn.target = on.target
 	}
-	for id := len(nt.nodes) - 1; id > 0; id-- { // children before parents
-		n := &nt.nodes[id]
-		pa := &nt.nodes[n.parent]
-		pa.demand += n.demand
-		pa.alloc += n.alloc
-	}
+	sumUp(nt)
 	p.t, p.plan, p.hasPlan = nt, plan, true
-	p.policy = Policy{Reclaim: plan.Policy.ReclaimOrDefault(), Enforcement: plan.Policy.EnforcementOrDefault(), Preemption: plan.Policy.PreemptionOrDefault()}
+	p.policy = policyOf(plan)
 	p.unfileAll()
 	p.recomputeAll()
 }
