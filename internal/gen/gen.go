@@ -1,0 +1,196 @@
+package gen
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// Source supplies choices: a number in [0, n).
+type Source interface{ Intn(n int) int }
+
+// Rand is a Source backed by a seeded PCG generator.
+type Rand struct{ r *rand.Rand }
+
+// NewRand returns a Source seeded with seed.
+func NewRand(seed uint64) *Rand { return &Rand{rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))} }
+
+// Intn returns a number in [0, n).
+func (r *Rand) Intn(n int) int { return r.r.IntN(n) }
+
+// Bytes is a Source that reads the fuzzer's input; it answers 0 once the
+// input is used up, so every input is a valid, finite scenario.
+type Bytes struct {
+	b []byte
+	i int
+}
+
+// NewBytes returns a Source over b.
+func NewBytes(b []byte) *Bytes { return &Bytes{b: b} }
+
+// Intn returns a number in [0, n).
+func (s *Bytes) Intn(n int) int {
+	if s.i >= len(s.b) || n <= 1 {
+		return 0
+	}
+	v := int(s.b[s.i])
+	s.i++
+	if n > 256 && s.i < len(s.b) {
+		v = v<<8 | int(s.b[s.i])
+		s.i++
+	}
+	return v % n
+}
+
+// Scenario is a generated plan, hosts and events, in order.
+type Scenario struct {
+	Leaves []string
+	Parent []string
+	Events []events.Payload
+}
+
+// Generate makes a scenario of about n events after the plan and hosts.
+func Generate(src Source, n int) Scenario {
+	g := &generator{src: src}
+	plan := g.plan()
+	sc := Scenario{Leaves: g.leaves, Parent: g.parents}
+	sc.Events = append(sc.Events, &events.PlanChange{Plan: plan})
+	for i := 0; i < 1+src.Intn(4); i++ {
+		sc.Events = append(sc.Events, g.hostUp())
+	}
+	for i := 0; i < n; i++ {
+		sc.Events = append(sc.Events, g.event())
+	}
+	return sc
+}
+
+type generator struct {
+	src     Source
+	leaves  []string
+	parents []string
+	hosts   []string
+	tree    []events.Consumer
+}
+
+func (g *generator) pick(xs []string) string { return xs[g.src.Intn(len(xs))] }
+
+func (g *generator) plan() events.Plan {
+	g.leaves, g.parents, g.tree = nil, nil, nil
+	g.subtree("", 1+g.src.Intn(3))
+	return events.Plan{Policy: g.policy(), Consumers: g.tree}
+}
+
+func (g *generator) policy() events.Policy {
+	p := events.Policy{Reclaim: events.ReclaimPriority, Enforcement: events.EnforcementLeaf}
+	if g.src.Intn(2) == 1 {
+		p.Reclaim = events.ReclaimShareRatio
+	}
+	if g.src.Intn(2) == 1 {
+		p.Enforcement = events.EnforcementParent
+	}
+	if g.src.Intn(4) == 0 {
+		off := false
+		p.Preemption = &off
+	}
+	return p
+}
+
+// subtree adds 1..4 children under prefix; depth levels remain.
+func (g *generator) subtree(prefix string, depth int) {
+	names := []string{"a", "b", "c", "d"}
+	for i := 0; i < 1+g.src.Intn(4); i++ {
+		path := prefix + "/" + names[i]
+		g.tree = append(g.tree, g.consumer(path))
+		if depth > 1 && g.src.Intn(3) > 0 {
+			g.parents = append(g.parents, path)
+			g.subtree(path, depth-1)
+			continue
+		}
+		g.leaves = append(g.leaves, path)
+	}
+}
+
+func (g *generator) consumer(path string) events.Consumer {
+	share := int64(1 + g.src.Intn(5))
+	c := events.Consumer{Path: path, Share: &share, Priority: int64(g.src.Intn(4))}
+	switch g.src.Intn(6) {
+	case 0:
+		c.Max = &events.Max{Slots: int64(g.src.Intn(20))}
+	case 1:
+		c.Max = &events.Max{Percent: int64(10 + g.src.Intn(91)), IsPercent: true}
+	}
+	if g.src.Intn(5) == 0 {
+		bl := int64(g.src.Intn(6))
+		c.BorrowLimit = &bl
+	}
+	return c
+}
+
+func (g *generator) hostUp() *events.HostUp {
+	name := fmt.Sprintf("h%d", len(g.hosts)+1)
+	if len(g.hosts) > 0 && g.src.Intn(3) == 0 {
+		name = g.pick(g.hosts) // may be up already (refused) or coming back
+	} else {
+		g.hosts = append(g.hosts, name)
+	}
+	return &events.HostUp{Host: name, Slots: int64(1 + g.src.Intn(12))}
+}
+
+func (g *generator) event() events.Payload {
+	switch r := g.src.Intn(20); {
+	case r < 11:
+		return g.demand()
+	case r < 14:
+		return &events.Release{Consumer: g.pick(g.leaves), Slots: int64(1 + g.src.Intn(5))}
+	case r < 16:
+		return g.hostUp()
+	case r < 17:
+		return &events.HostDown{Host: g.pick(g.hosts)}
+	case r < 18:
+		return g.replan()
+	default:
+		return g.invalid()
+	}
+}
+
+func (g *generator) demand() *events.Demand {
+	d := &events.Demand{Demands: map[string]int64{}}
+	for i := 0; i < 1+g.src.Intn(3); i++ {
+		d.Demands[g.pick(g.leaves)] = int64(g.src.Intn(25))
+	}
+	return d
+}
+
+// replan keeps the tree's shape half the time (changing policy and
+// attributes), and otherwise draws a new tree.
+func (g *generator) replan() *events.PlanChange {
+	if g.src.Intn(2) == 0 {
+		cs := make([]events.Consumer, len(g.tree))
+		for i, c := range g.tree {
+			cs[i] = g.consumer(c.Path)
+		}
+		g.tree = cs
+		return &events.PlanChange{Plan: events.Plan{Policy: g.policy(), Consumers: cs}}
+	}
+	return &events.PlanChange{Plan: g.plan()}
+}
+
+func (g *generator) invalid() events.Payload {
+	switch g.src.Intn(5) {
+	case 0:
+		return &events.Demand{Demands: map[string]int64{"/nope": 1}}
+	case 1:
+		if len(g.parents) > 0 {
+			return &events.Demand{Demands: map[string]int64{g.pick(g.parents): 1}}
+		}
+		return &events.Demand{Demands: map[string]int64{g.pick(g.leaves): -1}}
+	case 2:
+		return &events.Release{Consumer: g.pick(g.leaves), Slots: 1000}
+	case 3:
+		return &events.HostDown{Host: "ghost"}
+	default:
+		zero := int64(0)
+		return &events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/x", Share: &zero}}}}
+	}
+}

@@ -1,0 +1,925 @@
+// Package refmodel is an independent reference implementation of
+// allocation-rules.md (sections 1-4, 6, 7 and plain host placement) plus
+// docs/decisions.md, used to cross-check the engine in domain/ by
+// differential testing. It is written for obviousness, not speed: every
+// derived quantity is recomputed from scratch.
+package refmodel
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+const root = "/"
+
+// Decision is one change of an allocation (allocation-rules.md section 7).
+type Decision struct {
+	Kind, Consumer, From, Host string
+	Slots                      int64
+	Rule                       string
+}
+
+type node struct {
+	path        string
+	children    []string // sorted by path
+	share       int64
+	priority    int64
+	max         *events.Max
+	borrowLimit *int64
+	depth       int
+}
+
+type host struct {
+	group string
+	slots int64
+	up    bool
+}
+
+// Model is the reference fold of one pool.
+type Model struct {
+	planned bool
+	pol     policy
+	nodes   map[string]*node // root included; never mutated once built
+	hosts   map[string]*host
+	demand  map[string]int64            // leaf -> d
+	alloc   map[string]map[string]int64 // leaf -> host -> slots
+	waiting map[string]bool             // leaf -> unmet demand > 0 at the last check
+	since   map[string]uint64           // leaf -> waiting since
+}
+
+// New returns an empty model: no plan, no hosts.
+func New() *Model {
+	return &Model{hosts: map[string]*host{}, demand: map[string]int64{}, alloc: map[string]map[string]int64{},
+		waiting: map[string]bool{}, since: map[string]uint64{}}
+}
+
+func (m *Model) clone() *Model {
+	c := New()
+	c.planned, c.pol, c.nodes = m.planned, m.pol, m.nodes
+	for k, h := range m.hosts {
+		hh := *h
+		c.hosts[k] = &hh
+	}
+	for k, v := range m.demand {
+		c.demand[k] = v
+	}
+	for l, hs := range m.alloc {
+		c.alloc[l] = map[string]int64{}
+		for h, v := range hs {
+			c.alloc[l][h] = v
+		}
+	}
+	for k, v := range m.waiting {
+		c.waiting[k] = v
+	}
+	for k, v := range m.since {
+		c.since[k] = v
+	}
+	return c
+}
+
+// ---------- tree helpers ----------
+
+func (m *Model) isLeaf(p string) bool {
+	n, ok := m.nodes[p]
+	return ok && p != root && len(n.children) == 0
+}
+
+// leaves returns every leaf path in byte order.
+func (m *Model) leaves() []string {
+	var out []string
+	for p := range m.nodes {
+		if m.isLeaf(p) {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// under reports whether p is n or inside n's subtree.
+func under(p, n string) bool {
+	return n == root || p == n || strings.HasPrefix(p, n+"/")
+}
+
+// chain returns p and its ancestors, root excluded, nearest first.
+func chain(p string) []string {
+	var out []string
+	for q := p; q != root; q = parentOf(q) {
+		out = append(out, q)
+	}
+	return out
+}
+
+func topBranch(p string) string {
+	c := chain(p)
+	return c[len(c)-1]
+}
+
+// preorder lists every node, root first, children in path order.
+func (m *Model) preorder() []string {
+	var out []string
+	var walk func(string)
+	walk = func(p string) {
+		out = append(out, p)
+		for _, ch := range m.nodes[p].children {
+			walk(ch)
+		}
+	}
+	walk(root)
+	return out
+}
+
+func (m *Model) held(l string) int64 {
+	var s int64
+	for _, v := range m.alloc[l] {
+		s += v
+	}
+	return s
+}
+
+// allocOf is A(n): the sum of the allocations of the leaves of n's subtree.
+func (m *Model) allocOf(n string) int64 {
+	var s int64
+	for _, l := range m.leaves() {
+		if under(l, n) {
+			s += m.held(l)
+		}
+	}
+	return s
+}
+
+func (m *Model) capacity() int64 {
+	var c int64
+	for _, h := range m.hosts {
+		if h.up {
+			c += h.slots
+		}
+	}
+	return c
+}
+
+func (m *Model) hostFree(name string) int64 {
+	h := m.hosts[name]
+	if !h.up {
+		return 0
+	}
+	f := h.slots
+	for _, hs := range m.alloc {
+		f -= hs[name]
+	}
+	return f
+}
+
+func (m *Model) freeTotal() int64 {
+	var f int64
+	for name := range m.hosts {
+		f += max(0, m.hostFree(name))
+	}
+	return f
+}
+
+// ---------- derived quantities (sections 1 and 3) ----------
+
+type derived struct {
+	C    int64
+	P    map[string]int64 // planned share
+	maxS map[string]int64 // max in slots (inf when none)
+	E    map[string]int64 // effective demand
+	G    map[string]int64 // guarantee, priority mode (leaves)
+	T    map[string]int64 // target, share_ratio mode (leaves; parents = sum of leaves)
+}
+
+func (m *Model) items(paths []string, caps func(string) int64) []item {
+	var out []item
+	for _, p := range paths {
+		n := m.nodes[p]
+		out = append(out, item{path: p, w: n.share, cap: caps(p), priority: n.priority})
+	}
+	return out
+}
+
+func noCap(string) int64 { return inf }
+
+// split apportions q over paths and stores the results in dst.
+func (m *Model) split(dst map[string]int64, q int64, paths []string, caps func(string) int64) {
+	res := apportion(q, m.items(paths, caps))
+	for i, p := range paths {
+		dst[p] = res[i]
+	}
+}
+
+func (m *Model) derive() *derived {
+	d := &derived{C: m.capacity(), P: map[string]int64{}, maxS: map[string]int64{}, E: map[string]int64{},
+		G: map[string]int64{}, T: map[string]int64{}}
+	order := m.preorder()
+	d.P[root] = d.C
+	d.maxS[root] = inf
+	for _, p := range order {
+		for _, ch := range m.nodes[p].children {
+			mx := m.nodes[ch].max
+			switch {
+			case mx == nil:
+				d.maxS[ch] = inf
+			case mx.IsPercent:
+				d.maxS[ch] = d.P[p] * mx.Percent / 100
+			default:
+				d.maxS[ch] = mx.Slots
+			}
+		}
+		m.split(d.P, d.P[p], m.nodes[p].children, noCap)
+	}
+	// E: leaves min(d, own max, every ancestor's max); parents min(max, sum E children)
+	for i := len(order) - 1; i >= 0; i-- {
+		p := order[i]
+		if m.isLeaf(p) {
+			e := m.demand[p]
+			for _, a := range chain(p) {
+				e = min(e, d.maxS[a])
+			}
+			d.E[p] = e
+			continue
+		}
+		var s int64
+		for _, ch := range m.nodes[p].children {
+			s += d.E[ch]
+		}
+		d.E[p] = min(d.maxS[p], s)
+	}
+	withE := func(p string) []string {
+		var out []string
+		for _, ch := range m.nodes[p].children {
+			if d.E[ch] > 0 {
+				out = append(out, ch)
+			}
+		}
+		return out
+	}
+	capE := func(p string) int64 { return d.E[p] }
+	if m.pol.reclaim == events.ReclaimPriority {
+		if m.pol.enforcement == events.EnforcementLeaf {
+			for _, l := range m.leaves() {
+				d.G[l] = d.P[l]
+			}
+		} else {
+			// G(top-level) = P(top-level); inside a branch split like T over children with E > 0
+			g := map[string]int64{}
+			for _, p := range order {
+				if p == root {
+					continue
+				}
+				if parentOf(p) == root {
+					g[p] = d.P[p]
+				}
+				m.split(g, g[p], withE(p), capE) // children without demand keep 0
+			}
+			for _, l := range m.leaves() {
+				d.G[l] = g[l]
+			}
+		}
+		return d
+	}
+	t := map[string]int64{}
+	if m.pol.enforcement == events.EnforcementParent {
+		t[root] = d.C
+		for _, p := range order {
+			m.split(t, t[p], withE(p), capE)
+		}
+	} else {
+		pdyn := map[string]int64{root: d.C}
+		for _, p := range order {
+			m.split(pdyn, pdyn[p], withE(p), noCap)
+		}
+		b := map[string]int64{}
+		var resplit func(p string, q int64)
+		resplit = func(p string, q int64) {
+			kids := withE(p)
+			res := apportion(q, m.items(kids, func(c string) int64 { return b[c] }))
+			for i, ch := range kids {
+				if res[i] < b[ch] && !m.isLeaf(ch) {
+					resplit(ch, res[i])
+				}
+				b[ch] = res[i]
+			}
+		}
+		for i := len(order) - 1; i >= 0; i-- { // bottom-up
+			p := order[i]
+			if m.isLeaf(p) {
+				b[p] = min(d.E[p], pdyn[p])
+				continue
+			}
+			var s int64
+			for _, ch := range withE(p) {
+				s += b[ch]
+			}
+			if s > d.E[p] {
+				resplit(p, d.E[p])
+				s = d.E[p]
+			}
+			b[p] = s
+		}
+		// surplus over branches with residual need E - B > 0
+		u := map[string]int64{root: min(d.C, d.E[root]) - b[root]}
+		for _, p := range order {
+			var kids []string
+			for _, ch := range m.nodes[p].children {
+				if d.E[ch]-b[ch] > 0 {
+					kids = append(kids, ch)
+				}
+			}
+			m.split(u, u[p], kids, func(c string) int64 { return d.E[c] - b[c] })
+		}
+		for _, l := range m.leaves() {
+			t[l] = b[l] + u[l]
+		}
+	}
+	for _, p := range order { // leaf targets; a parent's T is the sum of its leaves' (decisions.md #14)
+		for _, l := range m.leaves() {
+			if under(l, p) {
+				d.T[p] += t[l]
+			}
+		}
+	}
+	return d
+}
+
+// ---------- public API ----------
+
+// Apply validates and folds one event. A refused event returns a non-nil
+// error and leaves the model unchanged.
+func (m *Model) Apply(seq uint64, at time.Time, p events.Payload) ([]Decision, error) {
+	c := m.clone()
+	out, err := c.apply(seq, p)
+	if err != nil {
+		return nil, err
+	}
+	*m = *c
+	return out, nil
+}
+
+// Allocations returns every current leaf path and the slots it holds.
+func (m *Model) Allocations() map[string]int64 {
+	out := map[string]int64{}
+	if !m.planned {
+		return out
+	}
+	for _, l := range m.leaves() {
+		out[l] = m.held(l)
+	}
+	return out
+}
+
+// HostAllocations returns leaf -> host -> slots, non-zero entries only.
+func (m *Model) HostAllocations() map[string]map[string]int64 {
+	out := map[string]map[string]int64{}
+	for l, hs := range m.alloc {
+		for h, v := range hs {
+			if v != 0 {
+				if out[l] == nil {
+					out[l] = map[string]int64{}
+				}
+				out[l][h] = v
+			}
+		}
+	}
+	return out
+}
+
+// Targets returns leaf -> G (priority mode) or T (share_ratio mode).
+func (m *Model) Targets() map[string]int64 {
+	out := map[string]int64{}
+	if !m.planned {
+		return out
+	}
+	d := m.derive()
+	for _, l := range m.leaves() {
+		if m.pol.reclaim == events.ReclaimPriority {
+			out[l] = d.G[l]
+		} else {
+			out[l] = d.T[l]
+		}
+	}
+	return out
+}
+
+// ---------- the fold (section 4, decisions.md #8) ----------
+
+type fold struct {
+	m   *Model
+	d   *derived
+	seq uint64
+	out []Decision
+}
+
+func (m *Model) apply(seq uint64, p events.Payload) ([]Decision, error) {
+	f := &fold{m: m, seq: seq}
+	switch e := p.(type) {
+	case *events.Demand:
+		if e == nil {
+			return nil, ErrBadPayload
+		}
+		if !m.planned {
+			return nil, ErrNoPlan
+		}
+		if len(e.Demands) == 0 {
+			return nil, ErrEmptyDemand
+		}
+		for path, v := range e.Demands {
+			if err := m.checkLeaf(path); err != nil {
+				return nil, err
+			}
+			if v < 0 {
+				return nil, fmt.Errorf("%w: demand %s %d", ErrNegativeSlots, path, v)
+			}
+			if v > limitSlots {
+				return nil, fmt.Errorf("%w: demand %s %d", ErrOverflow, path, v)
+			}
+		}
+		for path, v := range e.Demands {
+			m.demand[path] = v
+		}
+	case *events.Release:
+		if e == nil {
+			return nil, ErrBadPayload
+		}
+		if !m.planned {
+			return nil, ErrNoPlan
+		}
+		if err := m.checkLeaf(e.Consumer); err != nil {
+			return nil, err
+		}
+		if e.Slots < 0 {
+			return nil, fmt.Errorf("%w: release %d", ErrNegativeSlots, e.Slots)
+		}
+		if e.Slots == 0 {
+			return nil, fmt.Errorf("%w: release 0", ErrNonPositive)
+		}
+		if e.Slots > m.held(e.Consumer) {
+			return nil, fmt.Errorf("%w: %s holds %d, releases %d", ErrReleaseTooMuch, e.Consumer, m.held(e.Consumer), e.Slots)
+		}
+		f.release(e.Consumer, e.Slots, "release.finished")
+		m.demand[e.Consumer] -= e.Slots // demand >= held >= slots, so it stays >= 0
+	case *events.PlanChange:
+		if e == nil {
+			return nil, ErrBadPayload
+		}
+		nodes, pol, err := buildPlan(e.Plan)
+		if err != nil {
+			return nil, err
+		}
+		if m.planned {
+			for _, l := range m.leaves() { // gone, or now a parent (decisions.md #16)
+				if n, ok := nodes[l]; ok && len(n.children) == 0 {
+					continue
+				}
+				if a := m.held(l); a > 0 {
+					f.release(l, a, "release.consumer_removed")
+				}
+				delete(m.demand, l)
+				delete(m.alloc, l)
+				delete(m.waiting, l)
+				delete(m.since, l)
+			}
+		}
+		m.planned, m.nodes, m.pol = true, nodes, pol
+	case *events.HostUp:
+		if e == nil {
+			return nil, ErrBadPayload
+		}
+		if e.Host == "" {
+			return nil, fmt.Errorf("%w: empty host name", ErrBadHost)
+		}
+		if h, ok := m.hosts[e.Host]; ok && h.up {
+			return nil, fmt.Errorf("%w: %s", ErrHostUp, e.Host)
+		}
+		if e.Slots < 0 {
+			return nil, fmt.Errorf("%w: host %s slots %d", ErrNegativeSlots, e.Host, e.Slots)
+		}
+		if e.Slots == 0 {
+			return nil, fmt.Errorf("%w: host %s slots 0", ErrNonPositive, e.Host)
+		}
+		if e.Slots > limitSlots || m.capacity()+e.Slots > limitSlots {
+			return nil, fmt.Errorf("%w: host %s slots %d", ErrOverflow, e.Host, e.Slots)
+		}
+		g := e.Group
+		if g == "" {
+			g = "default"
+		}
+		m.hosts[e.Host] = &host{group: g, slots: e.Slots, up: true}
+	case *events.HostDown:
+		if e == nil {
+			return nil, ErrBadPayload
+		}
+		h, ok := m.hosts[e.Host]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownHost, e.Host)
+		}
+		if !h.up {
+			return nil, fmt.Errorf("%w: %s", ErrHostDown, e.Host)
+		}
+		h.up = false
+	default:
+		return nil, fmt.Errorf("%w: %T", ErrBadPayload, p)
+	}
+	if !m.planned {
+		return f.out, nil // host events before the first plan: nothing to fold
+	}
+	f.d = m.derive()
+	f.track()
+	f.releaseExcess()
+	f.trim()
+	if m.pol.reclaim == events.ReclaimShareRatio {
+		f.shareRatio()
+	} else {
+		f.priority()
+	}
+	return f.out, nil
+}
+
+func (m *Model) checkLeaf(p string) error {
+	if _, ok := m.nodes[p]; !ok || p == root {
+		return fmt.Errorf("%w: %q", ErrUnknownConsumer, p)
+	}
+	if !m.isLeaf(p) {
+		return fmt.Errorf("%w: %s", ErrNotLeaf, p)
+	}
+	return nil
+}
+
+// track updates waiting-since after every change (decisions.md #10).
+func (f *fold) track() {
+	m := f.m
+	for _, l := range m.leaves() {
+		if f.d.E[l]-m.held(l) > 0 {
+			if !m.waiting[l] {
+				m.waiting[l] = true
+				m.since[l] = f.seq
+			}
+		} else {
+			delete(m.waiting, l)
+			delete(m.since, l)
+		}
+	}
+}
+
+func (f *fold) emit(d Decision) {
+	f.out = append(f.out, d)
+}
+
+// release takes slots from the host where l holds most, then name (decisions.md #15).
+func (f *fold) release(l string, amt int64, rule string) {
+	m := f.m
+	for amt > 0 {
+		best := ""
+		for h, v := range m.alloc[l] {
+			if v > 0 && (best == "" || v > m.alloc[l][best] || (v == m.alloc[l][best] && h < best)) {
+				best = h
+			}
+		}
+		take := min(amt, m.alloc[l][best])
+		m.alloc[l][best] -= take
+		if m.alloc[l][best] == 0 {
+			delete(m.alloc[l], best)
+		}
+		amt -= take
+		f.emit(Decision{Kind: "release", Consumer: l, Host: best, Slots: take, Rule: rule})
+	}
+	if f.d != nil {
+		f.track()
+	}
+}
+
+// hostsByFree lists up hosts by most free slots, then name.
+func (m *Model) hostsByFree() []string {
+	var hs []string
+	for name, h := range m.hosts {
+		if h.up {
+			hs = append(hs, name)
+		}
+	}
+	sort.SliceStable(hs, func(i, j int) bool {
+		fi, fj := m.hostFree(hs[i]), m.hostFree(hs[j])
+		if fi != fj {
+			return fi > fj
+		}
+		return hs[i] < hs[j]
+	})
+	return hs
+}
+
+// headroom is min(max(n) - A(n)) over the claimant and its ancestors; with a
+// victim, only over those that are not also the victim's (decisions.md #13).
+func (f *fold) headroom(c, victim string) int64 {
+	h := inf
+	for _, n := range chain(c) {
+		if victim != "" && under(victim, n) {
+			continue
+		}
+		h = min(h, f.d.maxS[n]-f.m.allocOf(n))
+	}
+	return h
+}
+
+// grant gives l up to want free slots; it returns what was granted.
+func (f *fold) grant(l string, want int64, rule string) int64 {
+	m := f.m
+	amt := min(want, m.freeTotal(), f.headroom(l, ""))
+	if amt <= 0 {
+		return 0
+	}
+	left := amt
+	for _, h := range m.hostsByFree() {
+		take := min(left, m.hostFree(h))
+		if take <= 0 {
+			continue
+		}
+		if m.alloc[l] == nil {
+			m.alloc[l] = map[string]int64{}
+		}
+		m.alloc[l][h] += take
+		left -= take
+		f.emit(Decision{Kind: "grant", Consumer: l, Host: h, Slots: take, Rule: rule})
+	}
+	f.track()
+	return amt
+}
+
+// move reclaims amt slots of victim v for claimant c, host by host in the
+// claimant's preference order (decisions.md #15).
+func (f *fold) move(c, v string, amt int64, rule string) {
+	m := f.m
+	for _, h := range m.hostsByFree() {
+		take := min(amt, m.alloc[v][h])
+		if take <= 0 {
+			continue
+		}
+		m.alloc[v][h] -= take
+		if m.alloc[v][h] == 0 {
+			delete(m.alloc[v], h)
+		}
+		if m.alloc[c] == nil {
+			m.alloc[c] = map[string]int64{}
+		}
+		m.alloc[c][h] += take
+		amt -= take
+		f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: h, Slots: take, Rule: rule})
+	}
+	f.track()
+}
+
+// releaseExcess: leaves above E, then parents above max, deepest first (section 1, #8, #9).
+func (f *fold) releaseExcess() {
+	m, d := f.m, f.d
+	for _, l := range m.leaves() {
+		if a := m.held(l); a > d.E[l] {
+			rule := "release.max_lowered"
+			if d.E[l] == m.demand[l] {
+				rule = "release.demand_dropped"
+			}
+			f.release(l, a-d.E[l], rule)
+		}
+	}
+	var parents []string
+	for p, n := range m.nodes {
+		if p != root && len(n.children) > 0 {
+			parents = append(parents, p)
+		}
+	}
+	sort.SliceStable(parents, func(i, j int) bool {
+		a, b := m.nodes[parents[i]], m.nodes[parents[j]]
+		if a.depth != b.depth {
+			return a.depth > b.depth
+		}
+		return a.path < b.path
+	})
+	for _, p := range parents {
+		excess := m.allocOf(p) - d.maxS[p]
+		if excess <= 0 {
+			continue
+		}
+		var ls []string
+		for _, l := range m.leaves() {
+			if under(l, p) {
+				ls = append(ls, l)
+			}
+		}
+		sort.SliceStable(ls, func(i, j int) bool {
+			a, b := m.nodes[ls[i]], m.nodes[ls[j]]
+			if a.priority != b.priority {
+				return a.priority < b.priority // lowest priority first
+			}
+			if ha, hb := m.held(ls[i]), m.held(ls[j]); ha != hb {
+				return ha > hb // then largest allocation
+			}
+			return ls[i] < ls[j]
+		})
+		for _, l := range ls {
+			if give := min(excess, m.held(l)); give > 0 {
+				f.release(l, give, "release.max")
+				excess -= give
+			}
+		}
+	}
+}
+
+// trim drops every slot still on a down host: hosts by name, leaves by path.
+func (f *fold) trim() {
+	m := f.m
+	var down []string
+	for name, h := range m.hosts {
+		if !h.up {
+			down = append(down, name)
+		}
+	}
+	sort.Strings(down)
+	for _, h := range down {
+		for _, l := range m.leaves() {
+			if v := m.alloc[l][h]; v > 0 {
+				delete(m.alloc[l], h)
+				f.emit(Decision{Kind: "trim", Consumer: l, Host: h, Slots: v, Rule: "trim.host_down"})
+				f.track()
+			}
+		}
+	}
+}
+
+// ---------- reclaim: priority ----------
+
+func (f *fold) priority() {
+	m, d := f.m, f.d
+	entitledCap := func(l string) int64 { return min(d.E[l], d.G[l]) }
+	entitledOrder := func() []string {
+		var out []string
+		for _, l := range m.leaves() {
+			if m.held(l) < entitledCap(l) {
+				out = append(out, l)
+			}
+		}
+		sort.SliceStable(out, func(i, j int) bool {
+			a, b := out[i], out[j]
+			if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+				return pa > pb
+			}
+			if m.since[a] != m.since[b] {
+				return m.since[a] < m.since[b]
+			}
+			return a < b
+		})
+		return out
+	}
+	// 1. free slots to entitled leaves
+	for _, l := range entitledOrder() {
+		f.grant(l, entitledCap(l)-m.held(l), "priority.entitled")
+	}
+	// 2. free slots to borrowers, first-come first-served, up to G + borrow_limit
+	borrowCap := func(l string) int64 {
+		bl := d.G[l]
+		if b := m.nodes[l].borrowLimit; b != nil {
+			bl = *b
+		}
+		return min(d.E[l], d.G[l]+bl)
+	}
+	var bor []string
+	for _, l := range m.leaves() {
+		if m.held(l) < borrowCap(l) {
+			bor = append(bor, l)
+		}
+	}
+	sort.SliceStable(bor, func(i, j int) bool {
+		a, b := bor[i], bor[j]
+		if m.since[a] != m.since[b] {
+			return m.since[a] < m.since[b]
+		}
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa > pb
+		}
+		return a < b
+	})
+	for _, l := range bor {
+		f.grant(l, borrowCap(l)-m.held(l), "priority.borrow")
+	}
+	if !m.pol.preemption {
+		return
+	}
+	// 3. entitled leaves still short reclaim from borrowers (decisions.md #12)
+	for _, c := range entitledOrder() {
+		need := entitledCap(c) - m.held(c)
+		// The victim order is evaluated again before every take (decisions.md #12).
+		for need > 0 {
+			v, give := f.firstVictim(c, need)
+			if give <= 0 {
+				break
+			}
+			f.move(c, v, give, "priority.reclaim")
+			need -= give
+		}
+	}
+}
+
+// firstVictim returns the first leaf in the victim order, on the current
+// state, that can give claimant c something, and how much.
+func (f *fold) firstVictim(c string, need int64) (string, int64) {
+	m, d := f.m, f.d
+	var victims []string
+	for _, l := range m.leaves() {
+		if l != c && m.held(l) > d.G[l] {
+			victims = append(victims, l)
+		}
+	}
+	over := func(l string) bool { x := topBranch(l); return m.allocOf(x) > d.P[x] }
+	sort.SliceStable(victims, func(i, j int) bool {
+		a, b := victims[i], victims[j]
+		if oa, ob := over(a), over(b); oa != ob {
+			return oa // branch over its planned share first
+		}
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa < pb // lowest priority
+		}
+		if ba, bb := m.held(a)-d.G[a], m.held(b)-d.G[b]; ba != bb {
+			return ba > bb // most borrowed
+		}
+		return a < b
+	})
+	for _, v := range victims {
+		give := min(m.held(v)-d.G[v], need, f.headroom(c, v))
+		if x := topBranch(v); m.pol.enforcement == events.EnforcementParent && x != topBranch(c) {
+			give = min(give, m.allocOf(x)-min(d.P[x], d.E[x]))
+		}
+		if give > 0 {
+			return v, give
+		}
+	}
+	return "", 0
+}
+
+// ---------- reclaim: share_ratio ----------
+
+func (f *fold) shareRatio() {
+	m, d := f.m, f.d
+	// claimants and victim walk computed once, after releases and trims (decisions.md #14)
+	var claimants []string
+	for _, l := range m.leaves() {
+		if m.held(l) < d.T[l] {
+			claimants = append(claimants, l)
+		}
+	}
+	sort.SliceStable(claimants, func(i, j int) bool {
+		a, b := claimants[i], claimants[j]
+		na, nb := m.nodes[a], m.nodes[b]
+		// (T-a)/share, largest first, compared by cross-multiplication
+		if x, y := (d.T[a]-m.held(a))*nb.share, (d.T[b]-m.held(b))*na.share; x != y {
+			return x > y
+		}
+		if na.priority != nb.priority {
+			return na.priority > nb.priority
+		}
+		return a < b
+	})
+	var walk []string
+	var visit func(p string)
+	visit = func(p string) {
+		kids := append([]string(nil), m.nodes[p].children...)
+		sort.SliceStable(kids, func(i, j int) bool {
+			a, b := m.nodes[kids[i]], m.nodes[kids[j]]
+			x := (m.allocOf(a.path) - d.T[a.path]) * b.share
+			y := (m.allocOf(b.path) - d.T[b.path]) * a.share
+			if x != y {
+				return x > y // (A-T)/share, largest first
+			}
+			if a.priority != b.priority {
+				return a.priority < b.priority // lowest priority
+			}
+			return a.path < b.path
+		})
+		for _, ch := range kids {
+			if m.isLeaf(ch) {
+				if m.held(ch) > d.T[ch] {
+					walk = append(walk, ch)
+				}
+			} else {
+				visit(ch)
+			}
+		}
+	}
+	visit(root)
+	for _, c := range claimants {
+		need := d.T[c] - m.held(c)
+		need -= f.grant(c, need, "share_ratio.grant")
+		if !m.pol.preemption {
+			continue
+		}
+		for _, v := range walk {
+			if need <= 0 {
+				break
+			}
+			if give := min(m.held(v)-d.T[v], need, f.headroom(c, v)); give > 0 {
+				f.move(c, v, give, "share_ratio.reclaim")
+				need -= give
+			}
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package refmodel
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// Limits of decisions.md #5.
+const (
+	limitSlots     = int64(1) << 40
+	limitShare     = int64(1) << 22
+	limitConsumers = 1 << 20
+)
+
+// Reasons an event is refused. Match with errors.Is.
+var (
+	ErrNoPlan          = errors.New("no plan yet")
+	ErrUnknownConsumer = errors.New("unknown consumer")
+	ErrNotLeaf         = errors.New("consumer is a parent, not a leaf")
+	ErrNegativeSlots   = errors.New("negative slots")
+	ErrNonPositive     = errors.New("slots must be positive")
+	ErrReleaseTooMuch  = errors.New("release exceeds held slots")
+	ErrEmptyDemand     = errors.New("demand event without entries")
+	ErrUnknownHost     = errors.New("unknown host")
+	ErrHostUp          = errors.New("host already up")
+	ErrHostDown        = errors.New("host already down")
+	ErrBadHost         = errors.New("malformed host")
+	ErrMalformedPlan   = errors.New("malformed plan")
+	ErrOverflow        = errors.New("value above the overflow limits")
+	ErrBadPayload      = errors.New("unknown or nil payload")
+)
+
+// validPath implements decisions.md #2.
+func validPath(p string) bool {
+	if len(p) < 2 || p[0] != '/' || strings.HasSuffix(p, "/") {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for _, r := range seg {
+			if unicode.IsSpace(r) || unicode.IsControl(r) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func parentOf(p string) string {
+	i := strings.LastIndex(p, "/")
+	if i == 0 {
+		return root
+	}
+	return p[:i]
+}
+
+type policy struct {
+	reclaim, enforcement string
+	preemption           bool
+}
+
+// buildPlan validates a plan and returns its tree (root included) and policy.
+func buildPlan(pl events.Plan) (map[string]*node, policy, error) {
+	pol := policy{reclaim: pl.Policy.ReclaimOrDefault(), enforcement: pl.Policy.EnforcementOrDefault(), preemption: pl.Policy.PreemptionOrDefault()}
+	if pol.reclaim != events.ReclaimPriority && pol.reclaim != events.ReclaimShareRatio {
+		return nil, pol, fmt.Errorf("%w: reclaim %q", ErrMalformedPlan, pol.reclaim)
+	}
+	if pol.enforcement != events.EnforcementLeaf && pol.enforcement != events.EnforcementParent {
+		return nil, pol, fmt.Errorf("%w: enforcement %q", ErrMalformedPlan, pol.enforcement)
+	}
+	if len(pl.Consumers) == 0 {
+		return nil, pol, fmt.Errorf("%w: no consumers (decisions.md #6)", ErrMalformedPlan)
+	}
+	if len(pl.Consumers) > limitConsumers {
+		return nil, pol, fmt.Errorf("%w: more than 2^20 consumers", ErrOverflow)
+	}
+	nodes := map[string]*node{root: {path: root, share: 1}}
+	for _, c := range pl.Consumers {
+		if !validPath(c.Path) {
+			return nil, pol, fmt.Errorf("%w: bad path %q", ErrMalformedPlan, c.Path)
+		}
+		if _, dup := nodes[c.Path]; dup {
+			return nil, pol, fmt.Errorf("%w: duplicate path %q", ErrMalformedPlan, c.Path)
+		}
+		share := c.ShareOrDefault()
+		if share < 1 {
+			return nil, pol, fmt.Errorf("%w: %s: share %d", ErrMalformedPlan, c.Path, share)
+		}
+		if share > limitShare {
+			return nil, pol, fmt.Errorf("%w: %s: share %d", ErrOverflow, c.Path, share)
+		}
+		if c.Max != nil {
+			if c.Max.IsPercent && (c.Max.Percent < 1 || c.Max.Percent > 100) {
+				return nil, pol, fmt.Errorf("%w: %s: max %d%%", ErrMalformedPlan, c.Path, c.Max.Percent)
+			}
+			if !c.Max.IsPercent && c.Max.Slots < 0 {
+				return nil, pol, fmt.Errorf("%w: %s: max %d", ErrMalformedPlan, c.Path, c.Max.Slots)
+			}
+			if !c.Max.IsPercent && c.Max.Slots > limitSlots {
+				return nil, pol, fmt.Errorf("%w: %s: max %d", ErrOverflow, c.Path, c.Max.Slots)
+			}
+		}
+		if c.BorrowLimit != nil && *c.BorrowLimit < 0 {
+			return nil, pol, fmt.Errorf("%w: %s: borrow_limit %d", ErrMalformedPlan, c.Path, *c.BorrowLimit)
+		}
+		if c.BorrowLimit != nil && *c.BorrowLimit > limitSlots {
+			return nil, pol, fmt.Errorf("%w: %s: borrow_limit %d", ErrOverflow, c.Path, *c.BorrowLimit)
+		}
+		for _, g := range []*events.Duration{c.ReclaimGrace, c.LendGrace} {
+			if g != nil && g.Duration < 0 {
+				return nil, pol, fmt.Errorf("%w: %s: negative grace period", ErrMalformedPlan, c.Path)
+			}
+		}
+		n := &node{path: c.Path, share: share, priority: c.Priority, borrowLimit: c.BorrowLimit}
+		if c.Max != nil {
+			mx := *c.Max
+			n.max = &mx
+		}
+		nodes[c.Path] = n
+	}
+	// parents implied by a child's path: share 1, priority 0, no max (decisions.md #3)
+	var listed []string
+	for p := range nodes {
+		listed = append(listed, p)
+	}
+	for _, p := range listed {
+		for q := parentOf(p); p != root && q != root; q = parentOf(q) {
+			if _, ok := nodes[q]; !ok {
+				nodes[q] = &node{path: q, share: 1}
+			}
+		}
+	}
+	if len(nodes)-1 > limitConsumers {
+		return nil, pol, fmt.Errorf("%w: more than 2^20 consumers", ErrOverflow)
+	}
+	var all []string
+	for p := range nodes {
+		all = append(all, p)
+	}
+	sort.Strings(all)
+	for _, p := range all {
+		if p == root {
+			continue
+		}
+		par := nodes[parentOf(p)]
+		par.children = append(par.children, p)
+		nodes[p].depth = strings.Count(p, "/")
+	}
+	for _, p := range all {
+		var sum int64
+		for _, ch := range nodes[p].children {
+			sum += nodes[ch].share
+		}
+		if sum > limitShare {
+			return nil, pol, fmt.Errorf("%w: shares under %s add up to %d", ErrOverflow, p, sum)
+		}
+	}
+	return nodes, pol, nil
+}
