@@ -92,7 +92,7 @@ func (p *Pool) Apply(ev Event) ([]Decision, error) {
 	p.releaseExcess()
 	p.trimDownHosts()
 	p.rebalance()
-	return slices.Clone(p.decisions), nil
+	return append([]Decision{}, p.decisions...), nil
 }
 
 // Skip records that the event at seq was refused, so the sequence moves on

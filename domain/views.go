@@ -14,6 +14,7 @@ type ConsumerView struct {
 	Share        int64  `json:"share"`
 	Priority     int64  `json:"priority"`
 	Max          string `json:"max,omitempty"`
+	MaxSlots     *int64 `json:"max_slots,omitempty"` // max resolved to slots
 	Demand       int64  `json:"demand"`
 	Effective    int64  `json:"effective"`
 	Planned      int64  `json:"planned"`
@@ -79,6 +80,8 @@ func (p *Pool) view(id int32) ConsumerView {
 	}
 	if n.max != nil {
 		v.Max = n.max.String()
+		limit := int64(n.maxCap)
+		v.MaxSlots = &limit
 	}
 	if n.leaf && n.eff > n.alloc {
 		v.WaitingSince = n.waitingSince
