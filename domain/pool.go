@@ -31,16 +31,17 @@ type Pool struct {
 	q        queues
 
 	// Per-event work.
-	decisions   []Decision
-	touched     []int32
-	allTouch    bool
-	loweredE    []int32 // leaves whose E may have dropped below a
-	dirtyTops   []int32 // top-level branches whose G or T must be recomputed
-	dirtyAll    bool    // G or T of the whole tree must be recomputed
-	ap          apportioner
-	items       []share
-	keys        []qkey
-	prevTargets []Slots
+	decisions    []Decision
+	touched      []int32
+	allTouch     bool
+	loweredE     []int32 // leaves whose E may have dropped below a
+	dirtyTops    []int32 // top-level branches whose G or T must be recomputed
+	dirtyAll     bool    // G or T of the whole tree must be recomputed
+	ap           apportioner
+	items        []share
+	keys         []qkey
+	prevTargets  []Slots
+	targetsDirty bool // share_ratio: some E changed since the last target pass
 }
 
 // NewPool returns an empty pool: no plan, no hosts.
@@ -237,7 +238,8 @@ func (p *Pool) markDirty(id int32) {
 		return
 	}
 	if p.policy.Reclaim == events.ReclaimShareRatio {
-		p.dirtyAll = true
+		p.markPath(id)
+		p.dirtyAll = p.dirtyAll || (p.policy.Enforcement == events.EnforcementLeaf && p.t.hasMax)
 		return
 	}
 	if p.policy.Enforcement == events.EnforcementParent {

@@ -16,6 +16,10 @@ func (p *Pool) rebalance() {
 // updateTargets recomputes G (priority) or T (share_ratio) where inputs
 // changed, and refiles the leaves whose target moved.
 func (p *Pool) updateTargets() {
+	if p.policy.Reclaim == events.ReclaimShareRatio && !(p.policy.Enforcement == events.EnforcementLeaf && p.t.hasMax) {
+		p.updateShareRatioTargets()
+		return
+	}
 	if !p.dirtyAll && len(p.dirtyTops) == 0 {
 		return
 	}
@@ -41,31 +45,25 @@ func (p *Pool) updateTargets() {
 	}
 }
 
-func (p *Pool) computeTargets() {
-	t := p.t
-	switch {
-	case p.policy.Reclaim == events.ReclaimPriority && p.policy.Enforcement == events.EnforcementLeaf:
-		for _, id := range t.leaves {
-			t.nodes[id].target = t.nodes[id].planned
+// updateShareRatioTargets runs the incremental passes of targets.go.
+func (p *Pool) updateShareRatioTargets() {
+	if p.allTouch {
+		p.markAllDirty()
+		for _, id := range p.t.leaves {
+			p.refile(id)
 		}
-	case p.policy.Reclaim == events.ReclaimPriority:
-		tops := p.dirtyTops
-		if p.dirtyAll {
-			tops = t.tops
-		}
-		for _, top := range tops {
-			p.waterFill(top, t.nodes[top].planned)
-		}
-	case p.policy.Enforcement == events.EnforcementParent:
-		p.waterFill(0, p.capacity)
-		p.sumTargets(0)
-	default:
-		p.dynamicShares(0, p.capacity)
-		p.bases(0)
-		root := &t.nodes[0]
-		p.surplus(0, minSlots(p.capacity, root.eff)-root.base)
-		p.sumTargets(0)
 	}
+	if !p.targetsDirty {
+		return
+	}
+	p.targetsDirty = false
+	if p.policy.Enforcement == events.EnforcementParent {
+		p.fillInc(0, p.capacity)
+		return
+	}
+	root := &p.t.nodes[0]
+	p.pdynInc(0, p.capacity)
+	p.surplusInc(0, minSlots(p.capacity, root.eff)-root.base)
 }
 
 // headroom is how many more slots claimant may gain from victim (noNode:
@@ -83,4 +81,30 @@ func (p *Pool) headroom(claimant, victim int32) Slots {
 		}
 	}
 	return maxSlots(h, 0)
+}
+
+// computeTargets is the full computation: G in priority mode, and T in
+// share_ratio/leaf mode when a max may force a re-split.
+func (p *Pool) computeTargets() {
+	t := p.t
+	switch {
+	case p.policy.Reclaim == events.ReclaimPriority && p.policy.Enforcement == events.EnforcementLeaf:
+		for _, id := range t.leaves {
+			t.nodes[id].target = t.nodes[id].planned
+		}
+	case p.policy.Reclaim == events.ReclaimPriority:
+		tops := p.dirtyTops
+		if p.dirtyAll {
+			tops = t.tops
+		}
+		for _, top := range tops {
+			p.waterFill(top, t.nodes[top].planned)
+		}
+	default:
+		p.dynamicShares(0, p.capacity)
+		p.bases(0)
+		root := &t.nodes[0]
+		p.surplus(0, minSlots(p.capacity, root.eff)-root.base)
+		p.sumTargets(0)
+	}
 }

@@ -133,10 +133,7 @@ func Restore(b []byte) (*Pool, error) {
 	for _, w := range waiting {
 		t.nodes[w.id].waitingSince = w.ws
 	}
-	p.computeTargets()
-	for _, id := range t.leaves {
-		p.refile(id)
-	}
+	p.updateTargets()
 	p.begin(Event{Seq: p.seq, Time: p.now})
 	return p, nil
 }

@@ -46,6 +46,12 @@ type node struct {
 	base      Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
 	tmp       Slots // scratch: this node's part of its parent's split
 
+	// Memo of the incremental share_ratio target passes (targets.go).
+	dirty  bool  // E changed in this subtree since the last pass
+	dirtyU bool  // a child's residual need changed (leaf enforcement)
+	memoQ  Slots // quota this node was given in the last pass
+	memoU  Slots // surplus this node was given in the last pass
+
 	leafState
 }
 
@@ -70,6 +76,7 @@ type tree struct {
 	leaves []int32 // leaf ids in depth-first order (children in path order)
 	tops   []int32
 	byPath map[string]int32
+	hasMax bool // some consumer has a max: share_ratio/leaf may re-split
 }
 
 func (t *tree) lookup(path string) (int32, bool) {
@@ -151,6 +158,9 @@ func buildTree(plan events.Plan) (*tree, error) {
 		}
 	}
 	t.layoutLeaves(0)
+	for i := range t.nodes {
+		t.hasMax = t.hasMax || t.nodes[i].max != nil
+	}
 	return t, nil
 }
 

@@ -1,0 +1,97 @@
+package domain
+
+// Incremental share_ratio targets. A demand event changes E on one path;
+// these passes recompute a node's split only when its quota or a child's E
+// changed, so the work follows the change instead of the tree's size. The
+// arithmetic is the same apportion calls as the full passes in shares.go;
+// the differential and property tests hold both to the same results.
+
+// markPath notes that E changed at a leaf: its path must be revisited.
+func (p *Pool) markPath(id int32) {
+	p.targetsDirty = true
+	for n := id; n != noNode && !p.t.nodes[n].dirty; n = p.t.nodes[n].parent {
+		p.t.nodes[n].dirty = true
+	}
+}
+
+// markAllDirty forgets every memo (after a plan or capacity change).
+func (p *Pool) markAllDirty() {
+	for i := range p.t.nodes {
+		p.t.nodes[i].dirty = true
+	}
+	p.targetsDirty = true
+}
+
+// fillInc is waterFill with memo: T under parent enforcement.
+func (p *Pool) fillInc(id int32, q Slots) {
+	n := &p.t.nodes[id]
+	if !n.dirty && q == n.memoQ {
+		return
+	}
+	n.dirty, n.memoQ = false, q
+	if n.leaf {
+		p.setTarget(id, q)
+		return
+	}
+	p.splitChildren(id, q, withDemand, capEffective)
+	var sum Slots
+	for _, c := range n.children {
+		p.fillInc(c, p.t.nodes[c].tmp)
+		sum += p.t.nodes[c].target
+	}
+	n.target = sum
+}
+
+// pdynInc computes Pdyn top-down and returns the subtree's base B; valid
+// only when no max can bind (no re-split), which the caller checks.
+func (p *Pool) pdynInc(id int32, q Slots) Slots {
+	n := &p.t.nodes[id]
+	if !n.dirty && q == n.memoQ {
+		return n.base
+	}
+	n.dirty, n.memoQ, n.dirtyU = false, q, true
+	if n.leaf {
+		n.base = minSlots(n.eff, q)
+		return n.base
+	}
+	p.splitChildren(id, q, withDemand, uncapped)
+	var sum Slots
+	for _, c := range n.children {
+		sum += p.pdynInc(c, p.t.nodes[c].tmp)
+	}
+	n.base = sum
+	return sum
+}
+
+// surplusInc spreads the surplus top-down over residual needs, revisiting
+// only nodes whose surplus or whose children's residual needs changed.
+func (p *Pool) surplusInc(id int32, u Slots) {
+	n := &p.t.nodes[id]
+	if !n.dirtyU && u == n.memoU {
+		return
+	}
+	n.dirtyU, n.memoU = false, u
+	if n.leaf {
+		p.setTarget(id, n.base+u)
+		return
+	}
+	p.splitChildren(id, u, withResidual, capResidual)
+	var sum Slots
+	for _, c := range n.children {
+		p.surplusInc(c, p.t.nodes[c].tmp)
+		sum += p.t.nodes[c].target
+	}
+	n.target = sum
+}
+
+// setTarget records a leaf's new target, touching and refiling it when it
+// moved.
+func (p *Pool) setTarget(id int32, t Slots) {
+	n := &p.t.nodes[id]
+	if n.target == t {
+		return
+	}
+	n.target = t
+	p.touch(id)
+	p.refile(id)
+}
