@@ -1,0 +1,65 @@
+package explain_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/explain"
+	"github.com/cluster-ledger/ledger/internal/scenario"
+)
+
+// story folds a scenario and tells consumer's story at the end.
+func story(t *testing.T, file, consumer string) string {
+	t.Helper()
+	s, err := scenario.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := domain.NewPool(s.Pool)
+	st := explain.New(consumer, 20)
+	tl := scenario.NewTimeline()
+	seq := uint64(0)
+	evs := s.Setup()
+	for _, step := range s.Steps {
+		evs = append(evs, step.Events...)
+	}
+	for _, ev := range evs {
+		at := tl.At(ev.Time)
+		ds, err := pool.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev.Payload})
+		if err != nil {
+			continue
+		}
+		seq++
+		st.After(pool, seq, at, ds)
+	}
+	var b strings.Builder
+	if err := st.Write(&b, pool); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestSeed000TellsWhyBWasTheVictim(t *testing.T) {
+	out := story(t, "../../test/scenarios/seed/seed-000-priority-reclaim.yaml", "/C")
+	for _, want := range []string{
+		"/C reclaimed 1 slot from /B on h1 [priority.reclaim]",
+		"top-level branch /B used 5 slots, more than its planned share 4",
+		"lowest priority (1; among the other borrowers /A has 3)",
+		"borrowed 1 slot above its guaranteed share 4",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("story lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSeed001TellsShareRatioPairing(t *testing.T) {
+	out := story(t, "../../test/scenarios/seed/seed-001-share-ratio-subconsumers.yaml", "/B/B2")
+	if !strings.Contains(out, "/B/B2 reclaimed 60 slots from /B/B1 on h1 [share_ratio.reclaim]") {
+		t.Errorf("story lacks the reclaim from /B/B1:\n%s", out)
+	}
+	if !strings.Contains(out, "a target of 75") {
+		t.Errorf("story lacks B2's target:\n%s", out)
+	}
+}
