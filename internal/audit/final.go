@@ -1,0 +1,129 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/cluster-ledger/ledger/domain"
+)
+
+// finalState compares a pool's current tables with the replayed state:
+// allocations per host, consumer state and the checkpoint's hashes.
+func (c *checker) finalState(ctx context.Context, name string, r *Replayer) error {
+	pr, err := r.open(ctx, name)
+	if err != nil {
+		return err
+	}
+	p := pr.pool
+	if err := c.allocations(ctx, name, p); err != nil {
+		return err
+	}
+	if err := c.consumerState(ctx, name, p); err != nil {
+		return err
+	}
+	var lastSeq int64
+	var stateHash, chainHash []byte
+	if err := c.db.QueryRow(ctx, `SELECT last_seq, state_hash, chain_hash FROM checkpoints WHERE pool = $1`, name).Scan(&lastSeq, &stateHash, &chainHash); err != nil {
+		return &Divergence{Pool: name, What: "no checkpoint row", Expected: fmt.Sprintf("last_seq %d", p.Seq()), Found: err.Error()}
+	}
+	sh := p.StateHash()
+	switch {
+	case uint64(lastSeq) != p.Seq():
+		return &Divergence{Pool: name, What: "checkpoint sequence", Expected: fmt.Sprint(p.Seq()), Found: fmt.Sprint(lastSeq)}
+	case !bytes.Equal(chainHash, pr.chain[:]):
+		return &Divergence{Pool: name, Seq: p.Seq(), What: "checkpoint chain hash", Expected: fmt.Sprintf("%x", pr.chain[:8]), Found: fmt.Sprintf("%x", chainHash[:min(8, len(chainHash))])}
+	case !bytes.Equal(stateHash, sh[:]):
+		return &Divergence{Pool: name, Seq: p.Seq(), What: "checkpoint state hash", Expected: fmt.Sprintf("%x", sh[:8]), Found: fmt.Sprintf("%x", stateHash[:min(8, len(stateHash))])}
+	}
+	return nil
+}
+
+func (c *checker) allocations(ctx context.Context, name string, p *domain.Pool) error {
+	want := map[[2]string]int64{}
+	for _, a := range p.Allocations() {
+		want[[2]string{a.Consumer, a.Host}] = a.Slots
+	}
+	rows, err := c.db.Query(ctx, `SELECT consumer, host, slots FROM allocations WHERE pool = $1 AND slots <> 0 ORDER BY consumer, host`, name)
+	if err != nil {
+		return fmt.Errorf("read allocations: %w", err)
+	}
+	defer rows.Close()
+	found := map[[2]string]int64{}
+	for rows.Next() {
+		var k [2]string
+		var slots int64
+		if err := rows.Scan(&k[0], &k[1], &slots); err != nil {
+			return err
+		}
+		found[k] = slots
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, a := range p.Allocations() {
+		k := [2]string{a.Consumer, a.Host}
+		if found[k] != a.Slots {
+			return c.allocationDivergence(name, k, a.Slots, found[k])
+		}
+	}
+	for k, slots := range found {
+		if _, ok := want[k]; !ok {
+			return c.allocationDivergence(name, k, 0, slots)
+		}
+	}
+	return nil
+}
+
+func (c *checker) allocationDivergence(pool string, k [2]string, want, got int64) *Divergence {
+	return &Divergence{Pool: pool, Seq: c.lastChange[lastKey{pool, k[0], k[1]}],
+		What:     fmt.Sprintf("allocation of %s on %s (the sequence is the last decision that changed it)", k[0], k[1]),
+		Expected: fmt.Sprintf("%d slots", want), Found: fmt.Sprintf("%d slots", got)}
+}
+
+func (c *checker) consumerState(ctx context.Context, name string, p *domain.Pool) error {
+	rows, err := c.db.Query(ctx, `SELECT consumer, demand, allocated, target, planned FROM consumer_state WHERE pool = $1`, name)
+	if err != nil {
+		return fmt.Errorf("read consumer_state: %w", err)
+	}
+	defer rows.Close()
+	found := map[string][4]int64{}
+	for rows.Next() {
+		var path string
+		var v [4]int64
+		if err := rows.Scan(&path, &v[0], &v[1], &v[2], &v[3]); err != nil {
+			return err
+		}
+		found[path] = v
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, cv := range p.Consumers() {
+		want := [4]int64{cv.Demand, cv.Allocated, cv.Target, cv.Planned}
+		if got, ok := found[cv.Path]; !ok || got != want {
+			return &Divergence{Pool: name, What: "consumer_state of " + cv.Path + " (demand, allocated, target, planned)",
+				Expected: fmt.Sprint(want), Found: fmt.Sprint(got)}
+		}
+	}
+	if len(found) != len(p.Consumers()) {
+		return &Divergence{Pool: name, What: "consumer_state rows", Expected: fmt.Sprint(len(p.Consumers())), Found: fmt.Sprint(len(found))}
+	}
+	return nil
+}
+
+type lastKey struct{ pool, consumer, host string }
+
+// noteChanges remembers, per (consumer, host), the last event that changed
+// it, so a changed allocation row can be traced to a sequence.
+func (c *checker) noteChanges(ev Event) {
+	if c.lastChange == nil {
+		c.lastChange = map[lastKey]uint64{}
+	}
+	for _, d := range ev.Result.Decisions {
+		c.lastChange[lastKey{ev.Message.Pool, d.Consumer, d.Host}] = ev.Stored.Seq
+		if d.From != "" {
+			c.lastChange[lastKey{ev.Message.Pool, d.From, d.Host}] = ev.Stored.Seq
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/projections"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// poolReplay is one pool being re-folded.
+type poolReplay struct {
+	pool  *domain.Pool
+	chain domain.Hash
+	start uint64 // events at or below this are already in the state
+}
+
+// Replayer re-folds pools, each from its nearest snapshot at or before the
+// requested offset (or from the beginning without a database).
+type Replayer struct {
+	db    *pgxpool.Pool
+	from  uint64
+	pools map[string]*poolReplay
+}
+
+// NewReplayer prepares a replay from offset from; db may be nil.
+func NewReplayer(db *pgxpool.Pool, from uint64) *Replayer {
+	return &Replayer{db: db, from: max(from, 1), pools: map[string]*poolReplay{}}
+}
+
+// Event is one event re-folded, with what it did.
+type Event struct {
+	Message
+	Result projections.FoldResult
+	Prev   domain.Hash
+	Link   domain.Hash
+	Pool   *domain.Pool
+}
+
+// ReadFrom is where the log must be read from to replay pool from the
+// replay's offset: just after its nearest snapshot. For every pool ("")
+// it is 1, since pools the projection has not seen have no snapshot; each
+// known pool still skips what its snapshot already holds.
+func (r *Replayer) ReadFrom(ctx context.Context, pool string) (uint64, error) {
+	if pool == "" {
+		return 1, nil
+	}
+	pr, err := r.open(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	return pr.start + 1, nil
+}
+
+// Fold re-folds one message; ok is false when the message is already in
+// its pool's restored state.
+func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
+	pr, err := r.open(ctx, m.Pool)
+	if err != nil {
+		return Event{}, false, err
+	}
+	if m.Stored.Seq <= pr.start {
+		return Event{}, false, nil
+	}
+	prev := pr.chain
+	res, link := projections.Fold(pr.pool, m.Stored, prev)
+	pr.chain = link
+	return Event{Message: m, Result: res, Prev: prev, Link: link, Pool: pr.pool}, true, nil
+}
+
+// Pools returns the pools replayed so far.
+func (r *Replayer) Pools() map[string]*domain.Pool {
+	out := make(map[string]*domain.Pool, len(r.pools))
+	for name, pr := range r.pools {
+		out[name] = pr.pool
+	}
+	return out
+}
+
+// open returns a pool's replay state, restoring the newest snapshot taken
+// before the replay's offset, with the chain link stored at that offset.
+func (r *Replayer) open(ctx context.Context, name string) (*poolReplay, error) {
+	if pr, ok := r.pools[name]; ok {
+		return pr, nil
+	}
+	pr := &poolReplay{pool: domain.NewPool(name)}
+	if r.db != nil && r.from > 1 && name != "" {
+		if err := r.restore(ctx, name, pr); err != nil {
+			return nil, err
+		}
+	}
+	r.pools[name] = pr
+	return pr, nil
+}
+
+func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) error {
+	var seq int64
+	var state, link []byte
+	err := r.db.QueryRow(ctx, `
+		SELECT s.seq, s.state, e.hash FROM snapshots s
+		JOIN events e ON e.pool = s.pool AND e.seq = s.seq
+		WHERE s.pool = $1 AND s.seq < $2 ORDER BY s.seq DESC LIMIT 1`, name, int64(r.from)).Scan(&seq, &state, &link)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot of pool %s: %w", name, err)
+	}
+	p, err := domain.Restore(state)
+	if err != nil {
+		return fmt.Errorf("snapshot of pool %s at %d: %w", name, seq, err)
+	}
+	pr.pool, pr.start = p, uint64(seq)
+	copy(pr.chain[:], link)
+	return nil
+}
+
+func (r *Replayer) knownPools(ctx context.Context) ([]string, error) {
+	if r.db == nil {
+		return nil, nil
+	}
+	rows, err := r.db.Query(ctx, `SELECT pool FROM checkpoints ORDER BY pool`)
+	if err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
