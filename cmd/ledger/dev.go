@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/natsserver"
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
+	"github.com/cluster-ledger/ledger/projections"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+type devConfig struct {
+	data, httpAddr, natsAddr, databaseURL string
+}
+
+func init() {
+	var cfg devConfig
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole service on this machine (what `make run` starts)",
+		Long: `dev starts everything on one machine, in one process:
+
+  - an embedded NATS server with JetStream on disk (DATA/nats), listening for
+    producers on --nats;
+  - a private PostgreSQL cluster started from this machine's PostgreSQL
+    binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
+    runs as root), unless --database-url or DATABASE_URL names one;
+  - the schema migrations, the projector and the HTTP API on --http.
+
+Once ready it prints LEDGER_URL=, NATS_URL= and DATABASE_URL= lines to
+export in another shell. A second run reuses DATA: nothing is lost on
+restart. Ctrl-C stops everything cleanly.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd.Context(), cmd.OutOrStdout(), cfg)
+		},
+	}
+	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data")
+	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
+	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
+	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "use this PostgreSQL instead of a private cluster")
+	root.AddCommand(cmd)
+}
+
+func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := os.MkdirAll(cfg.data, 0o755); err != nil {
+		return err
+	}
+	data, err := filepath.Abs(cfg.data)
+	if err != nil {
+		return err
+	}
+	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr))
+	if err != nil {
+		return fmt.Errorf("start NATS: %w", err)
+	}
+	defer ns.Shutdown()
+	dbURL := cfg.databaseURL
+	if dbURL == "" {
+		fmt.Fprintln(os.Stderr, "starting PostgreSQL in", filepath.Join(data, "pg"), "...")
+		pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(data, "pg")), pgcluster.WithLog(os.Stderr))
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer stopPostgres(pg)
+		dbURL = pg.URL()
+	}
+	return runServices(ctx, out, log, ns.URL(), dbURL, cfg.httpAddr)
+}
+
+// runServices runs the projector and the API until ctx ends, then waits
+// for both to stop.
+func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, dbURL, httpAddr string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	ready := make(chan string, 1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: httpAddr, NATSURL: natsURL, DatabaseURL: dbURL, Migrate: true, Logger: log,
+			Ready: func(addr string) { ready <- addr }})
+	}()
+	go func() {
+		defer wg.Done()
+		errs <- runProjector(ctx, log, natsURL, dbURL)
+	}()
+	var err error
+	select {
+	case addr := <-ready:
+		fmt.Fprintf(out, "LEDGER_URL=http://%s\nNATS_URL=%s\nDATABASE_URL=%s\n", addr, natsURL, dbURL)
+		fmt.Fprintf(out, "# ready. In another shell: export the three lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
+		err = <-errs
+	case err = <-errs:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// runProjector runs the projector in-process, as cmd/projector would.
+func runProjector(ctx context.Context, log *slog.Logger, natsURL, dbURL string) error {
+	nc, err := api.ConnectNATS(natsURL, "projector", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	db, err := api.ConnectPostgres(ctx, dbURL, true, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	err = projections.New(js, db, projections.WithLogger(log)).Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func stopPostgres(pg *pgcluster.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pg.Stop(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+	}
+}
