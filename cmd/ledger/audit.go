@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+// logFlags are the addresses of the log and (optionally) the projection.
+type logFlags struct{ natsURL, databaseURL string }
+
+func (f *logFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.natsURL, "nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server holding the LEDGER stream (env NATS_URL)")
+	cmd.Flags().StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL with the projection (env DATABASE_URL)")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// openLog connects to NATS, failing fast when it is not there: an
+// auditor wants an answer, not a wait.
+func (f *logFlags) openLog() (jetstream.JetStream, func(), error) {
+	nc, err := nats.Connect(f.natsURL, nats.Name("ledger-audit"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("NATS %s: %w", f.natsURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
+func (f *logFlags) openDB(ctx context.Context, required bool) (*pgxpool.Pool, error) {
+	if f.databaseURL == "" {
+		if required {
+			return nil, errors.New("no database: set DATABASE_URL or --database-url")
+		}
+		return nil, nil
+	}
+	db, err := pgxpool.New(ctx, f.databaseURL)
+	if err == nil {
+		err = db.Ping(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL: %w", err)
+	}
+	return db, nil
+}
+
+func init() {
+	auditCmd := &cobra.Command{Use: "audit", Short: "Check the projection against the log"}
+	auditCmd.AddCommand(verifyCommand())
+	root.AddCommand(auditCmd, replayCommand(), explainCommand())
+}
+
+func verifyCommand() *cobra.Command {
+	var f logFlags
+	var from uint64
+	var pool string
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Replay the log and compare it with the projection, naming the first divergence",
+		Long: `verify re-folds the LEDGER stream (from --from, each pool starting at its
+nearest snapshot) with the same code as the projector and compares, event by
+event, the projection's copy of the event, its hash-chain link and its
+decisions; then each pool's allocations, consumer state and checkpoint. It
+stops at the first divergence, names its sequence, what the log implies and
+what the projection holds, and exits with status 1. Events the projector has
+not committed yet are not compared.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runVerify(cmd.Context(), cmd.OutOrStdout(), f, from, pool)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().Uint64Var(&from, "from", 1, "first sequence to compare")
+	cmd.Flags().StringVar(&pool, "pool", "", "only this pool (default: every pool)")
+	return cmd
+}
+
+func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool string) error {
+	js, closeNATS, err := f.openLog()
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	db, err := f.openDB(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	rep, err := audit.Verify(ctx, js, db, from, pool, func(n int) { progress("verified %d events", n) })
+	clearProgress()
+	var div *audit.Divergence
+	if errors.As(err, &div) {
+		fmt.Fprintf(out, "DIVERGENCE\n%v\n", div)
+		return exitError{1}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ok: %d events of %d pools match the log (%s)\n", rep.Events, rep.Pools, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func replayCommand() *cobra.Command {
+	var f logFlags
+	var from, to uint64
+	var pool, into string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Re-fold the log from any offset and print its decisions, or rebuild a projection",
+		Long: `replay reads the LEDGER stream from --from (to --to, default the end), folds
+it with the same code as the projector, each pool starting at its nearest
+snapshot at or before --from when DATABASE_URL is set (from the beginning
+otherwise), and prints every decision: a table, or JSON lines with --json.
+A progress line goes to stderr on long runs.
+
+With --into URL it instead rebuilds the whole projection into an empty
+PostgreSQL database, with the projector's own code.`,
+		Example: `  ledger replay --from 1 --pool demo
+  ledger replay --from 5000 --to 6000 --json | jq .
+  ledger replay --into postgres://localhost/rebuilt`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if into != "" {
+				return runRebuild(cmd.Context(), cmd.OutOrStdout(), f, into)
+			}
+			return runReplay(cmd.Context(), cmd.OutOrStdout(), f, from, to, pool, asJSON)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().Uint64Var(&from, "from", 1, "first sequence to print")
+	cmd.Flags().Uint64Var(&to, "to", 0, "last sequence to print (default: the end of the log)")
+	cmd.Flags().StringVar(&pool, "pool", "", "only this pool (default: every pool)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print decisions as JSON lines")
+	cmd.Flags().StringVar(&into, "into", "", "rebuild the projection into this empty database instead of printing")
+	return cmd
+}
+
+var errStop = errors.New("stop")
+
+func runReplay(ctx context.Context, out io.Writer, f logFlags, from, to uint64, pool string, asJSON bool) error {
+	js, closeNATS, err := f.openLog()
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	db, err := f.openDB(ctx, false)
+	if err != nil {
+		return err
+	}
+	if db != nil {
+		defer db.Close()
+	}
+	r := audit.NewReplayer(db, from)
+	readFrom, err := r.ReadFrom(ctx, pool)
+	if err != nil {
+		return err
+	}
+	filter := "ledger.>"
+	if pool != "" {
+		filter = stream.PoolFilter(pool)
+	}
+	w := decisionWriter{out: out, json: asJSON}
+	n, start := 0, time.Now()
+	err = audit.ReadLog(ctx, js, readFrom, filter, func(m audit.Message) error {
+		if to > 0 && m.Stored.Seq > to {
+			return errStop
+		}
+		ev, ok, err := r.Fold(ctx, m)
+		if err != nil || !ok {
+			return err
+		}
+		n++
+		if n%50000 == 0 {
+			progress("replayed %d events, at sequence %d (%.0f events/s)", n, m.Stored.Seq, float64(n)/time.Since(start).Seconds())
+		}
+		if m.Stored.Seq >= from {
+			w.write(m.Pool, ev)
+		}
+		return nil
+	})
+	clearProgress()
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "replayed %d events in %s\n", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+type decisionWriter struct {
+	out  io.Writer
+	json bool
+}
+
+func (w decisionWriter) write(pool string, ev audit.Event) {
+	if ev.Result.Refused != "" {
+		if !w.json {
+			fmt.Fprintf(w.out, "%s %d refused: %s\n", pool, ev.Stored.Seq, ev.Result.Refused)
+		}
+		return
+	}
+	for _, d := range ev.Result.Decisions {
+		if w.json {
+			b, _ := json.Marshal(struct {
+				Pool string `json:"pool"`
+				domain.Decision
+			}{pool, d})
+			fmt.Fprintln(w.out, string(b))
+			continue
+		}
+		from := ""
+		if d.From != "" {
+			from = " from " + d.From
+		}
+		fmt.Fprintf(w.out, "%s %d.%d %s %s%s: %d on %s [%s]\n", pool, d.Seq, d.Ordinal, d.Kind, d.Consumer, from, d.Slots, d.Host, d.Rule)
+	}
+}
+
+// progress rewrites one status line on stderr.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "\r"+format+"    ", args...)
+}
+
+func clearProgress() { fmt.Fprint(os.Stderr, "\r\033[K") }

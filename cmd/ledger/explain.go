@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/explain"
+	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/spf13/cobra"
+)
+
+func explainCommand() *cobra.Command {
+	var f logFlags
+	var pool, consumer, at, file string
+	var keep int
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: "Tell why a consumer holds what it holds, in words",
+		Long: `explain replays a pool's log (or, with --file, a scenario in memory) up to
+--at (a sequence, or an RFC 3339 time; default the end) and prints the
+consumer's demand, planned share, guarantee or target, its slots per host,
+and the decisions that produced them: which rule, from whom, and why that
+victim rather than another.`,
+		Example: `  ledger explain --pool demo --consumer /eng/dev
+  ledger explain --pool demo --consumer /C --at 1200
+  ledger explain --file test/scenarios/seed/seed-000-priority-reclaim.yaml --consumer /C`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			limit, err := parseAt(at)
+			if err != nil {
+				return err
+			}
+			story := explain.New(consumer, keep)
+			var p *domain.Pool
+			if file != "" {
+				p, err = explainScenario(file, story, limit)
+			} else {
+				p, err = explainLog(cmd.Context(), f, pool, story, limit)
+			}
+			if err != nil {
+				return err
+			}
+			return story.Write(cmd.OutOrStdout(), p)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&pool, "pool", "default", "pool to explain")
+	cmd.Flags().StringVar(&consumer, "consumer", "", "consumer path (required)")
+	cmd.Flags().StringVar(&at, "at", "", "stop at this sequence or RFC 3339 time (default: the end)")
+	cmd.Flags().StringVar(&file, "file", "", "explain a scenario file folded in memory instead of the log")
+	cmd.Flags().IntVar(&keep, "last", 20, "how many of the consumer's decisions to show")
+	_ = cmd.MarkFlagRequired("consumer")
+	return cmd
+}
+
+// limit says where explain stops: after sequence seq, or after the last
+// event at or before time t.
+type limit struct {
+	seq uint64
+	t   time.Time
+}
+
+func parseAt(at string) (limit, error) {
+	if at == "" {
+		return limit{}, nil
+	}
+	if seq, err := strconv.ParseUint(at, 10, 64); err == nil {
+		return limit{seq: seq}, nil
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return limit{}, fmt.Errorf("--at %q: want a sequence number or an RFC 3339 time like 2026-11-21T12:00:00Z", at)
+	}
+	return limit{t: t}, nil
+}
+
+func (l limit) past(seq uint64, at time.Time) bool {
+	return (l.seq > 0 && seq > l.seq) || (!l.t.IsZero() && at.After(l.t))
+}
+
+func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Story, lim limit) (*domain.Pool, error) {
+	js, closeNATS, err := f.openLog()
+	if err != nil {
+		return nil, err
+	}
+	defer closeNATS()
+	r := audit.NewReplayer(nil, 1)
+	var last *domain.Pool
+	err = audit.ReadLog(ctx, js, 1, stream.PoolFilter(pool), func(m audit.Message) error {
+		if lim.past(m.Stored.Seq, m.Stored.Envelope.Time) {
+			return errStop
+		}
+		ev, ok, err := r.Fold(ctx, m)
+		if err != nil || !ok {
+			return err
+		}
+		last = ev.Pool
+		story.After(ev.Pool, m.Stored.Seq, m.Stored.Envelope.Time, ev.Result.Decisions)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	if last == nil {
+		return nil, fmt.Errorf("pool %s has no events in the log", pool)
+	}
+	return last, nil
+}
+
+func explainScenario(file string, story *explain.Story, lim limit) (*domain.Pool, error) {
+	s, err := scenario.ParseFile(file)
+	if err != nil {
+		return nil, err
+	}
+	p := domain.NewPool(s.Pool)
+	tl := scenario.NewTimeline()
+	evs := s.Setup()
+	for _, st := range s.Steps {
+		evs = append(evs, st.Events...)
+	}
+	for _, ev := range evs {
+		at := tl.At(ev.Time)
+		if lim.past(p.Seq()+1, at) {
+			break
+		}
+		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: ev.Payload})
+		if err == nil {
+			story.After(p, p.Seq(), at, ds)
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// runRebuild projects the whole log into an empty database with the
+// projector's own code, under a temporary durable name, and stops once it
+// has committed the last sequence the stream held when it started.
+func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) error {
+	js, closeNATS, err := f.openLog()
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	if err := migrations.Up(ctx, into); err != nil {
+		return fmt.Errorf("migrate %s: %w", into, err)
+	}
+	db, err := pgxpool.New(ctx, into)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var rows int64
+	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM projector_offsets)`).Scan(&rows); err != nil {
+		return err
+	}
+	if rows > 0 {
+		return fmt.Errorf("--into needs an empty database; %s already holds a projection", into)
+	}
+	s, err := js.Stream(ctx, stream.Name)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	last := info.State.LastSeq
+	name := fmt.Sprintf("rebuild-%d", time.Now().UnixNano())
+	defer func() { _ = js.DeleteConsumer(context.WithoutCancel(ctx), stream.Name, name) }()
+	start := time.Now()
+	if err := projectUntil(ctx, js, db, name, last); err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Fprintf(out, "rebuilt the projection of %d stream messages into %s in %.1fs (%.0f events/s)\n", last, into, secs, float64(last)/secs)
+	return nil
+}
+
+func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, name string, last uint64) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		done <- projections.New(js, db, projections.WithName(name), projections.WithLogger(quiet)).Run(runCtx)
+	}()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var seq int64
+		if err := db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets WHERE name = $1`, name).Scan(&seq); err != nil {
+			return err
+		}
+		if uint64(seq) >= last {
+			clearProgress()
+			cancel()
+			<-done
+			return nil
+		}
+		progress("rebuilding: %d of %d", seq, last)
+		select {
+		case err := <-done:
+			return fmt.Errorf("projector stopped: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
