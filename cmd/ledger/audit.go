@@ -238,9 +238,25 @@ func (w decisionWriter) write(pool string, ev audit.Event) {
 	}
 }
 
-// progress rewrites one status line on stderr.
+// progress rewrites one status line on stderr when stderr is a terminal;
+// otherwise it prints nothing, so logs and pipes stay clean.
 func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "\r"+format+"    ", args...)
+	if stderrIsTerminal() {
+		progressShown = true
+		fmt.Fprintf(os.Stderr, "\r"+format+"    ", args...)
+	}
 }
 
-func clearProgress() { fmt.Fprint(os.Stderr, "\r\033[K") }
+var progressShown bool
+
+func clearProgress() {
+	if progressShown {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+		progressShown = false
+	}
+}
+
+func stderrIsTerminal() bool {
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
