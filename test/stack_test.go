@@ -1,0 +1,140 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// stack is a real NATS with the LEDGER stream and a migrated PostgreSQL.
+type stack struct {
+	js  jetstream.JetStream
+	db  *pgxpool.Pool
+	url string
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	ctx := context.Background()
+	nc, err := nats.Connect(testenv.NATS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Ensure(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	return &stack{js: js, db: newDB(t), url: ""}
+}
+
+// newDB returns a fresh, migrated database.
+func newDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	url := testenv.Postgres(t)
+	if err := migrations.Up(context.Background(), url); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// publishScenario appends a scenario's events to the stream as the ledger
+// would (stamped times, one message id each), refused ones included: the
+// engine records them as refused.
+func (s *stack) publishScenario(t *testing.T, file, pool string) {
+	t.Helper()
+	sc, err := scenario.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := scenario.NewTimeline()
+	evs := sc.Setup()
+	for _, st := range sc.Steps {
+		evs = append(evs, st.Events...)
+	}
+	for i, ev := range evs {
+		env, err := events.New(fmt.Sprintf("%s-%d", pool, i), pool, "test", tl.At(ev.Time), ev.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := jsonMarshal(env)
+		if _, err := s.js.Publish(context.Background(), stream.Subject(pool, env.Type), data, jetstream.WithMsgID(env.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// project runs a projector into db until it has committed everything the
+// stream holds now.
+func (s *stack) project(t *testing.T, db *pgxpool.Pool, opts ...projections.Option) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	info, err := mustStream(t, s.js).Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- projections.New(s.js, db, append(opts, projections.WithLogger(quiet))...).Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	for {
+		var seq int64
+		if err := db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		if uint64(seq) >= info.State.LastSeq {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("projector stopped: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("projector did not catch up to %d (at %d)", info.State.LastSeq, seq)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func mustStream(t *testing.T, js jetstream.JetStream) jetstream.Stream {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var nonToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// poolFor names a pool after a scenario file.
+func poolFor(file string) string {
+	return nonToken.ReplaceAllString(strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), "_")
+}
