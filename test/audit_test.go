@@ -178,9 +178,9 @@ func testTampering(t *testing.T, s *stack) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			exec(t, s.db, c.tamper, pool, reclaimSeq)
+			execSQL(t, s.db, c.tamper, pool, reclaimSeq)
 			_, err := audit.Verify(ctx, s.js, s.db, 1, pool, nil)
-			exec(t, s.db, c.undo, pool, reclaimSeq)
+			execSQL(t, s.db, c.undo, pool, reclaimSeq)
 			var div *audit.Divergence
 			if !errors.As(err, &div) {
 				t.Fatalf("tampered %s, verify said %v", c.name, err)
@@ -195,7 +195,7 @@ func testTampering(t *testing.T, s *stack) {
 	}
 }
 
-func exec(t *testing.T, db *pgxpool.Pool, sql string, args ...any) {
+func execSQL(t *testing.T, db *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
 	tag, err := db.Exec(context.Background(), sql, args...)
 	if err != nil {

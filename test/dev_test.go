@@ -1,0 +1,184 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ledgerBinary builds cmd/ledger once per test binary.
+func ledgerBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ledger")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/ledger").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build ledger: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// devProcess is a running `ledger dev`.
+type devProcess struct {
+	cmd    *exec.Cmd
+	env    map[string]string
+	stderr *bytes.Buffer
+}
+
+func startDev(t *testing.T, bin, data, httpAddr, natsAddr string) *devProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "dev", "--data", data, "--http", httpAddr, "--nats", natsAddr)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=")
+	stdout, _ := cmd.StdoutPipe()
+	p := &devProcess{cmd: cmd, env: map[string]string{}, stderr: &bytes.Buffer{}}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(90 * time.Second)
+	for len(p.env) < 3 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("ledger dev exited before it was ready:\n%s", p.stderr)
+			}
+			if k, v, found := strings.Cut(l, "="); found && strings.HasSuffix(k, "_URL") {
+				p.env[k] = v
+			}
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("ledger dev not ready after 90s:\n%s", p.stderr)
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	return p
+}
+
+// stop sends Ctrl-C and requires a clean exit.
+func (p *devProcess) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ledger dev did not exit cleanly on Ctrl-C: %v\n%s", err, p.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("ledger dev did not stop within 60s of Ctrl-C:\n%s", p.stderr)
+	}
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// waitAllocations polls the allocations endpoint until it reports seq.
+func waitAllocations(t *testing.T, base, pool string, seq int) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	want := fmt.Sprintf(`"seq":%d`, seq)
+	for time.Now().Before(deadline) {
+		if body := get(t, base+"/v1/pools/"+pool+"/allocations"); strings.Contains(body, want) {
+			return body
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("pool %s never reached sequence %d", pool, seq)
+	return ""
+}
+
+// TestDevRestartKeepsEverything runs `ledger dev`, appends events, stops
+// it with Ctrl-C, starts it again on the same data directory and requires
+// the same log, projection and API answers, then more appends.
+func TestDevRestartKeepsEverything(t *testing.T) {
+	bin := ledgerBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
+	dev := startDev(t, bin, data, httpAddr, natsAddr)
+	base := dev.env["LEDGER_URL"]
+	for _, ev := range []string{
+		`{"id":"p1","type":"plan","data":{"plan":{"consumers":[{"path":"/A","priority":3},{"path":"/B","priority":1},{"path":"/C","priority":2}]}}}`,
+		`{"id":"h1","type":"host_up","data":{"host":"h1","slots":12}}`,
+		`{"id":"d1","type":"demand","data":{"demands":{"/A":7,"/B":5}}}`,
+	} {
+		if code, body := post(t, base+"/v1/pools/demo/events", ev); code != 200 {
+			t.Fatalf("append: %d %s", code, body)
+		}
+	}
+	before := waitAllocations(t, base, "demo", 3)
+	dev.stop(t)
+
+	dev = startDev(t, bin, data, httpAddr, natsAddr)
+	defer dev.stop(t)
+	if after := waitAllocations(t, base, "demo", 3); after != before {
+		t.Fatalf("after restart the allocations differ:\nbefore %s\nafter  %s", before, after)
+	}
+	// The retried append of d1 is recognised; a new event continues the log.
+	if code, body := post(t, base+"/v1/pools/demo/events", `{"id":"d1","type":"demand","data":{"demands":{"/A":7,"/B":5}}}`); code != 200 || !strings.Contains(body, `"duplicate":true`) {
+		t.Fatalf("retry after restart: %d %s", code, body)
+	}
+	if code, body := post(t, base+"/v1/pools/demo/events", `{"id":"d2","type":"demand","data":{"demands":{"/C":1}}}`); code != 200 || !strings.Contains(body, `"seq":4`) {
+		t.Fatalf("append after restart: %d %s", code, body)
+	}
+	after := waitAllocations(t, base, "demo", 4)
+	if !strings.Contains(after, `"path":"/C","leaf":true,"demand":1`) {
+		t.Fatalf("C's demand not projected after restart: %s", after)
+	}
+	verify := exec.CommandContext(context.Background(), bin, "audit", "verify")
+	verify.Env = append(os.Environ(), "NATS_URL="+dev.env["NATS_URL"], "DATABASE_URL="+dev.env["DATABASE_URL"])
+	if out, err := verify.CombinedOutput(); err != nil {
+		t.Fatalf("audit verify after restart: %v\n%s", err, out)
+	}
+}
