@@ -1,0 +1,10 @@
+// Package natsserver runs an embedded nats-server with JetStream enabled
+// and its file store in a directory of the caller's choosing, so that
+// `ledger dev` and tests need no external NATS. [Start] returns once the
+// server accepts connections (within [WithReadyTimeout], 10s by default);
+// a later Start with the same [WithStoreDir] finds the streams and
+// messages of the previous run. The server is silent unless
+// [WithLogging](true), and it installs no signal handlers (the embedding
+// program owns SIGINT/SIGTERM). Errors match [ErrNoStoreDir],
+// [ErrBadListen], [ErrStart] and [ErrNotReady] with errors.Is.
+package natsserver

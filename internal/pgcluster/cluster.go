@@ -1,0 +1,512 @@
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Files pgcluster keeps in the data directory, beside PostgreSQL's own.
+const (
+	// PortFile remembers the port of the last start.
+	PortFile = "pgcluster.port"
+	// LogFile is the server log (pg_ctl -l).
+	LogFile = "pgcluster.log"
+)
+
+// Superuser is the cluster's superuser, created by initdb with trust
+// authentication (the server listens on 127.0.0.1 only).
+const Superuser = "postgres"
+
+// Cluster is a running private PostgreSQL server.
+type Cluster struct {
+	binDir     string
+	dataDir    string
+	sockDir    string
+	ownSockDir bool
+	port       int
+	database   string
+	reused     bool
+	cred       *credential
+	log        io.Writer
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// Start starts (or reuses) the cluster in the data directory given with
+// WithDataDir and returns once it accepts connections and the database
+// exists. See the package documentation for what happens as root.
+func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.dataDir == "" {
+		return nil, &Error{Kind: ErrNoDataDir}
+	}
+	if cfg.startTimeout > 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cfg.startTimeout)
+			defer cancel()
+		}
+	}
+	dataDir, err := filepath.Abs(cfg.dataDir)
+	if err != nil {
+		return nil, newErr(ErrPrepare, err, "data directory %q", cfg.dataDir)
+	}
+	binDir, err := FindBinDir(ctx, cfg.binDir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{binDir: binDir, dataDir: dataDir, database: cfg.database, log: cfg.log}
+	fmt.Fprintf(c.log, "pgcluster: PostgreSQL binaries in %s, data in %s\n", binDir, dataDir)
+	if needUnprivileged() {
+		c.cred = lookupUnprivileged()
+		fmt.Fprintf(c.log, "pgcluster: running as root; PostgreSQL will run as %s\n", c.cred)
+	}
+	if err := c.prepareDataDir(); err != nil {
+		return nil, err
+	}
+
+	initialised := fileExists(filepath.Join(dataDir, "PG_VERSION"))
+	if initialised {
+		if port, pid, ok := c.runningServer(ctx); ok {
+			c.port = port
+			err := c.waitReady(ctx, pid)
+			switch {
+			case err == nil:
+				c.reused = true
+				fmt.Fprintf(c.log, "pgcluster: reusing the server already running on port %d (pid %d)\n", port, pid)
+				if err := c.ensureDatabase(ctx); err != nil {
+					return nil, err
+				}
+				return c, nil
+			case errors.Is(err, errServerGone):
+				// Killed, not yet reaped: postgres would take the zombie
+				// for a live postmaster, so wait until it is gone.
+				fmt.Fprintf(c.log, "pgcluster: the server of a previous run (pid %d) is dead; starting a new one\n", pid)
+				waitGone(ctx, pid)
+			default:
+				return nil, newErr(ErrStart, err, "server from %s reported running on port %d but does not answer", dataDir, port)
+			}
+		}
+	} else if err := c.initdb(ctx, cfg.fsync); err != nil {
+		return nil, err
+	}
+
+	if err := c.makeSocketDir(); err != nil {
+		return nil, err
+	}
+	if err := c.startServer(ctx, cfg); err != nil {
+		c.removeSocketDir()
+		return nil, err
+	}
+	if err := c.waitReady(ctx, 0); err != nil {
+		_ = c.Stop(context.WithoutCancel(ctx))
+		return nil, newErr(ErrStart, err, "server on port %d does not accept connections", c.port)
+	}
+	if err := c.ensureDatabase(ctx); err != nil {
+		_ = c.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return c, nil
+}
+
+// URL is the connection URL of the database:
+// postgres://postgres@127.0.0.1:PORT/ledger?sslmode=disable.
+func (c *Cluster) URL() string { return c.URLFor(c.database) }
+
+// URLFor is the connection URL of another database of the cluster.
+func (c *Cluster) URLFor(database string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.User(Superuser),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
+		Path:     "/" + database,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// Port is the TCP port the server listens on at 127.0.0.1.
+func (c *Cluster) Port() int { return c.port }
+
+// DataDir is the absolute data directory.
+func (c *Cluster) DataDir() string { return c.dataDir }
+
+// BinDir is the directory of the PostgreSQL binaries used.
+func (c *Cluster) BinDir() string { return c.binDir }
+
+// Reused reports whether Start found the server already running from the
+// data directory and reused it instead of starting one.
+func (c *Cluster) Reused() bool { return c.reused }
+
+// Stop shuts the server down (pg_ctl stop -m fast) and waits for it.
+// Stopping a stopped cluster is a no-op.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil
+	}
+	out, err := c.run(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "fast", "-w", "-t", strconv.Itoa(timeoutSeconds(ctx, 60)))
+	if err != nil && c.serverAlive() {
+		return &Error{Kind: ErrStop, Detail: "pg_ctl stop -D " + c.dataDir, Output: out, Err: err}
+	}
+	c.stopped = true
+	c.removeSocketDir()
+	fmt.Fprintf(c.log, "pgcluster: stopped the server on port %d\n", c.port)
+	return nil
+}
+
+func (c *Cluster) prepareDataDir() error {
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return newErr(ErrPrepare, err, "create data directory")
+	}
+	// initdb and postgres insist on 0700 (or 0750).
+	if fi, err := os.Stat(c.dataDir); err == nil && fi.Mode().Perm()&0o027 != 0 {
+		if err := os.Chmod(c.dataDir, 0o700); err != nil {
+			return newErr(ErrPrepare, err, "chmod 0700 %s", c.dataDir)
+		}
+	}
+	if c.cred != nil {
+		if err := c.cred.makeTraversable(c.dataDir, c.log); err != nil {
+			return newErr(ErrPrepare, err, "make the ancestors of %s traversable for %s", c.dataDir, c.cred.name)
+		}
+		if err := c.cred.chownAll(c.dataDir); err != nil {
+			return newErr(ErrPrepare, err, "chown -R %s to %s", c.dataDir, c.cred.name)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) initdb(ctx context.Context, fsync bool) error {
+	args := []string{"-D", c.dataDir, "-U", Superuser, "--auth=trust", "-E", "UTF8", "--locale=C"}
+	if !fsync {
+		args = append(args, "--no-sync")
+	}
+	fmt.Fprintf(c.log, "pgcluster: initdb %s\n", strings.Join(args, " "))
+	out, err := c.run(ctx, "initdb", args...)
+	if err != nil {
+		return &Error{Kind: ErrInitdb, Detail: "initdb -D " + c.dataDir, Output: out, Err: err}
+	}
+	return nil
+}
+
+func (c *Cluster) makeSocketDir() error {
+	dir, err := os.MkdirTemp("", "pgcluster-sock-")
+	if err != nil {
+		return newErr(ErrPrepare, err, "create socket directory")
+	}
+	c.sockDir, c.ownSockDir = dir, true
+	if c.cred != nil {
+		if err := c.cred.chownAll(dir); err != nil {
+			c.removeSocketDir()
+			return newErr(ErrPrepare, err, "chown %s to %s", dir, c.cred.name)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) removeSocketDir() {
+	if c.ownSockDir && c.sockDir != "" {
+		_ = os.RemoveAll(c.sockDir)
+		c.ownSockDir = false
+	}
+}
+
+// startServer runs pg_ctl start, retrying on another free port when a port
+// it picked itself was taken in the meantime, and waiting (up to 10s) for
+// the processes of a crashed server to go away when their shared memory
+// or lock file is still in use.
+func (c *Cluster) startServer(ctx context.Context, cfg config) error {
+	port, picked, err := c.choosePort(cfg.port)
+	if err != nil {
+		return err
+	}
+	portRetries, leftoverRetries := 0, 0
+	for {
+		c.port = port
+		err := c.pgCtlStart(ctx, cfg.fsync)
+		if err == nil {
+			return c.writePortFile()
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			return err
+		}
+		switch {
+		case picked && portRetries < 3 && strings.Contains(e.Output, "could not bind"):
+			portRetries++
+			fmt.Fprintf(c.log, "pgcluster: port %d was taken, trying another\n", port)
+			if port, err = freePort(); err != nil {
+				return err
+			}
+		case leftoverRetries < 40 && (strings.Contains(e.Output, "pre-existing shared memory block") ||
+			strings.Contains(e.Output, "Is another postmaster")):
+			leftoverRetries++
+			if leftoverRetries == 1 {
+				fmt.Fprintf(c.log, "pgcluster: processes of a previous server are still exiting; waiting\n")
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(250 * time.Millisecond):
+			}
+		default:
+			return err
+		}
+	}
+}
+
+func (c *Cluster) pgCtlStart(ctx context.Context, fsync bool) error {
+	logPath := filepath.Join(c.dataDir, LogFile)
+	var logOffset int64
+	if fi, err := os.Stat(logPath); err == nil {
+		logOffset = fi.Size()
+	}
+	onOff := map[bool]string{true: "on", false: "off"}[fsync]
+	serverOpts := []string{
+		"-p", strconv.Itoa(c.port),
+		"-k", shellQuote(c.sockDir),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=" + onOff,
+	}
+	if !fsync {
+		// Not synchronous_commit=off: that would lose the last commits
+		// when the server process (not the machine) crashes.
+		serverOpts = append(serverOpts, "-c", "full_page_writes=off")
+	}
+	fmt.Fprintf(c.log, "pgcluster: pg_ctl start on 127.0.0.1:%d (fsync=%s, log %s)\n", c.port, onOff, logPath)
+	out, err := c.run(ctx, "pg_ctl", "start", "-w",
+		"-t", strconv.Itoa(timeoutSeconds(ctx, 60)),
+		"-D", c.dataDir, "-l", logPath, "-o", strings.Join(serverOpts, " "))
+	if err != nil {
+		return &Error{
+			Kind:   ErrStart,
+			Detail: fmt.Sprintf("pg_ctl start -D %s on port %d", c.dataDir, c.port),
+			Output: out + "\n--- server log ---\n" + tailFrom(logPath, logOffset, 4096),
+			Err:    err,
+		}
+	}
+	return nil
+}
+
+// choosePort returns the port to use and whether pgcluster picked it.
+func (c *Cluster) choosePort(requested int) (port int, picked bool, err error) {
+	if requested != 0 {
+		return requested, false, nil
+	}
+	if b, err := os.ReadFile(filepath.Join(c.dataDir, PortFile)); err == nil {
+		if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && p > 0 && p < 65536 && portFree(p) {
+			return p, true, nil
+		}
+	}
+	port, err = freePort()
+	return port, true, err
+}
+
+func (c *Cluster) writePortFile() error {
+	path := filepath.Join(c.dataDir, PortFile)
+	if err := os.WriteFile(path, []byte(strconv.Itoa(c.port)+"\n"), 0o600); err != nil {
+		return newErr(ErrPrepare, err, "write %s", path)
+	}
+	if err := c.cred.chownAll(path); err != nil {
+		return newErr(ErrPrepare, err, "chown %s", path)
+	}
+	return nil
+}
+
+// runningServer reports whether a server from the data directory is
+// running (pg_ctl status), its pid and port (postmaster.pid lines 1 and
+// 4).
+func (c *Cluster) runningServer(ctx context.Context) (port, pid int, ok bool) {
+	if _, err := c.run(ctx, "pg_ctl", "status", "-D", c.dataDir); err != nil {
+		return 0, 0, false // 3: not running (a stale postmaster.pid is pg_ctl start's business)
+	}
+	b, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, 0, false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 {
+		return 0, 0, false
+	}
+	pid, err1 := strconv.Atoi(strings.TrimSpace(lines[0]))
+	port, err2 := strconv.Atoi(strings.TrimSpace(lines[3]))
+	if err1 != nil || err2 != nil || port <= 0 {
+		return 0, 0, false
+	}
+	return port, pid, true
+}
+
+// serverAlive reports whether the postmaster named by postmaster.pid
+// still runs (false when there is no such file or it is stale).
+func (c *Cluster) serverAlive() bool {
+	b, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	return err == nil && processAlive(pid)
+}
+
+// errServerGone: the server waited for died.
+var errServerGone = errors.New("server process exited")
+
+// waitReady pings the server until it answers or ctx ends. With pid > 0 it
+// gives up with errServerGone as soon as that process is dead.
+func (c *Cluster) waitReady(ctx context.Context, pid int) error {
+	var last error
+	for {
+		if pid > 0 && !processAlive(pid) {
+			return errServerGone
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgx.Connect(pctx, c.URLFor("postgres"))
+		if err == nil {
+			err = conn.Ping(pctx)
+			conn.Close(pctx)
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitGone waits (at most 30s) until pid has been reaped.
+func waitGone(ctx context.Context, pid int) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for !processGone(pid) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) ensureDatabase(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, c.URLFor("postgres"))
+	if err != nil {
+		return newErr(ErrCreateDatabase, err, "connect to %s", c.URLFor("postgres"))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", c.database).Scan(&exists); err != nil {
+		return newErr(ErrCreateDatabase, err, "look up database %q", c.database)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{c.database}.Sanitize()); err != nil {
+		return newErr(ErrCreateDatabase, err, "CREATE DATABASE %q", c.database)
+	}
+	fmt.Fprintf(c.log, "pgcluster: created database %s\n", c.database)
+	return nil
+}
+
+// run runs a PostgreSQL program from the bin directory, as the
+// unprivileged user when needed, and returns its combined output.
+func (c *Cluster) run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, name), args...)
+	cmd.Dir = "/" // the caller's working directory may be closed to the unprivileged user
+	cmd.Env = cleanEnv()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	c.cred.apply(cmd)
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// cleanEnv is the environment without PG* variables, which would
+// otherwise change what initdb, pg_ctl and postgres do.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PG") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func timeoutSeconds(ctx context.Context, def int) int {
+	if dl, ok := ctx.Deadline(); ok {
+		if s := int(time.Until(dl).Seconds()); s >= 1 {
+			return s
+		}
+		return 1
+	}
+	return def
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, newErr(ErrStart, err, "find a free port")
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tailFrom returns at most max bytes of the end of path after offset.
+func tailFrom(path string, offset int64, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "(no server log: " + err.Error() + ")"
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	if fi.Size()-offset > max {
+		offset = fi.Size() - max
+	}
+	if offset < 0 || offset > fi.Size() {
+		offset = 0
+	}
+	b, _ := io.ReadAll(io.NewSectionReader(f, offset, fi.Size()-offset))
+	return string(b)
+}

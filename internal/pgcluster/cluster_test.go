@@ -1,0 +1,278 @@
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// syncBuffer is a log writer safe to read while Start writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startCluster(t *testing.T, ctx context.Context, dataDir string, log *syncBuffer) *Cluster {
+	t.Helper()
+	c, err := Start(ctx, WithDataDir(dataDir), WithFsync(false), WithLog(log))
+	if err != nil {
+		t.Fatalf("Start: %v\nlog:\n%s", err, log)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
+}
+
+func exec1(t *testing.T, ctx context.Context, url, sql string, args ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func TestStartStopRestartKeepsData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(t.TempDir(), "pg data") // a space, to exercise quoting
+	log := &syncBuffer{}
+
+	t0 := time.Now()
+	c := startCluster(t, ctx, dataDir, log)
+	t.Logf("first start (initdb + start) took %v", time.Since(t0))
+	if c.Reused() {
+		t.Fatal("a fresh data directory reported a reused server")
+	}
+	wantPrefix := "postgres://postgres@127.0.0.1:"
+	if !strings.HasPrefix(c.URL(), wantPrefix) || !strings.HasSuffix(c.URL(), "/ledger?sslmode=disable") {
+		t.Fatalf("URL() = %q", c.URL())
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err != nil {
+		t.Fatalf("no PG_VERSION after Start: %v", err)
+	}
+	exec1(t, ctx, c.URL(), "CREATE TABLE kept (v text)")
+	exec1(t, ctx, c.URL(), "INSERT INTO kept VALUES ($1)", "still here")
+	port := c.Port()
+
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if _, err := pgx.Connect(ctx, c.URL()); err == nil {
+		t.Fatal("server still answers after Stop")
+	}
+
+	t0 = time.Now()
+	c2 := startCluster(t, ctx, dataDir, log)
+	t.Logf("restart took %v", time.Since(t0))
+	t.Logf("log:\n%s", log)
+	if c2.Port() != port {
+		t.Errorf("restart used port %d, want the remembered %d", c2.Port(), port)
+	}
+	conn, err := pgx.Connect(ctx, c2.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != "still here" {
+		t.Fatalf("after restart: v=%q err=%v", v, err)
+	}
+	if strings.Count(log.String(), "pgcluster: initdb") != 1 {
+		t.Errorf("initdb should run exactly once; log:\n%s", log)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(log.String(), "added o+x") {
+		t.Errorf("as root, the 0700 t.TempDir() ancestor should have been opened; log:\n%s", log)
+	}
+}
+
+func TestStartReusesRunningServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	c := startCluster(t, ctx, dataDir, &syncBuffer{})
+	c2, err := Start(ctx, WithDataDir(dataDir), WithFsync(false))
+	if err != nil {
+		t.Fatalf("second Start on a running cluster: %v", err)
+	}
+	if !c2.Reused() || c2.Port() != c.Port() {
+		t.Fatalf("second Start: reused=%v port=%d, want reuse of port %d", c2.Reused(), c2.Port(), c.Port())
+	}
+	exec1(t, ctx, c2.URL(), "SELECT 1")
+}
+
+func TestExplicitPortAndDatabase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(ctx, WithDataDir(t.TempDir()), WithFsync(false), WithPort(port), WithDatabase("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	if c.Port() != port || !strings.Contains(c.URL(), "/other?") {
+		t.Fatalf("port %d url %s", c.Port(), c.URL())
+	}
+	exec1(t, ctx, c.URL(), "SELECT 1")
+}
+
+func TestErrors(t *testing.T) {
+	ctx := context.Background()
+	_, err := Start(ctx)
+	if !errors.Is(err, ErrNoDataDir) {
+		t.Errorf("Start without data dir: %v", err)
+	}
+	_, err = Start(ctx, WithDataDir(t.TempDir()), WithBinDir("/nonexistent/bin"))
+	if !errors.Is(err, ErrBinariesNotFound) {
+		t.Fatalf("missing binaries: %v", err)
+	}
+	if !strings.Contains(err.Error(), "apt-get install postgresql") || !strings.Contains(err.Error(), "/nonexistent/bin") {
+		t.Errorf("message should say where it looked and how to install: %v", err)
+	}
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != ErrBinariesNotFound {
+		t.Errorf("errors.As *Error: %#v", err)
+	}
+}
+
+func TestFindBinDirFallbacks(t *testing.T) {
+	ctx := context.Background()
+	fake := t.TempDir()
+	for _, name := range requiredBinaries {
+		if err := os.WriteFile(filepath.Join(fake, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(EnvBinDir, fake)
+	if dir, err := FindBinDir(ctx, ""); err != nil || dir != fake {
+		t.Errorf("with $%s: %q, %v", EnvBinDir, dir, err)
+	}
+	t.Setenv(EnvBinDir, "")
+	t.Setenv("PATH", t.TempDir()) // no pg_config
+	root := t.TempDir()
+	for _, v := range []string{"9.6", "15", "10"} {
+		dir := filepath.Join(root, v, "bin")
+		os.MkdirAll(dir, 0o755)
+		for _, name := range requiredBinaries {
+			os.WriteFile(filepath.Join(dir, name), nil, 0o755)
+		}
+	}
+	os.MkdirAll(filepath.Join(root, "16", "bin"), 0o755) // incomplete: skipped
+	old := debianGlob
+	debianGlob = filepath.Join(root, "*", "bin")
+	defer func() { debianGlob = old }()
+	if dir, err := FindBinDir(ctx, ""); err != nil || dir != filepath.Join(root, "15", "bin") {
+		t.Errorf("glob fallback: %q, %v", dir, err)
+	}
+	debianGlob = filepath.Join(root, "none", "*", "bin")
+	if _, err := FindBinDir(ctx, ""); !errors.Is(err, ErrBinariesNotFound) {
+		t.Errorf("nothing anywhere: %v", err)
+	}
+}
+
+func TestInitdbFailureCarriesOutput(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dataDir, "stray"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(ctx, WithDataDir(dataDir), WithFsync(false))
+	if !errors.Is(err, ErrInitdb) {
+		t.Fatalf("want ErrInitdb, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("the error should quote initdb's output: %v", err)
+	}
+}
+
+// A server killed without a clean shutdown leaves postmaster.pid behind;
+// the next Start must recover (pg_ctl and postgres handle the stale file)
+// and keep the committed data.
+func TestStartAfterCrash(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	c := startCluster(t, ctx, dataDir, &syncBuffer{})
+	exec1(t, ctx, c.URL(), "CREATE TABLE kept AS SELECT 42 AS v")
+
+	pid := postmasterPID(t, dataDir)
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// The postmaster's children notice its death and exit.
+	deadline := time.Now().Add(30 * time.Second)
+	for processAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "postmaster.pid")); err != nil {
+		t.Fatalf("expected a stale postmaster.pid after the kill: %v", err)
+	}
+
+	log := &syncBuffer{}
+	t0 := time.Now()
+	c2, err := Start(ctx, WithDataDir(dataDir), WithFsync(false), WithLog(log))
+	if err != nil {
+		t.Fatalf("Start after crash: %v\nlog:\n%s", err, log)
+	}
+	t.Logf("restarted in %v; log:\n%s", time.Since(t0), log)
+	t.Cleanup(func() { _ = c2.Stop(context.Background()) })
+	if c2.Reused() {
+		t.Fatal("a dead server was reported as reused")
+	}
+	conn, err := pgx.Connect(ctx, c2.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("after crash recovery: %d, %v", v, err)
+	}
+}
+
+func postmasterPID(t *testing.T, dataDir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}

@@ -1,0 +1,71 @@
+package pgcluster
+
+import (
+	"io"
+	"time"
+)
+
+// Option configures Start.
+type Option func(*config)
+
+type config struct {
+	binDir       string
+	dataDir      string
+	port         int
+	fsync        bool
+	log          io.Writer
+	database     string
+	startTimeout time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		fsync:        true,
+		log:          io.Discard,
+		database:     DefaultDatabase,
+		startTimeout: 60 * time.Second,
+	}
+}
+
+// DefaultDatabase is the database Start creates when missing.
+const DefaultDatabase = "ledger"
+
+// WithBinDir names the directory holding initdb, pg_ctl and postgres.
+// Default: $LEDGER_PG_BIN, else `pg_config --bindir`, else the highest
+// /usr/lib/postgresql/*/bin (see FindBinDir).
+func WithBinDir(dir string) Option { return func(c *config) { c.binDir = dir } }
+
+// WithDataDir names the cluster's data directory (required). It is
+// created when missing, initialised on first use, and reused as is by
+// every later Start: nothing is lost across restarts.
+func WithDataDir(dir string) Option { return func(c *config) { c.dataDir = dir } }
+
+// WithPort sets the TCP port on 127.0.0.1. Default 0: the port the data
+// directory used last time when it is free, else any free port.
+func WithPort(port int) Option { return func(c *config) { c.port = port } }
+
+// WithFsync turns fsync on or off (default on). Off also turns off
+// full_page_writes and passes --no-sync to initdb: fast, and fine for
+// tests. Commits still survive a crash of the server process, but a crash
+// of the machine can lose or corrupt data.
+func WithFsync(on bool) Option { return func(c *config) { c.fsync = on } }
+
+// WithLog receives pgcluster's progress messages (which binaries, initdb,
+// start, chmods of ancestor directories). Default: discarded. The server's
+// own log is the file pgcluster.log in the data directory.
+func WithLog(w io.Writer) Option {
+	return func(c *config) {
+		if w == nil {
+			w = io.Discard
+		}
+		c.log = w
+	}
+}
+
+// WithDatabase names the database created when missing and used by URL
+// (default "ledger").
+func WithDatabase(name string) Option { return func(c *config) { c.database = name } }
+
+// WithStartTimeout bounds how long Start waits for the server to accept
+// connections when ctx has no earlier deadline (default 60s).
+func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.startTimeout = d } }

@@ -1,0 +1,41 @@
+//go:build unix
+
+package pgcluster
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// processAlive reports whether pid runs and is not a zombie (a killed
+// postmaster that its new parent has not reaped yet still answers kill 0,
+// so pg_ctl status calls it running).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		// pid (comm) state ...; comm may contain spaces and parentheses.
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+			return s[i+2] != 'Z'
+		}
+		return true
+	} else if _, statErr := os.Stat("/proc/self"); statErr == nil {
+		return false // /proc works and has no such process
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// processGone reports whether pid has disappeared entirely (reaped).
+func processGone(pid int) bool {
+	if pid <= 0 {
+		return true
+	}
+	err := syscall.Kill(pid, 0)
+	return errors.Is(err, syscall.ESRCH)
+}

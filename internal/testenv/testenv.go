@@ -1,0 +1,274 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/cluster-ledger/ledger/internal/natsserver"
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
+)
+
+// EnvDatabaseURL names the server tests use when set.
+const EnvDatabaseURL = "DATABASE_URL"
+
+// ContainerImage is the image used when testcontainers provides PostgreSQL.
+const ContainerImage = "postgres:15"
+
+// pgServer is where test databases are created.
+type pgServer struct {
+	adminURL string // a database of the server to run CREATE DATABASE in
+	source   string // for messages
+	stop     func(context.Context) error
+}
+
+var (
+	mainInUse atomic.Bool
+
+	pgMu     sync.Mutex
+	pgShared *pgServer
+	pgErr    error
+)
+
+// Main runs the tests and then stops the PostgreSQL server Postgres
+// started for this test binary (if any), then exits with the tests' code.
+// Call it from TestMain.
+func Main(m *testing.M) {
+	mainInUse.Store(true)
+	code := m.Run()
+	if err := shutdown(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func shutdown() error {
+	pgMu.Lock()
+	defer pgMu.Unlock()
+	if pgShared == nil || pgShared.stop == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := pgShared.stop(ctx)
+	pgShared = nil
+	return err
+}
+
+// Postgres returns the URL of a new, empty database that is dropped when
+// the test ends. See the package documentation for which server it is on.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	srv, err := sharedServer()
+	if err != nil {
+		t.Fatalf("testenv.Postgres: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := "test_" + randomHex(8)
+	conn, err := pgx.Connect(ctx, srv.adminURL)
+	if err != nil {
+		t.Fatalf("testenv.Postgres: connect to %s: %v", srv.source, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testenv.Postgres: CREATE DATABASE %s on %s: %v", name, srv.source, err)
+	}
+	dbURL, err := withDatabase(srv.adminURL, name)
+	if err != nil {
+		t.Fatalf("testenv.Postgres: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(t, srv, name) })
+	return dbURL
+}
+
+func dropDatabase(t testing.TB, srv *pgServer, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, srv.adminURL)
+	if err != nil {
+		t.Logf("testenv: drop %s: %v", name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		// WITH (FORCE) needs PostgreSQL 13.
+		if _, err2 := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err2 != nil {
+			t.Logf("testenv: drop %s: %v", name, errors.Join(err, err2))
+		}
+	}
+}
+
+// sharedServer finds or starts this test binary's server, once.
+func sharedServer() (*pgServer, error) {
+	pgMu.Lock()
+	defer pgMu.Unlock()
+	if pgShared != nil || pgErr != nil {
+		return pgShared, pgErr
+	}
+	pgShared, pgErr = findServer()
+	return pgShared, pgErr
+}
+
+func findServer() (*pgServer, error) {
+	if u := os.Getenv(EnvDatabaseURL); u != "" {
+		return &pgServer{adminURL: u, source: "$" + EnvDatabaseURL}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, binErr := findBinDir(ctx, "")
+	if binErr == nil {
+		if !mainInUse.Load() {
+			return nil, errNoMain
+		}
+		return startCluster(ctx)
+	}
+	if !errors.Is(binErr, pgcluster.ErrBinariesNotFound) {
+		return nil, binErr
+	}
+	engineErr := containerEngine(ctx)
+	if engineErr != nil {
+		return nil, fmt.Errorf("no PostgreSQL available: $%s is unset; %v; and no container engine answers for testcontainers (%v). "+
+			"Set %s, install the PostgreSQL server binaries (apt-get install postgresql), or start Docker/Podman",
+			EnvDatabaseURL, binErr, engineErr, EnvDatabaseURL)
+	}
+	if !mainInUse.Load() {
+		return nil, errNoMain
+	}
+	return startContainer(ctx)
+}
+
+// findBinDir is replaced by tests.
+var findBinDir = pgcluster.FindBinDir
+
+var errNoMain = errors.New("this package has no TestMain calling testenv.Main(m), which stops the PostgreSQL server testenv starts: add\n\tfunc TestMain(m *testing.M) { testenv.Main(m) }")
+
+func startCluster(ctx context.Context) (*pgServer, error) {
+	dir, err := os.MkdirTemp("", "ledger-testenv-pg-")
+	if err != nil {
+		return nil, err
+	}
+	// PostgreSQL may run as nobody (when tests run as root): let it in.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	var log bytes.Buffer
+	c, err := pgcluster.Start(ctx,
+		pgcluster.WithDataDir(filepath.Join(dir, "data")),
+		pgcluster.WithFsync(false),
+		pgcluster.WithLog(&log))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start a private PostgreSQL cluster: %w\n%s", err, log.String())
+	}
+	return &pgServer{
+		adminURL: c.URLFor("postgres"),
+		source:   "private cluster in " + dir,
+		stop: func(ctx context.Context) error {
+			err := c.Stop(ctx)
+			return errors.Join(err, os.RemoveAll(dir))
+		},
+	}, nil
+}
+
+// containerEngine reports whether testcontainers can reach an engine.
+func containerEngine(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("testcontainers: %v", r)
+		}
+	}()
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return p.Health(hctx)
+}
+
+func startContainer(ctx context.Context) (*pgServer, error) {
+	ctr, err := tcpostgres.Run(ctx, ContainerImage,
+		tcpostgres.WithDatabase("postgres"),
+		tcpostgres.WithUsername("postgres"),
+		tcpostgres.WithPassword("postgres"),
+		tcpostgres.BasicWaitStrategies())
+	if err != nil {
+		_ = testcontainers.TerminateContainer(ctr)
+		return nil, fmt.Errorf("start %s with testcontainers: %w", ContainerImage, err)
+	}
+	u, err := ctr.ConnectionString(ctx, "sslmode=disable")
+	if err != nil {
+		_ = testcontainers.TerminateContainer(ctr)
+		return nil, err
+	}
+	return &pgServer{
+		adminURL: u,
+		source:   "container " + ContainerImage,
+		stop: func(ctx context.Context) error {
+			return testcontainers.TerminateContainer(ctr)
+		},
+	}, nil
+}
+
+// withDatabase returns u with its database (path) replaced by name.
+func withDatabase(u, name string) (string, error) {
+	parsed, err := url.Parse(u)
+	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
+		return "", fmt.Errorf("$%s must be a postgres:// URL, got %q", EnvDatabaseURL, redact(u))
+	}
+	parsed.Path = "/" + name
+	parsed.RawPath = ""
+	return parsed.String(), nil
+}
+
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		return u[:i+3] + "..."
+	}
+	return "..."
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// NATS starts an embedded nats-server with JetStream, its store in
+// t.TempDir(), on a random port of 127.0.0.1, shut down when the test
+// ends, and returns its URL.
+func NATS(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := natsserver.Start(ctx,
+		natsserver.WithStoreDir(t.TempDir()),
+		natsserver.WithListen("127.0.0.1:-1"),
+		natsserver.WithName("test"))
+	if err != nil {
+		t.Fatalf("testenv.NATS: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s.URL()
+}

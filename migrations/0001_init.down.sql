@@ -1,0 +1,12 @@
+DROP FUNCTION IF EXISTS allocations_as_of_time(text, timestamptz);
+DROP FUNCTION IF EXISTS allocations_as_of(text, bigint);
+DROP TABLE IF EXISTS snapshots;
+DROP TABLE IF EXISTS projector_offsets;
+DROP TABLE IF EXISTS checkpoints;
+DROP TABLE IF EXISTS allocation_history;
+DROP TABLE IF EXISTS decisions;
+DROP TABLE IF EXISTS consumer_state;
+DROP TABLE IF EXISTS allocations;
+DROP TABLE IF EXISTS hosts;
+DROP TABLE IF EXISTS consumers;
+DROP TABLE IF EXISTS events;

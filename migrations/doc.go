@@ -1,0 +1,10 @@
+// Package migrations holds the PostgreSQL schema of the projection as
+// golang-migrate migrations (NNNN_title.up.sql / .down.sql, embedded in
+// [FS]) and applies them: [Up] migrates a database to the latest version
+// (already up to date is success), [Version] reports where a database
+// stands, [Latest] is the newest version shipped. Schema changes happen
+// only here; every table and column carries a COMMENT, so `\d+ table` in
+// psql documents it. Databases are named by postgres:// (or
+// postgresql://) URLs; the migrate driver used is pgx v5. Errors wrap
+// [ErrMigrate] or [ErrDirty] (match with errors.Is).
+package migrations

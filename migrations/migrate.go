@@ -1,0 +1,150 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/golang-migrate/migrate/v4"
+	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
+	"github.com/golang-migrate/migrate/v4/source"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+)
+
+// Errors; match with errors.Is.
+var (
+	// ErrMigrate: the migrations could not be read or applied.
+	ErrMigrate = errors.New("migrations: migrate failed")
+	// ErrDirty: a previous migration failed half-way; the database needs
+	// manual repair (golang-migrate's "force") before Up can run.
+	ErrDirty = errors.New("migrations: database is dirty")
+	// ErrBadURL: the database URL is not a postgres:// URL.
+	ErrBadURL = errors.New("migrations: not a postgres:// or postgresql:// URL")
+)
+
+// Up applies every migration newer than the database's version. A database
+// already at the latest version is success. ctx cancels between
+// migrations (a migration in progress completes or rolls back).
+func Up(ctx context.Context, databaseURL string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m, err := open(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	err = withContext(ctx, m, m.Up)
+	switch {
+	case err == nil, errors.Is(err, migrate.ErrNoChange):
+		return nil
+	case errors.As(err, new(migrate.ErrDirty)):
+		return fmt.Errorf("%w: %w", ErrDirty, err)
+	default:
+		return fmt.Errorf("%w: up: %w", ErrMigrate, err)
+	}
+}
+
+// Version reports the database's schema version and whether it is dirty
+// (a migration failed half-way). A database never migrated reports 0,
+// false, nil.
+func Version(ctx context.Context, databaseURL string) (uint, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	m, err := open(databaseURL)
+	if err != nil {
+		return 0, false, err
+	}
+	defer m.Close()
+	v, dirty, err := m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: version: %w", ErrMigrate, err)
+	}
+	return v, dirty, nil
+}
+
+// Latest is the newest migration version in FS.
+func Latest() (uint, error) {
+	src, err := iofs.New(FS, ".")
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrMigrate, err)
+	}
+	defer src.Close()
+	v, err := src.First()
+	if err != nil {
+		return 0, fmt.Errorf("%w: no migrations: %w", ErrMigrate, err)
+	}
+	for {
+		next, err := src.Next(v)
+		if errors.Is(err, fs.ErrNotExist) {
+			return v, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrMigrate, err)
+		}
+		v = next
+	}
+}
+
+// DriverURL turns a postgres:// or postgresql:// URL into the pgx5:// URL
+// golang-migrate's pgx v5 driver expects.
+func DriverURL(databaseURL string) (string, error) {
+	for _, scheme := range []string{"postgres://", "postgresql://"} {
+		if strings.HasPrefix(databaseURL, scheme) {
+			return "pgx5://" + strings.TrimPrefix(databaseURL, scheme), nil
+		}
+	}
+	if strings.HasPrefix(databaseURL, "pgx5://") {
+		return databaseURL, nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrBadURL, redact(databaseURL))
+}
+
+func open(databaseURL string) (*migrate.Migrate, error) {
+	dbURL, err := DriverURL(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	var src source.Driver
+	if src, err = iofs.New(FS, "."); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMigrate, err)
+	}
+	m, err := migrate.NewWithSourceInstance("iofs", src, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect: %w", ErrMigrate, err)
+	}
+	return m, nil
+}
+
+// withContext runs f, asking m to stop gracefully when ctx ends.
+func withContext(ctx context.Context, m *migrate.Migrate, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case m.GracefulStop <- true:
+		default:
+		}
+	})
+	defer stop()
+	err := f()
+	if err == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// redact hides everything but the scheme of a URL that may hold a password.
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		return u[:i+3] + "..."
+	}
+	return "..."
+}

@@ -1,0 +1,268 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// schema is every table of 0001 and its columns, in order.
+var schema = map[string][]string{
+	"events":             {"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash"},
+	"consumers":          {"pool", "path", "parent", "leaf", "share", "priority", "max"},
+	"hosts":              {"pool", "name", "grp", "slots", "up", "allocated"},
+	"allocations":        {"pool", "consumer", "host", "slots"},
+	"consumer_state":     {"pool", "consumer", "leaf", "demand", "effective", "planned", "target", "allocated", "borrowed", "waiting_since", "updated_seq"},
+	"decisions":          {"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"},
+	"allocation_history": {"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"},
+	"checkpoints":        {"pool", "last_seq", "state_hash", "chain_hash", "updated_at"},
+	"projector_offsets":  {"name", "stream_seq", "updated_at"},
+	"snapshots":          {"pool", "seq", "format", "state", "state_hash"},
+}
+
+func connect(t *testing.T, ctx context.Context, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func TestUpIsIdempotentAndVersionIsLatest(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	latest, err := Latest()
+	if err != nil || latest < 1 {
+		t.Fatalf("Latest() = %d, %v", latest, err)
+	}
+	if v, dirty, err := Version(ctx, url); err != nil || v != 0 || dirty {
+		t.Fatalf("fresh database: Version = %d, %v, %v; want 0, false, nil", v, dirty, err)
+	}
+	t0 := time.Now()
+	if err := Up(ctx, url); err != nil {
+		t.Fatalf("first Up: %v", err)
+	}
+	t.Logf("first Up took %v", time.Since(t0))
+	if err := Up(ctx, url); err != nil {
+		t.Fatalf("second Up (should be a no-op): %v", err)
+	}
+	v, dirty, err := Version(ctx, url)
+	if err != nil || v != latest || dirty {
+		t.Fatalf("Version = %d, %v, %v; want %d, false, nil", v, dirty, err, latest)
+	}
+}
+
+func TestSchemaTablesColumnsAndComments(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	if err := Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, ctx, url)
+	for table, want := range schema {
+		rows, err := conn.Query(ctx, `
+			SELECT a.attname, col_description(a.attrelid, a.attnum) IS NOT NULL
+			FROM pg_attribute a
+			WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+			ORDER BY a.attnum`, "public."+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			var name string
+			var commented bool
+			if err := rows.Scan(&name, &commented); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, name)
+			if !commented {
+				t.Errorf("%s.%s has no COMMENT", table, name)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("table %s columns = %v, want %v", table, got, want)
+		}
+		var tableComment *string
+		if err := conn.QueryRow(ctx, "SELECT obj_description(to_regclass($1), 'pg_class')", "public."+table).Scan(&tableComment); err != nil {
+			t.Fatal(err)
+		}
+		if tableComment == nil || *tableComment == "" {
+			t.Errorf("table %s has no COMMENT", table)
+		}
+	}
+	// No table beyond the listed ones (and golang-migrate's own).
+	rows, err := conn.Query(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for table := range schema {
+		want = append(want, table)
+	}
+	want = append(want, "schema_migrations")
+	sort.Strings(want)
+	if !reflect.DeepEqual(tables, want) {
+		t.Errorf("tables = %v, want %v", tables, want)
+	}
+	for _, idx := range []string{"events_pool_time_idx", "decisions_pool_consumer_seq_idx", "decisions_pool_kind_seq_idx", "allocation_history_pool_from_seq_idx"} {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", "public."+idx).Scan(&ok); err != nil || !ok {
+			t.Errorf("index %s missing (%v)", idx, err)
+		}
+	}
+}
+
+func TestAllocationsAsOf(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	if err := Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, ctx, url)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(seq int) time.Time { return t0.Add(time.Duration(seq) * time.Minute) }
+	// Pool p: /a holds 2 from seq 3, 5 from seq 7 on; /b holds 4 from seq 5
+	// until seq 9, then nothing. Pool q: /a holds 100 from seq 1 (must
+	// never show up for p).
+	history := []struct {
+		pool, consumer string
+		slots          int64
+		from           int
+		to             *int
+	}{
+		{"p", "/a", 2, 3, ptr(7)},
+		{"p", "/a", 5, 7, nil},
+		{"p", "/b", 4, 5, ptr(9)},
+		{"q", "/a", 100, 1, nil},
+	}
+	for _, h := range history {
+		var toSeq *int64
+		var toTime *time.Time
+		if h.to != nil {
+			s, tm := int64(*h.to), at(*h.to)
+			toSeq, toTime = &s, &tm
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO allocation_history
+			(pool, consumer, slots, valid_from_seq, valid_from_time, valid_to_seq, valid_to_time)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			h.pool, h.consumer, h.slots, h.from, at(h.from), toSeq, toTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		seq  int
+		want map[string]int64
+	}{
+		{2, map[string]int64{}},
+		{3, map[string]int64{"/a": 2}},
+		{4, map[string]int64{"/a": 2}},
+		{5, map[string]int64{"/a": 2, "/b": 4}},
+		{7, map[string]int64{"/a": 5, "/b": 4}},
+		{9, map[string]int64{"/a": 5}},
+		{100, map[string]int64{"/a": 5}},
+	}
+	query := func(sql string, arg any) map[string]int64 {
+		rows, err := conn.Query(ctx, sql, "p", arg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for rows.Next() {
+			var c string
+			var n int64
+			if err := rows.Scan(&c, &n); err != nil {
+				t.Fatal(err)
+			}
+			got[c] = n
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, c := range cases {
+		if got := query("SELECT consumer, slots FROM allocations_as_of($1, $2)", int64(c.seq)); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("allocations_as_of(p, %d) = %v, want %v", c.seq, got, c.want)
+		}
+		if got := query("SELECT consumer, slots FROM allocations_as_of_time($1, $2)", at(c.seq)); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("allocations_as_of_time(p, t%d) = %v, want %v", c.seq, got, c.want)
+		}
+	}
+	// Half a minute after seq 8's time: still the state of seq 8.
+	if got := query("SELECT consumer, slots FROM allocations_as_of_time($1, $2)", at(8).Add(30*time.Second)); !reflect.DeepEqual(got, map[string]int64{"/a": 5, "/b": 4}) {
+		t.Errorf("between events: %v", got)
+	}
+}
+
+func ptr(i int) *int { return &i }
+
+func TestDownMigrationsUndoEverything(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	if err := Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	m, err := open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Down(); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	m.Close()
+	conn := connect(t, ctx, url)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations') +
+		(SELECT count(*) FROM pg_proc WHERE proname LIKE 'allocations_as_of%')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d tables/functions left after down", n)
+	}
+	if err := Up(ctx, url); err != nil {
+		t.Fatalf("up after down: %v", err)
+	}
+}
+
+func TestDriverURLAndErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u@h:1/db?sslmode=disable":   "pgx5://u@h:1/db?sslmode=disable",
+		"postgresql://u@h:1/db?sslmode=disable": "pgx5://u@h:1/db?sslmode=disable",
+		"pgx5://u@h/db":                         "pgx5://u@h/db",
+	} {
+		if got, err := DriverURL(in); err != nil || got != want {
+			t.Errorf("DriverURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if err := Up(context.Background(), "mysql://u:secret@h/db"); !errors.Is(err, ErrBadURL) {
+		t.Errorf("Up with a mysql URL: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Up(ctx, "postgres://127.0.0.1:1/none"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Up with a cancelled context: %v", err)
+	}
+	if err := Up(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"); !errors.Is(err, ErrMigrate) {
+		t.Errorf("Up with nothing listening: %v", err)
+	}
+}

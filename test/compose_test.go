@@ -1,0 +1,139 @@
+package test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// composeFile is the part of docker-compose.yml the checks read.
+type composeFile struct {
+	Services map[string]struct {
+		Image       string    `yaml:"image"`
+		Build       yaml.Node `yaml:"build"`
+		Command     []string  `yaml:"command"`
+		Environment yaml.Node `yaml:"environment"`
+		Volumes     []string  `yaml:"volumes"`
+		Ports       []string  `yaml:"ports"`
+		Healthcheck *struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+func readRepoFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// buildOf returns a service's build context and Dockerfile ("" when it
+// has no build); build may be a string or a mapping.
+func buildOf(n yaml.Node) (context, dockerfile string) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Value, "Dockerfile"
+	case yaml.MappingNode:
+		var b struct{ Context, Dockerfile string }
+		_ = n.Decode(&b)
+		if b.Dockerfile == "" {
+			b.Dockerfile = "Dockerfile"
+		}
+		return b.Context, b.Dockerfile
+	}
+	return "", ""
+}
+
+// envNames returns the variable names of an environment given as a
+// mapping or as a list of NAME=value.
+func envNames(t *testing.T, n yaml.Node) []string {
+	var names []string
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i < len(n.Content); i += 2 {
+			names = append(names, n.Content[i].Value)
+		}
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			name, _, _ := strings.Cut(item.Value, "=")
+			names = append(names, name)
+		}
+	case 0:
+	default:
+		t.Errorf("environment of unexpected kind %v", n.Kind)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestDockerCompose(t *testing.T) {
+	var c composeFile
+	if err := yaml.Unmarshal(readRepoFile(t, "docker-compose.yml"), &c); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	for _, name := range []string{"nats", "postgres", "ledger", "projector"} {
+		if _, ok := c.Services[name]; !ok {
+			t.Errorf("service %s missing", name)
+		}
+	}
+
+	nats := c.Services["nats"]
+	if !strings.HasPrefix(nats.Image, "nats:2.12") || !slices.Contains(nats.Command, "-js") || len(nats.Volumes) == 0 {
+		t.Errorf("nats: want image nats:2.12 (atomic batch publish) with -js and a volume, got %q %v %v", nats.Image, nats.Command, nats.Volumes)
+	}
+	pg := c.Services["postgres"]
+	if !strings.HasPrefix(pg.Image, "postgres:15") || len(pg.Volumes) == 0 || pg.Healthcheck == nil || len(pg.Healthcheck.Test) == 0 {
+		t.Errorf("postgres: want image postgres:15 with a volume and a healthcheck")
+	}
+	for _, v := range append(append([]string{}, nats.Volumes...), pg.Volumes...) {
+		volume, _, _ := strings.Cut(v, ":")
+		if _, ok := c.Volumes[volume]; !ok {
+			t.Errorf("volume %s used but not declared under volumes:", volume)
+		}
+	}
+
+	wantEnv := []string{"DATABASE_URL", "NATS_URL"} // the names of service.md
+	for name, wantCmd := range map[string][]string{
+		"ledger":    {"ledger", "serve", "--http", "0.0.0.0:8080"},
+		"projector": {"projector"},
+	} {
+		svc := c.Services[name]
+		ctx, dockerfile := buildOf(svc.Build)
+		if ctx != "." || dockerfile != "Dockerfile" {
+			t.Errorf("%s: build = (%q, %q), want (\".\", \"Dockerfile\")", name, ctx, dockerfile)
+		}
+		if !slices.Equal(svc.Command, wantCmd) {
+			t.Errorf("%s: command = %v, want %v", name, svc.Command, wantCmd)
+		}
+		if got := envNames(t, svc.Environment); !slices.Equal(got, wantEnv) {
+			t.Errorf("%s: environment names = %v, want %v", name, got, wantEnv)
+		}
+	}
+	if !slices.ContainsFunc(c.Services["ledger"].Ports, func(p string) bool { return strings.HasSuffix(p, ":8080") || p == "8080" }) {
+		t.Errorf("ledger: port 8080 not published: %v", c.Services["ledger"].Ports)
+	}
+}
+
+func TestDockerfile(t *testing.T) {
+	df := string(readRepoFile(t, "Dockerfile"))
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^FROM golang:1\.26\S* AS build`),
+		regexp.MustCompile(`CGO_ENABLED=0`),
+		regexp.MustCompile(`go build .*\./cmd/ledger`),
+		regexp.MustCompile(`go build .*\./cmd/projector`),
+		regexp.MustCompile(`(?m)^FROM (gcr\.io/distroless/static|debian:\S*-slim)`),
+	} {
+		if !want.MatchString(df) {
+			t.Errorf("Dockerfile does not match %s", want)
+		}
+	}
+}
