@@ -1,0 +1,156 @@
+// Command projector is the read side of the allocation ledger: a durable
+// JetStream consumer that folds every event of the LEDGER stream through
+// the allocation engine and writes the result to PostgreSQL (events,
+// decisions, consumer_state, allocations, allocation_history, ...), one
+// transaction per batch together with the stream sequence it reached.
+//
+// Usage:
+//
+//	projector [--nats-url URL] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME]
+//
+// The addresses default to $NATS_URL and $DATABASE_URL. At start it applies
+// the schema migrations, waiting (and saying so) while PostgreSQL or NATS
+// is not reachable yet; it then runs until SIGINT or SIGTERM, surviving
+// outages of either, and exits 0 after a clean stop. Because PostgreSQL
+// holds the committed sequence, it can be stopped or killed at any time and
+// restarted: nothing is lost or projected twice.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "projector:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	natsURL, databaseURL, name string
+	batch, snapshotEvery       int
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("projector", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL)")
+	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
+	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
+	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
+	fs.StringVar(&f.name, "name", projections.DefaultName, "durable consumer name and projector_offsets key")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case f.natsURL == "":
+		return f, errors.New("no NATS address: set NATS_URL or --nats-url")
+	case f.databaseURL == "":
+		return f, errors.New("no PostgreSQL address: set DATABASE_URL or --database-url")
+	}
+	return f, nil
+}
+
+// run is the whole command; it returns nil when ctx ends.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := migrate(ctx, log, f.databaseURL); err != nil {
+		return ignoreStop(ctx, err)
+	}
+	db, err := pgxpool.New(ctx, f.databaseURL) // connects lazily: an outage is retried by Run
+	if err != nil {
+		return fmt.Errorf("database URL: %w", err)
+	}
+	defer db.Close()
+	nc, err := connectNATS(log, f.natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	p := projections.New(js, db, projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery),
+		projections.WithName(f.name), projections.WithLogger(log))
+	log.Info("projector: running", "name", f.name, "batch", f.batch, "snapshot_every", f.snapshotEvery)
+	err = p.Run(ctx)
+	if err == nil {
+		log.Info("projector: stopped")
+	}
+	return err
+}
+
+// migrate applies the schema, waiting while PostgreSQL cannot be reached
+// (a container started together with this one may not be up yet).
+func migrate(ctx context.Context, log *slog.Logger, url string) error {
+	delay := 200 * time.Millisecond
+	for {
+		err := migrations.Up(ctx, url)
+		if err == nil || errors.Is(err, migrations.ErrDirty) || errors.Is(err, migrations.ErrBadURL) || ctx.Err() != nil {
+			return err
+		}
+		log.Warn("projector: PostgreSQL not ready; waiting", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// connectNATS returns a connection that keeps trying to (re)connect
+// forever, logging each state change; the projector's calls fail and are
+// retried meanwhile.
+func connectNATS(log *slog.Logger, url string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url,
+		nats.Name("ledger-projector"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.ConnectHandler(func(*nats.Conn) { log.Info("projector: connected to NATS") }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("projector: NATS disconnected", "err", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("projector: NATS reconnected") }))
+	if err != nil {
+		return nil, fmt.Errorf("NATS %s: %w", url, err)
+	}
+	if !nc.IsConnected() {
+		log.Warn("projector: NATS not reachable yet; waiting")
+	}
+	return nc, nil
+}
+
+func ignoreStop(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

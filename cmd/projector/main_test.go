@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/natsserver"
+	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+// TestMain doubles as the command when PROJECTOR_TEST_MAIN is set, so the
+// signal test can run the real main in a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("PROJECTOR_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	testenv.Main(m)
+}
+
+// publishSeed publishes the seed scenario and returns the last sequence.
+func publishSeed(t *testing.T, url string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := stream.Ensure(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenario.ParseFile("../../test/scenarios/seed/seed-001-share-ratio-subconsumers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := s.Setup()
+	for _, st := range s.Steps {
+		evs = append(evs, st.Events...)
+	}
+	var last uint64
+	for i, ev := range evs {
+		env, err := events.New(fmt.Sprintf("e%d", i), "seed", "test", scenario.Epoch.Add(time.Duration(i)*time.Second), ev.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(env)
+		ack, err := js.Publish(ctx, stream.Subject("seed", ev.Payload.EventType()), b, jetstream.WithMsgID(env.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+	}
+	return last
+}
+
+// waitProjected waits until projector_offsets reaches seq.
+func waitProjected(t *testing.T, dbURL string, seq uint64) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			continue
+		}
+		var got int64
+		err = conn.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = 'projector'`).Scan(&got)
+		conn.Close(ctx)
+		if err == nil && uint64(got) >= seq {
+			return
+		}
+	}
+	t.Fatalf("projector_offsets did not reach %d within 60s", seq)
+}
+
+func checkAllocations(t *testing.T, dbURL string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var got string
+	err = conn.QueryRow(ctx, `SELECT string_agg(consumer || '=' || allocated, ' ' ORDER BY consumer) FROM consumer_state WHERE pool = 'seed'`).Scan(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The seed scenario's last step: B1 25, B2 75 (A has no demand).
+	if want := "/A=0 /B=100 /B/B1=25 /B/B2=75"; got != want {
+		t.Fatalf("consumer_state: %s, want %s", got, want)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunWaitsForNATS starts the command before NATS is up: it must wait,
+// then project once NATS appears, and stop cleanly with its context.
+func TestRunWaitsForNATS(t *testing.T) {
+	dbURL := testenv.Postgres(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	natsURL := "nats://" + addr
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats-url", natsURL, "--database-url", dbURL, "--batch", "2"}, &logs)
+	}()
+	time.Sleep(700 * time.Millisecond)
+	srv, err := natsserver.Start(context.Background(), natsserver.WithStoreDir(t.TempDir()), natsserver.WithListen(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	last := publishSeed(t, srv.URL())
+	waitProjected(t, dbURL, last)
+	checkAllocations(t, dbURL)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "NATS not reachable yet; waiting") {
+		t.Fatalf("no log line about waiting for NATS:\n%s", logs.String())
+	}
+}
+
+// TestSIGTERM runs the real main in a child process and stops it with
+// SIGTERM: exit status 0.
+func TestSIGTERM(t *testing.T) {
+	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	last := publishSeed(t, natsURL)
+	cmd := exec.Command(os.Args[0]) // TestMain runs main, which parses no flags
+	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "DATABASE_URL="+dbURL)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitProjected(t, dbURL, last)
+	checkAllocations(t, dbURL)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("projector after SIGTERM: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "projector: stopped") {
+		t.Fatalf("no clean stop logged:\n%s", out.String())
+	}
+}
+
+func TestFlags(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	t.Setenv("DATABASE_URL", "")
+	var buf bytes.Buffer
+	if err := run(context.Background(), nil, &buf); err == nil || !strings.Contains(err.Error(), "NATS_URL") {
+		t.Fatalf("run without addresses: %v", err)
+	}
+}

@@ -1,0 +1,214 @@
+package projections
+
+import (
+	"crypto/sha256"
+	"math"
+	"time"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// poolState is the projector's in-memory view of one pool, always equal
+// to what PostgreSQL holds once the current batch commits.
+type poolState struct {
+	pool      *domain.Pool
+	chain     domain.Hash        // link after lastSeq
+	lastSeq   uint64             // last stream sequence of the pool folded
+	sinceSnap int                // events folded since the last snapshot
+	open      map[string]openRow // consumers with an open allocation_history row
+}
+
+// openRow is a consumer's current allocation_history interval: its slots
+// and its key (valid_from_seq), so closing it is a primary-key update.
+type openRow struct {
+	slots int64
+	from  uint64
+}
+
+func newPoolState(p *domain.Pool, chain domain.Hash) *poolState {
+	return &poolState{pool: p, chain: chain, lastSeq: p.Seq(), open: map[string]openRow{}}
+}
+
+// batch collects the rows of a run of consecutive stream messages.
+type batch struct {
+	from, to  uint64 // committed sequence before the batch, last sequence in it
+	events    [][]any
+	decisions [][]any
+	history   []histRow
+	closes    closeRows
+	snapshots [][]any
+	pools     map[string]*poolBatch
+}
+
+// poolBatch is what changed in one pool during the batch; its final rows
+// are read from the pool at the end of the batch.
+type poolBatch struct {
+	state       *poolState
+	touched     map[string]uint64  // consumer -> last event that touched it
+	pairs       map[[2]string]bool // (consumer, host) whose holding changed
+	hosts       map[string]bool    // hosts whose row changed
+	allHosts    bool               // a host event: every host row
+	planChanged bool               // replace the pool's consumers rows
+	openHere    map[string]int     // consumer -> index in batch.history of its open row
+}
+
+type histRow struct {
+	pool, consumer string
+	slots          int64
+	fromSeq        uint64
+	fromTime       time.Time
+	toSeq          *int64
+	toTime         *time.Time
+}
+
+// closeRows closes history rows opened in an earlier batch.
+type closeRows struct {
+	pools, consumers []string
+	froms, seqs      []int64
+	times            []time.Time
+}
+
+func newBatch(committed uint64) *batch {
+	return &batch{from: committed, to: committed, pools: map[string]*poolBatch{}}
+}
+
+func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
+	pb := b.pools[name]
+	if pb == nil {
+		pb = &poolBatch{state: ps, touched: map[string]uint64{}, pairs: map[[2]string]bool{},
+			hosts: map[string]bool{}, openHere: map[string]int{}}
+		b.pools[name] = pb
+	}
+	return pb
+}
+
+// add folds one event of pool name into ps and collects its rows.
+func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int) {
+	pb := b.poolBatch(name, ps)
+	res, link := Fold(ps.pool, st, ps.chain)
+	b.events = append(b.events, eventRow(name, st, res.Refused, ps.chain, link))
+	ps.chain, ps.lastSeq = link, st.Seq
+	for _, d := range res.Decisions {
+		b.decisions = append(b.decisions, decisionRow(name, d))
+		pb.noteDecision(d)
+	}
+	if res.Refused == "" {
+		b.noteState(pb, name, st, res)
+	}
+	ps.sinceSnap++
+	if ps.sinceSnap >= snapshotEvery {
+		b.snapshots = append(b.snapshots, snapshotRow(name, ps.pool))
+		ps.sinceSnap = 0
+	}
+}
+
+func (pb *poolBatch) noteDecision(d domain.Decision) {
+	pb.pairs[[2]string{d.Consumer, d.Host}] = true
+	if d.From != "" {
+		pb.pairs[[2]string{d.From, d.Host}] = true
+	}
+	pb.hosts[d.Host] = true
+}
+
+// noteState records which consumers changed and the allocation history
+// of those whose total moved.
+func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res FoldResult) {
+	seq, at := st.Seq, st.Envelope.Time
+	if !res.All {
+		for _, path := range res.Touched {
+			pb.touched[path] = seq
+			if v, ok := pb.state.pool.Consumer(path); ok {
+				b.historyChange(pb, name, path, v.Allocated, seq, at)
+			}
+		}
+		return
+	}
+	pb.allHosts = true
+	if st.Envelope.Type == events.TypePlan {
+		pb.planChanged = true
+	}
+	current := map[string]bool{}
+	for _, v := range pb.state.pool.Consumers() {
+		current[v.Path] = true
+		pb.touched[v.Path] = seq
+		b.historyChange(pb, name, v.Path, v.Allocated, seq, at)
+	}
+	for path := range pb.state.open {
+		if !current[path] { // removed from the plan
+			b.historyChange(pb, name, path, 0, seq, at)
+		}
+	}
+}
+
+// historyChange closes the consumer's open interval and opens one at the
+// new amount when its total changed. Holding nothing is no interval, so
+// allocations_as_of lists the consumers holding slots.
+func (b *batch) historyChange(pb *poolBatch, name, path string, slots int64, seq uint64, at time.Time) {
+	old, isOpen := pb.state.open[path]
+	if old.slots == slots {
+		return
+	}
+	if isOpen {
+		b.closeHistory(pb, name, path, old.from, seq, at)
+		delete(pb.state.open, path)
+	}
+	if slots != 0 {
+		pb.openHere[path] = len(b.history)
+		b.history = append(b.history, histRow{pool: name, consumer: path, slots: slots, fromSeq: seq, fromTime: at})
+		pb.state.open[path] = openRow{slots: slots, from: seq}
+	}
+}
+
+func (b *batch) closeHistory(pb *poolBatch, name, path string, from, seq uint64, at time.Time) {
+	if i, ok := pb.openHere[path]; ok { // opened in this batch: not in the database yet
+		s, t := int64(seq), at
+		b.history[i].toSeq, b.history[i].toTime = &s, &t
+		delete(pb.openHere, path)
+		return
+	}
+	b.closes.pools = append(b.closes.pools, name)
+	b.closes.consumers = append(b.closes.consumers, path)
+	b.closes.froms = append(b.closes.froms, int64(from))
+	b.closes.seqs = append(b.closes.seqs, int64(seq))
+	b.closes.times = append(b.closes.times, at)
+}
+
+func eventRow(pool string, st stream.Stored, refused string, prev, link domain.Hash) []any {
+	e := st.Envelope
+	var ref *string
+	if refused != "" {
+		ref = &refused
+	}
+	v := int32(min(max(e.V, math.MinInt32), math.MaxInt32)) // refused when out of range; still stored
+	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), ref, prev[:], link[:]}
+}
+
+func decisionRow(pool string, d domain.Decision) []any {
+	var from *string
+	if d.From != "" {
+		from = &d.From
+	}
+	return []any{pool, int64(d.Seq), d.Ordinal, string(d.Kind), d.Consumer, from, d.Host, d.Slots, d.Rule, d.Deadline}
+}
+
+func snapshotRow(pool string, p *domain.Pool) []any {
+	state := p.Snapshot()
+	h := sha256.Sum256(state) // domain.StateHash is the hash of this encoding
+	return []any{pool, int64(p.Seq()), domain.SnapshotFormat, state, h[:]}
+}
+
+// storableJSON returns data unless jsonb would reject it (a \u0000
+// escape), then the data as a JSON string.
+func storableJSON(data []byte) []byte {
+	if len(data) == 0 {
+		return []byte("null")
+	}
+	for i := 0; i+6 <= len(data); i++ {
+		if data[i] == '\\' && string(data[i:i+6]) == `\u0000` {
+			return jsonString(data)
+		}
+	}
+	return data
+}

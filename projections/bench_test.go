@@ -1,0 +1,147 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+// benchStream generates n events for pool "bench": a 1,000-leaf, 3-level
+// tree (10 x 10 x 10) in share_ratio mode on 50 hosts of 64 slots, then a
+// realistic stream: demand changes (one to three leaves), releases of
+// held slots, and now and then a host failing or coming back. It folds
+// them in memory to generate only sensible releases.
+func benchStream(n int) (subjects []string, bodies [][]byte) {
+	rng := rand.New(rand.NewPCG(42, 43))
+	plan, leaves := treePlan(events.ReclaimShareRatio, 10, 10, 10)
+	dp := domain.NewPool("bench")
+	at := scenario.Epoch
+	add := func(p events.Payload) {
+		env, _ := events.New(fmt.Sprintf("b%d", len(bodies)), "bench", "bench", at, p)
+		b, _ := json.Marshal(env)
+		subjects, bodies = append(subjects, stream.Subject("bench", p.EventType())), append(bodies, b)
+		if _, err := dp.Apply(domain.Event{Seq: uint64(len(bodies)), Time: at, Payload: p}); err != nil {
+			dp.Skip(uint64(len(bodies)), at)
+		}
+		at = at.Add(100 * time.Millisecond)
+	}
+	add(&events.PlanChange{Plan: plan})
+	for _, h := range hostsUp(50, 64) {
+		add(h)
+	}
+	for len(bodies) < n {
+		add(benchEvent(rng, dp, leaves))
+	}
+	return subjects[:n], bodies[:n]
+}
+
+func benchEvent(rng *rand.Rand, dp *domain.Pool, leaves []string) events.Payload {
+	leaf := leaves[rng.IntN(len(leaves))]
+	switch r := rng.IntN(100); {
+	case r < 75:
+		d := map[string]int64{leaf: rng.Int64N(8)}
+		for range rng.IntN(3) {
+			d[leaves[rng.IntN(len(leaves))]] = rng.Int64N(8)
+		}
+		return &events.Demand{Demands: d}
+	case r < 98:
+		if c, _ := dp.Consumer(leaf); c.Allocated > 0 {
+			return &events.Release{Consumer: leaf, Slots: 1 + rng.Int64N(c.Allocated)}
+		}
+		return &events.Demand{Demands: map[string]int64{leaf: 4}}
+	default:
+		h := dp.Hosts()[rng.IntN(50)]
+		if h.Up {
+			return &events.HostDown{Host: h.Name}
+		}
+		return &events.HostUp{Host: h.Name, Slots: h.Slots}
+	}
+}
+
+func publishAll(b *testing.B, js jetstream.JetStream, subjects []string, bodies [][]byte) {
+	for i := range bodies {
+		if _, err := js.PublishAsync(subjects[i], bodies[i]); err != nil {
+			b.Fatal(err)
+		}
+		if i%5000 == 4999 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	<-js.PublishAsyncComplete()
+}
+
+// BenchmarkProject measures events projected per second (fold, rows,
+// one transaction per 1,000 events) from a JetStream backlog.
+func BenchmarkProject(b *testing.B) {
+	n := max(b.N, 100)
+	subjects, bodies := benchStream(n)
+	js := connectNATS(b, testenv.NATS(b))
+	db := newDB(b)
+	publishAll(b, js, subjects, bodies)
+	p := New(js, db, WithLogger(quietLog()))
+	b.ResetTimer()
+	begin := time.Now()
+	r := start(p)
+	for p.Applied("bench") < uint64(n) {
+		select {
+		case err := <-r.done:
+			b.Fatalf("Run: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	elapsed := time.Since(begin)
+	b.StopTimer()
+	if err := r.stop(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	var rows int64
+	if err := db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM decisions) + (SELECT count(*) FROM allocation_history)`).Scan(&rows); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(rows)/float64(n), "rows/event")
+}
+
+// BenchmarkRawInsert is the floor BenchmarkProject is compared with: COPY
+// of the same number of events rows, 1,000 per transaction, without
+// reading NATS or folding.
+func BenchmarkRawInsert(b *testing.B) {
+	n := max(b.N, 100)
+	_, bodies := benchStream(n)
+	rows := make([][]any, n)
+	var zero domain.Hash
+	for i, body := range bodies {
+		var env events.Envelope
+		if err := json.Unmarshal(body, &env); err != nil {
+			b.Fatal(err)
+		}
+		rows[i] = []any{"bench", int64(i + 1), env.ID, string(env.Type), int32(env.V), env.Time, env.Producer, []byte(env.Data), nil, zero[:], zero[:]}
+	}
+	db := newDB(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	begin := time.Now()
+	for lo := 0; lo < n; lo += DefaultBatchSize {
+		batch := rows[lo:min(lo+DefaultBatchSize, n)]
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventCols, pgx.CopyFromRows(batch))
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/time.Since(begin).Seconds(), "events/s")
+}

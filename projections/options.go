@@ -1,0 +1,94 @@
+package projections
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	DefaultBatchSize     = 1000
+	DefaultSnapshotEvery = 10000
+	DefaultName          = "projector"
+)
+
+// Failpoint stages, for crash tests (WithFailpoint).
+const (
+	// StageBeforeCommit runs inside the batch transaction, after every
+	// row is written; an error rolls the transaction back.
+	StageBeforeCommit = "before-commit"
+	// StageAfterCommitBeforeAck runs after the commit, before the ack.
+	StageAfterCommitBeforeAck = "after-commit-before-ack"
+)
+
+// Option configures a Projector.
+type Option func(*config)
+
+type config struct {
+	batchSize     int
+	snapshotEvery int
+	name          string
+	log           *slog.Logger
+	failpoint     func(stage string) error
+	ackWait       time.Duration
+	idleWait      time.Duration
+	dropAck       func() bool // tests: simulate a lost ack
+}
+
+func defaults() config {
+	return config{
+		batchSize:     DefaultBatchSize,
+		snapshotEvery: DefaultSnapshotEvery,
+		name:          DefaultName,
+		log:           slog.Default(),
+		ackWait:       30 * time.Second,
+		idleWait:      5 * time.Second,
+	}
+}
+
+// WithBatchSize sets how many events are fetched and committed together
+// (default 1000).
+func WithBatchSize(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.batchSize = n
+		}
+	}
+}
+
+// WithSnapshotEvery sets after how many events of a pool its state is
+// saved to the snapshots table (default 10000).
+func WithSnapshotEvery(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.snapshotEvery = n
+		}
+	}
+}
+
+// WithName sets the durable consumer name, which is also the
+// projector_offsets key (default "projector").
+func WithName(name string) Option {
+	return func(c *config) {
+		if name != "" {
+			c.name = name
+		}
+	}
+}
+
+// WithLogger sets where the projector logs (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// WithFailpoint installs a hook called at each stage (StageBeforeCommit,
+// StageAfterCommitBeforeAck) of every batch. When it returns an error,
+// Run stops with that error as if the process died there: crash tests
+// use it to prove nothing is lost or doubled.
+func WithFailpoint(f func(stage string) error) Option {
+	return func(c *config) { c.failpoint = f }
+}

@@ -1,0 +1,238 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// Projector folds the LEDGER stream into PostgreSQL. Create it with New and
+// run it with Run; Applied may be called from any goroutine.
+type Projector struct {
+	js  jetstream.JetStream
+	db  *pgxpool.Pool
+	cfg config
+
+	// Owned by Run.
+	pools     map[string]*poolState
+	committed uint64 // projector_offsets.stream_seq, as committed
+	cons      jetstream.Consumer
+
+	mu      sync.Mutex
+	applied map[string]uint64
+}
+
+// New returns a projector reading js and writing db.
+func New(js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) *Projector {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}}
+}
+
+// Applied returns the sequence of the last event of pool that is committed
+// to PostgreSQL (0 when none is).
+func (p *Projector) Applied(pool string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied[pool]
+}
+
+func (p *Projector) setApplied(pool string, seq uint64) {
+	p.mu.Lock()
+	p.applied[pool] = seq
+	p.mu.Unlock()
+}
+
+// Run rebuilds the pools from PostgreSQL and the log, then projects every
+// new event until ctx is done, and returns nil then. NATS or PostgreSQL
+// being unavailable is logged and retried with backoff; Run returns an
+// error only for what retrying cannot fix (the rebuilt state disagrees with
+// the recorded checkpoint, a row PostgreSQL rejects, another projector
+// writing the same offset) or when a failpoint fires.
+func (p *Projector) Run(ctx context.Context) error {
+	err := p.retry(ctx, "start", func() error { return p.start(ctx) })
+	for err == nil && ctx.Err() == nil {
+		err = p.step(ctx)
+	}
+	if ctx.Err() != nil && !isFatal(err) {
+		return nil
+	}
+	return err
+}
+
+// step fetches and projects one batch, retrying transient failures.
+func (p *Projector) step(ctx context.Context) error {
+	msgs, err := p.fetch(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.cfg.log.Warn("projector: fetch from NATS failed; retrying", "err", err)
+		return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
+	}
+	return p.process(ctx, msgs)
+}
+
+// fetch returns the next messages: whatever is pending, up to a batch,
+// else it waits for the next one, so a lone event is projected at once
+// and a backlog goes in full batches.
+func (p *Projector) fetch(ctx context.Context) ([]jetstream.Msg, error) {
+	msgs, err := collect(p.cons.FetchNoWait(p.cfg.batchSize))
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.idleWait)
+	defer cancel()
+	msgs, err = collect(p.cons.Fetch(1, jetstream.FetchContext(wctx)))
+	if errors.Is(err, context.DeadlineExceeded) || (err == nil && len(msgs) == 0) {
+		return nil, nil
+	}
+	if err != nil || p.cfg.batchSize == 1 {
+		return msgs, err
+	}
+	more, err := collect(p.cons.FetchNoWait(p.cfg.batchSize - 1))
+	return append(msgs, more...), err
+}
+
+func collect(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range b.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		return msgs, err
+	}
+	return msgs, nil
+}
+
+// process folds the messages that follow the committed sequence, writes
+// them in one transaction, then acks.
+func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
+	b := newBatch(p.committed)
+	var last jetstream.Msg // highest message covered by the batch or already committed
+	gap := false
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			return fatalf("message without JetStream metadata: %v", err)
+		}
+		seq := md.Sequence.Stream
+		if seq <= b.to { // committed before (redelivery): ack, never apply twice
+			last = m
+			continue
+		}
+		if seq != b.to+1 {
+			gap = true
+			break
+		}
+		p.fold(b, m, seq, md.Timestamp)
+		b.to, last = seq, m
+	}
+	if err := p.commit(ctx, b); err != nil {
+		return err
+	}
+	p.ack(last)
+	if gap { // out of order delivery: start the consumer again after the commit
+		p.cfg.log.Warn("projector: gap in delivered sequences; restarting the consumer", "after", p.committed)
+		return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
+	}
+	return nil
+}
+
+func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) {
+	name, st, ok := DecodeMessage(seq, m.Subject(), stored, m.Data())
+	if !ok {
+		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", m.Subject())
+		return
+	}
+	ps := p.pools[name]
+	if ps == nil {
+		ps = newPoolState(newDomainPool(name), zeroHash)
+		p.pools[name] = ps
+	}
+	b.add(name, ps, st, p.cfg.snapshotEvery)
+}
+
+// commit writes the batch, retrying while PostgreSQL is unavailable. The
+// rows are computed once; a retry writes the same rows.
+func (p *Projector) commit(ctx context.Context, b *batch) error {
+	if b.to == b.from {
+		return nil
+	}
+	f := b.finish()
+	err := p.retry(ctx, "write batch", func() error {
+		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { return p.writeTx(ctx, tx, b, f) })
+		if errors.Is(err, errCommitted) {
+			return nil // the previous attempt's commit went through
+		}
+		return classify(err)
+	})
+	if err != nil {
+		return err
+	}
+	p.committed = b.to
+	for name, pb := range b.pools {
+		p.setApplied(name, pb.state.lastSeq)
+	}
+	return p.fail(StageAfterCommitBeforeAck)
+}
+
+// ack acknowledges everything up to m (AckAll). A lost ack only means a
+// redelivery, which process skips.
+func (p *Projector) ack(m jetstream.Msg) {
+	if m == nil || (p.cfg.dropAck != nil && p.cfg.dropAck()) {
+		return
+	}
+	if err := m.Ack(); err != nil {
+		p.cfg.log.Warn("projector: ack failed; the messages will be redelivered and skipped", "err", err)
+	}
+}
+
+func (p *Projector) fail(stage string) error {
+	if p.cfg.failpoint == nil {
+		return nil
+	}
+	if err := p.cfg.failpoint(stage); err != nil {
+		return fatal(fmt.Errorf("failpoint %s: %w", stage, err))
+	}
+	return nil
+}
+
+// resetConsumer (re)creates the durable consumer so that it delivers from
+// the committed sequence + 1: a durable's start cannot be moved, and
+// PostgreSQL, not the consumer's ack floor, says where the projection is.
+func (p *Projector) resetConsumer(ctx context.Context) error {
+	err := p.js.DeleteConsumer(ctx, stream.Name, p.cfg.name)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("delete consumer %s: %w", p.cfg.name, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       p.cfg.name,
+		Description:   "ledger projector: folds the log into PostgreSQL",
+		FilterSubject: "ledger.>",
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       p.cfg.ackWait,
+		MaxAckPending: 4 * p.cfg.batchSize,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   p.committed + 1,
+	}
+	cons, err := p.js.CreateConsumer(ctx, stream.Name, cfg)
+	if err != nil {
+		return fmt.Errorf("create consumer %s: %w", p.cfg.name, err)
+	}
+	p.cons = cons
+	return nil
+}

@@ -1,0 +1,248 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+const seedFile = "../test/scenarios/seed/seed-001-share-ratio-subconsumers.yaml"
+
+// publishMix publishes the seed scenario (with a refused event) on pool
+// "seed" and a random stream over a 3-level tree on pool "tree",
+// interleaved.
+func publishMix(m *model, rng *rand.Rand, n int) {
+	m.publishScenario(seedFile, "seed")
+	m.publish("seed", &events.Demand{Demands: map[string]int64{"/B": 3}}) // a parent: refused
+	m.publishScenario("../test/scenarios/seed/seed-000-priority-reclaim.yaml", "prio")
+	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
+	m.publish("tree", &events.PlanChange{Plan: plan})
+	for _, h := range hostsUp(4, 25) {
+		m.publish("tree", h)
+	}
+	for i := range n {
+		m.randomEvents(rng, "tree", plan, leaves, 4, 1)
+		if i%10 == 0 {
+			m.publish("seed", &events.Demand{Demands: map[string]int64{"/A": rng.Int64N(100), "/B/B2": rng.Int64N(100)}})
+		}
+	}
+}
+
+func TestProjectMatchesFold(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	publishMix(m, rand.New(rand.NewPCG(1, 2)), 300)
+	begin := time.Now()
+	project(t, New(js, db, WithLogger(quietLog()), WithBatchSize(50), WithSnapshotEvery(40)), m)
+	t.Logf("projected %d events in %v", m.n, time.Since(begin))
+	checkAgainstModel(t, db, m)
+	if len(m.refused) == 0 {
+		t.Fatal("the stream has no refused event")
+	}
+	var refused string
+	if err := db.QueryRow(context.Background(), `SELECT refused FROM events WHERE pool = 'seed' AND refused IS NOT NULL`).Scan(&refused); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(refused, "parent") {
+		t.Fatalf("refusal reason %q does not say why", refused)
+	}
+}
+
+// crashRun projects m's stream with a failpoint that fails once at stage
+// after `after` batches, then with a fresh projector, and returns the
+// crashed projector's database.
+func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, after int32) {
+	db := newDB(t)
+	var calls atomic.Int32
+	boom := errors.New("simulated crash")
+	fp := func(s string) error {
+		if s == stage && calls.Add(1) == after {
+			return boom
+		}
+		return nil
+	}
+	r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(13), WithFailpoint(fp)))
+	if err := <-r.done; !errors.Is(err, boom) {
+		t.Fatalf("Run with failpoint: %v, want the simulated crash", err)
+	}
+	r.cancel()
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))
+	project(t, New(js, db, WithLogger(logger), WithBatchSize(11), WithSnapshotEvery(13)), m)
+	if !regexp.MustCompile(`rebuilt pool" pool=tree from_snapshot_seq=[1-9]`).MatchString(logs.String()) {
+		t.Fatalf("the restart did not restore pool tree from a snapshot:\n%s", logs.String())
+	}
+	ref := newDB(t)
+	project(t, New(js, ref, WithLogger(quietLog()), WithBatchSize(1000), WithSnapshotEvery(13)), m)
+	diffDumps(t, dump(t, ref), dump(t, db))
+	checkAgainstModel(t, db, m)
+}
+
+func TestCrashBeforeCommit(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	m := newModel(t, js)
+	publishMix(m, rand.New(rand.NewPCG(3, 4)), 250)
+	crashRun(t, js, m, StageBeforeCommit, 9)
+}
+
+func TestCrashAfterCommitBeforeAck(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	m := newModel(t, js)
+	publishMix(m, rand.New(rand.NewPCG(5, 6)), 250)
+	crashRun(t, js, m, StageAfterCommitBeforeAck, 9)
+}
+
+// TestRedeliverySkipped drops acks so that JetStream redelivers committed
+// messages to the same running projector, which must ack and skip them.
+func TestRedeliverySkipped(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	rng := rand.New(rand.NewPCG(7, 8))
+	publishMix(m, rng, 60)
+	p := New(js, db, WithLogger(quietLog()), WithBatchSize(5))
+	p.cfg.ackWait = 300 * time.Millisecond
+	var dropping atomic.Bool
+	p.cfg.dropAck = dropping.Load
+	r := start(p)
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
+	dropping.Store(true) // these batches commit but their acks are lost
+	m.randomEvents(rng, "tree", plan, leaves, 4, 8)
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	dropping.Store(false)
+	time.Sleep(time.Second) // past the ack wait: the unacked messages come back
+	m.randomEvents(rng, "tree", plan, leaves, 4, 30)
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	info, err := js.Consumer(context.Background(), stream.Name, DefaultName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := info.CachedInfo()
+	if ci.Delivered.Consumer <= ci.Delivered.Stream {
+		t.Fatalf("consumer delivered %d messages for %d stream sequences: no redelivery happened", ci.Delivered.Consumer, ci.Delivered.Stream)
+	}
+	t.Logf("%d deliveries for %d stream sequences", ci.Delivered.Consumer, ci.Delivered.Stream)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstModel(t, db, m)
+}
+
+func TestRestart(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	rng := rand.New(rand.NewPCG(9, 10))
+	publishMix(m, rng, 80)
+	opts := []Option{WithLogger(quietLog()), WithBatchSize(16), WithSnapshotEvery(25)}
+	project(t, New(js, db, opts...), m)
+	checkAgainstModel(t, db, m)
+	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
+	m.randomEvents(rng, "tree", plan, leaves, 4, 80)
+	m.publish("new-pool", &events.HostUp{Host: "x", Slots: 3})
+	r := start(New(js, db, opts...))
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	m.randomEvents(rng, "tree", plan, leaves, 4, 40) // while running
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstModel(t, db, m)
+	ref := newDB(t)
+	project(t, New(js, ref, opts...), m)
+	diffDumps(t, dump(t, ref), dump(t, db))
+}
+
+// TestPostgresOutage kills the projector's connections while it works: it
+// must retry and end with exactly the same tables.
+func TestPostgresOutage(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	rng := rand.New(rand.NewPCG(11, 12))
+	publishMix(m, rng, 50)
+	killer, err := pgx.Connect(context.Background(), db.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killer.Close(context.Background())
+	var killed int
+	r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(3)))
+	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
+	for range 10 {
+		m.randomEvents(rng, "tree", plan, leaves, 4, 20)
+		time.Sleep(20 * time.Millisecond)
+		var n int
+		err := killer.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		killed += n
+	}
+	t.Logf("terminated %d projector connections", killed)
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstModel(t, db, m)
+}
+
+// TestChainMismatchIsFatal alters a recorded checkpoint: the next start
+// must refuse to continue, saying why.
+func TestChainMismatchIsFatal(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	m.publishScenario(seedFile, "seed")
+	project(t, New(js, db, WithLogger(quietLog())), m)
+	if _, err := db.Exec(context.Background(), `UPDATE checkpoints SET chain_hash = '\x00'`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := New(js, db, WithLogger(quietLog())).Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "chain hash") {
+		t.Fatalf("Run on an altered checkpoint: %v", err)
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}

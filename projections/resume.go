@@ -1,0 +1,273 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+var zeroHash domain.Hash
+
+func newDomainPool(name string) *domain.Pool { return domain.NewPool(name) }
+
+// checkpoint is a pool's committed position with the newest usable
+// snapshot at or before it.
+type checkpoint struct {
+	pool                 string
+	lastSeq              uint64
+	stateHash, chainHash []byte
+	snapSeq              *int64
+	snapState, snapHash  []byte
+	snapChain            []byte // events.hash at snapSeq: the chain link to continue from
+	open                 map[string]openRow
+}
+
+const sqlCheckpoints = `SELECT c.pool, c.last_seq, c.state_hash, c.chain_hash, s.seq, s.state, s.state_hash, e.hash
+FROM checkpoints c
+LEFT JOIN LATERAL (
+    SELECT seq, state, state_hash FROM snapshots
+    WHERE pool = c.pool AND seq <= c.last_seq AND format = $1
+    ORDER BY seq DESC LIMIT 1) s ON true
+LEFT JOIN events e ON e.pool = c.pool AND e.seq = s.seq
+ORDER BY c.pool`
+
+// sqlOpenHistory finds each consumer's newest allocation_history row by
+// the primary key (one backward index probe per consumer) and keeps it
+// when it is still open.
+const sqlOpenHistory = `SELECT c.pool, c.consumer, h.slots, h.valid_from_seq
+FROM consumer_state c
+CROSS JOIN LATERAL (
+    SELECT slots, valid_from_seq, valid_to_seq FROM allocation_history h
+    WHERE h.pool = c.pool AND h.consumer = c.consumer
+    ORDER BY valid_from_seq DESC LIMIT 1) h
+WHERE h.valid_to_seq IS NULL`
+
+// start rebuilds every pool to the committed sequence and (re)creates the
+// durable consumer after it.
+func (p *Projector) start(ctx context.Context) error {
+	committed, cps, err := p.loadCheckpoints(ctx)
+	if err != nil {
+		return classify(err)
+	}
+	if err := p.checkStream(ctx, committed); err != nil {
+		return err
+	}
+	p.pools, p.committed = map[string]*poolState{}, committed
+	for _, cp := range cps {
+		ps, err := p.rebuild(ctx, cp)
+		if err != nil {
+			return err
+		}
+		p.pools[cp.pool] = ps
+		p.setApplied(cp.pool, cp.lastSeq)
+	}
+	if err := p.resetConsumer(ctx); err != nil {
+		return err
+	}
+	p.cfg.log.Info("projector: resumed", "name", p.cfg.name, "committed_seq", committed, "pools", len(cps))
+	return nil
+}
+
+// loadCheckpoints reads the offset and the checkpoints in one snapshot of
+// the database.
+func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, error) {
+	var committed int64
+	var cps []checkpoint
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := pgx.BeginTxFunc(ctx, p.db, opts, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.cfg.name).Scan(&committed)
+		if err != nil && err != pgx.ErrNoRows {
+			return err
+		}
+		rows, _ := tx.Query(ctx, sqlCheckpoints, domain.SnapshotFormat)
+		cps, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (checkpoint, error) {
+			var c checkpoint
+			var last int64
+			err := r.Scan(&c.pool, &last, &c.stateHash, &c.chainHash, &c.snapSeq, &c.snapState, &c.snapHash, &c.snapChain)
+			c.lastSeq = uint64(last)
+			return c, err
+		})
+		if err != nil {
+			return err
+		}
+		return loadOpen(ctx, tx, cps)
+	})
+	return uint64(committed), cps, err
+}
+
+func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
+	byPool := map[string]map[string]openRow{}
+	for i := range cps {
+		cps[i].open = map[string]openRow{}
+		byPool[cps[i].pool] = cps[i].open
+	}
+	rows, _ := tx.Query(ctx, sqlOpenHistory)
+	var pool, consumer string
+	var slots, from int64
+	_, err := pgx.ForEachRow(rows, []any{&pool, &consumer, &slots, &from}, func() error {
+		if m := byPool[pool]; m != nil {
+			m[consumer] = openRow{slots: slots, from: uint64(from)}
+		}
+		return nil
+	})
+	return err
+}
+
+// checkStream refuses a database that is ahead of the stream: it was
+// projected from another log.
+func (p *Projector) checkStream(ctx context.Context, committed uint64) error {
+	s, err := stream.Ensure(ctx, p.js)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s info: %w", stream.Name, err)
+	}
+	if info.State.LastSeq < committed {
+		return fatalf("the database has projected stream %s up to sequence %d but the stream ends at %d: the database belongs to another log",
+			stream.Name, committed, info.State.LastSeq)
+	}
+	if info.State.Msgs > 0 && info.State.FirstSeq > committed+1 {
+		return fatalf("stream %s starts at sequence %d but the projection needs %d next: events were removed from the log",
+			stream.Name, info.State.FirstSeq, committed+1)
+	}
+	return nil
+}
+
+// rebuild restores a pool from its snapshot (if any), folds the log after
+// it up to the checkpoint without writing, and checks the result against
+// the recorded hashes.
+func (p *Projector) rebuild(ctx context.Context, cp checkpoint) (*poolState, error) {
+	pool, chain, err := restore(cp)
+	if err != nil {
+		return nil, err
+	}
+	ps := newPoolState(pool, chain)
+	if err := p.replay(ctx, ps, cp.pool, cp.lastSeq); err != nil {
+		return nil, err
+	}
+	p.cfg.log.Info("projector: rebuilt pool", "pool", cp.pool, "from_snapshot_seq", snapSeqOf(cp),
+		"events_folded", ps.sinceSnap, "to_seq", cp.lastSeq)
+	if got := ps.chain; !bytes.Equal(got[:], cp.chainHash) {
+		return nil, fatalf("pool %s: the log folded up to sequence %d gives chain hash %s but checkpoints.chain_hash is %s: the log or the projection was altered",
+			cp.pool, cp.lastSeq, hex.EncodeToString(got[:]), hex.EncodeToString(cp.chainHash))
+	}
+	if got := ps.pool.StateHash(); !bytes.Equal(got[:], cp.stateHash) {
+		return nil, fatalf("pool %s: the state rebuilt at sequence %d has hash %s but checkpoints.state_hash is %s: the engine folds this log differently than when it was projected",
+			cp.pool, cp.lastSeq, hex.EncodeToString(got[:]), hex.EncodeToString(cp.stateHash))
+	}
+	ps.open = cp.open
+	return ps, checkOpen(cp.pool, ps)
+}
+
+// checkOpen makes sure the open allocation_history intervals are those of
+// the rebuilt state, since the projector closes them by key.
+func checkOpen(name string, ps *poolState) error {
+	n := 0
+	for _, c := range ps.pool.Consumers() {
+		if c.Allocated == 0 {
+			continue
+		}
+		n++
+		if o, ok := ps.open[c.Path]; !ok || o.slots != c.Allocated {
+			return fatalf("pool %s: consumer %s holds %d slots at sequence %d but its open allocation_history row says %d", name, c.Path, c.Allocated, ps.lastSeq, o.slots)
+		}
+	}
+	if n != len(ps.open) {
+		return fatalf("pool %s: %d open allocation_history rows for %d consumers holding slots", name, len(ps.open), n)
+	}
+	return nil
+}
+
+func snapSeqOf(cp checkpoint) uint64 {
+	if cp.snapSeq == nil {
+		return 0
+	}
+	return uint64(*cp.snapSeq)
+}
+
+func restore(cp checkpoint) (*domain.Pool, domain.Hash, error) {
+	if cp.snapSeq == nil {
+		return domain.NewPool(cp.pool), zeroHash, nil
+	}
+	if h := sha256.Sum256(cp.snapState); !bytes.Equal(h[:], cp.snapHash) {
+		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d does not match its state_hash", cp.pool, *cp.snapSeq)
+	}
+	pool, err := domain.Restore(cp.snapState)
+	if err != nil {
+		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d: %v", cp.pool, *cp.snapSeq, err)
+	}
+	var chain domain.Hash
+	if len(cp.snapChain) != len(chain) {
+		return nil, zeroHash, fatalf("pool %s: no events row for the snapshot at sequence %d", cp.pool, *cp.snapSeq)
+	}
+	copy(chain[:], cp.snapChain)
+	return pool, chain, nil
+}
+
+// replay folds the pool's events after its current sequence up to to,
+// reading only the pool's subjects.
+func (p *Projector) replay(ctx context.Context, ps *poolState, name string, to uint64) error {
+	from := ps.pool.Seq() + 1
+	if from > to {
+		return nil
+	}
+	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{stream.PoolFilter(name)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err != nil {
+		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
+	}
+	defer it.Stop()
+	for ps.lastSeq < to {
+		seq, err := p.replayOne(ctx, it, ps, name, to)
+		if err != nil {
+			return err
+		}
+		if seq >= to {
+			break
+		}
+	}
+	return nil
+}
+
+func (p *Projector) replayOne(ctx context.Context, it jetstream.MessagesContext, ps *poolState, name string, to uint64) (uint64, error) {
+	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	m, err := it.Next(jetstream.NextContext(nctx))
+	if err != nil {
+		return 0, fmt.Errorf("read pool %s after %d (rebuilding to %d): %w", name, ps.lastSeq, to, err)
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return 0, err
+	}
+	seq := md.Sequence.Stream
+	if seq > to {
+		return seq, nil
+	}
+	pool, st, ok := DecodeMessage(seq, m.Subject(), md.Timestamp, m.Data())
+	if !ok || pool != name {
+		return seq, nil
+	}
+	_, ps.chain = Fold(ps.pool, st, ps.chain)
+	ps.lastSeq = seq
+	ps.sinceSnap++
+	return seq, nil
+}

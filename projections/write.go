@@ -1,0 +1,265 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// finalRows are the rows a batch leaves as current: the state of every
+// consumer, holding and host it touched, read from the pools at the end of
+// the batch (so a row changed ten times in a batch is written once).
+type finalRows struct {
+	state       [11][]any // consumer_state columns, see stateCols
+	allocUp     [4][]any
+	allocDel    [3][]any
+	hosts       [6][]any
+	planPools   []string
+	consumers   [][]any
+	checkpoints [4][]any
+}
+
+func (b *batch) finish() *finalRows {
+	f := &finalRows{}
+	for _, name := range slices.Sorted(maps.Keys(b.pools)) {
+		pb := b.pools[name]
+		f.addState(name, pb)
+		f.addAllocations(name, pb)
+		f.addHosts(name, pb)
+		if pb.planChanged {
+			f.addPlan(name, pb)
+		}
+		ps := pb.state
+		sh := ps.pool.StateHash()
+		appendCols(f.checkpoints[:], name, int64(ps.lastSeq), sh[:], ps.chain[:])
+	}
+	return f
+}
+
+func (f *finalRows) addState(name string, pb *poolBatch) {
+	for _, path := range slices.Sorted(maps.Keys(pb.touched)) {
+		v, ok := pb.state.pool.Consumer(path)
+		if !ok {
+			continue // removed by a plan: the pool's rows are replaced
+		}
+		var ws *int64
+		if v.WaitingSince != 0 {
+			w := int64(v.WaitingSince)
+			ws = &w
+		}
+		appendCols(f.state[:], name, path, v.Leaf, v.Demand, v.Effective, v.Planned, v.Target, v.Allocated, v.Borrowed, ws, int64(pb.touched[path]))
+	}
+}
+
+func (f *finalRows) addAllocations(name string, pb *poolBatch) {
+	if len(pb.pairs) == 0 {
+		return
+	}
+	held := map[[2]string]int64{}
+	for _, a := range pb.state.pool.Allocations() {
+		held[[2]string{a.Consumer, a.Host}] = a.Slots
+	}
+	for _, pair := range slices.SortedFunc(maps.Keys(pb.pairs), cmpPair) {
+		if n := held[pair]; n != 0 {
+			appendCols(f.allocUp[:], name, pair[0], pair[1], n)
+		} else {
+			appendCols(f.allocDel[:], name, pair[0], pair[1])
+		}
+	}
+}
+
+func cmpPair(a, b [2]string) int {
+	if a[0] != b[0] {
+		return cmpString(a[0], b[0])
+	}
+	return cmpString(a[1], b[1])
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (f *finalRows) addHosts(name string, pb *poolBatch) {
+	if !pb.allHosts && len(pb.hosts) == 0 {
+		return
+	}
+	for _, h := range pb.state.pool.Hosts() {
+		if pb.allHosts || pb.hosts[h.Name] {
+			appendCols(f.hosts[:], name, h.Name, h.Group, h.Slots, h.Up, h.Allocated)
+		}
+	}
+}
+
+func (f *finalRows) addPlan(name string, pb *poolBatch) {
+	f.planPools = append(f.planPools, name)
+	for _, v := range pb.state.pool.Consumers() {
+		var maxv *string
+		if v.Max != "" {
+			m := v.Max
+			maxv = &m
+		}
+		f.consumers = append(f.consumers, []any{name, v.Path, v.Parent, v.Leaf, v.Share, v.Priority, maxv})
+	}
+}
+
+// appendCols appends one row to column-wise arrays (for unnest).
+func appendCols(cols []([]any), vals ...any) {
+	for i, v := range vals {
+		cols[i] = append(cols[i], v)
+	}
+}
+
+var (
+	eventCols     = []string{"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash"}
+	decisionCols  = []string{"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"}
+	historyCols   = []string{"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"}
+	consumerCols  = []string{"pool", "path", "parent", "leaf", "share", "priority", "max"}
+	snapshotCols  = []string{"pool", "seq", "format", "state", "state_hash"}
+	errCommitted  = errors.New("batch already committed")
+	sqlLockOffset = `SELECT stream_seq FROM projector_offsets WHERE name = $1 FOR UPDATE`
+)
+
+const (
+	sqlCloseHistory = `UPDATE allocation_history h SET valid_to_seq = z.seq, valid_to_time = z.t
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[]) AS z(pool, consumer, from_seq, seq, t)
+WHERE h.pool = z.pool AND h.consumer = z.consumer AND h.valid_from_seq = z.from_seq`
+	sqlDeleteConsumers = `DELETE FROM consumers WHERE pool = ANY($1::text[])`
+	sqlDeleteState     = `DELETE FROM consumer_state WHERE pool = ANY($1::text[])`
+	sqlUpsertState     = `INSERT INTO consumer_state (pool, consumer, leaf, demand, effective, planned, target, allocated, borrowed, waiting_since, updated_seq)
+SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
+ON CONFLICT (pool, consumer) DO UPDATE SET leaf = EXCLUDED.leaf, demand = EXCLUDED.demand, effective = EXCLUDED.effective,
+  planned = EXCLUDED.planned, target = EXCLUDED.target, allocated = EXCLUDED.allocated, borrowed = EXCLUDED.borrowed,
+  waiting_since = EXCLUDED.waiting_since, updated_seq = EXCLUDED.updated_seq`
+	sqlUpsertAlloc = `INSERT INTO allocations (pool, consumer, host, slots)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+ON CONFLICT (pool, consumer, host) DO UPDATE SET slots = EXCLUDED.slots`
+	sqlDeleteAlloc = `DELETE FROM allocations a USING unnest($1::text[], $2::text[], $3::text[]) AS z(pool, consumer, host)
+WHERE a.pool = z.pool AND a.consumer = z.consumer AND a.host = z.host`
+	sqlUpsertHosts = `INSERT INTO hosts (pool, name, grp, slots, up, allocated)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::boolean[], $6::bigint[])
+ON CONFLICT (pool, name) DO UPDATE SET grp = EXCLUDED.grp, slots = EXCLUDED.slots, up = EXCLUDED.up, allocated = EXCLUDED.allocated`
+	sqlUpsertCheckpoints = `INSERT INTO checkpoints (pool, last_seq, state_hash, chain_hash, updated_at)
+SELECT z.*, now() FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bytea[]) AS z
+ON CONFLICT (pool) DO UPDATE SET last_seq = EXCLUDED.last_seq, state_hash = EXCLUDED.state_hash,
+  chain_hash = EXCLUDED.chain_hash, updated_at = EXCLUDED.updated_at`
+	sqlUpsertOffset = `INSERT INTO projector_offsets (name, stream_seq, updated_at) VALUES ($1, $2, now())
+ON CONFLICT (name) DO UPDATE SET stream_seq = EXCLUDED.stream_seq, updated_at = EXCLUDED.updated_at`
+)
+
+// writeTx writes a whole batch in the transaction tx, in this order:
+// check the offset, append (COPY) events and decisions, close then open
+// history intervals, replace the plan of re-planned pools, upsert current
+// state, checkpoints and the offset (one pipelined round trip), COPY
+// snapshots.
+func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRows) error {
+	if err := p.checkOffset(ctx, tx, b); err != nil {
+		return err
+	}
+	if err := copyRows(ctx, tx, "events", eventCols, b.events); err != nil {
+		return err
+	}
+	if err := copyRows(ctx, tx, "decisions", decisionCols, b.decisions); err != nil {
+		return err
+	}
+	if err := p.writeHistory(ctx, tx, b); err != nil {
+		return err
+	}
+	if err := p.writePlans(ctx, tx, f); err != nil {
+		return err
+	}
+	if err := p.writeCurrent(ctx, tx, b, f); err != nil {
+		return err
+	}
+	if err := copyRows(ctx, tx, "snapshots", snapshotCols, b.snapshots); err != nil {
+		return err
+	}
+	return p.fail(StageBeforeCommit)
+}
+
+// checkOffset makes the offset row the arbiter: a batch whose commit was
+// lost in flight (already there) is not written twice, and a batch that
+// does not follow the committed offset (another writer) is not written.
+func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error {
+	var stored int64
+	err := tx.QueryRow(ctx, sqlLockOffset, p.cfg.name).Scan(&stored)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	switch {
+	case uint64(stored) >= b.to:
+		return errCommitted
+	case uint64(stored) != b.from:
+		return fatalf("projector_offsets[%s] is at %d but this projector continues from %d: another projector with the same name is writing", p.cfg.name, stored, b.from)
+	}
+	return nil
+}
+
+func (p *Projector) writeHistory(ctx context.Context, tx pgx.Tx, b *batch) error {
+	if c := b.closes; len(c.pools) > 0 {
+		if _, err := tx.Exec(ctx, sqlCloseHistory, c.pools, c.consumers, c.froms, c.seqs, c.times); err != nil {
+			return fmt.Errorf("close allocation_history rows: %w", err)
+		}
+	}
+	rows := make([][]any, len(b.history))
+	for i, h := range b.history {
+		rows[i] = []any{h.pool, h.consumer, h.slots, int64(h.fromSeq), h.fromTime, h.toSeq, h.toTime}
+	}
+	return copyRows(ctx, tx, "allocation_history", historyCols, rows)
+}
+
+func (p *Projector) writePlans(ctx context.Context, tx pgx.Tx, f *finalRows) error {
+	if len(f.planPools) == 0 {
+		return nil
+	}
+	// consumer_state of a re-planned pool is rewritten whole (every
+	// consumer is touched by a plan), which also drops removed consumers.
+	for _, q := range []string{sqlDeleteConsumers, sqlDeleteState} {
+		if _, err := tx.Exec(ctx, q, f.planPools); err != nil {
+			return fmt.Errorf("replace plan rows: %w", err)
+		}
+	}
+	return copyRows(ctx, tx, "consumers", consumerCols, f.consumers)
+}
+
+func (p *Projector) writeCurrent(ctx context.Context, tx pgx.Tx, b *batch, f *finalRows) error {
+	q := &pgx.Batch{}
+	queue := func(sql string, cols []([]any)) {
+		if len(cols[0]) > 0 {
+			args := make([]any, len(cols))
+			for i, c := range cols {
+				args[i] = c // each column an array parameter of unnest
+			}
+			q.Queue(sql, args...)
+		}
+	}
+	queue(sqlUpsertState, f.state[:])
+	queue(sqlUpsertAlloc, f.allocUp[:])
+	queue(sqlDeleteAlloc, f.allocDel[:])
+	queue(sqlUpsertHosts, f.hosts[:])
+	queue(sqlUpsertCheckpoints, f.checkpoints[:])
+	q.Queue(sqlUpsertOffset, p.cfg.name, int64(b.to))
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return fmt.Errorf("upsert current state: %w", err)
+	}
+	return nil
+}
+
+func copyRows(ctx context.Context, tx pgx.Tx, table string, cols []string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("copy %s: %w", table, err)
+	}
+	return nil
+}
