@@ -1,5 +1,6 @@
 DROP FUNCTION IF EXISTS allocations_as_of_time(text, timestamptz);
 DROP FUNCTION IF EXISTS allocations_as_of(text, bigint);
+DROP FUNCTION IF EXISTS consumer_and_ancestors(text);
 DROP TABLE IF EXISTS snapshots;
 DROP TABLE IF EXISTS projector_offsets;
 DROP TABLE IF EXISTS checkpoints;

@@ -144,7 +144,7 @@ CREATE TABLE allocation_history (
     PRIMARY KEY (pool, consumer, valid_from_seq)
 );
 CREATE INDEX allocation_history_pool_from_seq_idx ON allocation_history (pool, valid_from_seq);
-COMMENT ON TABLE allocation_history IS 'Each consumer''s total slots over time, as validity intervals [valid_from, valid_to), for "as of" questions (see allocations_as_of).';
+COMMENT ON TABLE allocation_history IS 'Each leaf consumer''s total slots over time, as validity intervals [valid_from, valid_to); a leaf holding nothing has no open interval. Parents are the sums of their leaves: allocations_as_of adds them up.';
 COMMENT ON COLUMN allocation_history.pool IS 'Pool of the consumer.';
 COMMENT ON COLUMN allocation_history.consumer IS 'Leaf consumer path.';
 COMMENT ON COLUMN allocation_history.slots IS 'Slots held (over all hosts) during the interval.';
@@ -192,28 +192,41 @@ COMMENT ON COLUMN snapshots.format IS 'Serialisation format version of state.';
 COMMENT ON COLUMN snapshots.state IS 'The serialised state.';
 COMMENT ON COLUMN snapshots.state_hash IS 'State hash of the state, as recorded for seq.';
 
+CREATE FUNCTION consumer_and_ancestors(p_path text)
+RETURNS SETOF text
+LANGUAGE sql IMMUTABLE
+AS $$
+    SELECT array_to_string((string_to_array(p_path, '/'))[1:n], '/')
+    FROM generate_series(2, cardinality(string_to_array(p_path, '/'))) AS n
+$$;
+COMMENT ON FUNCTION consumer_and_ancestors(text) IS 'A consumer path and every ancestor path: /a/b gives /a and /a/b.';
+
 CREATE FUNCTION allocations_as_of(p_pool text, p_seq bigint)
 RETURNS TABLE (consumer text, slots bigint)
 LANGUAGE sql STABLE
 AS $$
-    SELECT h.consumer, h.slots
+    SELECT a.path, sum(h.slots)::bigint
     FROM allocation_history h
+    CROSS JOIN LATERAL consumer_and_ancestors(h.consumer) AS a(path)
     WHERE h.pool = p_pool
       AND h.valid_from_seq <= p_seq
       AND (h.valid_to_seq IS NULL OR h.valid_to_seq > p_seq)
-    ORDER BY h.consumer
+    GROUP BY a.path
+    ORDER BY a.path
 $$;
-COMMENT ON FUNCTION allocations_as_of(text, bigint) IS 'Slots of each consumer of pool p_pool just after the event with sequence p_seq was applied.';
+COMMENT ON FUNCTION allocations_as_of(text, bigint) IS 'Slots of every consumer (leaves and parents) of pool p_pool holding any, just after the event with sequence p_seq was applied. A consumer not listed held none.';
 
 CREATE FUNCTION allocations_as_of_time(p_pool text, p_time timestamptz)
 RETURNS TABLE (consumer text, slots bigint)
 LANGUAGE sql STABLE
 AS $$
-    SELECT h.consumer, h.slots
+    SELECT a.path, sum(h.slots)::bigint
     FROM allocation_history h
+    CROSS JOIN LATERAL consumer_and_ancestors(h.consumer) AS a(path)
     WHERE h.pool = p_pool
       AND h.valid_from_time <= p_time
       AND (h.valid_to_time IS NULL OR h.valid_to_time > p_time)
-    ORDER BY h.consumer
+    GROUP BY a.path
+    ORDER BY a.path
 $$;
-COMMENT ON FUNCTION allocations_as_of_time(text, timestamptz) IS 'Slots of each consumer of pool p_pool at time p_time (by event times).';
+COMMENT ON FUNCTION allocations_as_of_time(text, timestamptz) IS 'Slots of every consumer (leaves and parents) of pool p_pool holding any at time p_time (by event times). A consumer not listed held none.';

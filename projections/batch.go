@@ -3,6 +3,7 @@ package projections
 import (
 	"crypto/sha256"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cluster-ledger/ledger/domain"
@@ -46,6 +47,7 @@ type batch struct {
 // are read from the pool at the end of the batch.
 type poolBatch struct {
 	state       *poolState
+	lastSeq     uint64             // the pool's last event in this batch
 	touched     map[string]uint64  // consumer -> last event that touched it
 	pairs       map[[2]string]bool // (consumer, host) whose holding changed
 	hosts       map[string]bool    // hosts whose row changed
@@ -90,6 +92,7 @@ func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery 
 	res, link := Fold(ps.pool, st, ps.chain)
 	b.events = append(b.events, eventRow(name, st, res.Refused, ps.chain, link))
 	ps.chain, ps.lastSeq = link, st.Seq
+	pb.lastSeq = st.Seq
 	for _, d := range res.Decisions {
 		b.decisions = append(b.decisions, decisionRow(name, d))
 		pb.noteDecision(d)
@@ -119,7 +122,7 @@ func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res Fold
 	if !res.All {
 		for _, path := range res.Touched {
 			pb.touched[path] = seq
-			if v, ok := pb.state.pool.Consumer(path); ok {
+			if v, ok := pb.state.pool.Consumer(path); ok && v.Leaf {
 				b.historyChange(pb, name, path, v.Allocated, seq, at)
 			}
 		}
@@ -129,20 +132,31 @@ func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res Fold
 	if st.Envelope.Type == events.TypePlan {
 		pb.planChanged = true
 	}
-	current := map[string]bool{}
+	leaves := map[string]bool{}
 	for _, v := range pb.state.pool.Consumers() {
-		current[v.Path] = true
 		pb.touched[v.Path] = seq
-		b.historyChange(pb, name, v.Path, v.Allocated, seq, at)
+		if v.Leaf {
+			leaves[v.Path] = true
+			b.historyChange(pb, name, v.Path, v.Allocated, seq, at)
+		}
 	}
-	for path := range pb.state.open {
-		if !current[path] { // removed from the plan
+	for _, path := range sortedKeys(pb.state.open) {
+		if !leaves[path] { // removed from the plan, or now a parent
 			b.historyChange(pb, name, path, 0, seq, at)
 		}
 	}
 }
 
-// historyChange closes the consumer's open interval and opens one at the
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// historyChange closes the leaf's open interval and opens one at the
 // new amount when its total changed. Holding nothing is no interval, so
 // allocations_as_of lists the consumers holding slots.
 func (b *batch) historyChange(pb *poolBatch, name, path string, slots int64, seq uint64, at time.Time) {

@@ -23,8 +23,10 @@ type Projector struct {
 
 	// Owned by Run.
 	pools     map[string]*poolState
-	committed uint64 // projector_offsets.stream_seq, as committed
+	committed uint64 // projector_offsets.stream_seq, as committed (the writer's)
+	folded    uint64 // last sequence folded and handed to the writer
 	cons      jetstream.Consumer
+	writer    *writer
 
 	mu      sync.Mutex
 	applied map[string]uint64
@@ -61,8 +63,15 @@ func (p *Projector) setApplied(pool string, seq uint64) {
 // writing the same offset) or when a failpoint fires.
 func (p *Projector) Run(ctx context.Context) error {
 	err := p.retry(ctx, "start", func() error { return p.start(ctx) })
-	for err == nil && ctx.Err() == nil {
-		err = p.step(ctx)
+	if err == nil {
+		p.folded = p.committed
+		p.writer = p.startWriter(ctx)
+		for err == nil && ctx.Err() == nil {
+			err = p.step(ctx)
+		}
+		if werr := p.writer.stop(); err == nil {
+			err = werr
+		}
 	}
 	if ctx.Err() != nil && !isFatal(err) {
 		return nil
@@ -78,7 +87,7 @@ func (p *Projector) step(ctx context.Context) error {
 			return nil
 		}
 		p.cfg.log.Warn("projector: fetch from NATS failed; retrying", "err", err)
-		return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
+		return p.restartConsumer(ctx)
 	}
 	return p.process(ctx, msgs)
 }
@@ -121,7 +130,7 @@ func collect(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
 // process folds the messages that follow the committed sequence, writes
 // them in one transaction, then acks.
 func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
-	b := newBatch(p.committed)
+	b := newBatch(p.folded)
 	var last jetstream.Msg // highest message covered by the batch or already committed
 	gap := false
 	for _, m := range msgs {
@@ -141,15 +150,29 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 		p.fold(b, m, seq, md.Timestamp)
 		b.to, last = seq, m
 	}
-	if err := p.commit(ctx, b); err != nil {
+	var f *finalRows
+	if b.to > b.from {
+		f = b.finish() // the rows are fixed now: the next fold may go on
+	}
+	p.folded = b.to
+	if err := p.writer.submit(writeJob{b: b, f: f, last: last}); err != nil {
 		return err
 	}
-	p.ack(last)
 	if gap { // out of order delivery: start the consumer again after the commit
-		p.cfg.log.Warn("projector: gap in delivered sequences; restarting the consumer", "after", p.committed)
-		return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
+		p.cfg.log.Warn("projector: gap in delivered sequences; restarting the consumer", "after", b.to)
+		return p.restartConsumer(ctx)
 	}
 	return nil
+}
+
+// restartConsumer recreates the durable consumer after everything handed
+// to the writer is committed, so it starts right after the committed
+// sequence.
+func (p *Projector) restartConsumer(ctx context.Context) error {
+	if err := p.writer.drain(); err != nil {
+		return err
+	}
+	return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
 }
 
 func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) {
@@ -168,11 +191,10 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 
 // commit writes the batch, retrying while PostgreSQL is unavailable. The
 // rows are computed once; a retry writes the same rows.
-func (p *Projector) commit(ctx context.Context, b *batch) error {
+func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	if b.to == b.from {
 		return nil
 	}
-	f := b.finish()
 	err := p.retry(ctx, "write batch", func() error {
 		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { return p.writeTx(ctx, tx, b, f) })
 		if errors.Is(err, errCommitted) {
@@ -185,7 +207,7 @@ func (p *Projector) commit(ctx context.Context, b *batch) error {
 	}
 	p.committed = b.to
 	for name, pb := range b.pools {
-		p.setApplied(name, pb.state.lastSeq)
+		p.setApplied(name, pb.lastSeq)
 	}
 	return p.fail(StageAfterCommitBeforeAck)
 }

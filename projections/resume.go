@@ -175,7 +175,7 @@ func (p *Projector) rebuild(ctx context.Context, cp checkpoint) (*poolState, err
 func checkOpen(name string, ps *poolState) error {
 	n := 0
 	for _, c := range ps.pool.Consumers() {
-		if c.Allocated == 0 {
+		if !c.Leaf || c.Allocated == 0 {
 			continue
 		}
 		n++
@@ -184,7 +184,7 @@ func checkOpen(name string, ps *poolState) error {
 		}
 	}
 	if n != len(ps.open) {
-		return fatalf("pool %s: %d open allocation_history rows for %d consumers holding slots", name, len(ps.open), n)
+		return fatalf("pool %s: %d open allocation_history rows for %d leaves holding slots", name, len(ps.open), n)
 	}
 	return nil
 }

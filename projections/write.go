@@ -34,8 +34,8 @@ func (b *batch) finish() *finalRows {
 			f.addPlan(name, pb)
 		}
 		ps := pb.state
-		sh := ps.pool.StateHash()
-		appendCols(f.checkpoints[:], name, int64(ps.lastSeq), sh[:], ps.chain[:])
+		sh, chain := ps.pool.StateHash(), ps.chain // copies: the next fold moves ps on
+		appendCols(f.checkpoints[:], name, int64(ps.lastSeq), sh[:], chain[:])
 	}
 	return f
 }
