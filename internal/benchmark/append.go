@@ -1,0 +1,364 @@
+package benchmark
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// startAPI runs the ledger's HTTP API (api.Serve, as `ledger serve` does)
+// on a free port until stopAPI.
+func (b *bench) startAPI(ctx context.Context) error {
+	actx, cancel := context.WithCancel(ctx)
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- api.Serve(actx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: b.natsURL, DatabaseURL: b.dbURL,
+			// Error level: stopping the API logs its NATS disconnection as a warning.
+			Logger: slog.New(slog.NewTextHandler(b.cfg.Progress, &slog.HandlerOptions{Level: slog.LevelError})),
+			Ready:  func(addr string) { ready <- addr }})
+	}()
+	select {
+	case addr := <-ready:
+		b.apiURL = "http://" + addr
+	case err := <-done:
+		cancel()
+		return fmt.Errorf("API: %w", err)
+	case <-ctx.Done():
+		cancel()
+		<-done
+		return ctx.Err()
+	}
+	b.http = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}}
+	b.stopAPI = func() error {
+		b.stopAPI = nil
+		cancel()
+		b.http.CloseIdleConnections()
+		return <-done
+	}
+	return nil
+}
+
+// post sends one request body to the pool's events endpoint and returns
+// where the events went.
+func (b *bench) post(ctx context.Context, pool string, body []byte) ([]api.Appended, error) {
+	rq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.apiURL+"/v1/pools/"+pool+"/events", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	rq.Header.Set("Content-Type", "application/json")
+	resp, err := b.http.Do(rq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("POST pool %s: %s: %s", pool, resp.Status, bytes.TrimSpace(raw))
+	}
+	var er api.EventsResponse
+	if err := json.Unmarshal(raw, &er); err != nil {
+		return nil, fmt.Errorf("POST pool %s: %w", pool, err)
+	}
+	return er.Events, nil
+}
+
+// postSetup creates a pool through the API: its plan and hosts, one array.
+func (b *bench) postSetup(ctx context.Context, pool string) error {
+	ps := setup()
+	ids := make([]string, len(ps))
+	for i := range ps {
+		ids[i] = fmt.Sprintf("%s-%s-setup-%d", b.runID, pool, i)
+	}
+	body, err := requestBody(ids, ps, true)
+	if err != nil {
+		return err
+	}
+	_, err = b.post(ctx, pool, body)
+	return err
+}
+
+// publishSetup creates a pool by publishing its plan and hosts straight
+// to the stream.
+func (b *bench) publishSetup(ctx context.Context, pool string) error {
+	g := newGenerator(0)
+	var msgs []*nats.Msg
+	for i, p := range setup() {
+		m, err := envelopeMsg(pool, fmt.Sprintf("%s-%s-setup-%d", b.runID, pool, i), g.at, p)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+	}
+	return publishAsync(ctx, b.js, msgs)
+}
+
+// clientLoad is what one client sends: per request, the events' ids and
+// payloads; the API bodies and the raw messages are built from them.
+type clientLoad struct {
+	apiPool, rawPool string
+	ids              [][]string
+	payloads         [][]events.Payload
+}
+
+func (b *bench) makeLoad(kind string, seed uint64, client, requests, perRequest int) clientLoad {
+	l := clientLoad{
+		apiPool: fmt.Sprintf("api-%s%d-%s", kind, client, b.runID),
+		rawPool: fmt.Sprintf("raw-%s%d-%s", kind, client, b.runID),
+	}
+	g := newGenerator(seed + uint64(client))
+	for r := range requests {
+		ids := make([]string, perRequest)
+		ps := make([]events.Payload, perRequest)
+		for k := range perRequest {
+			ids[k] = fmt.Sprintf("%s-%d-%d", l.apiPool, r, k)
+			ps[k] = g.next()
+		}
+		l.ids, l.payloads = append(l.ids, ids), append(l.payloads, ps)
+	}
+	return l
+}
+
+// bodies are the load's API request bodies.
+func (l clientLoad) bodies(array bool) ([][]byte, error) {
+	out := make([][]byte, len(l.ids))
+	for r := range l.ids {
+		var err error
+		if out[r], err = requestBody(l.ids[r], l.payloads[r], array); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// messages are the same events as envelopes of pool, with their ids
+// (prefixed) as message ids.
+func (l clientLoad) messages(pool, prefix string) ([][]*nats.Msg, error) {
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	out := make([][]*nats.Msg, len(l.ids))
+	for r := range l.ids {
+		for k, p := range l.payloads[r] {
+			m, err := envelopeMsg(pool, prefix+l.ids[r][k], at, p)
+			if err != nil {
+				return nil, err
+			}
+			out[r] = append(out[r], m)
+		}
+	}
+	return out, nil
+}
+
+// concurrently runs f for every client at once and returns how long it
+// took for all of them to finish, and the first error.
+func concurrently(clients int, f func(c int) error) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make([]error, clients)
+	start := make(chan struct{})
+	for c := range clients {
+		wg.Go(func() {
+			<-start
+			errs[c] = f(c)
+		})
+	}
+	t := time.Now()
+	close(start)
+	wg.Wait()
+	return time.Since(t), errors.Join(errs...)
+}
+
+// appends is phase 1: events/s through the API, one event per request and
+// arrays, beside raw JetStream publishes of the same envelopes. The
+// projector does not run during this phase (in production it is another
+// process, possibly on another machine), so API and raw publishes share
+// the machine on the same terms.
+func (b *bench) appends(ctx context.Context) error {
+	if err := b.startAPI(ctx); err != nil {
+		return err
+	}
+	clients, perSingle, perArray := b.n.clients, max(1, b.n.singles/b.n.clients), max(1, b.n.arrays/b.n.clients)
+	singles := make([]clientLoad, clients)
+	arrays := make([]clientLoad, clients)
+	b.progress("preparing %d single events and %d arrays of %d for %d clients", perSingle*clients, perArray*clients, b.n.arrayLen, clients)
+	for c := range clients {
+		singles[c] = b.makeLoad("s", 100, c, perSingle, 1)
+		arrays[c] = b.makeLoad("a", 200, c, perArray, b.n.arrayLen)
+		for _, l := range []clientLoad{singles[c], arrays[c]} {
+			if err := b.postSetup(ctx, l.apiPool); err != nil {
+				return err
+			}
+			if err := b.publishSetup(ctx, l.rawPool); err != nil {
+				return err
+			}
+		}
+		if err := b.publishSetup(ctx, atomicPool(arrays[c])); err != nil {
+			return err
+		}
+	}
+	singleBodies, arrayBodies := make([][][]byte, clients), make([][][]byte, clients)
+	singleMsgs, arrayMsgs, atomicMsgs := make([][][]*nats.Msg, clients), make([][][]*nats.Msg, clients), make([][][]*nats.Msg, clients)
+	for c := range clients {
+		var err error
+		if singleBodies[c], err = singles[c].bodies(false); err != nil {
+			return err
+		}
+		if arrayBodies[c], err = arrays[c].bodies(true); err != nil {
+			return err
+		}
+		if singleMsgs[c], err = singles[c].messages(singles[c].rawPool, "raw-"); err != nil {
+			return err
+		}
+		if arrayMsgs[c], err = arrays[c].messages(arrays[c].rawPool, "raw-"); err != nil {
+			return err
+		}
+		if atomicMsgs[c], err = arrays[c].messages(atomicPool(arrays[c]), "atomic-"); err != nil {
+			return err
+		}
+	}
+	nSingle, nArray := float64(perSingle*clients), float64(perArray*clients*b.n.arrayLen)
+	who := fmt.Sprintf("%d clients, each on its own pool", clients)
+
+	b.progress("API: %d single events, one POST each", perSingle*clients)
+	d, err := concurrently(clients, func(c int) error {
+		for _, body := range singleBodies[c] {
+			if _, err := b.post(ctx, singles[c].apiPool, body); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	apiSingle := nSingle / d.Seconds()
+	b.add(Result{Phase: "1 append", Name: "API, one event per POST", Value: apiSingle, Unit: "events/s",
+		Detail: fmt.Sprintf("%.0f events, %s, %.2fs", nSingle, who, d.Seconds())})
+
+	b.progress("API: %d arrays of %d events", perArray*clients, b.n.arrayLen)
+	d, err = concurrently(clients, func(c int) error {
+		for _, body := range arrayBodies[c] {
+			if _, err := b.post(ctx, arrays[c].apiPool, body); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	apiArray := nArray / d.Seconds()
+	b.add(Result{Phase: "1 append", Name: fmt.Sprintf("API, arrays of %d per POST", b.n.arrayLen), Value: apiArray, Unit: "events/s",
+		Detail: fmt.Sprintf("%d arrays, %s, %.2fs", perArray*clients, who, d.Seconds())})
+
+	b.progress("raw JetStream: %d synchronous publishes", perSingle*clients)
+	d, err = concurrently(clients, func(c int) error {
+		for _, ms := range singleMsgs[c] {
+			for _, m := range ms {
+				if _, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgID(m.Header.Get(jetstream.MsgIDHeader))); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rawSync := nSingle / d.Seconds()
+	b.add(Result{Phase: "1 append", Name: "raw js.PublishMsg, sync, msg id", Value: rawSync, Unit: "events/s",
+		Detail: fmt.Sprintf("the same %.0f envelopes, %d publishers, one at a time each, %.2fs", nSingle, clients, d.Seconds())})
+
+	b.progress("raw JetStream: %d async batches of %d", perArray*clients, b.n.arrayLen)
+	d, err = concurrently(clients, func(c int) error {
+		for _, ms := range arrayMsgs[c] {
+			if err := publishAsync(ctx, b.js, ms); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rawAsync := nArray / d.Seconds()
+	b.add(Result{Phase: "1 append", Name: fmt.Sprintf("raw PublishAsync, batches of %d", b.n.arrayLen), Value: rawAsync, Unit: "events/s",
+		Detail: fmt.Sprintf("the same %.0f envelopes, %d publishers, waiting for each batch's acks, %.2fs", nArray, clients, d.Seconds())})
+
+	b.progress("raw JetStream: %d atomic batches of %d (the API's protocol)", perArray*clients, b.n.arrayLen)
+	d, err = concurrently(clients, func(c int) error {
+		for r, ms := range atomicMsgs[c] {
+			if err := publishAtomic(ctx, b.nc, fmt.Sprintf("%s-%d", atomicPool(arrays[c]), r), ms); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rawAtomic := nArray / d.Seconds()
+	b.add(Result{Phase: "1 append", Name: fmt.Sprintf("raw atomic batch publish of %d", b.n.arrayLen), Value: rawAtomic, Unit: "events/s",
+		Detail: fmt.Sprintf("the same %.0f envelopes, Nats-Batch-* headers + commit request (what the API sends, without its checks), %d publishers, %.2fs", nArray, clients, d.Seconds())})
+	b.add(Result{Phase: "1 append", Name: "API single / raw sync", Value: apiSingle / rawSync, Unit: "ratio"})
+	b.add(Result{Phase: "1 append", Name: "API arrays / raw atomic batch", Value: apiArray / rawAtomic, Unit: "ratio",
+		Detail: "the API's own overhead on arrays"})
+	b.add(Result{Phase: "1 append", Name: "API arrays / raw async", Value: apiArray / rawAsync, Unit: "ratio", Target: "≥ 0.5", Min: 0.5})
+	return nil
+}
+
+// atomicPool is the pool of the atomic-batch baseline of an array load.
+func atomicPool(l clientLoad) string { return "atomic-" + l.apiPool }
+
+// publishAtomic publishes msgs as one JetStream atomic batch, as the API
+// does for an array (internal/api/batch.go): every message but the last
+// without waiting, the last with the commit header as a request, one round
+// trip. Unlike the API it sends no expected-last-sequence check.
+func publishAtomic(ctx context.Context, nc *nats.Conn, batchID string, msgs []*nats.Msg) error {
+	for k, m := range msgs {
+		m.Header.Set(jetstream.ExpectedStreamHeader, stream.Name)
+		m.Header.Set("Nats-Batch-Id", batchID)
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(k+1))
+		if k < len(msgs)-1 {
+			if err := nc.PublishMsg(m); err != nil {
+				return err
+			}
+			continue
+		}
+		m.Header.Set("Nats-Batch-Commit", "1")
+		resp, err := nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			return err
+		}
+		var ack struct {
+			Count int                 `json:"count"`
+			Error *jetstream.APIError `json:"error"`
+		}
+		if err := json.Unmarshal(resp.Data, &ack); err != nil {
+			return fmt.Errorf("batch commit: %q: %w", resp.Data, err)
+		}
+		if ack.Error != nil {
+			return fmt.Errorf("batch commit: %w", ack.Error)
+		}
+		if ack.Count != len(msgs) {
+			return fmt.Errorf("batch commit: answer %q does not acknowledge %d messages", resp.Data, len(msgs))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,398 @@
+package benchmark
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/natsserver"
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+)
+
+// Config says what to run against and how much.
+type Config struct {
+	// NATSURL and DatabaseURL name servers to use; empty: an embedded
+	// NATS server and a private PostgreSQL cluster in a temporary
+	// directory. The harness creates its own databases on the PostgreSQL
+	// server (and drops them at the end unless Keep).
+	NATSURL, DatabaseURL string
+	// Quick runs every phase with small numbers (for tests).
+	Quick bool
+	// EventsReplay and EventsProject are the sizes of the logs of the
+	// replay and projection phases (0: the default, or the quick size).
+	EventsReplay, EventsProject int
+	// Keep keeps the temporary directory (and the databases).
+	Keep bool
+	// Progress receives a line per phase step (nil: discarded).
+	Progress io.Writer
+	// Rebuild rebuilds the whole projection of the stream at natsURL into
+	// the empty, migrated database at intoURL with the ledger's rebuild
+	// code path (`ledger replay --into`).
+	Rebuild func(ctx context.Context, natsURL, intoURL string) error
+}
+
+// Defaults.
+const (
+	DefaultEventsReplay  = 1_000_000
+	DefaultEventsProject = 100_000
+)
+
+// sizes are the numbers of one run.
+type sizes struct {
+	clients       int // concurrent clients of the append phase, each on its own pool
+	singles       int // events sent one per request
+	arrays        int // requests of arrayLen events
+	arrayLen      int
+	project       int
+	latencyRate   int // events/s
+	latencyFor    time.Duration
+	latencyPools  int
+	replay        int
+	publishBatch  int // async publishes in flight before waiting for the acks
+	projectorName string
+}
+
+func (c Config) sizes() sizes {
+	s := sizes{clients: 4, singles: 3000, arrays: 100, arrayLen: 100, project: DefaultEventsProject,
+		latencyRate: 1000, latencyFor: 10 * time.Second, latencyPools: 8, replay: DefaultEventsReplay, publishBatch: 1000}
+	if c.Quick {
+		s.singles, s.arrays, s.project, s.latencyFor, s.replay = 200, 8, 2000, time.Second, 5000
+	}
+	if c.EventsProject > 0 {
+		s.project = c.EventsProject
+	}
+	if c.EventsReplay > 0 {
+		s.replay = c.EventsReplay
+	}
+	return s
+}
+
+// bench is one run: its servers, connections, databases and report.
+type bench struct {
+	cfg   Config
+	n     sizes
+	runID string
+	log   *slog.Logger
+
+	dir     string
+	ns      *natsserver.Server
+	pg      *pgcluster.Cluster
+	natsURL string
+	adminDB string // URL of the database the harness's databases are created from
+	dbURL   string // the projection and API database
+	dbs     []string
+
+	nc *nats.Conn
+	js jetstream.JetStream
+	db *pgxpool.Pool
+
+	apiURL  string
+	http    *http.Client
+	stopAPI func() error // nil when the API is not running
+
+	report  *Report
+	started time.Time
+	// projectRate is phase 2's projector rate, for phase 4's comparison.
+	projectRate float64
+}
+
+// Run runs every phase and returns the report. Servers it started and the
+// temporary directory are removed when it returns (unless Keep), also on
+// error or cancellation.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Rebuild == nil {
+		return nil, errors.New("benchmark: no Rebuild function")
+	}
+	b := &bench{cfg: cfg, n: cfg.sizes(), runID: randomHex(4), started: time.Now(),
+		log: slog.New(slog.NewTextHandler(cfg.Progress, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	b.n.projectorName = "bench-" + b.runID
+	b.report = &Report{Quick: cfg.Quick, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	defer func() {
+		if cerr := b.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if err := b.open(ctx); err != nil {
+		return nil, err
+	}
+	phases := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"2 projection", b.projection},
+		{"1 append", b.appends},
+		{"3 latency", b.latency},
+		{"4 replay", b.replay},
+	}
+	for _, ph := range phases {
+		b.progress("phase %s: start", ph.name)
+		start := time.Now()
+		if err := ph.run(ctx); err != nil {
+			return nil, fmt.Errorf("phase %s: %w", ph.name, err)
+		}
+		d := time.Since(start)
+		b.report.Phases = append(b.report.Phases, PhaseTime{Phase: ph.name, Seconds: d.Seconds()})
+		b.progress("phase %s: done in %s", ph.name, d.Round(100*time.Millisecond))
+	}
+	b.report.TotalSeconds = time.Since(b.started).Seconds()
+	return b.report, nil
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.cfg.Progress, "bench %6.1fs  %s\n", time.Since(b.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// open starts or connects to the servers and prepares the database.
+func (b *bench) open(ctx context.Context) error {
+	if b.cfg.NATSURL == "" || b.cfg.DatabaseURL == "" {
+		dir, err := os.MkdirTemp("", "ledger-bench-")
+		if err != nil {
+			return err
+		}
+		b.dir = dir
+		b.report.TempDir = dir
+	}
+	b.natsURL = b.cfg.NATSURL
+	if b.natsURL == "" {
+		b.progress("starting embedded NATS (JetStream in %s)", filepath.Join(b.dir, "nats"))
+		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats")), natsserver.WithListen("127.0.0.1:0"))
+		if err != nil {
+			return fmt.Errorf("start NATS: %w", err)
+		}
+		b.ns, b.natsURL = ns, ns.URL()
+		b.report.NATS = "embedded, file store"
+	} else {
+		b.report.NATS = redact(b.natsURL)
+	}
+	b.adminDB = b.cfg.DatabaseURL
+	if b.adminDB == "" {
+		b.progress("starting a private PostgreSQL in %s", filepath.Join(b.dir, "pg"))
+		pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(b.dir, "pg")))
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		b.pg, b.adminDB = pg, pg.URL()
+		b.report.Postgres = "private cluster, fsync on"
+	} else {
+		b.report.Postgres = redact(b.adminDB)
+	}
+	var err error
+	if b.dbURL, err = b.createDatabase(ctx, "bench_"+b.runID); err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, b.dbURL); err != nil {
+		return err
+	}
+	if b.db, err = pgxpool.New(ctx, b.dbURL); err != nil {
+		return err
+	}
+	var version string
+	if err := b.db.QueryRow(ctx, `SHOW server_version`).Scan(&version); err != nil {
+		return err
+	}
+	b.report.Postgres = "PostgreSQL " + strings.Fields(version)[0] + ", " + b.report.Postgres
+	if b.nc, err = nats.Connect(b.natsURL, nats.Name("ledger-bench"), nats.Timeout(5*time.Second)); err != nil {
+		return fmt.Errorf("NATS %s: %w", redact(b.natsURL), err)
+	}
+	if b.js, err = jetstream.New(b.nc); err != nil {
+		return err
+	}
+	s, err := stream.Ensure(ctx, b.js)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if n := info.State.Msgs; n > 0 {
+		note := fmt.Sprintf("the stream %s already held %d messages: the projection and replay phases process them too", stream.Name, n)
+		b.report.Notes = append(b.report.Notes, note)
+		b.progress("note: %s", note)
+	}
+	return nil
+}
+
+// createDatabase creates an empty database on the PostgreSQL server and
+// returns its URL.
+func (b *bench) createDatabase(ctx context.Context, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, b.adminDB)
+	if err != nil {
+		return "", fmt.Errorf("PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	b.dbs = append(b.dbs, name)
+	u, err := url.Parse(b.adminDB)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// close stops what open started, in reverse order, whatever happened.
+func (b *bench) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	if b.stopAPI != nil {
+		if err := b.stopAPI(); err != nil {
+			errs = append(errs, fmt.Errorf("API: %w", err))
+		}
+	}
+	if b.js != nil {
+		for _, name := range []string{b.n.projectorName} {
+			if err := b.js.DeleteConsumer(ctx, stream.Name, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				errs = append(errs, fmt.Errorf("delete consumer %s: %w", name, err))
+			}
+		}
+	}
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	if b.db != nil {
+		b.db.Close()
+	}
+	if b.pg == nil && !b.cfg.Keep && len(b.dbs) > 0 {
+		// Someone else's server: drop the databases made for the run.
+		if conn, err := pgx.Connect(ctx, b.adminDB); err == nil {
+			for _, name := range b.dbs {
+				if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+					errs = append(errs, fmt.Errorf("drop database %s: %w", name, err))
+				}
+			}
+			conn.Close(ctx)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	if b.pg != nil {
+		b.progress("stopping PostgreSQL")
+		if err := b.pg.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop PostgreSQL: %w", err))
+		}
+	}
+	if b.ns != nil {
+		b.ns.Shutdown()
+	}
+	if b.dir != "" {
+		if b.cfg.Keep {
+			b.progress("kept %s", b.dir)
+		} else if err := os.RemoveAll(b.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runningProjector is a projector running in this process, on its own
+// NATS connection, as cmd/projector would.
+type runningProjector struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// startProjector runs a projector named name on the run's database until
+// stop is called.
+func (b *bench) startProjector(ctx context.Context, name string) (*runningProjector, error) {
+	nc, err := nats.Connect(b.natsURL, nats.Name("ledger-bench-projector"))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	rp := &runningProjector{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rp.done)
+		defer nc.Close()
+		rp.err = projections.New(js, b.db, projections.WithName(name), projections.WithLogger(b.log)).Run(pctx)
+	}()
+	return rp, nil
+}
+
+// stop stops the projector and returns what Run returned.
+func (rp *runningProjector) stop() error {
+	rp.cancel()
+	<-rp.done
+	return rp.err
+}
+
+// lastSeq is the stream's last sequence.
+func (b *bench) lastSeq(ctx context.Context) (uint64, error) {
+	s, err := b.js.Stream(ctx, stream.Name)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// waitOffset polls projector_offsets every interval until the projector
+// name has committed last, and returns when it saw it.
+func (b *bench) waitOffset(ctx context.Context, name string, last uint64, every time.Duration, stopped <-chan struct{}) (time.Time, error) {
+	for {
+		var seq int64
+		err := b.db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets WHERE name = $1`, name).Scan(&seq)
+		now := time.Now()
+		if err != nil {
+			return now, err
+		}
+		if uint64(seq) >= last {
+			return now, nil
+		}
+		select {
+		case <-ctx.Done():
+			return now, ctx.Err()
+		case <-stopped:
+			return now, errors.New("the projector stopped")
+		case <-time.After(every):
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
+}

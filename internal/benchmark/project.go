@@ -1,0 +1,178 @@
+package benchmark
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// publishAsync publishes msgs with PublishMsgAsync and waits for every ack.
+func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return fmt.Errorf("publish to %s: %w", m.Subject, err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish to %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// logStats says how writing a log went.
+type logStats struct {
+	events       int // setup included
+	gen, publish time.Duration
+}
+
+// writeLog appends the setup and n generated events of pool straight to
+// the stream, asynchronously in batches (waiting for a batch's acks
+// before the next). Generation is timed apart from publishing.
+func (b *bench) writeLog(ctx context.Context, pool string, seed uint64, n int) (logStats, error) {
+	var st logStats
+	t := time.Now()
+	g := newGenerator(seed)
+	at := g.at
+	var msgs []*nats.Msg
+	for i, p := range setup() {
+		m, err := envelopeMsg(pool, fmt.Sprintf("%s-%s-setup-%d", b.runID, pool, i), at, p)
+		if err != nil {
+			return st, err
+		}
+		msgs = append(msgs, m)
+	}
+	st.gen += time.Since(t)
+	nextReport := 100_000
+	for i := 0; i < n || len(msgs) > 0; {
+		t = time.Now()
+		for ; i < n && len(msgs) < b.n.publishBatch; i++ {
+			p := g.next()
+			m, err := envelopeMsg(pool, fmt.Sprintf("%s-%s-%d", b.runID, pool, i), g.at, p)
+			if err != nil {
+				return st, err
+			}
+			// A log this long spans far more than the duplicate window:
+			// no message ids, so JetStream does not hold them all at once.
+			m.Header.Del(jetstream.MsgIDHeader)
+			msgs = append(msgs, m)
+		}
+		st.gen += time.Since(t)
+		t = time.Now()
+		if err := publishAsync(ctx, b.js, msgs); err != nil {
+			return st, err
+		}
+		st.publish += time.Since(t)
+		st.events += len(msgs)
+		msgs = msgs[:0]
+		if i >= nextReport && i < n {
+			b.progress("  %d of %d events published", i, n)
+			nextReport += 100_000
+		}
+	}
+	return st, nil
+}
+
+// projection is phase 2: a fresh projector folds the pool's log from
+// sequence 0 into the empty database, beside a COPY of the rows it wrote.
+func (b *bench) projection(ctx context.Context) error {
+	pool := "project-" + b.runID
+	b.progress("writing %d events of pool %s to the stream", b.n.project, pool)
+	st, err := b.writeLog(ctx, pool, 1, b.n.project)
+	if err != nil {
+		return err
+	}
+	b.progress("  written in %s (generation %s)", st.publish.Round(time.Millisecond), st.gen.Round(time.Millisecond))
+	last, err := b.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	b.progress("projecting sequences 1..%d with a fresh projector", last)
+	start := time.Now()
+	rp, err := b.startProjector(ctx, b.n.projectorName)
+	if err != nil {
+		return err
+	}
+	seen, err := b.waitOffset(ctx, b.n.projectorName, last, 5*time.Millisecond, rp.done)
+	elapsed := seen.Sub(start)
+	if serr := rp.stop(); err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("projector: %w (Run: %v)", err, rp.err)
+	}
+	b.projectRate = float64(last) / elapsed.Seconds()
+	var decisions int64
+	if err := b.db.QueryRow(ctx, `SELECT count(*) FROM decisions`).Scan(&decisions); err != nil {
+		return err
+	}
+	b.add(Result{Phase: "2 projection", Name: "projector, fresh from sequence 0", Value: b.projectRate, Unit: "events/s",
+		Target: "≥ 20,000/s", Min: 20_000,
+		Detail: fmt.Sprintf("%d events (1,000 leaves, 20×100 slots) → %d decisions, in %.2fs", last, decisions, elapsed.Seconds())})
+
+	b.progress("COPY of the projected events and decisions rows into empty clones")
+	rows, evRows, secs, err := b.copyBaseline(ctx)
+	if err != nil {
+		return fmt.Errorf("COPY baseline: %w", err)
+	}
+	copyEvents := float64(evRows) / secs
+	b.add(Result{Phase: "2 projection", Name: "raw COPY FROM of the same rows", Value: float64(rows) / secs, Unit: "rows/s",
+		Detail: fmt.Sprintf("%d events + %d decisions rows, binary, indexes included, in %.2fs", evRows, rows-evRows, secs)})
+	b.add(Result{Phase: "2 projection", Name: "raw COPY FROM, per event", Value: copyEvents, Unit: "events/s",
+		Detail: "the same COPY, counted in events"})
+	b.add(Result{Phase: "2 projection", Name: "projector / raw COPY", Value: b.projectRate / copyEvents, Unit: "ratio",
+		Detail: "events/s over events/s"})
+	return nil
+}
+
+// copyBaseline copies the events and decisions rows out of the projection
+// and times a COPY FROM of them into empty clones of the two tables
+// (CREATE TABLE ... (LIKE ... INCLUDING ALL): same columns, keys and
+// indexes). It returns the rows copied, the events rows among them and the
+// seconds the two COPY FROMs took.
+func (b *bench) copyBaseline(ctx context.Context) (rows, evRows int64, secs float64, err error) {
+	conn, err := b.db.Acquire(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer conn.Release()
+	pc := conn.Conn().PgConn()
+	tables := []string{"events", "decisions"}
+	data := make([]bytes.Buffer, len(tables))
+	for i, t := range tables {
+		if _, err := pc.CopyTo(ctx, &data[i], "COPY "+t+" TO STDOUT (FORMAT binary)"); err != nil {
+			return 0, 0, 0, err
+		}
+		clone := "bench_copy_" + t
+		if _, err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (LIKE %s INCLUDING ALL)", clone, clone, t)); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS bench_copy_events, bench_copy_decisions")
+	}()
+	start := time.Now()
+	for i, t := range tables {
+		tag, err := pc.CopyFrom(ctx, bytes.NewReader(data[i].Bytes()), "COPY bench_copy_"+t+" FROM STDIN (FORMAT binary)")
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		rows += tag.RowsAffected()
+		if i == 0 {
+			evRows = tag.RowsAffected()
+		}
+	}
+	return rows, evRows, time.Since(start).Seconds(), nil
+}
