@@ -49,7 +49,7 @@ func apply(p *domain.Pool, st stream.Stored) ([]domain.Decision, error) {
 		// not trusted with another pool's state.
 		return nil, fmt.Errorf("envelope names pool %q but was stored for pool %q", st.Envelope.Pool, p.Name())
 	}
-	payload, err := st.Envelope.Decode()
+	payload, err := st.Payload()
 	if err != nil {
 		return nil, err
 	}

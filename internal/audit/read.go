@@ -2,9 +2,7 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections"
@@ -47,40 +45,87 @@ func ReadLog(ctx context.Context, js jetstream.JetStream, from uint64, filter st
 	return drain(ctx, cons, last, fn)
 }
 
+// drain reads with Messages, which keeps a window of messages in flight
+// (a Fetch per chunk on an ordered consumer would re-create the consumer
+// each time), and decodes in its own goroutine, in chunks, while fn folds:
+// reading, decoding and folding overlap.
 func drain(ctx context.Context, cons jetstream.Consumer, last uint64, fn func(Message) error) error {
-	for {
-		batch, err := cons.Fetch(2000, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return fmt.Errorf("fetch: %w", err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("message metadata: %w", err)
-			}
-			seq := md.Sequence.Stream
-			if seq > last {
-				return nil
-			}
-			if pool, st, ok := projections.DecodeMessage(seq, m.Subject(), md.Timestamp, m.Data()); ok {
-				if err := fn(Message{Pool: pool, Stored: st}); err != nil {
-					return err
-				}
-			}
-			if seq == last || md.NumPending == 0 {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("fetch: %w", err)
-		}
-		if n == 0 {
-			if err := ctx.Err(); err != nil {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer info: %w", err)
+	}
+	if info.NumPending == 0 {
+		return nil // nothing matches the filter from there
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return fmt.Errorf("read stream: %w", err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	chunks := make(chan chunk, 4)
+	go decodeAhead(it, last, chunks)
+	for c := range chunks {
+		for _, m := range c.msgs {
+			if err := fn(m); err != nil {
+				go discard(chunks)
 				return err
 			}
-			return nil // nothing more matches the filter
 		}
+		if c.err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return c.err
+		}
+	}
+	return nil
+}
+
+// chunk is a run of decoded messages; err ends the stream.
+type chunk struct {
+	msgs []Message
+	err  error
+}
+
+// decodeAhead reads messages up to last, decodes them and sends them in
+// chunks; it closes out when done.
+func decodeAhead(it jetstream.MessagesContext, last uint64, out chan<- chunk) {
+	defer close(out)
+	var msgs []Message
+	for {
+		m, err := it.Next()
+		if err != nil {
+			out <- chunk{msgs: msgs, err: fmt.Errorf("read stream: %w", err)}
+			return
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			out <- chunk{msgs: msgs, err: fmt.Errorf("message metadata: %w", err)}
+			return
+		}
+		seq := md.Sequence.Stream
+		if seq > last {
+			out <- chunk{msgs: msgs}
+			return
+		}
+		if pool, st, ok := projections.DecodeMessage(seq, m.Subject(), md.Timestamp, m.Data()); ok {
+			st.Predecode()
+			msgs = append(msgs, Message{Pool: pool, Stored: st})
+		}
+		if seq == last || md.NumPending == 0 {
+			out <- chunk{msgs: msgs}
+			return
+		}
+		if len(msgs) == 512 {
+			out <- chunk{msgs: msgs}
+			msgs = nil
+		}
+	}
+}
+
+func discard(chunks <-chan chunk) {
+	for range chunks {
 	}
 }

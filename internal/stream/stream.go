@@ -91,6 +91,27 @@ type Stored struct {
 	Seq      uint64
 	Envelope events.Envelope
 	Raw      []byte
+
+	decoded   bool
+	payload   events.Payload
+	decodeErr error
+}
+
+// Predecode decodes the payload now and keeps it, so a reader goroutine
+// can do the decoding while another folds.
+func (s *Stored) Predecode() {
+	if !s.decoded {
+		s.payload, s.decodeErr = s.Envelope.Decode()
+		s.decoded = true
+	}
+}
+
+// Payload returns the decoded payload (decoding it unless Predecode did).
+func (s *Stored) Payload() (events.Payload, error) {
+	if s.decoded {
+		return s.payload, s.decodeErr
+	}
+	return s.Envelope.Decode()
 }
 
 // Decode turns a stream message into a stored event.
