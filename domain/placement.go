@@ -101,9 +101,5 @@ func (p *Pool) trimDownHosts() {
 	}
 }
 
-// leavesByPath lists leaf ids in path order.
-func (p *Pool) leavesByPath() []int32 {
-	ids := slices.Clone(p.t.leaves)
-	slices.Sort(ids)
-	return ids
-}
+// leavesByPath lists leaf ids in path order (shared: do not modify).
+func (p *Pool) leavesByPath() []int32 { return p.t.sortedLeaves }

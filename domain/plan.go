@@ -31,6 +31,7 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 	}
 	sumUp(nt)
 	p.t, p.plan, p.hasPlan = nt, plan, true
+	p.planDigest = digestPlan(true, plan)
 	p.policy = policyOf(plan)
 	p.unfileAll()
 	p.recomputeAll()

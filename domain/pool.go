@@ -18,17 +18,18 @@ type Event struct {
 // Pool is the state of one pool: plan, hosts, demand and allocations. It
 // is not safe for concurrent use; one goroutine owns a pool.
 type Pool struct {
-	name     string
-	seq      uint64
-	now      time.Time
-	hasPlan  bool
-	plan     events.Plan
-	policy   Policy
-	t        *tree
-	hosts    []host
-	hostByID map[string]int32
-	capacity Slots
-	q        queues
+	name       string
+	seq        uint64
+	now        time.Time
+	hasPlan    bool
+	plan       events.Plan
+	planDigest Hash // of plan, for StateHash
+	policy     Policy
+	t          *tree
+	hosts      []host
+	hostByID   map[string]int32
+	capacity   Slots
+	q          queues
 
 	// Per-event work.
 	decisions    []Decision

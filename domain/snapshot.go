@@ -2,7 +2,6 @@ package domain
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -72,9 +71,6 @@ func (p *Pool) Snapshot() []byte {
 	return b
 }
 
-// StateHash is the SHA-256 of the snapshot encoding.
-func (p *Pool) StateHash() [32]byte { return sha256.Sum256(p.Snapshot()) }
-
 // Restore rebuilds a pool from a snapshot.
 func Restore(b []byte) (*Pool, error) {
 	var s snapshot
@@ -104,6 +100,7 @@ func Restore(b []byte) (*Pool, error) {
 		return nil, fmt.Errorf("snapshot plan: %w", err)
 	}
 	p.t, p.plan, p.hasPlan = t, *s.Plan, true
+	p.planDigest = digestPlan(true, p.plan)
 	p.policy = policyOf(*s.Plan)
 	type wait struct {
 		id int32

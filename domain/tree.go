@@ -72,11 +72,12 @@ const defaultBorrowLimit Slots = -1
 
 // tree is the consumer tree of one plan. nodes[0] is the implicit root.
 type tree struct {
-	nodes  []node
-	leaves []int32 // leaf ids in depth-first order (children in path order)
-	tops   []int32
-	byPath map[string]int32
-	hasMax bool // some consumer has a max: share_ratio/leaf may re-split
+	nodes        []node
+	leaves       []int32 // leaf ids in depth-first order (children in path order)
+	sortedLeaves []int32 // leaf ids in path order
+	tops         []int32
+	byPath       map[string]int32
+	hasMax       bool // some consumer has a max: share_ratio/leaf may re-split
 }
 
 func (t *tree) lookup(path string) (int32, bool) {
@@ -158,6 +159,7 @@ func buildTree(plan events.Plan) (*tree, error) {
 		}
 	}
 	t.layoutLeaves(0)
+	t.sortedLeaves = slices.Sorted(slices.Values(t.leaves))
 	for i := range t.nodes {
 		t.hasMax = t.hasMax || t.nodes[i].max != nil
 	}

@@ -116,3 +116,14 @@ func (p *Pool) Allocations() []Allocation {
 	})
 	return out
 }
+
+// Held returns how many slots leaf consumer holds on host (0 when either
+// is unknown).
+func (p *Pool) Held(consumer, host string) int64 {
+	id, ok := p.t.lookup(consumer)
+	hid, hok := p.hostByID[host]
+	if !ok || !hok {
+		return 0
+	}
+	return int64(p.held(id, hid))
+}

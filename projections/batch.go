@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"crypto/sha256"
 	"math"
 	"slices"
 	"time"
@@ -208,9 +207,8 @@ func decisionRow(pool string, d domain.Decision) []any {
 }
 
 func snapshotRow(pool string, p *domain.Pool) []any {
-	state := p.Snapshot()
-	h := sha256.Sum256(state) // domain.StateHash is the hash of this encoding
-	return []any{pool, int64(p.Seq()), domain.SnapshotFormat, state, h[:]}
+	h := p.StateHash() // the same hash as the checkpoint at this sequence
+	return []any{pool, int64(p.Seq()), domain.SnapshotFormat, p.Snapshot(), h[:]}
 }
 
 // storableJSON returns data unless jsonb would reject it (a \u0000

@@ -3,7 +3,6 @@ package projections
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -200,12 +199,13 @@ func restore(cp checkpoint) (*domain.Pool, domain.Hash, error) {
 	if cp.snapSeq == nil {
 		return domain.NewPool(cp.pool), zeroHash, nil
 	}
-	if h := sha256.Sum256(cp.snapState); !bytes.Equal(h[:], cp.snapHash) {
-		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d does not match its state_hash", cp.pool, *cp.snapSeq)
-	}
 	pool, err := domain.Restore(cp.snapState)
 	if err != nil {
 		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d: %v", cp.pool, *cp.snapSeq, err)
+	}
+	// The restored state must hash to what was recorded with it.
+	if h := pool.StateHash(); !bytes.Equal(h[:], cp.snapHash) {
+		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d does not match its state_hash", cp.pool, *cp.snapSeq)
 	}
 	var chain domain.Hash
 	if len(cp.snapChain) != len(chain) {

@@ -59,12 +59,8 @@ func (f *finalRows) addAllocations(name string, pb *poolBatch) {
 	if len(pb.pairs) == 0 {
 		return
 	}
-	held := map[[2]string]int64{}
-	for _, a := range pb.state.pool.Allocations() {
-		held[[2]string{a.Consumer, a.Host}] = a.Slots
-	}
 	for _, pair := range slices.SortedFunc(maps.Keys(pb.pairs), cmpPair) {
-		if n := held[pair]; n != 0 {
+		if n := pb.state.pool.Held(pair[0], pair[1]); n != 0 {
 			appendCols(f.allocUp[:], name, pair[0], pair[1], n)
 		} else {
 			appendCols(f.allocDel[:], name, pair[0], pair[1])

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,23 @@ Addresses come from LEDGER_URL, NATS_URL and DATABASE_URL (the lines
 'ledger dev' prints) or from the flags of the same names.`,
 	SilenceUsage:  true,
 	SilenceErrors: true,
+}
+
+var cpuProfile string
+
+func init() {
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		return pprof.StartCPUProfile(f)
+	}
+	root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile() }
 }
 
 func main() {
