@@ -22,15 +22,8 @@ import (
 type logFlags struct{ natsURL, databaseURL string }
 
 func (f *logFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.natsURL, "nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server holding the LEDGER stream (env NATS_URL)")
-	cmd.Flags().StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL with the projection (env DATABASE_URL)")
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	addNATSURLFlag(cmd, &f.natsURL)
+	addDatabaseURLFlag(cmd, &f.databaseURL)
 }
 
 // openLog connects to NATS, failing fast when it is not there: an

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Environment variables naming the service's addresses (the lines
+// `ledger dev` prints), and their defaults.
+const (
+	EnvLedgerURL     = "LEDGER_URL"
+	EnvNATSURL       = "NATS_URL"
+	EnvDatabaseURL   = "DATABASE_URL"
+	DefaultLedgerURL = "http://127.0.0.1:8080"
+	DefaultNATSURL   = "nats://127.0.0.1:4222"
+)
+
+// envDefault returns the environment variable's value, or def when unset.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// addLedgerURLFlag registers --ledger-url (default $LEDGER_URL).
+func addLedgerURLFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "ledger-url", envDefault(EnvLedgerURL, DefaultLedgerURL), "ledger HTTP API base URL (env "+EnvLedgerURL+")")
+}
+
+// addNATSURLFlag registers --nats-url (default $NATS_URL).
+func addNATSURLFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "nats-url", envDefault(EnvNATSURL, DefaultNATSURL), "NATS server URL (env "+EnvNATSURL+")")
+}
+
+// addDatabaseURLFlag registers --database-url (default $DATABASE_URL).
+func addDatabaseURLFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "database-url", envDefault(EnvDatabaseURL, ""), "PostgreSQL URL, postgres://... (env "+EnvDatabaseURL+")")
+}

@@ -1,0 +1,9 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+)
+
+// service is a ledger API (httptest) and a projector on fresh NATS and
+// PostgreSQL, in this process.
+type service struct {
+	ledgerURL, natsURL, dbURL string
+}
+
+func startService(t *testing.T) service {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	if err := migrations.Up(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(ctx, js, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		if err := projections.New(js, db, projections.WithLogger(quiet)).Run(ctx); err != nil {
+			t.Errorf("projector: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		hs.Close()
+		db.Close()
+		nc.Close()
+	})
+	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL}
+}
+
+// runLedger runs the ledger command line with args and stdin, its flags
+// reset first (cobra keeps the values of a previous run).
+func runLedger(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd, _, ferr := root.Find(args)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		_ = f.Value.Set(f.DefValue)
+		f.Changed = false
+	})
+	var out, errOut bytes.Buffer
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	defer func() { root.SetArgs(nil); root.SetIn(nil); root.SetOut(nil); root.SetErr(nil) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd.SetContext(ctx) // cobra keeps a subcommand's first context otherwise
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func exitCode(err error) int {
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func TestPublish(t *testing.T) {
+	svc := startService(t)
+	url := "--ledger-url=" + svc.ledgerURL
+	out, _, err := runLedger(t, "", "publish", url, "--pool", "p", "--type", "plan", "--id", "plan-1",
+		"--data", `{"plan":{"consumers":[{"path":"/A"},{"path":"/B"}]}}`)
+	if err != nil || out != "1\tplan-1\n" {
+		t.Fatalf("publish plan: %q, %v", out, err)
+	}
+	batch := `[{"type":"host_up","data":{"host":"h1","slots":4}}, {"id":"d1","type":"demand","data":{"demands":{"/A":2}}}]`
+	out, _, err = runLedger(t, batch, "publish", url, "--pool", "p", "--file", "-")
+	if err != nil || !strings.HasPrefix(out, "2\t") || !strings.HasSuffix(out, "3\td1\n") {
+		t.Fatalf("publish array from stdin: %q, %v", out, err)
+	}
+	file := filepath.Join(t.TempDir(), "ev.json")
+	os.WriteFile(file, []byte(`{"id":"d1","type":"demand","data":{"demands":{"/A":2}}}`), 0o644)
+	out, _, err = runLedger(t, "", "publish", url, "--pool", "p", "--file", file)
+	if err != nil || out != "3\td1\tduplicate\n" {
+		t.Errorf("publish a retried event: %q, %v", out, err)
+	}
+	out, errOut, err := runLedger(t, "", "publish", url, "--pool", "p", "--type", "release", "--data", `{"consumer":"/A","slots":3}`)
+	if exitCode(err) != 1 || out != "" || !strings.Contains(errOut, "release_too_many") {
+		t.Errorf("refused publish: exit %d, out %q, err %q", exitCode(err), out, errOut)
+	}
+	_, _, err = runLedger(t, "", "publish", url, "--pool", "p", "--type", "demand", "--data", `{"demands":`)
+	if err == nil || !strings.Contains(err.Error(), "not JSON") {
+		t.Errorf("bad --data: %v", err)
+	}
+}
+
+func TestLoadCheck(t *testing.T) {
+	svc := startService(t)
+	files, _ := filepath.Glob("../../test/scenarios/*/*.yaml")
+	if len(files) < 10 {
+		t.Fatalf("only %d scenario files found", len(files))
+	}
+	args := append([]string{"load", "--fresh-pool", "--check", "--url", svc.ledgerURL, "--database-url", svc.dbURL}, files...)
+	out, errOut, err := runLedger(t, "", args...)
+	if err != nil {
+		t.Fatalf("load --check: %v\n%s\n%s", err, out, errOut)
+	}
+	if want := fmt.Sprintf("%d scenarios: %d passed, 0 failed", len(files), len(files)); !strings.Contains(out, want) {
+		t.Errorf("load --check output lacks %q:\n%s", want, out)
+	}
+
+	// Loading into the scenario's own pool twice: the second run starts
+	// from the first run's state, and the setup is refused (host already up).
+	seed, _ := filepath.Glob("../../test/scenarios/seed/*.yaml")
+	if _, _, err := runLedger(t, "", "load", "--url", svc.ledgerURL, seed[0]); err != nil {
+		t.Fatalf("load without check: %v", err)
+	}
+	out, _, err = runLedger(t, "", "load", "--check", "--url", svc.ledgerURL, "--database-url", svc.dbURL, seed[0])
+	if exitCode(err) != 1 || !strings.Contains(out, "FAIL setup event") {
+		t.Errorf("second load into the same pool: exit %d\n%s", exitCode(err), out)
+	}
+}
+
+func TestLoadReportsMismatch(t *testing.T) {
+	svc := startService(t)
+	file := filepath.Join(t.TempDir(), "wrong.yaml")
+	os.WriteFile(file, []byte(`name: wrong expectation
+pool: w
+plan:
+  consumers:
+    - {path: /A}
+    - {path: /B}
+hosts:
+  - {name: h1, slots: 4}
+steps:
+  - name: A asks
+    events:
+      - {type: demand, demands: {/A: 3}}
+      - {type: release, consumer: /B, slots: 1}
+    expect:
+      allocations: {/A: 2}
+      decisions:
+        - {kind: grant, consumer: /A, slots: 3}
+      rejected: 1
+`), 0o644)
+	out, _, err := runLedger(t, "", "load", "--check", "--url", svc.ledgerURL, "--database-url", svc.dbURL, file)
+	if exitCode(err) != 1 || !strings.Contains(out, "FAIL step 1: A asks") || !strings.Contains(out, "allocation /A: want 2, got 3") {
+		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
+	}
+	if strings.Contains(out, "decisions") || strings.Contains(out, "rejected") {
+		t.Errorf("decisions and rejected count match, but are reported:\n%s", out)
+	}
+}
+
+func TestLoadTimesOutWithoutProjector(t *testing.T) {
+	ctx := context.Background()
+	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	if err := migrations.Up(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := nats.Connect(natsURL)
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	srv, err := api.New(ctx, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	seed, _ := filepath.Glob("../../test/scenarios/seed/*.yaml")
+	out, _, err := runLedger(t, "", "load", "--check", "--timeout", "300ms", "--url", hs.URL, "--database-url", dbURL, seed[0])
+	if exitCode(err) != 1 || !strings.Contains(out, "waiting for the projector: pool ") {
+		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	dbURL := testenv.Postgres(t)
+	for range 2 {
+		out, _, err := runLedger(t, "", "migrate", "--database-url", dbURL)
+		if want, _ := migrations.Latest(); err != nil || out != fmt.Sprintf("schema version %d\n", want) {
+			t.Errorf("migrate: %q, %v", out, err)
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// `ledger serve` migrates, serves, and stops cleanly when its context ends
+// (as on SIGINT).
+func TestServe(t *testing.T) {
+	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	addr := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := []string{"serve", "--http", addr, "--nats-url", natsURL, "--database-url", dbURL}
+	if cmd, _, err := root.Find(args); err == nil {
+		cmd.SetContext(ctx) // cobra keeps a subcommand's first context otherwise
+	}
+	root.SetArgs(args)
+	var logs bytes.Buffer
+	root.SetErr(&logs)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	defer func() { root.SetArgs(nil); root.SetErr(nil) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never became healthy: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Post("http://"+addr+"/v1/pools/s/events", "application/json",
+		strings.NewReader(`{"type":"host_up","data":{"host":"h1","slots":2}}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("append through serve: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://" + addr + "/v1/pools/s/allocations")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("allocations through serve (migrated schema): %v %v", resp, err)
+	}
+	resp.Body.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve stopped with %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if !strings.Contains(logs.String(), "ledger API stopped") {
+		t.Errorf("no clean stop in the log:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,291 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
+	pool := r.PathValue("pool")
+	if err := stream.ValidatePool(pool); err != nil {
+		writeError(w, refusal(err, nil))
+		return
+	}
+	ins, aerr := s.parseEvents(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	res, aerr := s.appendEvents(r.Context(), pool, ins)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, EventsResponse{Pool: pool, Events: res})
+}
+
+// appendEvents validates events against the pool's current state and
+// appends them, all or none. It retries after conflicting appends of other
+// ledger instances.
+func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) ([]Appended, *apiError) {
+	if !s.nc.IsConnected() {
+		return nil, unavailable(ReasonUnavailable, fmt.Errorf("NATS is not connected (%s)", s.nc.Status()))
+	}
+	st := s.poolFor(pool)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	a := attempt{s: s, st: st, ins: ins}
+	if !st.loaded {
+		if err := a.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for range s.maxAttempts {
+		res, done, aerr := a.try(ctx)
+		if done {
+			return res, aerr
+		}
+	}
+	s.log.Warn("append gave up after conflicts", "pool", pool, "attempts", s.maxAttempts)
+	return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonBusy, retryAfter: time.Second,
+		msg: fmt.Sprintf("pool %s: %d conflicting appends by other ledger instances in a row; retry", pool, s.maxAttempts)}
+}
+
+// attempt is the retry state of one appendEvents call.
+type attempt struct {
+	s       *Server
+	st      *poolState
+	ins     []incoming
+	current bool // the state was caught up with the stream during this request
+	dupSeen bool // JetStream already called an id of ours a duplicate once
+	// conflicts counts appends refused because another instance appended
+	// first.
+	conflicts int
+}
+
+// backoff waits a random time, growing with the number of conflicts, so
+// that an instance whose round trip is longer is not starved by one that
+// keeps appending to the same pool.
+func backoff(ctx context.Context, conflicts int) error {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(conflicts, 6)))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func (a *attempt) refresh(ctx context.Context) *apiError {
+	if err := a.s.catchUp(ctx, a.st); err != nil {
+		return unavailable(ReasonUnavailable, err)
+	}
+	a.current = true
+	return nil
+}
+
+// try makes one attempt; done reports whether res/aerr is the answer.
+func (a *attempt) try(ctx context.Context) (res []Appended, done bool, aerr *apiError) {
+	d := a.s.draft(a.st, a.ins)
+	if d.refusal != nil {
+		if a.current {
+			return nil, true, d.refusal
+		}
+		// Judged on a state that may be stale: refuse only if the
+		// current state refuses too.
+		aerr := a.refresh(ctx)
+		return nil, aerr != nil, aerr
+	}
+	if len(d.fresh) == 0 {
+		return d.results, true, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, a.s.timeout)
+	defer cancel()
+	seq, dup, err := a.s.publish(pctx, a.st, d)
+	switch {
+	case err == nil && !dup:
+		a.s.commit(a.st, a.ins, d, seq)
+		return d.results, true, nil
+	case err == nil || isAtomicDuplicate(err):
+		return a.duplicate(ctx, d)
+	case isConflict(err):
+		a.s.log.Debug("append conflict; catching up", "pool", a.st.name, "expected", a.st.pool.Seq(), "err", err)
+		a.conflicts++
+		if err := backoff(ctx, a.conflicts); err != nil {
+			return nil, true, unavailable(ReasonUnavailable, err)
+		}
+		aerr := a.refresh(ctx)
+		return nil, aerr != nil, aerr
+	}
+	return nil, true, publishFailure(err)
+}
+
+// duplicate handles JetStream calling an event a duplicate of a stored
+// one: after catching up, the next draft answers it with the stored
+// sequence. If the id is still unknown it belongs to another pool.
+func (a *attempt) duplicate(ctx context.Context, d *draft) ([]Appended, bool, *apiError) {
+	if a.dupSeen {
+		return nil, true, &apiError{status: http.StatusConflict, reason: ReasonDuplicateID,
+			msg: fmt.Sprintf("an id among %q was already used for an event of another pool", d.ids)}
+	}
+	a.dupSeen = true
+	aerr := a.refresh(ctx)
+	return nil, aerr != nil, aerr
+}
+
+// draft is one attempt's plan: events already in the log (answered with
+// their sequence) and the others, stamped, validated and encoded.
+type draft struct {
+	results  []Appended
+	fresh    []int // indexes of the events to append
+	at       time.Time
+	ids      []string
+	payloads []events.Payload
+	data     [][]byte
+	refusal  *apiError
+}
+
+func (s *Server) draft(st *poolState, ins []incoming) *draft {
+	now := s.clock()
+	st.forgetBefore(now.Add(-stream.DuplicateWindow))
+	d := &draft{results: make([]Appended, len(ins)), at: stamp(now, st.pool.Time())}
+	for i, in := range ins {
+		if seq, ok := st.ids[in.id]; ok {
+			d.results[i] = Appended{ID: in.id, Seq: seq, Duplicate: true}
+			continue
+		}
+		d.fresh = append(d.fresh, i)
+	}
+	if d.refusal = validate(st.pool, ins, d.fresh, d.at); d.refusal != nil {
+		return d
+	}
+	for _, i := range d.fresh {
+		env, err := events.New(ins[i].id, st.name, ins[i].producer, d.at, ins[i].payload)
+		if err == nil {
+			var b []byte
+			b, err = json.Marshal(env)
+			d.data = append(d.data, b)
+		}
+		if err != nil {
+			d.refusal = refusal(fmt.Errorf("%w: %v", events.ErrMalformed, err), at(i))
+			return d
+		}
+		d.payloads = append(d.payloads, ins[i].payload)
+		d.ids = append(d.ids, ins[i].id)
+	}
+	return d
+}
+
+// stamp is the time of a new event: the clock, but never earlier than the
+// pool's previous event, in microseconds (what PostgreSQL keeps), so the
+// projection shows exactly what the log holds.
+func stamp(now, last time.Time) time.Time {
+	at := now.UTC().Truncate(time.Microsecond)
+	if at.Before(last) {
+		return last
+	}
+	return at
+}
+
+// validate checks the events to append in order, as one change: an array
+// is folded on a copy of the state, so each event is judged on the state
+// after the ones before it.
+func validate(p *domain.Pool, ins []incoming, fresh []int, now time.Time) *apiError {
+	if len(fresh) == 1 {
+		if err := p.Validate(ins[fresh[0]].payload); err != nil {
+			return refusal(err, at(fresh[0]))
+		}
+		return nil
+	}
+	c := p.Clone()
+	for _, i := range fresh {
+		if _, err := c.Apply(domain.Event{Seq: c.Seq() + 1, Time: now, Payload: ins[i].payload}); err != nil {
+			return refusal(err, at(i))
+		}
+	}
+	return nil
+}
+
+// commit folds the appended events (the last at seq, contiguous) into the
+// pool's state, as the projector will.
+func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
+	first := last - uint64(len(d.fresh)) + 1
+	for k, i := range d.fresh {
+		seq := first + uint64(k)
+		if _, err := st.pool.Apply(domain.Event{Seq: seq, Time: d.at, Payload: d.payloads[k]}); err != nil {
+			// Validated under the pool's lock against the same state: a
+			// bug if it happens. Keep the sequence in step with the log.
+			s.log.Error("appended event refused by the engine", "pool", st.name, "seq", seq, "err", err)
+			st.skip(seq, d.at)
+		}
+		st.remember(ins[i].id, seq, d.at)
+		d.results[i] = Appended{ID: ins[i].id, Seq: seq}
+	}
+}
+
+// publish appends the draft's events with the pool's expected last
+// sequence. It returns the sequence of the last one, or dup when
+// JetStream already holds the (single) event.
+func (s *Server) publish(ctx context.Context, st *poolState, d *draft) (uint64, bool, error) {
+	subjects := make([]string, len(d.fresh))
+	for k, p := range d.payloads {
+		subjects[k] = stream.Subject(st.name, p.EventType())
+	}
+	if len(d.fresh) > 1 {
+		return s.publishBatch(ctx, st, subjects, d.ids, d.data)
+	}
+	msg := nats.NewMsg(subjects[0])
+	msg.Data = d.data[0]
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(d.ids[0]), jetstream.WithExpectStream(stream.Name),
+		jetstream.WithExpectLastSequenceForSubject(st.pool.Seq(), stream.PoolFilter(st.name)))
+	if err != nil {
+		return 0, false, err
+	}
+	return ack.Sequence, ack.Duplicate, nil
+}
+
+// JetStream error codes this package tells apart.
+const (
+	errCodeWrongLastSeq         = jetstream.JSErrCodeStreamWrongLastSequence
+	errCodeWrongLastSeqConstant = jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	errCodeAtomicDuplicate      = jetstream.ErrorCode(10201) // atomic publish batch contains duplicate message id
+	errCodeMessageTooLarge      = jetstream.ErrorCode(10054) // message size exceeds maximum allowed
+)
+
+func apiCode(err error) jetstream.ErrorCode {
+	var je jetstream.JetStreamError
+	if errors.As(err, &je) && je.APIError() != nil {
+		return je.APIError().ErrorCode
+	}
+	return 0
+}
+
+// isConflict: another writer appended to the pool since the state the
+// publish expected.
+func isConflict(err error) bool {
+	c := apiCode(err)
+	return c == errCodeWrongLastSeq || c == errCodeWrongLastSeqConstant
+}
+
+func isAtomicDuplicate(err error) bool { return apiCode(err) == errCodeAtomicDuplicate }
+
+// publishFailure answers a publish that failed for another reason than a
+// conflict: too large, or JetStream unavailable (retry later, same ids).
+func publishFailure(err error) *apiError {
+	if errors.Is(err, nats.ErrMaxPayload) || apiCode(err) == errCodeMessageTooLarge {
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge, msg: err.Error()}
+	}
+	return unavailable(ReasonUnavailable, fmt.Errorf("append to JetStream: %w", err))
+}

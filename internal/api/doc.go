@@ -1,0 +1,28 @@
+// Package api is the ledger's HTTP API: the write side that validates
+// events against a pool's current state and appends them to the LEDGER
+// stream, and the read endpoints over the PostgreSQL projection.
+//
+// Writes. The server keeps one engine state (domain.Pool) per pool in
+// memory, folded from the stream. An event is validated against it with
+// the same domain code the projector uses, stamped with the ledger's
+// clock (never earlier than the pool's previous event), and published
+// with the pool's expected last sequence
+// (Nats-Expected-Last-Subject-Sequence on ledger.<pool>.>). When another
+// ledger instance appended to the pool in the meantime, JetStream refuses
+// the publish; the server then folds the new events and validates again,
+// so two instances can never interleave a pool's history and every event
+// was validated against everything before it. A refusal is only given
+// after checking that the state it was judged on is current.
+//
+// An array of events is validated as a whole (in order, on a copy of the
+// state) and appended with JetStream's atomic batch publish: all of it or
+// nothing, in one round trip, contiguous in the stream.
+//
+// Event ids are NATS message ids: a retried publish within the stream's
+// duplicate window is stored once, and is answered with the stored
+// sequence before it is validated again (a retried release would otherwise
+// be refused against the state it already changed).
+//
+// Reads (allocations, decisions) come from the projector's tables;
+// /healthz reports NATS and PostgreSQL.
+package api

@@ -1,0 +1,198 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// ledger is one api.Server behind httptest, with its own NATS connection
+// (as a separate ledger process would have).
+type ledger struct {
+	t   *testing.T
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	srv *api.Server
+	url string
+}
+
+func newLedger(t *testing.T, natsURL string, opts ...api.Option) *ledger {
+	t.Helper()
+	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := api.New(ctx, js, nil, append([]api.Option{api.WithPublishTimeout(2 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return &ledger{t: t, nc: nc, js: js, srv: srv, url: hs.URL}
+}
+
+// post sends body (marshalled unless it is a string) and decodes the answer.
+func (l *ledger) post(pool string, body any) (int, api.EventsResponse, api.ErrorResponse) {
+	l.t.Helper()
+	b, ok := body.(string)
+	if !ok {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		b = string(raw)
+	}
+	resp, err := http.Post(l.url+"/v1/pools/"+pool+"/events", "application/json", bytes.NewBufferString(b))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var ok200 api.EventsResponse
+	var bad api.ErrorResponse
+	if resp.StatusCode == http.StatusOK {
+		mustUnmarshal(l.t, raw, &ok200)
+	} else {
+		mustUnmarshal(l.t, raw, &bad)
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+			l.t.Errorf("503 without Retry-After: %s", raw)
+		}
+	}
+	return resp.StatusCode, ok200, bad
+}
+
+// mustPost posts and fails the test unless the answer is 200.
+func (l *ledger) mustPost(pool string, body any) api.EventsResponse {
+	l.t.Helper()
+	code, res, bad := l.post(pool, body)
+	if code != http.StatusOK {
+		l.t.Fatalf("POST %s: %d %+v", pool, code, bad)
+	}
+	return res
+}
+
+func mustUnmarshal(t testing.TB, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("decode %q: %v", b, err)
+	}
+}
+
+func ev(typ string, data any) map[string]any { return map[string]any{"type": typ, "data": data} }
+
+func withID(m map[string]any, id string) map[string]any { m["id"] = id; return m }
+
+func plan(consumers ...map[string]any) map[string]any {
+	return ev("plan", map[string]any{"plan": map[string]any{"consumers": consumers}})
+}
+
+func consumer(path string) map[string]any { return map[string]any{"path": path} }
+
+func hostUp(name string, slots int) map[string]any {
+	return ev("host_up", map[string]any{"host": name, "slots": slots})
+}
+
+func demand(d map[string]int) map[string]any { return ev("demand", map[string]any{"demands": d}) }
+
+func release(c string, slots int) map[string]any {
+	return ev("release", map[string]any{"consumer": c, "slots": slots})
+}
+
+// setup gives pool a plan (/a, /b, /p/x, /p/y) and one host of 10 slots.
+func setup(l *ledger, pool string) {
+	l.t.Helper()
+	l.mustPost(pool, []any{
+		plan(consumer("/a"), consumer("/b"), consumer("/p/x"), consumer("/p/y")),
+		hostUp("h1", 10),
+	})
+}
+
+// storedEvent is a stream message of a pool, decoded.
+type storedEvent struct {
+	seq     uint64
+	subject string
+	header  nats.Header
+	stored  stream.Stored
+}
+
+// poolEvents reads every stored event of pool, in order.
+func poolEvents(t *testing.T, js jetstream.JetStream, pool string) []storedEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []storedEvent
+	for seq := uint64(1); ; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(stream.PoolFilter(pool)))
+		if err != nil {
+			if err == jetstream.ErrMsgNotFound || isNotFound(err) {
+				return out
+			}
+			t.Fatal(err)
+		}
+		sd, err := stream.DecodeRaw(m.Sequence, m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, storedEvent{seq: m.Sequence, subject: m.Subject, header: m.Header, stored: sd})
+		seq = m.Sequence + 1
+	}
+}
+
+func isNotFound(err error) bool {
+	var je jetstream.JetStreamError
+	return errorsAs(err, &je) && je.APIError() != nil && je.APIError().Code == 404
+}
+
+// streamMsgs is the number of messages in the stream.
+func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// fixedClock is a settable clock.
+type fixedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fixedClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fixedClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

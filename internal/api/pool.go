@@ -1,0 +1,204 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// poolState is this process's view of one pool: the engine state folded
+// from the stream, and the ids of the events of the duplicate window.
+// mu is held for a whole append, so one process appends to a pool one
+// request at a time.
+type poolState struct {
+	mu     sync.Mutex
+	name   string
+	pool   *domain.Pool
+	loaded bool // folded from the stream at least once
+	ids    map[string]uint64
+	recent []seenID // ids in stream order, to forget them after the window
+}
+
+type seenID struct {
+	id  string
+	seq uint64
+	at  time.Time
+}
+
+func newPoolState(name string) *poolState {
+	return &poolState{name: name, pool: domain.NewPool(name), ids: map[string]uint64{}}
+}
+
+// reset forgets everything, to fold the pool again from the start.
+func (st *poolState) reset() {
+	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name), map[string]uint64{}, nil, false
+}
+
+// remember records an event id stored at seq.
+func (st *poolState) remember(id string, seq uint64, at time.Time) {
+	if id == "" {
+		return
+	}
+	st.ids[id] = seq
+	st.recent = append(st.recent, seenID{id, seq, at})
+}
+
+// forgetBefore drops ids of events stamped before cutoff: JetStream has
+// forgotten them too, so an old id is a new event again.
+func (st *poolState) forgetBefore(cutoff time.Time) {
+	n := 0
+	for n < len(st.recent) && st.recent[n].at.Before(cutoff) {
+		if e := st.recent[n]; st.ids[e.id] == e.seq {
+			delete(st.ids, e.id)
+		}
+		n++
+	}
+	st.recent = st.recent[n:]
+}
+
+// fold applies one stored event. An event the engine refuses (it cannot
+// be, unless written by something other than a ledger) is skipped, as the
+// projector does, so the sequence stays that of the last stored event.
+func (st *poolState) fold(sd stream.Stored) {
+	env := sd.Envelope
+	p, err := env.Decode()
+	if err == nil {
+		_, err = st.pool.Apply(domain.Event{Seq: sd.Seq, Time: env.Time, Payload: p})
+	}
+	if err != nil {
+		st.skip(sd.Seq, env.Time)
+	}
+	st.remember(env.ID, sd.Seq, env.Time)
+}
+
+func (st *poolState) skip(seq uint64, at time.Time) {
+	if at.Before(st.pool.Time()) {
+		at = st.pool.Time()
+	}
+	st.pool.Skip(seq, at)
+}
+
+// catchUp folds every event of the pool stored after the state's sequence.
+func (s *Server) catchUp(ctx context.Context, st *poolState) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	last, err := s.lastPoolSeq(ctx, st.name)
+	if err != nil {
+		return err
+	}
+	if last < st.pool.Seq() {
+		// The stream is younger than what was folded: it was recreated.
+		s.log.Warn("pool state ahead of the stream; folding again", "pool", st.name, "state_seq", st.pool.Seq(), "stream_seq", last)
+		st.reset()
+	}
+	if last > st.pool.Seq() {
+		if err := s.readPool(ctx, st, last); err != nil {
+			return err
+		}
+	}
+	st.loaded = true
+	return nil
+}
+
+// lastPoolSeq is the sequence of the pool's last stored event (0: none).
+func (s *Server) lastPoolSeq(ctx context.Context, pool string) (uint64, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, stream.PoolFilter(pool))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last event of pool %s: %w", pool, err)
+	}
+	return m.Sequence, nil
+}
+
+// smallGap is how far behind a pool may be to catch up with one message
+// get per event (the usual case: a few events of another instance)
+// rather than a consumer.
+const smallGap = 32
+
+func (s *Server) readPool(ctx context.Context, st *poolState, last uint64) error {
+	if last-st.pool.Seq() <= smallGap {
+		return s.readPoolByGet(ctx, st, last)
+	}
+	return s.readPoolByConsumer(ctx, st, last)
+}
+
+func (s *Server) readPoolByGet(ctx context.Context, st *poolState, last uint64) error {
+	filter := stream.PoolFilter(st.name)
+	for st.pool.Seq() < last {
+		m, err := s.stream.GetMsg(ctx, st.pool.Seq()+1, jetstream.WithGetMsgSubject(filter))
+		if err != nil {
+			return fmt.Errorf("read pool %s after %d: %w", st.name, st.pool.Seq(), err)
+		}
+		s.foldRaw(st, m.Sequence, m.Data)
+	}
+	return nil
+}
+
+func (s *Server) readPoolByConsumer(ctx context.Context, st *poolState, last uint64) error {
+	cons, err := s.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubject: stream.PoolFilter(st.name), DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq: st.pool.Seq() + 1, AckPolicy: jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute, MemoryStorage: true,
+	})
+	if err != nil {
+		return fmt.Errorf("read pool %s: %w", st.name, err)
+	}
+	defer func() {
+		// Best effort: the inactive threshold removes it anyway.
+		_ = s.stream.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name)
+	}()
+	for st.pool.Seq() < last {
+		if err := s.fetchInto(ctx, st, cons); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Consumer) error {
+	wait := time.Second
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		wait = max(time.Until(dl), time.Millisecond)
+	}
+	batch, err := cons.Fetch(256, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return fmt.Errorf("read pool %s: %w", st.name, err)
+	}
+	n := 0
+	for msg := range batch.Messages() {
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("read pool %s: %w", st.name, err)
+		}
+		s.foldRaw(st, md.Sequence.Stream, msg.Data())
+		n++
+	}
+	if err := batch.Error(); err != nil {
+		return fmt.Errorf("read pool %s: %w", st.name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("read pool %s: no event after %d", st.name, st.pool.Seq())
+	}
+	return nil
+}
+
+// foldRaw folds a stored message; one that is not an envelope (written by
+// something other than a ledger) takes its sequence and changes nothing.
+func (s *Server) foldRaw(st *poolState, seq uint64, data []byte) {
+	sd, err := stream.DecodeRaw(seq, data)
+	if err != nil {
+		s.log.Warn("undecodable event in the stream", "pool", st.name, "seq", seq, "err", err)
+		st.skip(seq, st.pool.Time())
+		return
+	}
+	st.fold(sd)
+}
