@@ -26,15 +26,16 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // stack is a real NATS with the LEDGER stream and a migrated PostgreSQL.
 type stack struct {
-	js  jetstream.JetStream
-	db  *pgxpool.Pool
-	url string
+	js      jetstream.JetStream
+	db      *pgxpool.Pool
+	natsURL string
 }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
 	ctx := context.Background()
-	nc, err := nats.Connect(testenv.NATS(t))
+	natsURL := testenv.NATS(t)
+	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func newStack(t *testing.T) *stack {
 	if _, err := stream.Ensure(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	return &stack{js: js, db: newDB(t), url: ""}
+	return &stack{js: js, db: newDB(t), natsURL: natsURL}
 }
 
 // newDB returns a fresh, migrated database.
