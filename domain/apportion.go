@@ -1,5 +1,7 @@
 package domain
 
+import "cmp"
+
 import "slices"
 
 // share is one item of an apportion: a weight (share ratio), a cap, and
@@ -87,18 +89,9 @@ func leftoverOrder(a, b *share) int {
 	case a.priority != b.priority:
 		return cmpDesc(a.priority, b.priority)
 	default:
-		return cmpAsc(a.rank, b.rank)
+		return cmp.Compare(a.rank, b.rank)
 	}
 }
 
-func cmpDesc[T int64 | int32 | uint64 | Slots](a, b T) int { return cmpAsc(b, a) }
-
-func cmpAsc[T int64 | int32 | uint64 | Slots](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
+// cmpDesc orders larger values first.
+func cmpDesc[T cmp.Ordered](a, b T) int { return cmp.Compare(b, a) }

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -260,7 +261,7 @@ func (p *Pool) addAlloc(id, hostID int32, delta Slots) {
 	if i < 0 {
 		i = len(n.holdings)
 		n.holdings = append(n.holdings, holding{host: hostID})
-		slices.SortFunc(n.holdings, func(a, b holding) int { return cmpAsc(a.host, b.host) })
+		slices.SortFunc(n.holdings, func(a, b holding) int { return cmp.Compare(a.host, b.host) })
 		i = slices.IndexFunc(n.holdings, func(h holding) bool { return h.host == hostID })
 	}
 	n.holdings[i].slots += delta

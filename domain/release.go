@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"slices"
 )
 
@@ -46,12 +47,12 @@ func (p *Pool) releaseParentsAboveMax() {
 		slices.SortFunc(leaves, func(a, b int32) int {
 			x, y := &t.nodes[a], &t.nodes[b]
 			if x.priority != y.priority {
-				return cmpAsc(x.priority, y.priority)
+				return cmp.Compare(x.priority, y.priority)
 			}
 			if x.alloc != y.alloc {
 				return cmpDesc(x.alloc, y.alloc)
 			}
-			return cmpAsc(a, b)
+			return cmp.Compare(a, b)
 		})
 		for _, l := range leaves {
 			excess := n.alloc - n.maxCap

@@ -1,5 +1,7 @@
 package domain
 
+import "cmp"
+
 import "slices"
 
 // reclaim: share_ratio (allocation-rules.md section 4): every leaf ends at
@@ -60,7 +62,7 @@ func (p *Pool) claimantOrder(a, b int32) int {
 	if x.priority != y.priority {
 		return cmpDesc(x.priority, y.priority)
 	}
-	return cmpAsc(a, b)
+	return cmp.Compare(a, b)
 }
 
 // sortVictimWalk orders over-allocated leaves as a top-down, depth-first
@@ -95,7 +97,7 @@ func (p *Pool) walkOrder(a, b int32) int {
 		return cmpDesc(l, r)
 	}
 	if x.priority != y.priority {
-		return cmpAsc(x.priority, y.priority)
+		return cmp.Compare(x.priority, y.priority)
 	}
-	return cmpAsc(a, b)
+	return cmp.Compare(a, b)
 }

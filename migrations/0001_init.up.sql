@@ -220,13 +220,9 @@ CREATE FUNCTION allocations_as_of_time(p_pool text, p_time timestamptz)
 RETURNS TABLE (consumer text, slots bigint)
 LANGUAGE sql STABLE
 AS $$
-    SELECT a.path, sum(h.slots)::bigint
-    FROM allocation_history h
-    CROSS JOIN LATERAL consumer_and_ancestors(h.consumer) AS a(path)
-    WHERE h.pool = p_pool
-      AND h.valid_from_time <= p_time
-      AND (h.valid_to_time IS NULL OR h.valid_to_time > p_time)
-    GROUP BY a.path
-    ORDER BY a.path
+    -- The state at a time is the state after the pool's last event at or
+    -- before it.
+    SELECT * FROM allocations_as_of(p_pool,
+        (SELECT coalesce(max(e.seq), 0) FROM events e WHERE e.pool = p_pool AND e.time <= p_time))
 $$;
 COMMENT ON FUNCTION allocations_as_of_time(text, timestamptz) IS 'Slots of every consumer (leaves and parents) of pool p_pool holding any at time p_time (by event times). A consumer not listed held none.';

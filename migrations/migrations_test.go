@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"testing"
@@ -153,6 +154,14 @@ func TestAllocationsAsOf(t *testing.T) {
 		{"p", "/a", 5, 7, nil},
 		{"p", "/b", 4, 5, ptr(9)},
 		{"q", "/a", 100, 1, nil},
+	}
+	// allocations_as_of_time finds the last event at or before a time:
+	// pool p has an event at every sequence 1..9.
+	for seq := 1; seq <= 9; seq++ {
+		if _, err := conn.Exec(ctx, `INSERT INTO events (pool, seq, id, type, v, time, producer, data, prev_hash, hash)
+			VALUES ('p', $1, $2, 'demand', 1, $3, 'test', '{}', '', '')`, seq, fmt.Sprint(seq), at(seq)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, h := range history {
 		var toSeq *int64

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/pgdump"
 	"slices"
 	"strings"
 	"testing"
@@ -14,60 +15,20 @@ import (
 	"github.com/cluster-ledger/ledger/domain"
 )
 
-// dumpQueries list every table in a canonical order, without the
-// wall-clock updated_at columns.
-var dumpQueries = []string{
-	`SELECT pool, seq, id, type, v, time, producer, data::text, refused, encode(prev_hash, 'hex'), encode(hash, 'hex') FROM events ORDER BY pool, seq`,
-	`SELECT * FROM consumers ORDER BY pool, path`,
-	`SELECT * FROM hosts ORDER BY pool, name`,
-	`SELECT * FROM allocations ORDER BY pool, consumer, host`,
-	`SELECT * FROM consumer_state ORDER BY pool, consumer`,
-	`SELECT * FROM decisions ORDER BY pool, event_seq, ordinal`,
-	`SELECT * FROM allocation_history ORDER BY pool, consumer, valid_from_seq`,
-	`SELECT pool, last_seq, encode(state_hash, 'hex'), encode(chain_hash, 'hex') FROM checkpoints ORDER BY pool`,
-	`SELECT name, stream_seq FROM projector_offsets ORDER BY name`,
-	`SELECT pool, seq, format, encode(sha256(state), 'hex'), encode(state_hash, 'hex') FROM snapshots ORDER BY pool, seq`,
-}
-
-// dump returns every row of every table as text, one line per row.
+// dump returns every row of every table as text (internal/pgdump).
 func dump(t testing.TB, db *pgxpool.Pool) []string {
 	t.Helper()
-	var out []string
-	for qi, q := range dumpQueries {
-		rows, err := db.Query(context.Background(), q)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		for rows.Next() {
-			vals, err := rows.Values()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, fmt.Sprintf("%d: %v", qi, vals))
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+	rows, err := pgdump.Tables(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return rows
 }
 
 func diffDumps(t testing.TB, want, got []string) {
 	t.Helper()
-	if slices.Equal(want, got) {
-		return
-	}
-	for i := range max(len(want), len(got)) {
-		var w, g string
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(got) {
-			g = got[i]
-		}
-		if w != g {
-			t.Fatalf("tables differ at row %d (of %d vs %d):\nwant %s\ngot  %s", i, len(want), len(got), w, g)
-		}
+	if d := pgdump.Diff(want, got); d != "" {
+		t.Fatalf("tables differ (%d vs %d rows) at %s", len(want), len(got), d)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -69,20 +70,10 @@ func (f *finalRows) addAllocations(name string, pb *poolBatch) {
 }
 
 func cmpPair(a, b [2]string) int {
-	if a[0] != b[0] {
-		return cmpString(a[0], b[0])
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
 	}
-	return cmpString(a[1], b[1])
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return strings.Compare(a[1], b[1])
 }
 
 func (f *finalRows) addHosts(name string, pb *poolBatch) {
