@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
@@ -25,22 +24,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // connectNATS connects to url and makes sure the stream exists.
-func connectNATS(t testing.TB, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Ensure(context.Background(), js); err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
+func connectNATS(t testing.TB, url string) jetstream.JetStream { return testenv.JetStream(t, url) }
 
 // newDB returns a pool on a fresh, migrated database.
 func newDB(t testing.TB) *pgxpool.Pool {

@@ -18,7 +18,6 @@ import (
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -33,20 +32,8 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	ctx := context.Background()
 	natsURL := testenv.NATS(t)
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Ensure(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, natsURL)
 	return &stack{js: js, db: newDB(t), natsURL: natsURL}
 }
 

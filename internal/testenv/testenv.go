@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -271,4 +274,24 @@ func NATS(t testing.TB) string {
 	}
 	t.Cleanup(s.Shutdown)
 	return s.URL()
+}
+
+// JetStream connects to the NATS server at url (reconnecting while the
+// test lasts, as services do) and returns its JetStream with the LEDGER
+// stream in place.
+func JetStream(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("testenv: connect to NATS %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Ensure(context.Background(), js); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return js
 }
