@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -144,13 +145,12 @@ func (p *Pool) Touched() (paths []string, all bool) {
 	return paths, false
 }
 
+// demandPaths lists a demand event's consumers in path order: map order
+// must never reach an output.
+func demandPaths(e *events.Demand) []string { return slices.Sorted(maps.Keys(e.Demands)) }
+
 func (p *Pool) applyDemand(e *events.Demand) {
-	paths := make([]string, 0, len(e.Demands))
-	for path := range e.Demands {
-		paths = append(paths, path)
-	}
-	slices.Sort(paths) // map order must never reach the output
-	for _, path := range paths {
+	for _, path := range demandPaths(e) {
 		id, _ := p.t.lookup(path)
 		p.setDemand(id, Slots(e.Demands[path]))
 	}

@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"slices"
 
 	"github.com/cluster-ledger/ledger/events"
 )
@@ -41,12 +40,7 @@ func (p *Pool) validateDemand(e *events.Demand) error {
 	if len(e.Demands) == 0 {
 		return refuse(ErrEmptyEvent, "demand names no consumer")
 	}
-	paths := make([]string, 0, len(e.Demands))
-	for path := range e.Demands {
-		paths = append(paths, path)
-	}
-	slices.Sort(paths) // report the first bad entry in path order, deterministically
-	for _, path := range paths {
+	for _, path := range demandPaths(e) { // the first bad entry in path order
 		if _, err := p.leaf(path); err != nil {
 			return err
 		}
