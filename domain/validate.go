@@ -1,7 +1,6 @@
 package domain
 
 import (
-
 	"github.com/cluster-ledger/ledger/events"
 )
 
