@@ -110,14 +110,12 @@ func BenchmarkRelease(b *testing.B) {
 		b.Run(fmt.Sprintf("priority-leaf/leaves=%d", n), func(b *testing.B) {
 			p, leaves, rng := benchPool(b, n, benchPolicies[0].policy)
 			timed(b, p, func(i int) events.Payload {
-				for {
-					l := leaves[rng.IntN(len(leaves))]
-					c, _ := p.Consumer(l)
-					if i%2 == 1 || c.Allocated == 0 {
-						return &events.Demand{Demands: map[string]int64{l: c.Demand + 1}}
-					}
-					return &events.Release{Consumer: l, Slots: 1}
+				l := leaves[rng.IntN(len(leaves))]
+				c, _ := p.Consumer(l)
+				if i%2 == 1 || c.Allocated == 0 {
+					return &events.Demand{Demands: map[string]int64{l: c.Demand + 1}}
 				}
+				return &events.Release{Consumer: l, Slots: 1}
 			})
 		})
 	}

@@ -257,12 +257,9 @@ func (p *Pool) markDirty(id int32) {
 func (p *Pool) addAlloc(id, hostID int32, delta Slots) {
 	n := &p.t.nodes[id]
 	unmet := n.eff - n.alloc
-	i := slices.IndexFunc(n.holdings, func(h holding) bool { return h.host == hostID })
-	if i < 0 {
-		i = len(n.holdings)
-		n.holdings = append(n.holdings, holding{host: hostID})
-		slices.SortFunc(n.holdings, func(a, b holding) int { return cmp.Compare(a.host, b.host) })
-		i = slices.IndexFunc(n.holdings, func(h holding) bool { return h.host == hostID })
+	i, found := slices.BinarySearchFunc(n.holdings, hostID, func(h holding, id int32) int { return cmp.Compare(h.host, id) })
+	if !found {
+		n.holdings = slices.Insert(n.holdings, i, holding{host: hostID})
 	}
 	n.holdings[i].slots += delta
 	if n.holdings[i].slots == 0 {
