@@ -63,3 +63,31 @@ func TestSeed001TellsShareRatioPairing(t *testing.T) {
 		t.Errorf("story lacks B2's target:\n%s", out)
 	}
 }
+
+func TestSeed001ThreeConsumersTellsBothVictims(t *testing.T) {
+	out := story(t, "../../test/scenarios/seed/seed-001-share-ratio-three-consumers.yaml", "/C")
+	for _, want := range []string{
+		"/C reclaimed 1 slot from /B on h1 [share_ratio.reclaim]",
+		"/C reclaimed 1 slot from /A on h1 [share_ratio.reclaim]",
+		"/B held 9, 1 slot above its target, so it gave to /C",
+		"/A held 9, 1 slot above its target, so it gave to /C",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("story lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSeed002TellsTheSiblingGetsTheSpareSlot(t *testing.T) {
+	out := story(t, "../../test/scenarios/seed/seed-002-leaf-vs-parent.yaml", "/X/2")
+	for _, want := range []string{
+		"/X/2 was granted 5 slots on h1 [share_ratio.grant]",
+		"/X/2 reclaimed 1 slot from /Y/1 on h1 [share_ratio.reclaim]",
+		"give /X/2 a target of 6 and /Y/1 a target of 4",
+		"policy: reclaim share_ratio, enforcement parent",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("story lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -25,7 +25,7 @@ func describe(p *domain.Pool, d domain.Decision, all []domain.Decision, subject 
 	case domain.RuleShareRatioGrant:
 		return head + fmt.Sprintf(": its share-ratio target is %d and slots were free", who.Target)
 	case domain.RuleShareRatioReclaim:
-		return head + ": " + whyShareRatioVictim(p, d)
+		return head + ": " + whyShareRatioVictim(p, d, all)
 	case domain.RuleDemandDropped:
 		return head + ": its demand fell below what it held"
 	case domain.RuleMaxLowered:
@@ -89,11 +89,12 @@ func otherBorrowers(p *domain.Pool, victim, claimant string) string {
 	return "; among the other borrowers " + strings.Join(others, ", ")
 }
 
-func whyShareRatioVictim(p *domain.Pool, d domain.Decision) string {
+func whyShareRatioVictim(p *domain.Pool, d domain.Decision, all []domain.Decision) string {
 	claimant, _ := p.Consumer(d.Consumer)
 	victim, _ := p.Consumer(d.From)
-	return fmt.Sprintf("share ratios across the tree give %s a target of %d and %s a target of %d; %s held more than its target and was the most over-allocated per unit of share in the top-down walk (ties to the lowest priority), so it gave to %s",
-		d.Consumer, claimant.Target, d.From, victim.Target, d.From, d.Consumer)
+	held := victim.Allocated + givenBy(all, d.From)
+	return fmt.Sprintf("share ratios across the tree give %s a target of %d and %s a target of %d; %s held %d, %s above its target, so it gave to %s (over-allocated consumers give in a top-down walk, most over-allocated per unit of share first, ties to the lowest priority)",
+		d.Consumer, claimant.Target, d.From, victim.Target, d.From, held, plural(held-victim.Target), d.Consumer)
 }
 
 func givenBy(ds []domain.Decision, victim string) int64 {
