@@ -42,16 +42,12 @@ func story(t *testing.T, file, consumer string) string {
 
 func TestSeed000TellsWhyBWasTheVictim(t *testing.T) {
 	out := story(t, "../../test/scenarios/seed/seed-000-priority-reclaim.yaml", "/C")
-	for _, want := range []string{
+	requireAll(t, out,
 		"/C reclaimed 1 slot from /B on h1 [priority.reclaim]",
 		"top-level branch /B used 5 slots, more than its planned share 4",
 		"lowest priority (1; among the other borrowers /A has 3)",
 		"borrowed 1 slot above its guaranteed share 4",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("story lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }
 
 func TestSeed001TellsShareRatioPairing(t *testing.T) {
@@ -66,26 +62,28 @@ func TestSeed001TellsShareRatioPairing(t *testing.T) {
 
 func TestSeed001ThreeConsumersTellsBothVictims(t *testing.T) {
 	out := story(t, "../../test/scenarios/seed/seed-001-share-ratio-three-consumers.yaml", "/C")
-	for _, want := range []string{
+	requireAll(t, out,
 		"/C reclaimed 1 slot from /B on h1 [share_ratio.reclaim]",
 		"/C reclaimed 1 slot from /A on h1 [share_ratio.reclaim]",
 		"/B held 9, 1 slot above its target, so it gave to /C",
 		"/A held 9, 1 slot above its target, so it gave to /C",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("story lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }
 
 func TestSeed002TellsTheSiblingGetsTheSpareSlot(t *testing.T) {
 	out := story(t, "../../test/scenarios/seed/seed-002-leaf-vs-parent.yaml", "/X/2")
-	for _, want := range []string{
+	requireAll(t, out,
 		"/X/2 was granted 5 slots on h1 [share_ratio.grant]",
 		"/X/2 reclaimed 1 slot from /Y/1 on h1 [share_ratio.reclaim]",
 		"give /X/2 a target of 6 and /Y/1 a target of 4",
 		"policy: reclaim share_ratio, enforcement parent",
-	} {
+	)
+}
+
+// requireAll fails the test for every phrase the story lacks.
+func requireAll(t *testing.T, out string, phrases ...string) {
+	t.Helper()
+	for _, want := range phrases {
 		if !strings.Contains(out, want) {
 			t.Errorf("story lacks %q:\n%s", want, out)
 		}
