@@ -111,8 +111,10 @@ type bench struct {
 
 	report  *Report
 	started time.Time
-	// projectRate is phase 2's projector rate, for phase 4's comparison.
+	// projectRate is phase 2's projector rate, and projectLast the last
+	// sequence of its log (the stream's first events), for phase 4.
 	projectRate float64
+	projectLast uint64
 }
 
 // Run runs every phase and returns the report. Servers it started and the

@@ -113,7 +113,7 @@ func (b *bench) projection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("projector: %w (Run: %v)", err, rp.err)
 	}
-	b.projectRate = float64(last) / elapsed.Seconds()
+	b.projectRate, b.projectLast = float64(last)/elapsed.Seconds(), last
 	var decisions int64
 	if err := b.db.QueryRow(ctx, `SELECT count(*) FROM decisions`).Scan(&decisions); err != nil {
 		return err
