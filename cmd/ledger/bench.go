@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/exec"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +76,9 @@ func runBench(ctx context.Context, out, progress io.Writer, f benchFlags) error 
 	cfg := benchmark.Config{
 		NATSURL: f.natsURL, DatabaseURL: f.databaseURL, Quick: f.quick, Keep: f.keep, Progress: progress,
 		EventsReplay: f.eventsReplay, EventsProject: f.eventsProject,
-		Rebuild: rebuildCommand,
+		Rebuild: func(ctx context.Context, natsURL, into string) error {
+			return runRebuild(ctx, io.Discard, logFlags{natsURL: natsURL}, into)
+		},
 	}
 	rep, err := benchmark.Run(ctx, cfg)
 	if err != nil {
@@ -89,20 +88,4 @@ func runBench(ctx context.Context, out, progress io.Writer, f benchFlags) error 
 		return rep.WriteJSON(out)
 	}
 	return rep.WriteTable(out)
-}
-
-// rebuildCommand runs `ledger replay --into` as its own process, as an
-// operator would: the rebuild is measured without the benchmark's own
-// memory (its generated log, the embedded NATS server) in its process.
-func rebuildCommand(ctx context.Context, natsURL, into string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, self, "replay", "--into", into, "--nats-url", natsURL)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ledger replay --into: %w\n%s", err, out)
-	}
-	return nil
 }
