@@ -21,6 +21,7 @@ import (
 
 type devConfig struct {
 	data, httpAddr, natsAddr, databaseURL string
+	snapshotEvery                         int
 }
 
 func init() {
@@ -48,6 +49,7 @@ restart. Ctrl-C stops everything cleanly.`,
 	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
+	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", 10000, "the projector snapshots a pool's engine state every this many of its events")
 	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", envDefault(EnvDatabaseURL, ""), "use this PostgreSQL instead of a private cluster (env "+EnvDatabaseURL+")")
 	root.AddCommand(cmd)
 }
@@ -76,12 +78,12 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		defer stopPostgres(pg)
 		dbURL = pg.URL()
 	}
-	return runServices(ctx, out, log, ns.URL(), dbURL, cfg.httpAddr)
+	return runServices(ctx, out, log, ns.URL(), dbURL, cfg.httpAddr, cfg.snapshotEvery)
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
 // for both to stop.
-func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, dbURL, httpAddr string) error {
+func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, dbURL, httpAddr string, snapshotEvery int) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -95,7 +97,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 	}()
 	go func() {
 		defer wg.Done()
-		errs <- runProjector(ctx, log, natsURL, dbURL)
+		errs <- runProjector(ctx, log, natsURL, dbURL, snapshotEvery)
 	}()
 	var err error
 	select {
@@ -115,7 +117,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 }
 
 // runProjector runs the projector in-process, as cmd/projector would.
-func runProjector(ctx context.Context, log *slog.Logger, natsURL, dbURL string) error {
+func runProjector(ctx context.Context, log *slog.Logger, natsURL, dbURL string, snapshotEvery int) error {
 	nc, err := api.ConnectNATS(natsURL, "projector", log)
 	if err != nil {
 		return err
@@ -130,7 +132,7 @@ func runProjector(ctx context.Context, log *slog.Logger, natsURL, dbURL string) 
 	if err != nil {
 		return err
 	}
-	err = projections.New(js, db, projections.WithLogger(log)).Run(ctx)
+	err = projections.New(js, db, projections.WithLogger(log), projections.WithSnapshotEvery(snapshotEvery)).Run(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
