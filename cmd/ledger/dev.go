@@ -49,7 +49,7 @@ restart. Ctrl-C stops everything cleanly.`,
 	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
-	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", 10000, "the projector snapshots a pool's engine state every this many of its events")
+	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
 	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", envDefault(EnvDatabaseURL, ""), "use this PostgreSQL instead of a private cluster (env "+EnvDatabaseURL+")")
 	root.AddCommand(cmd)
 }
