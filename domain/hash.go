@@ -119,15 +119,6 @@ func digestPlan(hasPlan bool, plan events.Plan) Hash {
 	return sha256.Sum256(b)
 }
 
-// DecisionsHash is a digest of decisions alone, in order.
-func DecisionsHash(ds []Decision) Hash {
-	w := hashWriter{h: sha256.New()}
-	for i := range ds {
-		w.decision(&ds[i])
-	}
-	return w.sum()
-}
-
 type hashWriter struct {
 	h   hash.Hash
 	buf [binary.MaxVarintLen64]byte

@@ -50,9 +50,6 @@ type Policy struct {
 // Policy returns the pool's effective policy.
 func (p *Pool) Policy() Policy { return p.policy }
 
-// HasPlan reports whether a plan has been applied.
-func (p *Pool) HasPlan() bool { return p.hasPlan }
-
 // Consumers returns every consumer in path order (the root excluded).
 func (p *Pool) Consumers() []ConsumerView {
 	out := make([]ConsumerView, 0, len(p.t.nodes)-1)
