@@ -23,16 +23,25 @@ const (
 // Plan is a pool's policy and consumer tree. Parents may be listed or
 // implied by their children's paths.
 type Plan struct {
+	// Rules is the rules version the pool runs under from this plan on
+	// (allocation-rules.md section 8). 0 means "not named": the ledger
+	// stamps the newest version at append, and a stored plan without it
+	// was written before versions existed and means version 1.
+	Rules     int        `json:"rules,omitempty"`
 	Policy    Policy     `json:"policy"`
 	Consumers []Consumer `json:"consumers"`
 }
 
 // Policy selects the sharing rules. Empty fields take their defaults:
-// reclaim "priority", enforcement "leaf", preemption true.
+// reclaim "priority", enforcement "leaf", preemption true, balance true.
 type Policy struct {
 	Reclaim     string `json:"reclaim,omitempty"`
 	Enforcement string `json:"enforcement,omitempty"`
 	Preemption  *bool  `json:"preemption,omitempty"`
+	// Balance (share_ratio only): false is YARN's default preemption,
+	// where reclaim restores planned shares but never lifts a consumer
+	// above its own (allocation-rules.md section 4).
+	Balance *bool `json:"balance,omitempty"`
 }
 
 // ReclaimOrDefault returns the reclaim policy, "priority" when unset.
@@ -54,6 +63,12 @@ func (p Policy) EnforcementOrDefault() string {
 // PreemptionOrDefault reports whether reclaim is allowed (default true).
 func (p Policy) PreemptionOrDefault() bool {
 	return p.Preemption == nil || *p.Preemption
+}
+
+// BalanceOrDefault reports whether share_ratio reclaim balances beyond
+// planned shares (default true).
+func (p Policy) BalanceOrDefault() bool {
+	return p.Balance == nil || *p.Balance
 }
 
 // Consumer is one node of the consumer tree, named by its path.
