@@ -41,6 +41,7 @@ type config struct {
 	name         string
 	logging      bool
 	readyTimeout time.Duration
+	users        []*server.NkeyUser
 }
 
 // WithStoreDir sets the JetStream file store directory (required). It is
@@ -62,6 +63,14 @@ func WithLogging(on bool) Option { return func(c *config) { c.logging = on } }
 // WithReadyTimeout bounds the wait for the server to accept connections
 // (default 10s).
 func WithReadyTimeout(d time.Duration) Option { return func(c *config) { c.readyTimeout = d } }
+
+// WithNkeyUsers makes the server require authentication: only these
+// nkey users may connect, each with its permissions (see
+// internal/natsauth for the ledger's roles). Without it the server
+// accepts anonymous connections (benchmarks on a private port only).
+func WithNkeyUsers(users []*server.NkeyUser) Option {
+	return func(c *config) { c.users = users }
+}
 
 // Server is a running embedded nats-server.
 type Server struct {
@@ -115,6 +124,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		StoreDir:   storeDir,
 		NoLog:      !cfg.logging,
 		NoSigs:     true,
+		Nkeys:      cfg.users,
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {

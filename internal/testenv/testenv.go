@@ -23,6 +23,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
 )
@@ -260,33 +261,70 @@ func randomHex(n int) string {
 
 // NATS starts an embedded nats-server with JetStream, its store in
 // t.TempDir(), on a random port of 127.0.0.1, shut down when the test
-// ends, and returns its URL.
+// ends, and returns its URL. Like `ledger dev`, the server refuses
+// anonymous connections: every role of internal/natsauth has a seed file
+// (see Creds and Connect), and the LEDGER stream is created with the admin
+// identity, the only one allowed to.
 func NATS(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	dir := t.TempDir()
+	keys, err := natsauth.Init(filepath.Join(dir, "auth"))
+	if err != nil {
+		t.Fatalf("testenv.NATS: %v", err)
+	}
 	s, err := natsserver.Start(ctx,
-		natsserver.WithStoreDir(t.TempDir()),
+		natsserver.WithStoreDir(filepath.Join(dir, "store")),
 		natsserver.WithListen("127.0.0.1:-1"),
-		natsserver.WithName("test"))
+		natsserver.WithName("test"),
+		natsserver.WithNkeyUsers(natsauth.Users(keys)))
 	if err != nil {
 		t.Fatalf("testenv.NATS: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
+	credsMu.Lock()
+	credsDirs[s.URL()] = filepath.Join(dir, "auth")
+	credsMu.Unlock()
+	JetStream(t, s.URL()) // creates the stream as admin
 	return s.URL()
 }
 
-// JetStream connects to the NATS server at url (reconnecting while the
-// test lasts, as services do) and returns its JetStream with the LEDGER
-// stream in place.
-func JetStream(t testing.TB, url string) jetstream.JetStream {
+var (
+	credsMu   sync.Mutex
+	credsDirs = map[string]string{} // NATS URL -> directory of its seed files
+)
+
+// Creds is the seed file of role on the server NATS started at url.
+func Creds(t testing.TB, url string, role natsauth.Role) string {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	credsMu.Lock()
+	dir, ok := credsDirs[url]
+	credsMu.Unlock()
+	if !ok {
+		t.Fatalf("testenv.Creds: %s was not started by testenv.NATS", url)
+	}
+	return natsauth.SeedFile(dir, role)
+}
+
+// Connect connects to the server at url as role (reconnecting while the
+// test lasts, as services do); the connection closes when the test ends.
+func Connect(t testing.TB, url string, role natsauth.Role) *nats.Conn {
+	t.Helper()
+	nc, err := natsauth.Connect(url, Creds(t, url, role), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
-		t.Fatalf("testenv: connect to NATS %s: %v", url, err)
+		t.Fatalf("testenv: connect to NATS as %s: %v", role, err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	return nc
+}
+
+// JetStream connects to the NATS server at url as admin (tests publish
+// raw events and inspect the stream) and returns its JetStream with the
+// LEDGER stream in place.
+func JetStream(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(Connect(t, url, natsauth.Admin))
 	if err != nil {
 		t.Fatal(err)
 	}
