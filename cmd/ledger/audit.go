@@ -11,6 +11,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -19,19 +20,20 @@ import (
 )
 
 // logFlags are the addresses of the log and (optionally) the projection.
-type logFlags struct{ natsURL, databaseURL string }
+type logFlags struct{ natsURL, natsCreds, databaseURL string }
 
 func (f *logFlags) register(cmd *cobra.Command) {
 	addNATSURLFlag(cmd, &f.natsURL)
+	addNATSCredsFlag(cmd, &f.natsCreds)
 	addDatabaseURLFlag(cmd, &f.databaseURL)
 }
 
 // openLog connects to NATS, failing fast when it is not there: an
 // auditor wants an answer, not a wait.
 func (f *logFlags) openLog() (jetstream.JetStream, func(), error) {
-	nc, err := nats.Connect(f.natsURL, nats.Name("ledger-audit"), nats.Timeout(5*time.Second))
+	nc, err := natsauth.Connect(f.natsURL, f.natsCreds, nats.Name("ledger-audit"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, nil, fmt.Errorf("NATS %s: %w", f.natsURL, err)
+		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

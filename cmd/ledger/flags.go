@@ -12,6 +12,7 @@ const (
 	EnvLedgerURL     = "LEDGER_URL"
 	EnvNATSURL       = "NATS_URL"
 	EnvDatabaseURL   = "DATABASE_URL"
+	EnvNATSCreds     = "NATS_CREDS"
 	DefaultLedgerURL = "http://127.0.0.1:8080"
 	DefaultNATSURL   = "nats://127.0.0.1:4222"
 )
@@ -37,4 +38,10 @@ func addNATSURLFlag(cmd *cobra.Command, p *string) {
 // addDatabaseURLFlag registers --database-url (default $DATABASE_URL).
 func addDatabaseURLFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "database-url", envDefault(EnvDatabaseURL, ""), "PostgreSQL URL, postgres://... (env "+EnvDatabaseURL+")")
+}
+
+// addNATSCredsFlag registers --nats-creds (default $NATS_CREDS).
+func addNATSCredsFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "nats-creds", envDefault(EnvNATSCreds, ""),
+		"file with the NATS identity's seed (nkey; `ledger dev` prints NATS_CREDS=) (env "+EnvNATSCreds+")")
 }

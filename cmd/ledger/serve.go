@@ -39,6 +39,7 @@ cleanly on SIGINT or SIGTERM.`,
 	}
 	cmd.Flags().StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "address the HTTP API listens on")
 	addNATSURLFlag(cmd, &cfg.NATSURL)
+	addNATSCredsFlag(cmd, &cfg.NATSCreds)
 	addDatabaseURLFlag(cmd, &cfg.DatabaseURL)
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply schema migrations at start")
 	cmd.Flags().StringVar(&producer, "producer", api.DefaultProducer, "producer recorded for events that name none")

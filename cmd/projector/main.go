@@ -6,9 +6,10 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME]
+//	projector [--nats-url URL] [--nats-creds FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME]
 //
-// The addresses default to $NATS_URL and $DATABASE_URL. At start it applies
+// The addresses default to $NATS_URL and $DATABASE_URL, the NATS identity
+// (an nkey seed file; see internal/natsauth) to $NATS_CREDS. At start it applies
 // the schema migrations, waiting (and saying so) while PostgreSQL or NATS
 // is not reachable yet; it then runs until SIGINT or SIGTERM, surviving
 // outages of either, and exits 0 after a clean stop. Because PostgreSQL
@@ -32,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
@@ -47,8 +49,8 @@ func main() {
 }
 
 type flags struct {
-	natsURL, databaseURL, name string
-	batch, snapshotEvery       int
+	natsURL, natsCreds, databaseURL, name string
+	batch, snapshotEvery                  int
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -56,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs := flag.NewFlagSet("projector", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL)")
+	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "file with the projector's NATS identity (nkey seed) (default $NATS_CREDS)")
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
@@ -89,7 +92,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("database URL: %w", err)
 	}
 	defer db.Close()
-	nc, err := connectNATS(log, f.natsURL)
+	nc, err := connectNATS(log, f.natsURL, f.natsCreds)
 	if err != nil {
 		return err
 	}
@@ -130,8 +133,8 @@ func migrate(ctx context.Context, log *slog.Logger, url string) error {
 // connectNATS returns a connection that keeps trying to (re)connect
 // forever, logging each state change; the projector's calls fail and are
 // retried meanwhile.
-func connectNATS(log *slog.Logger, url string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
+func connectNATS(log *slog.Logger, url, creds string) (*nats.Conn, error) {
+	nc, err := natsauth.Connect(url, creds,
 		nats.Name("ledger-projector"),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -140,7 +143,7 @@ func connectNATS(log *slog.Logger, url string) (*nats.Conn, error) {
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("projector: NATS disconnected", "err", err) }),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("projector: NATS reconnected") }))
 	if err != nil {
-		return nil, fmt.Errorf("NATS %s: %w", url, err)
+		return nil, err
 	}
 	if !nc.IsConnected() {
 		log.Warn("projector: NATS not reachable yet; waiting")

@@ -248,6 +248,7 @@ func (s *Server) publish(ctx context.Context, st *poolState, d *draft) (uint64, 
 	}
 	msg := nats.NewMsg(subjects[0])
 	msg.Data = d.data[0]
+	s.sign(msg)
 	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(d.ids[0]), jetstream.WithExpectStream(stream.Name),
 		jetstream.WithExpectLastSequenceForSubject(st.pool.Seq(), stream.PoolFilter(st.name)))
 	if err != nil {
@@ -288,4 +289,11 @@ func publishFailure(err error) *apiError {
 		return &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge, msg: err.Error()}
 	}
 	return unavailable(ReasonUnavailable, fmt.Errorf("append to JetStream: %w", err))
+}
+
+// sign signs m when the server has a signer.
+func (s *Server) sign(m *nats.Msg) {
+	if s.signer != nil {
+		s.signer.Sign(m)
+	}
 }

@@ -44,6 +44,7 @@ func (s *Server) publishBatch(ctx context.Context, st *poolState, subjects, ids 
 	for k := range data {
 		m := nats.NewMsg(subjects[k])
 		m.Data = data[k]
+		s.sign(m)
 		m.Header.Set(jetstream.MsgIDHeader, ids[k])
 		m.Header.Set(jetstream.ExpectedStreamHeader, stream.Name)
 		m.Header.Set(hdrBatchID, batchID)

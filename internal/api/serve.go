@@ -13,13 +13,17 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/migrations"
 )
 
 // ServeConfig is what Serve needs to run the API as a service.
 type ServeConfig struct {
-	HTTPAddr    string // listen address, e.g. 127.0.0.1:8080 (port 0: any)
-	NATSURL     string
+	HTTPAddr string // listen address, e.g. 127.0.0.1:8080 (port 0: any)
+	NATSURL  string
+	// NATSCreds is the seed file of the ledger's NATS identity
+	// (internal/natsauth); "" connects anonymously.
+	NATSCreds   string
 	DatabaseURL string
 	// Migrate applies the schema migrations before serving.
 	Migrate bool
@@ -40,7 +44,15 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := ConnectNATS(cfg.NATSURL, "ledger", log)
+	var auth []nats.Option
+	if cfg.NATSCreds != "" {
+		o, err := natsauth.Option(cfg.NATSCreds)
+		if err != nil {
+			return err
+		}
+		auth = append(auth, o)
+	}
+	nc, err := ConnectNATS(cfg.NATSURL, "ledger", log, auth...)
 	if err != nil {
 		return err
 	}
@@ -59,13 +71,14 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 
 // ConnectNATS connects to url and keeps reconnecting forever, logging
 // each loss and recovery. It returns at once even while NATS is down:
-// the connection comes up when NATS does.
-func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
+// the connection comes up when NATS does. extra adds options (the
+// identity: natsauth.Option).
+func ConnectNATS(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{
 		nats.Name(name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectWait(500 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.ConnectHandler(func(c *nats.Conn) { log.Info("NATS connected", "url", c.ConnectedUrlRedacted()) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -74,7 +87,11 @@ func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }),
-	)
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Error("NATS error", "err", err) // e.g. a permission violation
+		}),
+	}, extra...)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("NATS %s: %w", url, err)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -48,6 +49,11 @@ func WithPublishTimeout(d time.Duration) Option { return func(s *Server) { s.tim
 // conflicting appends of other ledger instances (default 10).
 func WithMaxAttempts(n int) Option { return func(s *Server) { s.maxAttempts = n } }
 
+// WithSigner signs every appended event (internal/signing): the
+// projector refuses, as unauthenticated, events no trusted key signed.
+// Without it events are appended unsigned.
+func WithSigner(sg *signing.Signer) Option { return func(s *Server) { s.signer = sg } }
+
 // Server is the HTTP API. It is safe for concurrent use; appends to one
 // pool are serialised inside the process, and across processes by
 // JetStream's expected-last-sequence check.
@@ -61,6 +67,7 @@ type Server struct {
 	log         *slog.Logger
 	timeout     time.Duration
 	maxAttempts int
+	signer      *signing.Signer
 	mux         *http.ServeMux
 
 	mu    sync.Mutex
