@@ -18,6 +18,7 @@ type poolState struct {
 	lastSeq   uint64             // last stream sequence of the pool folded
 	sinceSnap int                // events folded since the last snapshot
 	open      map[string]openRow // consumers with an open allocation_history row
+	ids       IDs                // ids of the events the pool applied
 }
 
 // openRow is a consumer's current allocation_history interval: its slots
@@ -28,7 +29,7 @@ type openRow struct {
 }
 
 func newPoolState(p *domain.Pool, chain domain.Hash) *poolState {
-	return &poolState{pool: p, chain: chain, lastSeq: p.Seq(), open: map[string]openRow{}}
+	return &poolState{pool: p, chain: chain, lastSeq: p.Seq(), open: map[string]openRow{}, ids: IDs{}}
 }
 
 // batch collects the rows of a run of consecutive stream messages.
@@ -88,7 +89,7 @@ func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
 // add folds one event of pool name into ps and collects its rows.
 func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int) {
 	pb := b.poolBatch(name, ps)
-	res, link := Fold(ps.pool, st, ps.chain)
+	res, link := Fold(ps.pool, ps.ids, st, ps.chain)
 	b.events = append(b.events, eventRow(name, st, res.Refused, ps.chain, link))
 	ps.chain, ps.lastSeq = link, st.Seq
 	pb.lastSeq = st.Seq

@@ -30,8 +30,17 @@ type FoldResult struct {
 // hash chain after prev (the zero Hash before the pool's first event).
 // The projector and the audit tools fold through this one function, so
 // they cannot disagree on what an event did.
-func Fold(p *domain.Pool, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash) {
+//
+// ids holds the ids of the events the pool applied (nil: not tracked); an
+// event whose id is in it is refused (duplicate_id), and an applied
+// event's id is added. An event with st.Gate set is refused with it.
+func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash) {
 	var res FoldResult
+	if code, reason := gate(ids, st); code != "" {
+		p.Skip(st.Seq, st.Envelope.Time)
+		res.Refused = code + ": " + reason
+		return res, p.Chain(prev, st.Raw, nil, chainCode(code))
+	}
 	ds, err := apply(p, st)
 	if err != nil {
 		p.Skip(st.Seq, st.Envelope.Time)
@@ -39,6 +48,7 @@ func Fold(p *domain.Pool, st stream.Stored, prev domain.Hash) (FoldResult, domai
 	} else {
 		res.Decisions = ds
 		res.Touched, res.All = p.Touched()
+		ids.add(st.Envelope.ID)
 	}
 	return res, p.Chain(prev, st.Raw, res.Decisions, res.Refused)
 }

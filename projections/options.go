@@ -3,6 +3,8 @@ package projections
 import (
 	"log/slog"
 	"time"
+
+	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
 // Defaults of the options.
@@ -33,6 +35,7 @@ type config struct {
 	ackWait       time.Duration
 	idleWait      time.Duration
 	dropAck       func() bool // tests: simulate a lost ack
+	keys          *signing.Keyring
 }
 
 func defaults() config {
@@ -45,6 +48,10 @@ func defaults() config {
 		idleWait:      5 * time.Second,
 	}
 }
+
+// WithTrustedKeys makes the projector refuse (code unauthenticated) every
+// event no key of keys signed. Without it events are not authenticated.
+func WithTrustedKeys(keys *signing.Keyring) Option { return func(c *config) { c.keys = keys } }
 
 // WithBatchSize sets how many events are fetched and committed together
 // (default 1000).

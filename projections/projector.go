@@ -177,6 +177,7 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 
 func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) {
 	name, st, ok := DecodeMessage(seq, m.Subject(), stored, m.Data())
+	Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
 	if !ok {
 		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", m.Subject())
 		return

@@ -152,6 +152,9 @@ func (p *Projector) rebuild(ctx context.Context, cp checkpoint) (*poolState, err
 		return nil, err
 	}
 	ps := newPoolState(pool, chain)
+	if err := p.loadIDs(ctx, ps, cp.pool, snapSeqOf(cp)); err != nil {
+		return nil, err
+	}
 	if err := p.replay(ctx, ps, cp.pool, cp.lastSeq); err != nil {
 		return nil, err
 	}
@@ -266,8 +269,25 @@ func (p *Projector) replayOne(ctx context.Context, it jetstream.MessagesContext,
 	if !ok || pool != name {
 		return seq, nil
 	}
-	_, ps.chain = Fold(ps.pool, st, ps.chain)
+	Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
+	_, ps.chain = Fold(ps.pool, ps.ids, st, ps.chain)
 	ps.lastSeq = seq
 	ps.sinceSnap++
 	return seq, nil
+}
+
+// loadIDs reads the ids of the events the pool applied up to its
+// snapshot at seq (the replay after it adds the rest), so that a late
+// duplicate is refused after a restart too.
+func (p *Projector) loadIDs(ctx context.Context, ps *poolState, name string, seq uint64) error {
+	if seq == 0 {
+		return nil
+	}
+	rows, err := p.db.Query(ctx, `SELECT id FROM events WHERE pool = $1 AND seq <= $2 AND refused IS NULL`, name, int64(seq))
+	if err != nil {
+		return fmt.Errorf("applied ids of pool %s: %w", name, err)
+	}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { ps.ids.add(id); return nil })
+	return err
 }

@@ -33,7 +33,7 @@ func TestAudit(t *testing.T) {
 	s := auditStack(t)
 	ctx := context.Background()
 	t.Run("verify from the beginning", func(t *testing.T) {
-		rep, err := audit.Verify(ctx, s.js, s.db, 1, "", nil)
+		rep, err := audit.Verify(ctx, s.js, s.db, nil, 1, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func testTampering(t *testing.T, s *stack) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			execSQL(t, s.db, c.tamper, pool, reclaimSeq)
-			_, err := audit.Verify(ctx, s.js, s.db, 1, pool, nil)
+			_, err := audit.Verify(ctx, s.js, s.db, nil, 1, pool, nil)
 			execSQL(t, s.db, c.undo, pool, reclaimSeq)
 			var div *audit.Divergence
 			if !errors.As(err, &div) {
@@ -188,7 +188,7 @@ func testTampering(t *testing.T, s *stack) {
 			if div.Seq != uint64(reclaimSeq) {
 				t.Fatalf("tampered %s at sequence %d, verify named %d: %v", c.name, reclaimSeq, div.Seq, div)
 			}
-			if _, err := audit.Verify(ctx, s.js, s.db, 1, pool, nil); err != nil {
+			if _, err := audit.Verify(ctx, s.js, s.db, nil, 1, pool, nil); err != nil {
 				t.Fatalf("after undoing the change verify still fails: %v", err)
 			}
 		})

@@ -64,13 +64,13 @@ func startDev(t *testing.T, bin, data, httpAddr, natsAddr string) *devProcess {
 		close(lines)
 	}()
 	deadline := time.After(90 * time.Second)
-	for len(p.env) < 3 {
+	for p.env["DATABASE_URL"] == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatalf("ledger dev exited before it was ready:\n%s", p.stderr)
 			}
-			if k, v, found := strings.Cut(l, "="); found && strings.HasSuffix(k, "_URL") {
+			if k, v, found := strings.Cut(l, "="); found && k != "" && strings.ToUpper(k) == k && !strings.HasPrefix(k, "#") {
 				p.env[k] = v
 			}
 		case <-deadline:
@@ -177,8 +177,17 @@ func TestDevRestartKeepsEverything(t *testing.T) {
 		t.Fatalf("C's demand not projected after restart: %s", after)
 	}
 	verify := exec.CommandContext(context.Background(), bin, "audit", "verify")
-	verify.Env = append(os.Environ(), "NATS_URL="+dev.env["NATS_URL"], "DATABASE_URL="+dev.env["DATABASE_URL"])
+	verify.Env = dev.environ()
 	if out, err := verify.CombinedOutput(); err != nil {
 		t.Fatalf("audit verify after restart: %v\n%s", err, out)
 	}
+}
+
+// environ is the environment with the lines dev printed.
+func (p *devProcess) environ() []string {
+	env := os.Environ()
+	for k, v := range p.env {
+		env = append(env, k+"="+v)
+	}
+	return env
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -20,11 +21,12 @@ import (
 )
 
 // logFlags are the addresses of the log and (optionally) the projection.
-type logFlags struct{ natsURL, natsCreds, databaseURL string }
+type logFlags struct{ natsURL, natsCreds, trustedKeys, databaseURL string }
 
 func (f *logFlags) register(cmd *cobra.Command) {
 	addNATSURLFlag(cmd, &f.natsURL)
 	addNATSCredsFlag(cmd, &f.natsCreds)
+	addTrustedKeysFlag(cmd, &f.trustedKeys)
 	addDatabaseURLFlag(cmd, &f.databaseURL)
 }
 
@@ -41,6 +43,16 @@ func (f *logFlags) openLog() (jetstream.JetStream, func(), error) {
 		return nil, nil, err
 	}
 	return js, nc.Close, nil
+}
+
+// keyring loads the trusted keys (nil when none are given: events are
+// then not authenticated, and a log the projector authenticated will not
+// verify where it refused unsigned events).
+func (f *logFlags) keyring() (*signing.Keyring, error) {
+	if f.trustedKeys == "" {
+		return nil, nil
+	}
+	return signing.LoadKeyring(f.trustedKeys)
 }
 
 func (f *logFlags) openDB(ctx context.Context, required bool) (*pgxpool.Pool, error) {
@@ -79,7 +91,12 @@ event, the projection's copy of the event, its hash-chain link and its
 decisions; then each pool's allocations, consumer state and checkpoint. It
 stops at the first divergence, names its sequence, what the log implies and
 what the projection holds, and exits with status 1. Events the projector has
-not committed yet are not compared.`,
+not committed yet are not compared.
+
+With --trusted-keys (what the projector was given), events no trusted key
+signed are refused as unauthenticated, as the projector refuses them; verify
+then names each such event and exits with status 2 when the projection
+otherwise matches: someone wrote to the log around the ledger.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVerify(cmd.Context(), cmd.OutOrStdout(), f, from, pool)
@@ -103,7 +120,11 @@ func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool
 	}
 	defer db.Close()
 	start := time.Now()
-	rep, err := audit.Verify(ctx, js, db, from, pool, func(n int) { progress("verified %d events", n) })
+	keys, err := f.keyring()
+	if err != nil {
+		return err
+	}
+	rep, err := audit.Verify(ctx, js, db, keys, from, pool, func(n int) { progress("verified %d events", n) })
 	clearProgress()
 	var div *audit.Divergence
 	if errors.As(err, &div) {
@@ -114,6 +135,13 @@ func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool
 		return err
 	}
 	fmt.Fprintf(out, "ok: %d events of %d pools match the log (%s)\n", rep.Events, rep.Pools, time.Since(start).Round(time.Millisecond))
+	if len(rep.Unauthenticated) > 0 {
+		fmt.Fprintf(out, "UNAUTHENTICATED: the log holds %d events no trusted key signed (refused, they changed nothing):\n", len(rep.Unauthenticated))
+		for _, u := range rep.Unauthenticated {
+			fmt.Fprintf(out, "  pool %s, sequence %d, id %q: %s\n", u.Pool, u.Seq, u.ID, u.Reason)
+		}
+		return exitError{2}
+	}
 	return nil
 }
 
@@ -169,6 +197,11 @@ func runReplay(ctx context.Context, out io.Writer, f logFlags, from, to uint64, 
 		defer db.Close()
 	}
 	r := audit.NewReplayer(db, from)
+	keys, err := f.keyring()
+	if err != nil {
+		return err
+	}
+	r.Trust(keys)
 	readFrom, err := r.ReadFrom(ctx, pool)
 	if err != nil {
 		return err

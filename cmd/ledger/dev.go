@@ -11,17 +11,29 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cluster-ledger/ledger/internal/api"
-	"github.com/cluster-ledger/ledger/internal/natsserver"
-	"github.com/cluster-ledger/ledger/internal/pgcluster"
-	"github.com/cluster-ledger/ledger/projections"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/natsserver"
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
+	"github.com/cluster-ledger/ledger/internal/signing"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
+)
+
+// Directories `ledger dev` keeps in its data directory, beside nats/ and pg/.
+const (
+	devAuthDir    = "nats-auth" // natsauth seed files, one per role
+	devSigningDir = "signing"   // the ledger's signing key and the trusted keys
 )
 
 type devConfig struct {
 	data, httpAddr, natsAddr, databaseURL string
 	snapshotEvery                         int
+	duplicateWindow                       time.Duration
 }
 
 func init() {
@@ -32,24 +44,34 @@ func init() {
 		Long: `dev starts everything on one machine, in one process:
 
   - an embedded NATS server with JetStream on disk (DATA/nats), listening for
-    producers on --nats;
+    producers on --nats. It refuses anonymous connections: each identity
+    (admin, ledger, projector, auditor) has an nkey seed in DATA/nats-auth
+    (0600) and only the rights its job needs; dev creates the LEDGER stream
+    with the admin identity;
+  - the ledger's Ed25519 signing key (DATA/signing/ledger.key, 0600) and the
+    trusted public keys (DATA/signing/trusted.pub): the projector refuses
+    events no trusted key signed;
   - a private PostgreSQL cluster started from this machine's PostgreSQL
     binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
     runs as root), unless --database-url or DATABASE_URL names one;
   - the schema migrations, the projector and the HTTP API on --http.
 
-Once ready it prints LEDGER_URL=, NATS_URL= and DATABASE_URL= lines to
-export in another shell. A second run reuses DATA: nothing is lost on
-restart. Ctrl-C stops everything cleanly.`,
+Once ready it prints LEDGER_URL=, NATS_URL=, NATS_CREDS= (the auditor's
+identity, for audit, replay and explain), LEDGER_TRUSTED_KEYS= and
+DATABASE_URL= lines to export in another shell. A second run reuses DATA:
+nothing is lost on restart. A second dev on the same DATA is refused (a lock
+on DATA/ledger.lock). Ctrl-C stops everything cleanly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cfg)
 		},
 	}
-	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data")
+	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data, credentials and keys")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
+	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
+		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
 	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", envDefault(EnvDatabaseURL, ""), "use this PostgreSQL instead of a private cluster (env "+EnvDatabaseURL+")")
 	root.AddCommand(cmd)
 }
@@ -63,11 +85,34 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
-	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr))
+	unlock, err := lockDataDir(data)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	authDir := filepath.Join(data, devAuthDir)
+	keys, err := natsauth.Init(authDir)
+	if err != nil {
+		return fmt.Errorf("NATS credentials: %w", err)
+	}
+	signer, err := signing.Init(filepath.Join(data, devSigningDir))
+	if err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
+	trustedPath := filepath.Join(data, devSigningDir, signing.TrustedKeysFile)
+	trusted, err := signing.LoadKeyring(trustedPath)
+	if err != nil {
+		return err
+	}
+	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr),
+		natsserver.WithNkeyUsers(natsauth.Users(keys)))
 	if err != nil {
 		return fmt.Errorf("start NATS: %w", err)
 	}
 	defer ns.Shutdown()
+	if err := setupStream(ctx, ns.URL(), natsauth.SeedFile(authDir, natsauth.Admin), cfg.duplicateWindow); err != nil {
+		return err
+	}
 	dbURL := cfg.databaseURL
 	if dbURL == "" {
 		fmt.Fprintln(os.Stderr, "starting PostgreSQL in", filepath.Join(data, "pg"), "...")
@@ -78,12 +123,40 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		defer stopPostgres(pg)
 		dbURL = pg.URL()
 	}
-	return runServices(ctx, out, log, ns.URL(), dbURL, cfg.httpAddr, cfg.snapshotEvery)
+	return runServices(ctx, out, log, services{
+		natsURL: ns.URL(), authDir: authDir, dbURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
+		signer: signer, trusted: trusted, trustedPath: trustedPath,
+	})
+}
+
+// setupStream creates the LEDGER stream (or sets its duplicate window)
+// as admin, the only identity allowed to.
+func setupStream(ctx context.Context, url, adminCreds string, window time.Duration) error {
+	nc, err := natsauth.Connect(url, adminCreds, nats.Name("ledger-admin"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	_, err = stream.EnsureWindow(ctx, js, window)
+	return err
+}
+
+// services is what runServices runs.
+type services struct {
+	natsURL, authDir, dbURL, httpAddr string
+	snapshotEvery                     int
+	signer                            *signing.Signer
+	trusted                           *signing.Keyring
+	trustedPath                       string
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
 // for both to stop.
-func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, dbURL, httpAddr string, snapshotEvery int) error {
+func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv services) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -92,18 +165,21 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: httpAddr, NATSURL: natsURL, DatabaseURL: dbURL, Migrate: true, Logger: log,
+		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: sv.httpAddr, NATSURL: sv.natsURL, DatabaseURL: sv.dbURL, Migrate: true, Logger: log,
+			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: []api.Option{api.WithSigner(sv.signer)},
 			Ready: func(addr string) { ready <- addr }})
 	}()
 	go func() {
 		defer wg.Done()
-		errs <- runProjector(ctx, log, natsURL, dbURL, snapshotEvery)
+		errs <- runProjector(ctx, log, sv)
 	}()
 	var err error
 	select {
 	case addr := <-ready:
-		fmt.Fprintf(out, "LEDGER_URL=http://%s\nNATS_URL=%s\nDATABASE_URL=%s\n", addr, natsURL, dbURL)
-		fmt.Fprintf(out, "# ready. In another shell: export the three lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
+		fmt.Fprintf(out, "LEDGER_URL=http://%s\nNATS_URL=%s\nNATS_CREDS=%s\nLEDGER_TRUSTED_KEYS=%s\nDATABASE_URL=%s\n",
+			addr, sv.natsURL, natsauth.SeedFile(sv.authDir, natsauth.Auditor), sv.trustedPath, sv.dbURL)
+		fmt.Fprintf(out, "# ready. In another shell: export the lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
+		fmt.Fprintf(out, "# NATS identities (nkey seeds) of the other roles: %s/{admin,ledger,projector}.nk\n", sv.authDir)
 		err = <-errs
 	case err = <-errs:
 	case <-ctx.Done():
@@ -117,13 +193,17 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 }
 
 // runProjector runs the projector in-process, as cmd/projector would.
-func runProjector(ctx context.Context, log *slog.Logger, natsURL, dbURL string, snapshotEvery int) error {
-	nc, err := api.ConnectNATS(natsURL, "projector", log)
+func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
+	auth, err := natsauth.Option(natsauth.SeedFile(sv.authDir, natsauth.Projector))
+	if err != nil {
+		return err
+	}
+	nc, err := api.ConnectNATS(sv.natsURL, "projector", log, auth)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	db, err := api.ConnectPostgres(ctx, dbURL, true, log)
+	db, err := api.ConnectPostgres(ctx, sv.dbURL, true, log)
 	if err != nil {
 		return err
 	}
@@ -132,7 +212,8 @@ func runProjector(ctx context.Context, log *slog.Logger, natsURL, dbURL string, 
 	if err != nil {
 		return err
 	}
-	err = projections.New(js, db, projections.WithLogger(log), projections.WithSnapshotEvery(snapshotEvery)).Run(ctx)
+	err = projections.New(js, db, projections.WithLogger(log), projections.WithSnapshotEvery(sv.snapshotEvery),
+		projections.WithTrustedKeys(sv.trusted)).Run(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -91,6 +91,11 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 	}
 	defer closeNATS()
 	r := audit.NewReplayer(nil, 1)
+	keys, err := f.keyring()
+	if err != nil {
+		return nil, err
+	}
+	r.Trust(keys)
 	var last *domain.Pool
 	err = audit.ReadLog(ctx, js, 1, stream.PoolFilter(pool), func(m audit.Message) error {
 		if lim.past(m.Stored.Seq, m.Stored.Envelope.Time) {

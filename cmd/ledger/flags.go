@@ -13,6 +13,8 @@ const (
 	EnvNATSURL       = "NATS_URL"
 	EnvDatabaseURL   = "DATABASE_URL"
 	EnvNATSCreds     = "NATS_CREDS"
+	EnvTrustedKeys   = "LEDGER_TRUSTED_KEYS"
+	EnvSigningKey    = "LEDGER_SIGNING_KEY"
 	DefaultLedgerURL = "http://127.0.0.1:8080"
 	DefaultNATSURL   = "nats://127.0.0.1:4222"
 )
@@ -44,4 +46,10 @@ func addDatabaseURLFlag(cmd *cobra.Command, p *string) {
 func addNATSCredsFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "nats-creds", envDefault(EnvNATSCreds, ""),
 		"file with the NATS identity's seed (nkey; `ledger dev` prints NATS_CREDS=) (env "+EnvNATSCreds+")")
+}
+
+// addTrustedKeysFlag registers --trusted-keys (default $LEDGER_TRUSTED_KEYS).
+func addTrustedKeysFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "trusted-keys", envDefault(EnvTrustedKeys, ""),
+		"file of PEM public keys whose signatures make an event authentic; others are refused as unauthenticated (`ledger dev` prints LEDGER_TRUSTED_KEYS=) (env "+EnvTrustedKeys+")")
 }

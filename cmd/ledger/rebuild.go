@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"io"
 	"log/slog"
 	"time"
@@ -55,7 +56,11 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if err != nil {
 		return err
 	}
-	if err := projectUntil(ctx, js, db, name, last); err != nil {
+	keys, err := f.keyring()
+	if err != nil {
+		return err
+	}
+	if err := projectUntil(ctx, js, db, keys, name, last); err != nil {
 		return err
 	}
 	if err := recreateIndexes(ctx, db, indexes); err != nil {
@@ -66,13 +71,13 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	return nil
 }
 
-func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, name string, last uint64) error {
+func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, name string, last uint64) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
-		done <- projections.New(js, db, projections.WithName(name), projections.WithLogger(quiet)).Run(runCtx)
+		done <- projections.New(js, db, projections.WithName(name), projections.WithLogger(quiet), projections.WithTrustedKeys(keys)).Run(runCtx)
 	}()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()

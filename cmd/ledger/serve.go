@@ -6,12 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
 func init() {
 	var cfg api.ServeConfig
 	var noMigrate bool
-	var producer string
+	var producer, signingKey string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API: validate events and append them to the log",
@@ -34,12 +35,21 @@ cleanly on SIGINT or SIGTERM.`,
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Migrate = !noMigrate
 			cfg.Options = []api.Option{api.WithProducer(producer)}
+			if signingKey != "" {
+				sg, err := signing.LoadSigner(signingKey)
+				if err != nil {
+					return err
+				}
+				cfg.Options = append(cfg.Options, api.WithSigner(sg))
+			}
 			return api.Serve(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "address the HTTP API listens on")
 	addNATSURLFlag(cmd, &cfg.NATSURL)
 	addNATSCredsFlag(cmd, &cfg.NATSCreds)
+	cmd.Flags().StringVar(&signingKey, "signing-key", envDefault(EnvSigningKey, ""),
+		"PEM Ed25519 private key (mode 0600) that signs every appended event; the projector refuses unsigned ones (env "+EnvSigningKey+")")
 	addDatabaseURLFlag(cmd, &cfg.DatabaseURL)
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply schema migrations at start")
 	cmd.Flags().StringVar(&producer, "producer", api.DefaultProducer, "producer recorded for events that name none")

@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
@@ -49,8 +50,8 @@ func main() {
 }
 
 type flags struct {
-	natsURL, natsCreds, databaseURL, name string
-	batch, snapshotEvery                  int
+	natsURL, natsCreds, trustedKeys, databaseURL, name string
+	batch, snapshotEvery                               int
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -59,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL)")
 	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "file with the projector's NATS identity (nkey seed) (default $NATS_CREDS)")
+	fs.StringVar(&f.trustedKeys, "trusted-keys", os.Getenv("LEDGER_TRUSTED_KEYS"), "file of PEM public keys; events none of them signed are refused as unauthenticated (default $LEDGER_TRUSTED_KEYS)")
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
@@ -101,8 +103,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p := projections.New(js, db, projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery),
-		projections.WithName(f.name), projections.WithLogger(log))
+	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery),
+		projections.WithName(f.name), projections.WithLogger(log)}
+	if f.trustedKeys != "" {
+		keys, err := signing.LoadKeyring(f.trustedKeys)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, projections.WithTrustedKeys(keys))
+	} else {
+		log.Warn("projector: no --trusted-keys: events are not authenticated; anyone who can publish to ledger.> can change allocations")
+	}
+	p := projections.New(js, db, opts...)
 	log.Info("projector: running", "name", f.name, "batch", f.batch, "snapshot_every", f.snapshotEvery)
 	err = p.Run(ctx)
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -13,6 +14,9 @@ import (
 type Message struct {
 	Pool   string
 	Stored stream.Stored
+	// Subject and Header as stored, to check the ledger's signature.
+	Subject string
+	Header  nats.Header
 }
 
 // ReadLog calls fn for every message of the stream matching filter, from
@@ -112,7 +116,7 @@ func decodeAhead(it jetstream.MessagesContext, last uint64, out chan<- chunk) {
 		}
 		if pool, st, ok := projections.DecodeMessage(seq, m.Subject(), md.Timestamp, m.Data()); ok {
 			st.Predecode()
-			msgs = append(msgs, Message{Pool: pool, Stored: st})
+			msgs = append(msgs, Message{Pool: pool, Stored: st, Subject: m.Subject(), Header: m.Headers()})
 		}
 		if seq == last || md.NumPending == 0 {
 			out <- chunk{msgs: msgs}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/projections"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +17,7 @@ type poolReplay struct {
 	pool  *domain.Pool
 	chain domain.Hash
 	start uint64 // events at or below this are already in the state
+	ids   projections.IDs
 }
 
 // Replayer re-folds pools, each from its nearest snapshot at or before the
@@ -24,7 +26,12 @@ type Replayer struct {
 	db    *pgxpool.Pool
 	from  uint64
 	pools map[string]*poolReplay
+	keys  *signing.Keyring
 }
+
+// Trust makes the replay refuse (unauthenticated) events no key of keys
+// signed, as a projector given the same keys does.
+func (r *Replayer) Trust(keys *signing.Keyring) { r.keys = keys }
 
 // NewReplayer prepares a replay from offset from; db may be nil.
 func NewReplayer(db *pgxpool.Pool, from uint64) *Replayer {
@@ -66,7 +73,8 @@ func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
 		return Event{}, false, nil
 	}
 	prev := pr.chain
-	res, link := projections.Fold(pr.pool, m.Stored, prev)
+	projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw)
+	res, link := projections.Fold(pr.pool, pr.ids, m.Stored, prev)
 	pr.chain = link
 	return Event{Message: m, Result: res, Prev: prev, Link: link, Pool: pr.pool}, true, nil
 }
@@ -86,7 +94,7 @@ func (r *Replayer) open(ctx context.Context, name string) (*poolReplay, error) {
 	if pr, ok := r.pools[name]; ok {
 		return pr, nil
 	}
-	pr := &poolReplay{pool: domain.NewPool(name)}
+	pr := &poolReplay{pool: domain.NewPool(name), ids: projections.IDs{}}
 	if r.db != nil && r.from > 1 && name != "" {
 		if err := r.restore(ctx, name, pr); err != nil {
 			return nil, err
@@ -115,7 +123,21 @@ func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) err
 	}
 	pr.pool, pr.start = p, uint64(seq)
 	copy(pr.chain[:], link)
-	return nil
+	return r.loadIDs(ctx, name, pr)
+}
+
+// loadIDs reads the ids the pool applied up to its snapshot, as the
+// projector does when it resumes.
+func (r *Replayer) loadIDs(ctx context.Context, name string, pr *poolReplay) error {
+	rows, err := r.db.Query(ctx, `SELECT id FROM events WHERE pool = $1 AND seq <= $2 AND refused IS NULL`, name, int64(pr.start))
+	if err != nil {
+		return fmt.Errorf("applied ids of pool %s: %w", name, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, id := range ids {
+		pr.ids[id] = struct{}{}
+	}
+	return err
 }
 
 func (r *Replayer) knownPools(ctx context.Context) ([]string, error) {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -32,6 +35,18 @@ func (d *Divergence) Error() string {
 type Report struct {
 	Pools  int
 	Events int
+	// Unauthenticated names the events the fold refused because no
+	// trusted key signed them (forged, or published around the ledger):
+	// consistent with the projection, but an operator must look.
+	Unauthenticated []Refusal
+}
+
+// Refusal is one refused event, by pool and sequence.
+type Refusal struct {
+	Pool   string
+	Seq    uint64
+	ID     string
+	Reason string
 }
 
 // Verify replays the log from offset from (each pool from its nearest
@@ -39,8 +54,11 @@ type Report struct {
 // hash-chain link and decision, then every pool's final allocations,
 // consumer state and checkpoint. It returns the first *Divergence as the
 // error. progress, if not nil, is called as events are checked.
-func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, from uint64, pool string, progress func(checked int)) (Report, error) {
+// keys, when not nil, are the trusted keys the projector was given.
+func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, from uint64, pool string, progress func(checked int)) (Report, error) {
 	r := NewReplayer(db, from)
+	r.Trust(keys)
+	var forged []Refusal
 	filter := "ledger.>"
 	if pool != "" {
 		filter = stream.PoolFilter(pool)
@@ -63,6 +81,9 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, from 
 			return err
 		}
 		c.noteChanges(ev)
+		if strings.HasPrefix(ev.Result.Refused, projections.CodeUnauthenticated+":") {
+			forged = append(forged, Refusal{Pool: m.Pool, Seq: m.Stored.Seq, ID: m.Stored.Envelope.ID, Reason: ev.Result.Refused})
+		}
 		if m.Stored.Seq < c.from {
 			return nil
 		}
@@ -92,7 +113,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, from 
 			return Report{}, err
 		}
 	}
-	return Report{Pools: len(pools), Events: c.checked}, nil
+	return Report{Pools: len(pools), Events: c.checked, Unauthenticated: forged}, nil
 }
 
 type checker struct {

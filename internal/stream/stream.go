@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -67,18 +68,45 @@ func Config() jetstream.StreamConfig {
 }
 
 // Ensure creates the stream if it is missing and returns it. An existing
-// stream is used as it is.
+// stream is used as it is. Only the admin identity may create it (see
+// internal/natsauth); others get ErrMissing while it does not exist.
 func Ensure(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	return EnsureWindow(ctx, js, 0)
+}
+
+// ErrMissing: the stream does not exist and this identity may not create
+// it.
+var ErrMissing = errors.New("stream LEDGER does not exist (the admin identity creates it: `ledger dev`, or `ledger nats setup`)")
+
+// EnsureWindow is Ensure with a duplicate window (0: DuplicateWindow for
+// a new stream, an existing one unchanged); an existing stream with
+// another window is updated to it, which needs the admin identity.
+func EnsureWindow(ctx context.Context, js jetstream.JetStream, window time.Duration) (jetstream.Stream, error) {
+	cfg := Config()
+	if window > 0 {
+		cfg.Duplicates = window
+	}
 	s, err := js.Stream(ctx, Name)
 	if err == nil {
+		if window > 0 && s.CachedInfo().Config.Duplicates != window {
+			info := s.CachedInfo().Config
+			info.Duplicates = window
+			if s, err = js.UpdateStream(ctx, info); err != nil {
+				return nil, fmt.Errorf("set the duplicate window of stream %s to %v: %w", Name, window, err)
+			}
+		}
 		return s, nil
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("look up stream %s: %w", Name, err)
 	}
-	s, err = js.CreateStream(ctx, Config())
+	s, err = js.CreateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return js.Stream(ctx, Name)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrPermissionViolation) {
+		// A refused request times out: the identity may not create streams.
+		return nil, fmt.Errorf("%w: create: %w", ErrMissing, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", Name, err)
@@ -91,6 +119,9 @@ type Stored struct {
 	Seq      uint64
 	Envelope events.Envelope
 	Raw      []byte
+	// Gate is a refusal decided before the engine sees the event
+	// ("code: reason", e.g. an unsigned event), "" when none.
+	Gate string
 
 	decoded   bool
 	payload   events.Payload
