@@ -16,9 +16,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// schema is every table of 0001 and its columns, in order.
+// schema is every table and its columns, in order.
 var schema = map[string][]string{
-	"events":             {"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash"},
+	"events":             {"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash", "time_ns"},
 	"consumers":          {"pool", "path", "parent", "leaf", "share", "priority", "max"},
 	"hosts":              {"pool", "name", "grp", "slots", "up", "allocated"},
 	"allocations":        {"pool", "consumer", "host", "slots"},
@@ -28,6 +28,7 @@ var schema = map[string][]string{
 	"checkpoints":        {"pool", "last_seq", "state_hash", "chain_hash", "updated_at"},
 	"projector_offsets":  {"name", "stream_seq", "updated_at"},
 	"snapshots":          {"pool", "seq", "format", "state", "state_hash"},
+	"halted_pools":       {"pool", "seq", "reason", "halted_at"},
 }
 
 func connect(t *testing.T, ctx context.Context, url string) *pgx.Conn {

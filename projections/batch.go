@@ -196,7 +196,10 @@ func eventRow(pool string, st stream.Stored, refused string, prev, link domain.H
 		ref = &refused
 	}
 	v := int32(min(max(e.V, math.MinInt32), math.MaxInt32)) // refused when out of range; still stored
-	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), ref, prev[:], link[:]}
+	// PostgreSQL keeps microseconds; time_ns keeps the rest (audit
+	// verify compares the exact time).
+	ns := int16(e.Time.Nanosecond() % 1000)
+	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), ref, prev[:], link[:], ns}
 }
 
 func decisionRow(pool string, d domain.Decision) []any {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"io"
 	"log/slog"
 	"net"
@@ -18,7 +20,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
@@ -41,24 +42,26 @@ func startService(t *testing.T) service {
 	if err := migrations.Up(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := testenv.Connect(t, natsURL, natsauth.Ledger)
 	js, _ := jetstream.New(nc)
 	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(ctx, js, db)
+	// As in ledger dev: the ledger signs, the projector (with its own
+	// identity) trusts only that key.
+	signer := signing.Generate()
+	srv, err := api.New(ctx, js, db, api.WithSigner(signer))
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
+	pjs, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		if err := projections.New(js, db, projections.WithLogger(quiet)).Run(ctx); err != nil {
+		keys := signing.NewKeyring(signer.Public())
+		if err := projections.New(pjs, db, projections.WithLogger(quiet), projections.WithTrustedKeys(keys)).Run(ctx); err != nil {
 			t.Errorf("projector: %v", err)
 		}
 	})
@@ -201,9 +204,7 @@ func TestLoadTimesOutWithoutProjector(t *testing.T) {
 	if err := migrations.Up(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	nc, _ := nats.Connect(natsURL)
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Ledger))
 	srv, err := api.New(ctx, js, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +244,7 @@ func TestServe(t *testing.T) {
 	addr := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	args := []string{"serve", "--http", addr, "--nats-url", natsURL, "--database-url", dbURL}
+	args := []string{"serve", "--http", addr, "--nats-url", natsURL, "--nats-creds", testenv.Creds(t, natsURL, natsauth.Ledger), "--database-url", dbURL}
 	if cmd, _, err := root.Find(args); err == nil {
 		cmd.SetContext(ctx) // cobra keeps a subcommand's first context otherwise
 	}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,11 +17,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/events"
-	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -38,19 +38,8 @@ func TestMain(m *testing.M) {
 // publishSeed publishes the seed scenario and returns the last sequence.
 func publishSeed(t *testing.T, url string) uint64 {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, url)
 	ctx := context.Background()
-	if _, err := stream.Ensure(ctx, js); err != nil {
-		t.Fatal(err)
-	}
 	s, err := scenario.ParseFile("../../test/scenarios/seed/seed-001-share-ratio-subconsumers.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -141,18 +130,19 @@ func TestRunWaitsForNATS(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	natsURL := "nats://" + addr
+	dir := t.TempDir()
+	if _, err := natsauth.Init(filepath.Join(dir, "auth")); err != nil { // the identities exist before the server
+		t.Fatal(err)
+	}
+	creds := natsauth.SeedFile(filepath.Join(dir, "auth"), natsauth.Projector)
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats-url", natsURL, "--database-url", dbURL, "--batch", "2"}, &logs)
+		done <- run(ctx, []string{"--nats-url", natsURL, "--nats-creds", creds, "--database-url", dbURL, "--batch", "2"}, &logs)
 	}()
 	time.Sleep(700 * time.Millisecond)
-	srv, err := natsserver.Start(context.Background(), natsserver.WithStoreDir(t.TempDir()), natsserver.WithListen(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := testenv.StartNATS(t, dir, addr)
 	last := publishSeed(t, srv.URL())
 	waitProjected(t, dbURL, last)
 	checkAllocations(t, dbURL)
@@ -171,7 +161,7 @@ func TestSIGTERM(t *testing.T) {
 	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
 	last := publishSeed(t, natsURL)
 	cmd := exec.Command(os.Args[0]) // TestMain runs main, which parses no flags
-	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "DATABASE_URL="+dbURL)
+	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Projector), "DATABASE_URL="+dbURL)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

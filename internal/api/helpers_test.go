@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,11 +35,9 @@ type ledger struct {
 
 func newLedger(t *testing.T, natsURL string, opts ...api.Option) *ledger {
 	t.Helper()
-	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	// The ledger's own identity: its rights are enough for everything
+	// the API does.
+	nc := testenv.Connect(t, natsURL, natsauth.Ledger)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/api"
@@ -33,12 +33,7 @@ func readServer(t *testing.T) (string, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	nc, err := nats.Connect(testenv.NATS(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	js, _ := jetstream.New(testenv.Connect(t, testenv.NATS(t), natsauth.Ledger))
 	srv, err := api.New(ctx, js, db)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -11,18 +10,12 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
 func startNATS(t *testing.T, dir, listen string) *natsserver.Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := natsserver.Start(ctx, natsserver.WithStoreDir(dir), natsserver.WithListen(listen), natsserver.WithName("restart"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return testenv.StartNATS(t, dir, listen)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -48,7 +48,7 @@ func loadRows(ctx context.Context, db *pgxpool.Pool, evs []Event) (map[key]*stor
 	}
 	out := map[key]*stored{}
 	rows, err := db.Query(ctx, `
-		SELECT e.pool, e.seq, e.id, e.type, e.v, e.time, e.producer, e.data::text, e.refused, e.prev_hash, e.hash
+		SELECT e.pool, e.seq, e.id, e.type, e.v, e.time, e.producer, e.data::text, e.refused, e.prev_hash, e.hash, e.time_ns
 		FROM events e JOIN unnest($1::text[], $2::bigint[]) AS k(pool, seq) ON e.pool = k.pool AND e.seq = k.seq`, pools, seqs)
 	if err != nil {
 		return nil, fmt.Errorf("read events rows: %w", err)
@@ -58,10 +58,12 @@ func loadRows(ctx context.Context, db *pgxpool.Pool, evs []Event) (map[key]*stor
 		var seq int64
 		var e eventRow
 		var data string
-		if err := rows.Scan(&k.pool, &seq, &e.id, &e.typ, &e.v, &e.at, &e.producer, &data, &e.refused, &e.prevHash, &e.hash); err != nil {
+		var ns int16
+		if err := rows.Scan(&k.pool, &seq, &e.id, &e.typ, &e.v, &e.at, &e.producer, &data, &e.refused, &e.prevHash, &e.hash, &ns); err != nil {
 			return nil, err
 		}
 		k.seq, e.data = uint64(seq), []byte(data)
+		e.at = e.at.Add(time.Duration(ns)) // the exact time of the log
 		out[k] = &stored{event: e}
 	}
 	if err := rows.Err(); err != nil {

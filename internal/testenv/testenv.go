@@ -267,18 +267,25 @@ func randomHex(n int) string {
 // identity, the only one allowed to.
 func NATS(t testing.TB) string {
 	t.Helper()
+	return StartNATS(t, t.TempDir(), "127.0.0.1:-1").URL()
+}
+
+// StartNATS is NATS with its store and seed files in dir and listening
+// on listen: a later StartNATS on the same dir (a restart) keeps the
+// stream and the identities. Tests may shut it down early.
+func StartNATS(t testing.TB, dir, listen string, opts ...natsserver.Option) *natsserver.Server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
 	keys, err := natsauth.Init(filepath.Join(dir, "auth"))
 	if err != nil {
 		t.Fatalf("testenv.NATS: %v", err)
 	}
-	s, err := natsserver.Start(ctx,
+	s, err := natsserver.Start(ctx, append([]natsserver.Option{
 		natsserver.WithStoreDir(filepath.Join(dir, "store")),
-		natsserver.WithListen("127.0.0.1:-1"),
+		natsserver.WithListen(listen),
 		natsserver.WithName("test"),
-		natsserver.WithNkeyUsers(natsauth.Users(keys)))
+		natsserver.WithNkeyUsers(natsauth.Users(keys))}, opts...)...)
 	if err != nil {
 		t.Fatalf("testenv.NATS: %v", err)
 	}
@@ -287,7 +294,7 @@ func NATS(t testing.TB) string {
 	credsDirs[s.URL()] = filepath.Join(dir, "auth")
 	credsMu.Unlock()
 	JetStream(t, s.URL()) // creates the stream as admin
-	return s.URL()
+	return s
 }
 
 var (

@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"errors"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/nats-io/nats.go/jetstream"
 	"strings"
 	"testing"
 
@@ -73,13 +75,17 @@ func TestPostgresDropsDatabaseAtCleanup(t *testing.T) {
 
 func TestNATS(t *testing.T) {
 	u := NATS(t)
-	nc, err := nats.Connect(u)
+	if nc, err := nats.Connect(u); err == nil {
+		nc.Close()
+		t.Fatal("the test server accepts anonymous connections")
+	}
+	nc := Connect(t, u, natsauth.Auditor)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	if _, err := nc.JetStream(); err != nil {
-		t.Fatal(err)
+	if _, err := js.Stream(context.Background(), "LEDGER"); err != nil {
+		t.Fatalf("the stream is not in place: %v", err)
 	}
 }
 

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS halted_pools;
+ALTER TABLE events DROP COLUMN IF EXISTS time_ns;
