@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -24,13 +25,7 @@ func TestNATSOutage(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	dir := t.TempDir()
-	startNATS := func() *natsserver.Server {
-		s, err := natsserver.Start(context.Background(), natsserver.WithStoreDir(dir), natsserver.WithListen(addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	startNATS := func() *natsserver.Server { return testenv.StartNATS(t, dir, addr) }
 	srv := startNATS()
 	js := connectNATS(t, srv.URL())
 	db := newDB(t)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +26,10 @@ const (
 	LogFile = "pgcluster.log"
 )
 
-// Superuser is the cluster's superuser, created by initdb with trust
-// authentication (the server listens on 127.0.0.1 only).
+// Superuser is the cluster's superuser, created by initdb with a
+// generated password (SuperuserPasswordFile); every connection needs a
+// password (scram-sha-256), local or TCP, and the server listens on
+// 127.0.0.1 only.
 const Superuser = "postgres"
 
 // Cluster is a running private PostgreSQL server.
@@ -42,6 +43,8 @@ type Cluster struct {
 	reused     bool
 	cred       *credential
 	log        io.Writer
+	superPW    string // "" until a cluster from before passwords is secured
+	appPW      string
 
 	mu      sync.Mutex
 	stopped bool
@@ -85,6 +88,11 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 
 	initialised := fileExists(filepath.Join(dataDir, "PG_VERSION"))
 	if initialised {
+		if c.superPW, err = c.readPassword(SuperuserPasswordFile); err != nil {
+			return nil, err
+		}
+	}
+	if initialised {
 		if port, pid, ok := c.runningServer(ctx); ok {
 			c.port = port
 			err := c.waitReady(ctx, pid)
@@ -92,6 +100,9 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 			case err == nil:
 				c.reused = true
 				fmt.Fprintf(c.log, "pgcluster: reusing the server already running on port %d (pid %d)\n", port, pid)
+				if err := c.secure(ctx); err != nil {
+					return nil, err
+				}
 				if err := c.ensureDatabase(ctx); err != nil {
 					return nil, err
 				}
@@ -120,6 +131,10 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 		_ = c.Stop(context.WithoutCancel(ctx))
 		return nil, newErr(ErrStart, err, "server on port %d does not accept connections", c.port)
 	}
+	if err := c.secure(ctx); err != nil {
+		_ = c.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	if err := c.ensureDatabase(ctx); err != nil {
 		_ = c.Stop(context.WithoutCancel(ctx))
 		return nil, err
@@ -127,21 +142,14 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 	return c, nil
 }
 
-// URL is the connection URL of the database:
-// postgres://postgres@127.0.0.1:PORT/ledger?sslmode=disable.
-func (c *Cluster) URL() string { return c.URLFor(c.database) }
+// URL is the connection URL of the database as the application role,
+// with its password: postgres://ledger:PASSWORD@127.0.0.1:PORT/ledger?sslmode=disable.
+// Services use it; the role owns the database and is not a superuser.
+func (c *Cluster) URL() string { return c.urlAs(AppRole, c.appPW, c.database) }
 
-// URLFor is the connection URL of another database of the cluster.
-func (c *Cluster) URLFor(database string) string {
-	u := url.URL{
-		Scheme:   "postgres",
-		User:     url.User(Superuser),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
-		Path:     "/" + database,
-		RawQuery: "sslmode=disable",
-	}
-	return u.String()
-}
+// URLFor is the superuser's connection URL of a database of the cluster,
+// with the password (administration: creating databases, tests).
+func (c *Cluster) URLFor(database string) string { return c.urlAs(Superuser, c.superPW, database) }
 
 // Port is the TCP port the server listens on at 127.0.0.1.
 func (c *Cluster) Port() int { return c.port }
@@ -196,7 +204,13 @@ func (c *Cluster) prepareDataDir() error {
 }
 
 func (c *Cluster) initdb(ctx context.Context, fsync bool) error {
-	args := []string{"-D", c.dataDir, "-U", Superuser, "--auth=trust", "-E", "UTF8", "--locale=C"}
+	pw := newPassword()
+	pwPath, done, err := c.pwFile(pw)
+	if err != nil {
+		return err
+	}
+	defer done()
+	args := []string{"-D", c.dataDir, "-U", Superuser, "--auth=scram-sha-256", "--pwfile=" + pwPath, "-E", "UTF8", "--locale=C"}
 	if !fsync {
 		args = append(args, "--no-sync")
 	}
@@ -205,6 +219,10 @@ func (c *Cluster) initdb(ctx context.Context, fsync bool) error {
 	if err != nil {
 		return &Error{Kind: ErrInitdb, Detail: "initdb -D " + c.dataDir, Output: out, Err: err}
 	}
+	if err := c.writePassword(SuperuserPasswordFile, pw); err != nil {
+		return err
+	}
+	c.superPW = pw
 	return nil
 }
 
@@ -285,6 +303,7 @@ func (c *Cluster) pgCtlStart(ctx context.Context, fsync bool) error {
 		"-p", strconv.Itoa(c.port),
 		"-k", shellQuote(c.sockDir),
 		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_permissions=0700", // the directory is 0700 too
 		"-c", "fsync=" + onOff,
 	}
 	if !fsync {
@@ -416,17 +435,20 @@ func (c *Cluster) ensureDatabase(ctx context.Context) error {
 		return newErr(ErrCreateDatabase, err, "connect to %s", c.URLFor("postgres"))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := c.ensureAppRole(ctx, conn); err != nil {
+		return err
+	}
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", c.database).Scan(&exists); err != nil {
 		return newErr(ErrCreateDatabase, err, "look up database %q", c.database)
 	}
 	if exists {
-		return nil
+		return c.adoptObjects(ctx, conn)
 	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{c.database}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{c.database}.Sanitize()+" OWNER "+AppRole); err != nil {
 		return newErr(ErrCreateDatabase, err, "CREATE DATABASE %q", c.database)
 	}
-	fmt.Fprintf(c.log, "pgcluster: created database %s\n", c.database)
+	fmt.Fprintf(c.log, "pgcluster: created database %s owned by role %s\n", c.database, AppRole)
 	return nil
 }
 

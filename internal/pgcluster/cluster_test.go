@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,7 +68,7 @@ func TestStartStopRestartKeepsData(t *testing.T) {
 	if c.Reused() {
 		t.Fatal("a fresh data directory reported a reused server")
 	}
-	wantPrefix := "postgres://postgres@127.0.0.1:"
+	wantPrefix := "postgres://ledger:"
 	if !strings.HasPrefix(c.URL(), wantPrefix) || !strings.HasSuffix(c.URL(), "/ledger?sslmode=disable") {
 		t.Fatalf("URL() = %q", c.URL())
 	}
@@ -275,4 +276,75 @@ func postmasterPID(t *testing.T, dataDir string) int {
 		t.Fatal(err)
 	}
 	return pid
+}
+
+// TestPasswordsRequired: without the password nobody connects, not even
+// as the superuser over the socket or TCP; the application role is no
+// superuser but owns the database; the passwords and the socket
+// directory are private.
+func TestPasswordsRequired(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	c := startCluster(t, ctx, dataDir, &syncBuffer{})
+	for _, u := range []string{
+		fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port()),
+		fmt.Sprintf("postgres://postgres:wrong@127.0.0.1:%d/postgres?sslmode=disable", c.Port()),
+		fmt.Sprintf("postgres://ledger@127.0.0.1:%d/ledger?sslmode=disable", c.Port()),
+		fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", c.sockDir, c.Port()),
+	} {
+		if conn, err := pgx.Connect(ctx, u); err == nil {
+			conn.Close(ctx)
+			t.Errorf("connected without the password: %s", u)
+		}
+	}
+	conn, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var super bool
+	var owner string
+	if err := conn.QueryRow(ctx, `SELECT rolsuper, pg_get_userbyid(d.datdba) FROM pg_roles r, pg_database d
+		WHERE r.rolname = current_user AND d.datname = current_database()`).Scan(&super, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if super || owner != AppRole {
+		t.Errorf("application role: superuser %v, database owner %s; want false, %s", super, owner, AppRole)
+	}
+	if _, err := conn.Exec(ctx, "COPY (SELECT 1) TO PROGRAM 'true'"); err == nil {
+		t.Error("the application role may run programs on the server")
+	}
+	for _, f := range []string{SuperuserPasswordFile, AppPasswordFile} {
+		if st, err := os.Stat(filepath.Join(dataDir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, want mode 0600", f, err)
+		}
+	}
+	if st, err := os.Stat(c.sockDir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("socket directory: %v %v, want mode 0700", st.Mode(), err)
+	}
+}
+
+// TestSecuresATrustCluster: a data directory initialised with trust (before
+// passwords) requires them after the next Start, and its database and tables
+// pass to the application role.
+func TestSecuresATrustCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	c := startCluster(t, ctx, dataDir, &syncBuffer{})
+	exec1(t, ctx, c.URLFor(DefaultDatabase), "CREATE TABLE old (v int)")
+	// Make it look like a cluster of before: trust, no password files.
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dataDir, "pg_hba.conf"), []byte("local all all trust\nhost all all 127.0.0.1/32 trust\n"), 0o600)
+	os.Remove(filepath.Join(dataDir, SuperuserPasswordFile))
+	c2 := startCluster(t, ctx, dataDir, &syncBuffer{})
+	if conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c2.Port())); err == nil {
+		conn.Close(ctx)
+		t.Fatal("still trusts connections after Start")
+	}
+	exec1(t, ctx, c2.URL(), "INSERT INTO old VALUES (1)")
+	exec1(t, ctx, c2.URL(), "ALTER TABLE old ADD COLUMN w int") // owner
 }
