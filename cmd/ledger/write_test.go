@@ -33,6 +33,7 @@ import (
 // PostgreSQL, in this process.
 type service struct {
 	ledgerURL, natsURL, dbURL string
+	trustedKeys               string // file of the public key the ledger signs with
 }
 
 func startService(t *testing.T) service {
@@ -72,7 +73,11 @@ func startService(t *testing.T) service {
 		db.Close()
 		nc.Close()
 	})
-	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL}
+	trusted := filepath.Join(t.TempDir(), "trusted.pub")
+	if err := os.WriteFile(trusted, signing.PublicPEM(signer.Public()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL, trustedKeys: trusted}
 }
 
 // runLedger runs the ledger command line with args and stdin, its flags
