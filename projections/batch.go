@@ -19,6 +19,7 @@ type poolState struct {
 	sinceSnap int                // events folded since the last snapshot
 	open      map[string]openRow // consumers with an open allocation_history row
 	ids       IDs                // ids of the events the pool applied
+	halted    bool               // its fold failed: skipped until rebuilt
 }
 
 // openRow is a consumer's current allocation_history interval: its slots
@@ -41,6 +42,7 @@ type batch struct {
 	closes    closeRows
 	snapshots [][]any
 	pools     map[string]*poolBatch
+	halts     map[string]halt // pools halted in this batch
 }
 
 // poolBatch is what changed in one pool during the batch; its final rows
@@ -86,10 +88,23 @@ func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
 	return pb
 }
 
-// add folds one event of pool name into ps and collects its rows.
-func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int) {
+// add folds one event of pool name into ps and collects its rows. A
+// halted pool's events are passed over; a failing fold halts the pool.
+func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int, hook func(string, uint64)) {
+	if ps.halted {
+		return
+	}
+	res, link, h := safeFold(ps, st, hook)
+	if h != nil {
+		ps.halted = true
+		b.dropPool(name)
+		if b.halts == nil {
+			b.halts = map[string]halt{}
+		}
+		b.halts[name] = *h
+		return
+	}
 	pb := b.poolBatch(name, ps)
-	res, link := Fold(ps.pool, ps.ids, st, ps.chain)
 	b.events = append(b.events, eventRow(name, st, res.Refused, ps.chain, link))
 	ps.chain, ps.lastSeq = link, st.Seq
 	pb.lastSeq = st.Seq

@@ -36,6 +36,7 @@ type config struct {
 	idleWait      time.Duration
 	dropAck       func() bool // tests: simulate a lost ack
 	keys          *signing.Keyring
+	foldHook      func(pool string, seq uint64) // tests: runs before each fold (a panic halts the pool)
 }
 
 func defaults() config {

@@ -27,9 +27,19 @@ type Projector struct {
 	folded    uint64 // last sequence folded and handed to the writer
 	cons      jetstream.Consumer
 	writer    *writer
+	// pools halted before they had a checkpoint (start recreates them halted)
+	haltedNoCheckpoint []string
 
 	mu      sync.Mutex
 	applied map[string]uint64
+	halted  map[string]uint64 // halted pool -> sequence whose fold failed
+}
+
+func (p *Projector) isHalted(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.halted[name]
+	return ok
 }
 
 // New returns a projector reading js and writing db.
@@ -38,7 +48,7 @@ func New(js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) *Projector {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}}
+	return &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}, halted: map[string]uint64{}}
 }
 
 // Applied returns the sequence of the last event of pool that is committed
@@ -187,7 +197,13 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 		ps = newPoolState(newDomainPool(name), zeroHash)
 		p.pools[name] = ps
 	}
-	b.add(name, ps, st, p.cfg.snapshotEvery)
+	b.add(name, ps, st, p.cfg.snapshotEvery, p.cfg.foldHook)
+	if h, ok := b.halts[name]; ok && ps.halted && !p.isHalted(name) {
+		p.cfg.log.Error("projector: pool halted; the other pools go on", "pool", name, "seq", h.seq, "reason", h.reason)
+		p.mu.Lock()
+		p.halted[name] = h.seq
+		p.mu.Unlock()
+	}
 }
 
 // commit writes the batch, retrying while PostgreSQL is unavailable. The

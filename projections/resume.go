@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,7 @@ type checkpoint struct {
 	snapState, snapHash  []byte
 	snapChain            []byte // events.hash at snapSeq: the chain link to continue from
 	open                 map[string]openRow
+	halted               *halt // the pool is halted (halted_pools)
 }
 
 const sqlCheckpoints = `SELECT c.pool, c.last_seq, c.state_hash, c.chain_hash, s.seq, s.state, s.state_hash, e.hash
@@ -66,8 +68,17 @@ func (p *Projector) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if cp.halted != nil {
+			ps.halted = true
+			p.cfg.log.Warn("projector: pool stays halted (rebuild the projection with fixed code to resume it)", "pool", cp.pool, "seq", cp.halted.seq)
+		}
 		p.pools[cp.pool] = ps
 		p.setApplied(cp.pool, cp.lastSeq)
+	}
+	for _, name := range p.haltedNoCheckpoint { // halted at its first batch
+		ps := newPoolState(newDomainPool(name), zeroHash)
+		ps.halted = true
+		p.pools[name] = ps
 	}
 	if err := p.resetConsumer(ctx); err != nil {
 		return err
@@ -81,10 +92,14 @@ func (p *Projector) start(ctx context.Context) error {
 func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, error) {
 	var committed int64
 	var cps []checkpoint
+	var halted map[string]halt
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(ctx, p.db, opts, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.cfg.name).Scan(&committed)
 		if err != nil && err != pgx.ErrNoRows {
+			return err
+		}
+		if halted, err = loadHalted(ctx, tx); err != nil {
 			return err
 		}
 		rows, _ := tx.Query(ctx, sqlCheckpoints, domain.SnapshotFormat)
@@ -100,6 +115,23 @@ func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, 
 		}
 		return loadOpen(ctx, tx, cps)
 	})
+	for i := range cps {
+		if h, ok := halted[cps[i].pool]; ok {
+			cps[i].halted = &h
+		}
+	}
+	p.mu.Lock()
+	clear(p.halted)
+	for name, h := range halted {
+		p.halted[name] = h.seq
+	}
+	p.mu.Unlock()
+	p.haltedNoCheckpoint = nil
+	for name := range halted {
+		if !slices.ContainsFunc(cps, func(c checkpoint) bool { return c.pool == name }) {
+			p.haltedNoCheckpoint = append(p.haltedNoCheckpoint, name)
+		}
+	}
 	return uint64(committed), cps, err
 }
 

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5"
 	"net/http"
 	"time"
 )
@@ -21,6 +23,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		if err := s.db.Ping(ctx); err != nil {
 			res.Postgres = "down: " + err.Error()
 			res.Status = "down"
+		} else if halted := s.haltedPools(ctx); len(halted) > 0 {
+			res.HaltedPools = halted
+			if res.Status == "ok" {
+				res.Status = "degraded"
+			}
 		}
 	}
 	status := http.StatusOK
@@ -28,4 +35,22 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, res)
+}
+
+// haltedPools reads halted_pools (none when the table is missing: a
+// database not migrated yet).
+func (s *Server) haltedPools(ctx context.Context) []HaltedPool {
+	rows, err := s.db.Query(ctx, `SELECT pool, seq, left(reason, 500) FROM halted_pools ORDER BY pool`)
+	if err != nil {
+		return nil
+	}
+	var out []HaltedPool
+	var h HaltedPool
+	var seq int64
+	_, _ = pgx.ForEachRow(rows, []any{&h.Pool, &seq, &h.Reason}, func() error {
+		h.Seq = uint64(seq)
+		out = append(out, h)
+		return nil
+	})
+	return out
 }

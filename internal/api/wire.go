@@ -96,4 +96,14 @@ type HealthResponse struct {
 	Status   string `json:"status"`
 	NATS     string `json:"nats"`
 	Postgres string `json:"postgres"`
+	// HaltedPools are the pools the projector stopped projecting (their
+	// fold failed); status is "degraded" while there are any.
+	HaltedPools []HaltedPool `json:"halted_pools,omitempty"`
+}
+
+// HaltedPool is a row of halted_pools.
+type HaltedPool struct {
+	Pool   string `json:"pool"`
+	Seq    uint64 `json:"seq"`
+	Reason string `json:"reason"`
 }

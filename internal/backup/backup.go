@@ -155,7 +155,11 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.Reader) (Stats, e
 		if id := l.Headers[jetstream.MsgIDHeader]; id != "" {
 			m.Header.Set("Ledger-Msg-Id", id)
 		}
-		ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(stats.LastSeq))
+		// A refused publish (an identity without the right) gets no
+		// answer: bound the wait.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ack, err := js.PublishMsg(pctx, m, jetstream.WithExpectLastSequence(stats.LastSeq))
+		cancel()
 		if err != nil {
 			return stats, fmt.Errorf("restore sequence %d: %w", l.Seq, err)
 		}
