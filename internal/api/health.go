@@ -31,7 +31,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	status := http.StatusOK
-	if res.Status != "ok" {
+	if res.Status == "down" {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, res)
