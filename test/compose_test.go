@@ -101,11 +101,19 @@ func TestDockerCompose(t *testing.T) {
 		}
 	}
 
-	wantEnv := []string{"DATABASE_URL", "NATS_URL"} // the names of service.md
+	// The names of service.md, the identity and the key of each.
+	wantEnvs := map[string][]string{
+		"ledger":    {"DATABASE_URL", "LEDGER_SIGNING_KEY", "NATS_CREDS", "NATS_URL"},
+		"projector": {"DATABASE_URL", "LEDGER_TRUSTED_KEYS", "NATS_CREDS", "NATS_URL"},
+	}
+	if !slices.Contains(nats.Command, "-c") {
+		t.Errorf("nats: no -c: the server must load the authorization of `ledger nats init`: %v", nats.Command)
+	}
 	for name, wantCmd := range map[string][]string{
 		"ledger":    {"ledger", "serve", "--http", "0.0.0.0:8080"},
 		"projector": {"projector"},
 	} {
+		wantEnv := wantEnvs[name]
 		svc := c.Services[name]
 		ctx, dockerfile := buildOf(svc.Build)
 		if ctx != "." || dockerfile != "Dockerfile" {
