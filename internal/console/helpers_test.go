@@ -30,10 +30,11 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // database, a projector running, and the API (console included) over
 // HTTP.
 type service struct {
-	url string
-	db  *pgxpool.Pool
-	js  jetstream.JetStream
-	c   *client.Client
+	shutdown func() // ends the live streams, as the HTTP server's shutdown does
+	url      string
+	db       *pgxpool.Pool
+	js       jetstream.JetStream
+	c        *client.Client
 }
 
 func newService(t *testing.T, opts ...api.Option) *service {
@@ -63,7 +64,7 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	hs.Config.RegisterOnShutdown(srv.Shutdown)
 	hs.Start()
 	t.Cleanup(func() { srv.Shutdown(); hs.Close() })
-	return &service{url: hs.URL, db: db, js: js, c: client.New(hs.URL)}
+	return &service{shutdown: srv.Shutdown, url: hs.URL, db: db, js: js, c: client.New(hs.URL)}
 }
 
 // send appends events one by one and returns the sequence of each.

@@ -256,10 +256,9 @@ func readTreeAsOf(ctx context.Context, q querier, res *AsOfResponse) error {
 	if err := scanCounts(rows, alloc); err != nil {
 		return fmt.Errorf("allocations_as_of: %w", err)
 	}
-	demand := map[string]int64{}
-	rows, _ = q.Query(ctx, demandAsOfSQL, res.Pool, int64(res.Seq))
-	if err := scanCounts(rows, demand); err != nil {
-		return fmt.Errorf("demand as of: %w", err)
+	demand, err := readDemandAsOf(ctx, q, res.Pool, res.Seq)
+	if err != nil {
+		return err
 	}
 	if plan != nil {
 		res.Policy = plan.Policy
@@ -268,8 +267,8 @@ func readTreeAsOf(ctx context.Context, q querier, res *AsOfResponse) error {
 	return nil
 }
 
-// demandAsOfSQL is each leaf's demand just after $2: its last demand
-// event, less what it released since.
+// demandAsOfSQL is, for each leaf, its last demand event at or before
+// $2 and what it released since.
 const demandAsOfSQL = `
 WITH ev AS (
     SELECT seq, type, data FROM events
@@ -279,10 +278,79 @@ last AS (
     FROM ev CROSS JOIN LATERAL jsonb_each_text(ev.data->'demands') AS d
     WHERE ev.type = 'demand'
     ORDER BY d.key, ev.seq DESC)
-SELECT l.consumer, l.demand - coalesce((
+SELECT l.consumer, l.seq, l.demand - coalesce((
     SELECT sum((r.data->>'slots')::bigint) FROM ev r
     WHERE r.type = 'release' AND r.data->>'consumer' = l.consumer AND r.seq > l.seq), 0)::bigint
 FROM last l`
+
+// readDemandAsOf is each leaf's demand just after seq: its last demand
+// event less what it released since, unless a later plan dropped the leaf
+// (or made it a parent), which drops its demand (decisions.md 16).
+func readDemandAsOf(ctx context.Context, q querier, pool string, seq uint64) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT seq, data->'plan'->'consumers' FROM events
+		WHERE pool = $1 AND type = 'plan' AND refused IS NULL AND seq <= $2 ORDER BY seq`, pool, int64(seq))
+	if err != nil {
+		return nil, fmt.Errorf("plans: %w", err)
+	}
+	type plan struct {
+		seq    int64
+		leaves map[string]bool
+	}
+	var plans []plan
+	for rows.Next() {
+		var p plan
+		var raw []byte
+		if err := rows.Scan(&p.seq, &raw); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("plans: %w", err)
+		}
+		var cs []struct {
+			Path string `json:"path"`
+		}
+		if err := json.Unmarshal(raw, &cs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("plan %d: %w", p.seq, err)
+		}
+		p.leaves = map[string]bool{}
+		for _, c := range cs {
+			p.leaves[c.Path] = true
+		}
+		for _, c := range cs {
+			for a := parentOf(c.Path); a != "/"; a = parentOf(a) {
+				p.leaves[a] = false
+			}
+		}
+		plans = append(plans, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("plans: %w", err)
+	}
+	out := map[string]int64{}
+	rows, _ = q.Query(ctx, demandAsOfSQL, pool, int64(seq))
+	defer rows.Close()
+	for rows.Next() {
+		var leaf string
+		var at, n int64
+		if err := rows.Scan(&leaf, &at, &n); err != nil {
+			return nil, fmt.Errorf("demand as of: %w", err)
+		}
+		dropped := false
+		for _, p := range plans {
+			if p.seq > at && !p.leaves[leaf] {
+				dropped = true
+				break
+			}
+		}
+		if !dropped {
+			out[leaf] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("demand as of: %w", err)
+	}
+	return out, nil
+}
 
 func scanCounts(rows pgx.Rows, into map[string]int64) error {
 	defer rows.Close()
