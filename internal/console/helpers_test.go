@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -146,7 +148,24 @@ func browser(t *testing.T) context.Context {
 		chromedp.WindowSize(1400, 1000),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
+	// The page's exceptions and console messages go to the test log.
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		switch ev := ev.(type) {
+		case *cdpruntime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			t.Logf("page exception at %s:%d: %s", d.URL, d.LineNumber+1, msg)
+		case *cdpruntime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range ev.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			t.Logf("page console.%s: %s", ev.Type, strings.Join(args, " "))
+		}
+	}))
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil { // start the browser now
 		t.Fatalf("start chromium: %v", err)
@@ -157,9 +176,11 @@ func browser(t *testing.T) context.Context {
 // run runs browser actions with a timeout.
 func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
+	ctx0 := ctx
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
+		screenshot(t, ctx0, "failed-"+nonToken.ReplaceAllString(t.Name()+"-"+what, "_"))
 		t.Fatalf("%s: %v", what, err)
 	}
 }

@@ -177,22 +177,37 @@ async function poolsView() {
 function depth(path) { return path.split('/').length - 2; }
 function leafName(path) { return path.slice(path.lastIndexOf('/') + 1); }
 
-// bar draws a consumer's bars on a scale of its own largest figure: the
-// hatched box is demand (what is not allocated is unmet), blue is
-// allocation within the planned share, orange what is borrowed above it,
-// the black mark the target, the green one the planned share.
-function bar(c) {
+// bar draws a consumer's bars. Consumers at one depth of the tree share
+// one scale (the largest allocation, planned share or target among them),
+// so siblings compare at a glance: the hatched box is demand not met (cut
+// at the end of the bar when larger, with an arrow), blue is allocation
+// within the planned share, orange what is borrowed above it, the black
+// mark the target, the green one the planned share.
+function bar(c, scale) {
   const planned = c.planned ?? null;
   const target = c.target ?? null;
-  const scale = Math.max(c.demand, c.allocated, planned || 0, target || 0, 1);
-  const pct = (n) => (100 * n) / scale;
+  const pct = (n) => Math.min(100, (100 * n) / scale);
   const own = planned == null ? c.allocated : Math.min(c.allocated, planned);
-  let h = `<span class="demand" style="left:0;width:${pct(c.demand)}%"></span>`;
+  let h = '';
+  if (c.demand > c.allocated) h += `<span class="demand" style="left:${pct(c.allocated)}%;width:${pct(c.demand) - pct(c.allocated)}%"></span>`;
   h += `<span class="alloc" style="left:0;width:${pct(own)}%"></span>`;
-  if (c.allocated > own) h += `<span class="borrow" style="left:${pct(own)}%;width:${pct(c.allocated - own)}%"></span>`;
+  if (c.allocated > own) h += `<span class="borrow" style="left:${pct(own)}%;width:${pct(c.allocated) - pct(own)}%"></span>`;
   if (planned != null) h += `<span class="mark planned" style="left:calc(${pct(planned)}% - 1px)" title="planned share ${planned}"></span>`;
   if (target != null) h += `<span class="mark" style="left:calc(${pct(target)}% - 1px)" title="target ${target}"></span>`;
+  if (c.demand > scale) h += '<span class="more" title="demand goes on beyond the bar">›</span>';
   return `<div class="track">${h}</div>`;
+}
+
+// scales is the bar scale of each depth of the tree.
+function scales(consumers) {
+  const held = [], asked = [];
+  for (const c of consumers) {
+    const d = depth(c.path);
+    held[d] = Math.max(held[d] || 0, c.allocated, c.planned || 0, c.target || 0);
+    asked[d] = Math.max(asked[d] || 0, c.demand);
+  }
+  // A depth where nothing is held or planned is scaled on its demand.
+  return held.map((h, d) => h || asked[d] || 1);
 }
 
 function nums(c) {
@@ -207,9 +222,10 @@ function nums(c) {
 }
 
 function treeHTML(consumers) {
+  const sc = scales(consumers);
   return consumers.map((c) => `<div class="row ${c.leaf ? 'leaf' : 'parent'}" data-path="${esc(c.path)}">
     <div class="name" style="padding-left:${depth(c.path) * 1.1}rem" title="${esc(c.path)}${c.share != null ? ` · share ${c.share}` : ''}${c.priority != null ? ` · priority ${c.priority}` : ''}${c.max ? ` · max ${esc(c.max)}` : ''}">${esc(leafName(c.path))}</div>
-    ${bar(c)}<div class="nums">${nums(c)}</div></div>`).join('');
+    ${bar(c, sc[depth(c.path)])}<div class="nums">${nums(c)}</div></div>`).join('');
 }
 
 function hostsHTML(hosts) {
