@@ -55,6 +55,12 @@ func WithReadMiddleware(mw func(http.Handler) http.Handler) Option {
 	return func(s *Server) { s.readAuth = mw }
 }
 
+// WithHaltedPools tells the console which pools' projections stopped, and
+// why; default: the console shows no halted column.
+func WithHaltedPools(f func(ctx context.Context) (map[string]string, error)) Option {
+	return func(s *Server) { s.halted = f }
+}
+
 // Server is the HTTP API. It is safe for concurrent use; appends to one
 // pool are serialised inside the process, and across processes by
 // JetStream's expected-last-sequence check.
@@ -70,6 +76,7 @@ type Server struct {
 	maxAttempts int
 	mux         *http.ServeMux
 	readAuth    func(http.Handler) http.Handler
+	halted      func(context.Context) (map[string]string, error)
 	console     *console.Console
 
 	mu    sync.Mutex
@@ -97,7 +104,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.mux.HandleFunc("GET /v1/pools/{pool}/allocations", s.getAllocations)
 	s.mux.HandleFunc("GET /v1/pools/{pool}/decisions", s.getDecisions)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.console = console.New(console.Config{DB: db, JS: js, Auth: s.readAuth, Logger: s.log})
+	s.console = console.New(console.Config{DB: db, JS: js, Auth: s.readAuth, Halted: s.halted, Logger: s.log})
 	s.console.Register(s.mux)
 	return s, nil
 }

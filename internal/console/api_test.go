@@ -87,6 +87,19 @@ func TestDataBehindTheHookAssetsNot(t *testing.T) {
 
 func TestEndpoints(t *testing.T) {
 	s := newService(t)
+	other := newService(t, api.WithHaltedPools(func(context.Context) (map[string]string, error) {
+		return map[string]string{"stopped": "event 7 refused by the projector"}, nil
+	}))
+	other.send(t, "stopped", &events_.HostUp{Host: "h", Slots: 1})
+	last := other.send(t, "running", &events_.HostUp{Host: "h", Slots: 1})[0]
+	other.waitProjected(t, "running", last)
+	var halted console.PoolsResponse
+	getJSON(t, other.url+"/v1/pools", "", &halted)
+	if len(halted.Pools) != 2 || halted.Pools[0].Pool != "running" || *halted.Pools[0].Halted || !*halted.Pools[1].Halted ||
+		halted.Pools[1].HaltedReason != "event 7 refused by the projector" {
+		t.Errorf("pools with a halted hook: %+v", halted.Pools)
+	}
+
 	step1, step2 := loadSeed001(t, s, "p")
 
 	var pools console.PoolsResponse
