@@ -190,8 +190,11 @@ func (c *Console) addStatus(ctx context.Context, sums []PoolSummary) {
 
 func (c *Console) getPool(w http.ResponseWriter, r *http.Request) {
 	pool, ok := pathPool(w, r)
+	if !ok {
+		return
+	}
 	db := c.db(w)
-	if !ok || db == nil {
+	if db == nil {
 		return
 	}
 	var res *PoolResponse

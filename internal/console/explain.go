@@ -73,7 +73,7 @@ func (c *Console) explain(ctx context.Context, pool string, seq uint64, ord int,
 	}
 	story := explain.New(consumer, storyLength)
 	res := &ExplainResponse{Pool: pool, EventSeq: seq, Ordinal: ord}
-	var story2 bytes.Buffer
+	var told bytes.Buffer
 	err = audit.ReadLog(ctx, c.cfg.JS, from, stream.PoolFilter(pool), func(m audit.Message) error {
 		if m.Stored.Seq > seq {
 			return fmt.Errorf("event %d of pool %s is not in the log", seq, pool)
@@ -95,13 +95,13 @@ func (c *Console) explain(ctx context.Context, pool string, seq uint64, ord int,
 		if res.Decision == "" {
 			return fmt.Errorf("re-folding event %d of pool %s made no decision %d: the log and the projection disagree (run ledger audit verify)", seq, pool, ord)
 		}
-		if err := story.Write(&story2, ev.Pool); err != nil {
+		if err := story.Write(&told, ev.Pool); err != nil {
 			return err
 		}
 		return errFound
 	})
 	if errors.Is(err, errFound) {
-		res.Story = story2.String()
+		res.Story = told.String()
 		return res, nil
 	}
 	if err == nil {
