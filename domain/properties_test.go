@@ -33,11 +33,11 @@ func fold(t testing.TB, sc gen.Scenario) []byte {
 			continue
 		}
 		seq++
-		if msg := checkInvariants(pool, before, ds); msg != "" {
+		if msg := checkInvariants(pool, before, ds.Decisions); msg != "" {
 			js, _ := json.Marshal(ev)
 			t.Fatalf("event %d (%s %s): %s", i, ev.EventType(), js, msg)
 		}
-		for _, d := range ds {
+		for _, d := range ds.Decisions {
 			b, _ := json.Marshal(d)
 			log.Write(b)
 			log.WriteByte('\n')
