@@ -63,6 +63,7 @@ func apply(p *domain.Pool, st stream.Stored) (domain.Result, error) {
 	}
 	return p.Apply(domain.Event{Seq: st.Seq, Time: st.Envelope.Time, Payload: payload})
 }
+
 // DecodeMessage turns a stored message into its pool and event. ok is
 // false for a subject that names no pool (it can only be skipped). A body
 // that is not a valid envelope does not stop the projection: it becomes a
