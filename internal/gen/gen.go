@@ -85,6 +85,10 @@ func (g *generator) policy() events.Policy {
 	p := events.Policy{Reclaim: events.ReclaimPriority, Enforcement: events.EnforcementLeaf}
 	if g.src.Intn(2) == 1 {
 		p.Reclaim = events.ReclaimShareRatio
+		if g.src.Intn(3) == 0 {
+			off := false
+			p.Balance = &off
+		}
 	}
 	if g.src.Intn(2) == 1 {
 		p.Enforcement = events.EnforcementParent
