@@ -198,3 +198,19 @@ func (g *generator) invalid() events.Payload {
 		return &events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/x", Share: &zero}}}}
 	}
 }
+
+// UnderRules returns the scenario with every plan naming rules version v
+// (0 leaves plans as generated: no version, which a stored log reads as 1).
+func (sc Scenario) UnderRules(v int) Scenario {
+	out := sc
+	out.Events = make([]events.Payload, len(sc.Events))
+	for i, p := range sc.Events {
+		if pc, ok := p.(*events.PlanChange); ok {
+			stamped := *pc
+			stamped.Plan.Rules = v
+			p = &stamped
+		}
+		out.Events[i] = p
+	}
+	return out
+}
