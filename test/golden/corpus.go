@@ -14,8 +14,8 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
-	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
 )
 
 // linkPrefix is how many bytes of each chain link a record keeps: enough
