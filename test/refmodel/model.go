@@ -1,8 +1,11 @@
 // Package refmodel is an independent reference implementation of
-// allocation-rules.md (sections 1-4, 6, 7 and plain host placement) plus
+// allocation-rules.md (sections 1-4, 6, 7 and plain host placement, rules
+// versions 1 and 2 of section 8, share_ratio's `balance: false`) plus
 // docs/decisions.md, used to cross-check the engine in domain/ by
 // differential testing. It is written for obviousness, not speed: every
-// derived quantity is recomputed from scratch.
+// derived quantity is recomputed from scratch. Everything it needs comes
+// from the events: the rules version and the policy are read from each plan
+// (Rules reports the version in force).
 package refmodel
 
 import (
@@ -567,8 +570,9 @@ func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
 	f.d = m.derive()
 	f.track()
 	if m.pol.rules == rulesV1 {
-		// Version 1, bug for bug: excess is released before the loss, so a
-		// host loss that shrank a percentage max can cost a leaf twice.
+		// Version 1 (decisions.md #8), kept as released: excess is released
+		// before the loss, so a host loss that shrank a percentage max can
+		// cost a leaf twice.
 		f.releaseExcess()
 		f.trim()
 	} else {
