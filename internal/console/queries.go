@@ -27,7 +27,7 @@ const summarySQL = `
 SELECT c.pool, c.last_seq, coalesce((SELECT min(seq) FROM events WHERE pool = c.pool), 0), e.time, e.type,
        coalesce(h.cap, 0), coalesce(h.up, 0), coalesce(h.down, 0),
        coalesce(cs.n, 0), coalesce(cs.leaves, 0), coalesce(cs.alloc, 0), coalesce(cs.demand, 0),
-       pl.data
+       pl.data, nullif(c.rules, 0), c.rules_since
 FROM checkpoints c
 LEFT JOIN events e ON e.pool = c.pool AND e.seq = c.last_seq
 LEFT JOIN LATERAL (
@@ -93,8 +93,9 @@ func readSummaries(ctx context.Context, q querier, pool string) ([]PoolSummary, 
 		var s PoolSummary
 		var lastType *string
 		var plan []byte
+		var since int64
 		if err := rows.Scan(&s.Pool, &s.Seq, &s.FirstSeq, &s.Time, &lastType, &s.Capacity, &s.HostsUp, &s.HostsDown,
-			&s.Consumers, &s.Leaves, &s.Allocated, &s.Demand, &plan); err != nil {
+			&s.Consumers, &s.Leaves, &s.Allocated, &s.Demand, &plan, &s.RulesVersion, &since); err != nil {
 			return nil, nil, fmt.Errorf("pools: %w", err)
 		}
 		if lastType != nil {
@@ -104,7 +105,9 @@ func readSummaries(ctx context.Context, q querier, pool string) ([]PoolSummary, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("pool %s: %w", s.Pool, err)
 		}
-		s.RulesVersion = p.rulesVersion()
+		if s.RulesVersion != nil {
+			s.RulesSince = uint64(since)
+		}
 		out = append(out, s)
 		plans = append(plans, p)
 	}
@@ -262,6 +265,7 @@ func readTreeAsOf(ctx context.Context, q querier, res *AsOfResponse) error {
 	}
 	if plan != nil {
 		res.Policy = plan.Policy
+		res.RulesVersion = plan.rulesVersion()
 		res.Consumers = treeOf(plan, alloc, demand)
 	}
 	return nil

@@ -22,9 +22,10 @@ type PoolSummary struct {
 	// Lag is how far the log is ahead of the projection for this pool, in
 	// stream sequence numbers (0: caught up); absent without NATS.
 	Lag *uint64 `json:"lag,omitempty"`
-	// RulesVersion is the rules version of the pool's current plan, when
-	// the plan names one.
-	RulesVersion *int `json:"rules_version,omitempty"`
+	// RulesVersion is the rules version the pool runs under (absent
+	// while it has no plan), since the plan at RulesSince.
+	RulesVersion *int   `json:"rules_version,omitempty"`
+	RulesSince   uint64 `json:"rules_since,omitempty"`
 	// Halted, when known, tells whether the projection of this pool
 	// stopped, and why.
 	Halted       *bool  `json:"halted,omitempty"`
@@ -101,17 +102,19 @@ type Event struct {
 // asked for). Prev and Next are the neighbouring events of the pool, for
 // stepping; First and Last bound the pool's history.
 type AsOfResponse struct {
-	Pool      string     `json:"pool"`
-	Seq       uint64     `json:"seq"`
-	Event     *Event     `json:"event,omitempty"`
-	Prev      *uint64    `json:"prev,omitempty"`
-	Next      *uint64    `json:"next,omitempty"`
-	First     uint64     `json:"first"`
-	Last      uint64     `json:"last"`
-	Policy    Policy     `json:"policy"`
-	Capacity  int64      `json:"capacity"`
-	Consumers []Consumer `json:"consumers"`
-	Hosts     []Host     `json:"hosts"`
+	Pool   string  `json:"pool"`
+	Seq    uint64  `json:"seq"`
+	Event  *Event  `json:"event,omitempty"`
+	Prev   *uint64 `json:"prev,omitempty"`
+	Next   *uint64 `json:"next,omitempty"`
+	First  uint64  `json:"first"`
+	Last   uint64  `json:"last"`
+	Policy Policy  `json:"policy"`
+	// RulesVersion is the version the pool ran under at Seq.
+	RulesVersion *int       `json:"rules_version,omitempty"`
+	Capacity     int64      `json:"capacity"`
+	Consumers    []Consumer `json:"consumers"`
+	Hosts        []Host     `json:"hosts"`
 }
 
 // TimelineEntry is one decision with its event's time.

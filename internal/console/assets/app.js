@@ -1,6 +1,7 @@
 // The ledger console: plain modern JavaScript, no build step, no library
 // (docs/console.md says why). Views are drawn as HTML strings in one
-// assignment each, which keeps a 1,000-leaf tree well under a second.
+// assignment each; the consumer tree is a virtual list, so a 1,000-leaf
+// tree draws well under a second.
 
 const TOKEN_KEY = 'ledger.token';
 const app = document.getElementById('app');
@@ -160,7 +161,7 @@ async function poolsView() {
       <td class="num">${p.seq}</td>
       <td>${esc(p.last_type)} <span class="muted">${fmtTime(p.time)}</span></td>
       <td>${p.lag == null ? '<span class="muted">?</span>' : p.lag === 0 ? '<span class="badge ok">caught up</span>' : `<span class="badge warn">${p.lag} behind</span>`}</td>
-      <td>${p.rules_version == null ? '<span class="muted">–</span>' : 'v' + p.rules_version}</td>
+      <td>${p.rules_version == null ? '<span class="muted">–</span>' : `<span title="since seq ${p.rules_since}">v${p.rules_version}</span>`}</td>
       <td>${p.halted == null ? '<span class="muted">–</span>' : p.halted ? `<span class="badge warn" title="${esc(p.halted_reason)}">halted</span>` : '<span class="badge ok">running</span>'}</td>
     </tr>`).join('');
     app.innerHTML = `<h1>Pools</h1>
@@ -221,11 +222,42 @@ function nums(c) {
   return s;
 }
 
-function treeHTML(consumers) {
-  const sc = scales(consumers);
-  return consumers.map((c) => `<div class="row ${c.leaf ? 'leaf' : 'parent'}" data-path="${esc(c.path)}">
+function rowHTML(c, scale) {
+  return `<div class="row ${c.leaf ? 'leaf' : 'parent'}" data-path="${esc(c.path)}">
     <div class="name" style="padding-left:${depth(c.path) * 1.1}rem" title="${esc(c.path)}${c.share != null ? ` · share ${c.share}` : ''}${c.priority != null ? ` · priority ${c.priority}` : ''}${c.max ? ` · max ${esc(c.max)}` : ''}">${esc(leafName(c.path))}</div>
-    ${bar(c, sc[depth(c.path)])}<div class="nums">${nums(c)}</div></div>`).join('');
+    ${bar(c, scale)}<div class="nums">${nums(c)}</div></div>`;
+}
+
+// ROW is the height of a tree row in pixels (app.css .row).
+const ROW = 25;
+
+// drawTree draws the consumers into el as a virtual list: only the rows in
+// view (and a margin) are in the document, so a tree of thousands of
+// consumers draws as fast as one of fifty. el keeps its scroll position
+// across redraws.
+function drawTree(el, consumers) {
+  const sc = scales(consumers);
+  el.dataset.rows = consumers.length;
+  el.innerHTML = `<div class="spacer" style="height:${consumers.length * ROW}px"><div class="window"></div></div>`;
+  const win = el.querySelector('.window');
+  let shown = '';
+  const paint = () => {
+    const first = Math.max(0, Math.floor(el.scrollTop / ROW) - 20);
+    const last = Math.min(consumers.length, first + Math.ceil((el.clientHeight || 600) / ROW) + 40);
+    if (shown === `${first}:${last}`) return;
+    shown = `${first}:${last}`;
+    let h = '';
+    for (let i = first; i < last; i++) h += rowHTML(consumers[i], sc[depth(consumers[i].path)]);
+    win.style.transform = `translateY(${first * ROW}px)`;
+    win.innerHTML = h;
+  };
+  let queued = false;
+  el.onscroll = () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; paint(); });
+  };
+  paint();
 }
 
 function hostsHTML(hosts) {
@@ -299,7 +331,7 @@ async function poolView(pool, query) {
       (p.halted ? ` <span class="badge warn">halted: ${esc(p.halted_reason)}</span>` : '');
     consumerPaths = p.consumers;
     if (state.at) return;
-    $('tree').innerHTML = treeHTML(p.consumers);
+    drawTree($('tree'), p.consumers);
     $('hosts').innerHTML = hostsHTML(p.hosts);
     $('tt-where').innerHTML = `<span class="badge ok">now</span> following the projection: seq ${p.seq}`;
     markFuture();
@@ -309,12 +341,13 @@ async function poolView(pool, query) {
 
   const drawPast = (a) => {
     state.past = a;
-    $('tree').innerHTML = treeHTML(a.consumers);
+    drawTree($('tree'), a.consumers);
     $('hosts').innerHTML = hostsHTML(a.hosts);
     const range = $('tt-seq');
     range.min = a.first; range.max = Math.max(a.last, state.now ? state.now.seq : 0); range.value = a.seq;
     $('tt-where').innerHTML = `<span class="badge past">as of</span> seq <b data-k="asof">${a.seq}</b>` +
       (a.event ? ` · ${fmtTime(a.event.time)} · ${eventSummary(a.event)}` : ' · before the first event') +
+      (a.rules_version != null ? ` · rules v${a.rules_version}` : '') +
       ` · capacity ${a.capacity} <span class="muted">(planned share and target are kept for now only)</span>`;
     app.dataset.view = 'past';
     app.dataset.seq = a.seq;
