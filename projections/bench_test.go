@@ -127,7 +127,8 @@ func BenchmarkRawInsert(b *testing.B) {
 		if err := json.Unmarshal(body, &env); err != nil {
 			b.Fatal(err)
 		}
-		rows[i] = []any{"bench", int64(i + 1), env.ID, string(env.Type), int32(env.V), env.Time, env.Producer, []byte(env.Data), nil, zero[:], zero[:]}
+		rows[i] = []any{"bench", int64(i + 1), env.ID, string(env.Type), int32(env.V), env.Time, env.Producer, []byte(env.Data), nil, nil, zero[:], zero[:],
+			"ledger.bench." + string(env.Type), []byte(`{"Nats-Msg-Id":["` + env.ID + `"]}`), body}
 	}
 	db := newDB(b)
 	ctx := context.Background()

@@ -195,7 +195,7 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 		ps = newPoolState(newDomainPool(name), zeroHash)
 		p.pools[name] = ps
 	}
-	return b.add(name, ps, st, p.cfg.snapshotEvery)
+	return b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotEvery)
 }
 
 // commit writes the batch, retrying while PostgreSQL is unavailable. The
