@@ -63,6 +63,8 @@ type Server struct {
 	maxAttempts int
 	mux         *http.ServeMux
 
+	hold hold // appends held while the stream heals (hold.go)
+
 	mu    sync.Mutex
 	pools map[string]*poolState
 }
