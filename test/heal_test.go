@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -291,6 +292,53 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 	}
 }
 
+// TestRunningProjectorHealsAfterNATSRestart: the projector keeps running
+// while NATS crashes and comes back without its unsynced tail; it sees the
+// reconnection, heals the stream, and projects what comes next.
+func TestRunningProjectorHealsAfterNATSRestart(t *testing.T) {
+	ctx := context.Background()
+	nats := newCrashNATS(t)
+	db := newDB(t)
+	rawPool(t, nats.js, "r", 0, 20)
+	project := startProjector(t, nats.js, db)
+	early := nats.lastSeq(t)
+	waitOffsetAbove(t, db, early-1)
+	nats.stop()
+	synced := nats.snapshot()
+	nats.start()
+	rawPool(t, nats.js, "r", 20, 50)
+	full := nats.lastSeq(t)
+	waitOffsetAbove(t, db, full-1)
+	want := storedMessages(t, nats.js, early+1, full)
+
+	nats.stop()
+	nats.restore(synced)
+	nats.start()
+	deadline := time.Now().Add(60 * time.Second)
+	for nats.lastSeq(t) < full {
+		select {
+		case err := <-project.done:
+			t.Fatalf("projector stopped instead of healing: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running projector did not heal the stream: it ends at %d, want %d", nats.lastSeq(t), full)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := storedMessages(t, nats.js, early+1, full); !maps.Equal(got, want) {
+		t.Fatal("the healed messages differ from those lost")
+	}
+	rawPool(t, nats.js, "r", 50, 60)
+	waitOffsetAbove(t, db, full+9)
+	if err := project.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audit.Verify(ctx, nats.js, db, 1, "", nil); err != nil {
+		t.Fatalf("audit verify: %v", err)
+	}
+}
+
 // TestStreamThatDivergedIsNotHealed: after the cut, another writer
 // appended different events at the lost sequences. The projector must not
 // guess: it stops, naming the first sequence where stream and projection
@@ -472,4 +520,51 @@ func postRaw(t *testing.T, base, pool string) (int, string, string) {
 	var e api.ErrorResponse
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	return resp.StatusCode, resp.Header.Get("Retry-After"), e.Reason
+}
+
+// TestLedgerRecover heals a cut-back stream with the command, by hand, and
+// a second run finds nothing to do.
+func TestLedgerRecover(t *testing.T) {
+	bin := ledgerBinary(t)
+	ctx := context.Background()
+	nats := newCrashNATS(t)
+	db := newDB(t)
+	rawPool(t, nats.js, "r", 0, 20)
+	project := startProjector(t, nats.js, db)
+	early := nats.lastSeq(t)
+	waitOffsetAbove(t, db, early-1)
+	_ = project.stop()
+	nats.stop()
+	synced := nats.snapshot()
+	nats.start()
+	rawPool(t, nats.js, "r", 20, 45)
+	project = startProjector(t, nats.js, db)
+	full := nats.lastSeq(t)
+	waitOffsetAbove(t, db, full-1)
+	_ = project.stop()
+	nats.stop()
+	nats.restore(synced)
+	nats.start()
+
+	recover := func() string {
+		cmd := exec.Command(bin, "recover", "--nats-url", nats.srv.URL(), "--database-url", db.Config().ConnString())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ledger recover: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	out := recover()
+	if want := fmt.Sprintf("recovered %d events: the stream ended at %d, it now ends at %d", full-early, early, full); !strings.Contains(out, want) {
+		t.Fatalf("ledger recover said %q; want %q", out, want)
+	}
+	if got := nats.lastSeq(t); got != full {
+		t.Fatalf("after ledger recover the stream ends at %d, want %d", got, full)
+	}
+	if out := recover(); !strings.Contains(out, "nothing to recover") {
+		t.Fatalf("second ledger recover said %q; want nothing to recover", out)
+	}
+	if _, err := audit.Verify(ctx, nats.js, db, 1, "", nil); err != nil {
+		t.Fatalf("audit verify: %v", err)
+	}
 }
