@@ -104,6 +104,16 @@ type bench struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	db *pgxpool.Pool
+	// mainSync is the main server's sync policy, as the table prints it.
+	mainSync string
+
+	// The server that syncs every write, for phase 1's comparison
+	// (embedded runs only), and the database its API checks.
+	syncNS    *natsserver.Server
+	syncURL   string
+	syncDBURL string
+	syncNC    *nats.Conn
+	syncJS    jetstream.JetStream
 
 	apiURL  string
 	http    *http.Client
@@ -179,14 +189,26 @@ func (b *bench) open(ctx context.Context) error {
 	b.natsURL = b.cfg.NATSURL
 	if b.natsURL == "" {
 		b.progress("starting embedded NATS (JetStream in %s)", filepath.Join(b.dir, "nats"))
-		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats")), natsserver.WithListen("127.0.0.1:0"))
+		// The logs of phases 2 to 4 (up to a million events) are written
+		// to a server that syncs in the background: syncing each of them
+		// would only measure the disk (phase 1 shows what it costs).
+		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats")), natsserver.WithListen("127.0.0.1:0"),
+			natsserver.WithSync(unsynced))
 		if err != nil {
 			return fmt.Errorf("start NATS: %w", err)
 		}
-		b.ns, b.natsURL = ns, ns.URL()
-		b.report.NATS = "embedded, file store"
+		b.ns, b.natsURL, b.mainSync = ns, ns.URL(), "unsynced, "+unsynced.String()
+		b.progress("starting a second embedded NATS that syncs every write (JetStream in %s)", filepath.Join(b.dir, "nats-sync"))
+		if b.syncNS, err = natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats-sync")), natsserver.WithListen("127.0.0.1:0"),
+			natsserver.WithSync(natsserver.SyncAlways)); err != nil {
+			return fmt.Errorf("start NATS: %w", err)
+		}
+		b.syncURL = b.syncNS.URL()
+		b.report.NATS = "embedded, file store (phase 1 on two servers: sync always, and " + unsynced.String() + "; phases 2-4 " + unsynced.String() + ")"
 	} else {
+		b.mainSync = "the server's own sync policy"
 		b.report.NATS = redact(b.natsURL)
+		b.report.Notes = append(b.report.Notes, "with --nats-url, phase 1 runs on that server only (its sync policy is its own): no sync always / unsynced comparison")
 	}
 	b.adminDB = b.cfg.DatabaseURL
 	if b.adminDB == "" {
@@ -225,6 +247,9 @@ func (b *bench) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := b.openSync(ctx); err != nil {
+		return err
+	}
 	info, err := s.Info(ctx)
 	if err != nil {
 		return err
@@ -235,6 +260,33 @@ func (b *bench) open(ctx context.Context) error {
 		b.progress("note: %s", note)
 	}
 	return nil
+}
+
+// unsynced is the main embedded server's policy: nats-server's default.
+var unsynced = natsserver.Sync{Interval: 2 * time.Minute}
+
+// openSync connects to the server that syncs every write, with the LEDGER
+// stream and a database of its own for its API (whose hold check compares
+// that stream with that database's projector offsets: none).
+func (b *bench) openSync(ctx context.Context) error {
+	if b.syncNS == nil {
+		return nil
+	}
+	var err error
+	if b.syncDBURL, err = b.createDatabase(ctx, "bench_"+b.runID+"_sync"); err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, b.syncDBURL); err != nil {
+		return err
+	}
+	if b.syncNC, err = nats.Connect(b.syncURL, nats.Name("ledger-bench-sync"), nats.Timeout(5*time.Second)); err != nil {
+		return fmt.Errorf("NATS %s: %w", b.syncURL, err)
+	}
+	if b.syncJS, err = jetstream.New(b.syncNC); err != nil {
+		return err
+	}
+	_, err = stream.Ensure(ctx, b.syncJS)
+	return err
 }
 
 // createDatabase creates an empty database on the PostgreSQL server and
@@ -276,6 +328,12 @@ func (b *bench) close() error {
 	}
 	if b.nc != nil {
 		b.nc.Close()
+	}
+	if b.syncNC != nil {
+		b.syncNC.Close()
+	}
+	if b.syncNS != nil {
+		b.syncNS.Shutdown()
 	}
 	if b.db != nil {
 		b.db.Close()
