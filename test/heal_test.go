@@ -391,6 +391,47 @@ func TestStreamThatDivergedIsNotHealed(t *testing.T) {
 	}
 }
 
+// TestStreamNotHealedWithoutStoredMessages: rows projected before
+// migration 0003 have no stored message; the projector says so and
+// appends nothing rather than making messages up.
+func TestStreamNotHealedWithoutStoredMessages(t *testing.T) {
+	ctx := context.Background()
+	nats := newCrashNATS(t)
+	db := newDB(t)
+	rawPool(t, nats.js, "r", 0, 10)
+	project := startProjector(t, nats.js, db)
+	early := nats.lastSeq(t)
+	waitOffsetAbove(t, db, early-1)
+	_ = project.stop()
+	nats.stop()
+	synced := nats.snapshot()
+	nats.start()
+	rawPool(t, nats.js, "r", 10, 20)
+	project = startProjector(t, nats.js, db)
+	full := nats.lastSeq(t)
+	waitOffsetAbove(t, db, full-1)
+	_ = project.stop()
+	if _, err := db.Exec(ctx, `UPDATE events SET subject = NULL, headers = NULL, body = NULL WHERE seq > $1`, early); err != nil {
+		t.Fatal(err)
+	}
+	nats.stop()
+	nats.restore(synced)
+	nats.start()
+	project = startProjector(t, nats.js, db)
+	select {
+	case err := <-project.done:
+		if !errors.Is(err, projections.ErrUnhealable) || !strings.Contains(err.Error(), fmt.Sprintf("at sequence %d", early+1)) {
+			t.Fatalf("projector stopped with %v; want ErrUnhealable naming sequence %d", err, early+1)
+		}
+		project.done <- err
+	case <-time.After(60 * time.Second):
+		t.Fatal("the projector did not stop")
+	}
+	if got := nats.lastSeq(t); got != early {
+		t.Fatalf("the stream ends at %d, want %d (nothing appended)", got, early)
+	}
+}
+
 // TestPostgresRestoredFromOlderDump: PostgreSQL comes back from a backup
 // taken earlier (pg_dump, psql); the stream is ahead of it. The projector
 // folds from the restored checkpoint and catches up, and the result
