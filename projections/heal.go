@@ -122,18 +122,17 @@ type overlapRow struct {
 }
 
 // compareOverlap compares every stream message in [from, to] with the
-// events row of the same sequence and names the first that differs.
+// events row of the same sequence and names the first that differs. Both
+// are read in sequence order side by side, so memory stays flat however
+// long the range.
 func (p *Projector) compareOverlap(ctx context.Context, from, to uint64) (int, error) {
-	rows, _ := p.db.Query(ctx, `SELECT seq, pool, id, type, subject, sha256(body) FROM events WHERE seq BETWEEN $1 AND $2 ORDER BY seq`,
+	rows, err := p.db.Query(ctx, `SELECT seq, pool, id, type, subject, sha256(body) FROM events WHERE seq BETWEEN $1 AND $2 ORDER BY seq`,
 		int64(from), int64(to))
-	want, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (overlapRow, error) {
-		var o overlapRow
-		err := r.Scan(&o.seq, &o.pool, &o.id, &o.typ, &o.subject, &o.bodyHash)
-		return o, err
-	})
 	if err != nil {
 		return 0, fmt.Errorf("read events %d..%d: %w", from, to, err)
 	}
+	defer rows.Close()
+	want := &overlapCursor{rows: rows}
 	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   from,
@@ -146,46 +145,86 @@ func (p *Projector) compareOverlap(ctx context.Context, from, to uint64) (int, e
 		return 0, fmt.Errorf("read stream from %d: %w", from, err)
 	}
 	defer it.Stop()
-	compared, next := 0, 0 // next: the first row not yet matched
-	for {
+	compared := 0
+	for seq := uint64(0); seq < to; {
 		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		m, err := it.Next(jetstream.NextContext(nctx))
 		cancel()
 		if err != nil {
-			return compared, fmt.Errorf("read stream after %d (comparing up to %d): %w", from+uint64(compared), to, err)
+			return compared, fmt.Errorf("read stream after %d (comparing up to %d): %w", seq, to, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
 			return compared, err
 		}
-		seq := md.Sequence.Stream
-		if seq > to {
+		if seq = md.Sequence.Stream; seq > to {
 			break
 		}
-		if next < len(want) && uint64(want[next].seq) < seq {
-			return compared, fatal(fmt.Errorf("%w at sequence %d: the events table holds event %q of pool %s there but the stream has no message",
-				ErrDiverged, want[next].seq, want[next].id, want[next].pool))
+		row, err := want.peek()
+		if err != nil {
+			return compared, err
 		}
-		if next < len(want) && uint64(want[next].seq) == seq {
-			if d := want[next].differs(m.Subject(), m.Data()); d != "" {
+		switch {
+		case row != nil && uint64(row.seq) < seq:
+			return compared, fatal(fmt.Errorf("%w at sequence %d: the events table holds event %q of pool %s there but the stream has no message",
+				ErrDiverged, row.seq, row.id, row.pool))
+		case row != nil && uint64(row.seq) == seq:
+			if d := row.differs(m.Subject(), m.Data()); d != "" {
 				return compared, fatal(fmt.Errorf("%w at sequence %d: %s; nothing was appended", ErrDiverged, seq, d))
 			}
-			next++
+			want.next()
 			compared++
-		} else if _, err := stream.PoolOf(m.Subject()); err == nil {
-			return compared, fatal(fmt.Errorf("%w at sequence %d: the stream holds a message on %s there but the events table has no row",
-				ErrDiverged, seq, m.Subject()))
-		}
-		if seq == to {
-			break
+		default:
+			if _, err := stream.PoolOf(m.Subject()); err == nil {
+				return compared, fatal(fmt.Errorf("%w at sequence %d: the stream holds a message on %s there but the events table has no row",
+					ErrDiverged, seq, m.Subject()))
+			}
 		}
 	}
-	if next < len(want) {
+	if row, err := want.peek(); err != nil || row != nil {
+		if err != nil {
+			return compared, err
+		}
 		return compared, fatal(fmt.Errorf("%w at sequence %d: the events table holds event %q there but the stream has no message",
-			ErrDiverged, want[next].seq, want[next].id))
+			ErrDiverged, row.seq, row.id))
 	}
 	return compared, nil
 }
+
+// overlapCursor reads events rows one at a time, with one row of
+// look-ahead.
+type overlapCursor struct {
+	rows   pgx.Rows
+	cur    overlapRow
+	loaded bool
+	done   bool
+}
+
+// peek returns the current row, or nil after the last.
+func (c *overlapCursor) peek() (*overlapRow, error) {
+	if c.loaded {
+		return &c.cur, nil
+	}
+	if c.done {
+		return nil, nil
+	}
+	if !c.rows.Next() {
+		c.done = true
+		if err := c.rows.Err(); err != nil {
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		return nil, nil
+	}
+	c.cur = overlapRow{}
+	if err := c.rows.Scan(&c.cur.seq, &c.cur.pool, &c.cur.id, &c.cur.typ, &c.cur.subject, &c.cur.bodyHash); err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	c.loaded = true
+	return &c.cur, nil
+}
+
+// next moves past the current row.
+func (c *overlapCursor) next() { c.loaded = false }
 
 // differs describes how the stored message (subject, body) differs from
 // the row, or returns "". Rows from before migration 0003 have no body:

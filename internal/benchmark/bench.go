@@ -104,16 +104,11 @@ type bench struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	db *pgxpool.Pool
-	// mainSync is the main server's sync policy, as the table prints it.
-	mainSync string
-
-	// The server that syncs every write, for phase 1's comparison
-	// (embedded runs only), and the database its API checks.
-	syncNS    *natsserver.Server
-	syncURL   string
-	syncDBURL string
-	syncNC    *nats.Conn
-	syncJS    jetstream.JetStream
+	// appendTargets are the servers phase 1 measures: two fresh embedded
+	// ones, one per sync policy (or the main server when it is not
+	// embedded); appendServers are those this run started.
+	appendTargets []appendTarget
+	appendServers []*natsserver.Server
 
 	apiURL  string
 	http    *http.Client
@@ -197,18 +192,12 @@ func (b *bench) open(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("start NATS: %w", err)
 		}
-		b.ns, b.natsURL, b.mainSync = ns, ns.URL(), "unsynced, "+unsynced.String()
-		b.progress("starting a second embedded NATS that syncs every write (JetStream in %s)", filepath.Join(b.dir, "nats-sync"))
-		if b.syncNS, err = natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats-sync")), natsserver.WithListen("127.0.0.1:0"),
-			natsserver.WithSync(natsserver.SyncAlways)); err != nil {
-			return fmt.Errorf("start NATS: %w", err)
-		}
-		b.syncURL = b.syncNS.URL()
-		b.report.NATS = "embedded, file store (phase 1 on two servers: sync always, and " + unsynced.String() + "; phases 2-4 " + unsynced.String() + ")"
+		b.ns, b.natsURL = ns, ns.URL()
+		b.report.NATS = "embedded, file store; phase 1 on two fresh servers (sync always, and " + unsynced.String() +
+			"), phases 2-4 on one with " + unsynced.String()
 	} else {
-		b.mainSync = "the server's own sync policy"
 		b.report.NATS = redact(b.natsURL)
-		b.report.Notes = append(b.report.Notes, "with --nats-url, phase 1 runs on that server only (its sync policy is its own): no sync always / unsynced comparison")
+		b.report.Notes = append(b.report.Notes, "with --nats-url, phase 1 runs on that server only, under its own sync policy: no sync always / unsynced comparison")
 	}
 	b.adminDB = b.cfg.DatabaseURL
 	if b.adminDB == "" {
@@ -247,7 +236,7 @@ func (b *bench) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := b.openSync(ctx); err != nil {
+	if err := b.openAppendTargets(ctx); err != nil {
 		return err
 	}
 	info, err := s.Info(ctx)
@@ -265,28 +254,46 @@ func (b *bench) open(ctx context.Context) error {
 // unsynced is the main embedded server's policy: nats-server's default.
 var unsynced = natsserver.Sync{Interval: 2 * time.Minute}
 
-// openSync connects to the server that syncs every write, with the LEDGER
-// stream and a database of its own for its API (whose hold check compares
-// that stream with that database's projector offsets: none).
-func (b *bench) openSync(ctx context.Context) error {
-	if b.syncNS == nil {
+// openAppendTargets starts phase 1's servers, each with the LEDGER stream
+// and a database of its own for its API (whose hold check compares that
+// stream with that database's projector offsets: none). Fresh servers, so
+// that the two policies are compared on equal streams.
+func (b *bench) openAppendTargets(ctx context.Context) error {
+	if b.ns == nil {
+		b.appendTargets = []appendTarget{{label: "the server's own sync policy", natsURL: b.natsURL, dbURL: b.dbURL, nc: b.nc, js: b.js}}
 		return nil
 	}
-	var err error
-	if b.syncDBURL, err = b.createDatabase(ctx, "bench_"+b.runID+"_sync"); err != nil {
-		return err
+	for k, policy := range []natsserver.Sync{natsserver.SyncAlways, unsynced} {
+		dir := filepath.Join(b.dir, fmt.Sprintf("nats-append-%d", k))
+		b.progress("starting an embedded NATS for phase 1, sync %s (JetStream in %s)", policy, dir)
+		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(dir), natsserver.WithListen("127.0.0.1:0"), natsserver.WithSync(policy))
+		if err != nil {
+			return fmt.Errorf("start NATS: %w", err)
+		}
+		b.appendServers = append(b.appendServers, ns)
+		t := appendTarget{label: "unsynced, " + policy.String(), natsURL: ns.URL()}
+		if policy.Always {
+			t.label = "sync always"
+		}
+		if t.dbURL, err = b.createDatabase(ctx, fmt.Sprintf("bench_%s_append%d", b.runID, k)); err != nil {
+			return err
+		}
+		if err := migrations.Up(ctx, t.dbURL); err != nil {
+			return err
+		}
+		if t.nc, err = nats.Connect(t.natsURL, nats.Name("ledger-bench-append"), nats.Timeout(5*time.Second)); err != nil {
+			return fmt.Errorf("NATS %s: %w", t.natsURL, err)
+		}
+		b.appendTargets = append(b.appendTargets, t)
+		if t.js, err = jetstream.New(t.nc); err != nil {
+			return err
+		}
+		b.appendTargets[len(b.appendTargets)-1].js = t.js
+		if _, err := stream.Ensure(ctx, t.js); err != nil {
+			return err
+		}
 	}
-	if err := migrations.Up(ctx, b.syncDBURL); err != nil {
-		return err
-	}
-	if b.syncNC, err = nats.Connect(b.syncURL, nats.Name("ledger-bench-sync"), nats.Timeout(5*time.Second)); err != nil {
-		return fmt.Errorf("NATS %s: %w", b.syncURL, err)
-	}
-	if b.syncJS, err = jetstream.New(b.syncNC); err != nil {
-		return err
-	}
-	_, err = stream.Ensure(ctx, b.syncJS)
-	return err
+	return nil
 }
 
 // createDatabase creates an empty database on the PostgreSQL server and
@@ -329,11 +336,13 @@ func (b *bench) close() error {
 	if b.nc != nil {
 		b.nc.Close()
 	}
-	if b.syncNC != nil {
-		b.syncNC.Close()
+	for _, t := range b.appendTargets {
+		if t.nc != nil && t.nc != b.nc {
+			t.nc.Close()
+		}
 	}
-	if b.syncNS != nil {
-		b.syncNS.Shutdown()
+	for _, ns := range b.appendServers {
+		ns.Shutdown()
 	}
 	if b.db != nil {
 		b.db.Close()
