@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/gen"
 	"github.com/cluster-ledger/ledger/internal/scenario"
@@ -80,7 +81,11 @@ func scenarioLog(name string, sc *scenario.Scenario) ([][]byte, error) {
 	}
 	var lines [][]byte
 	for i, ev := range evs {
-		line, err := envelope(fmt.Sprintf("%s-%d", name, i+1), pool, tl.At(ev.Time), ev.Payload)
+		at := tl.At(ev.Time)
+		if pc, ok := ev.Payload.(*events.PlanChange); ok && pc.Plan.Rules != 0 && !domain.RulesVersion(pc.Plan.Rules).Released() {
+			continue // refused at append: never stored (a stored one stops the fold)
+		}
+		line, err := envelope(fmt.Sprintf("%s-%d", name, i+1), pool, at, ev.Payload)
 		if err != nil {
 			return nil, err
 		}
