@@ -109,16 +109,16 @@ func (c *crashNATS) lastSeq(t *testing.T) uint64 {
 	}
 }
 
-// runningProjector runs a projector until the test ends or stop.
-type runningProjector struct {
+// inProcessProjector runs a projector until the test ends or stop.
+type inProcessProjector struct {
 	stop func() error
 	done chan error
 }
 
-func startProjector(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool) *runningProjector {
+func runProjectorInProcess(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool) *inProcessProjector {
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rp := &runningProjector{done: make(chan error, 1)}
+	rp := &inProcessProjector{done: make(chan error, 1)}
 	go func() {
 		rp.done <- projections.New(js, db, projections.WithLogger(quiet), projections.WithSnapshotEvery(25), projections.WithBatchSize(40)).Run(ctx)
 	}()
@@ -185,7 +185,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 
 	publishRandomPools(t, nats.js, 3, 80)
 	apiPool(t, c, "early", 10)
-	project := startProjector(t, nats.js, db)
+	project := runProjectorInProcess(t, nats.js, db)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	if err := project.stop(); err != nil {
@@ -198,7 +198,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 
 	apiPool(t, c, "late", 30)
 	apiPool(t, c, "early2", 5)
-	project = startProjector(t, nats.js, db)
+	project = runProjectorInProcess(t, nats.js, db)
 	full := nats.lastSeq(t)
 	waitOffsetAbove(t, db, full-1)
 	if err := project.stop(); err != nil {
@@ -226,7 +226,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 		t.Fatalf("a held append reached the stream: it ends at %d, want %d", got, early)
 	}
 
-	project = startProjector(t, nats.js, db)
+	project = runProjectorInProcess(t, nats.js, db)
 	deadline := time.Now().Add(60 * time.Second)
 	for nats.lastSeq(t) < full {
 		select {
@@ -300,7 +300,7 @@ func TestRunningProjectorHealsAfterNATSRestart(t *testing.T) {
 	nats := newCrashNATS(t)
 	db := newDB(t)
 	rawPool(t, nats.js, "r", 0, 20)
-	project := startProjector(t, nats.js, db)
+	project := runProjectorInProcess(t, nats.js, db)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	nats.stop()
@@ -348,7 +348,7 @@ func TestStreamThatDivergedIsNotHealed(t *testing.T) {
 	nats := newCrashNATS(t)
 	db := newDB(t)
 	publishRandomPools(t, nats.js, 2, 40)
-	project := startProjector(t, nats.js, db)
+	project := runProjectorInProcess(t, nats.js, db)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	_ = project.stop()
@@ -356,7 +356,7 @@ func TestStreamThatDivergedIsNotHealed(t *testing.T) {
 	synced := nats.snapshot()
 	nats.start()
 	rawPool(t, nats.js, "r", 0, 30)
-	project = startProjector(t, nats.js, db)
+	project = runProjectorInProcess(t, nats.js, db)
 	full := nats.lastSeq(t)
 	waitOffsetAbove(t, db, full-1)
 	_ = project.stop()
@@ -376,7 +376,7 @@ func TestStreamThatDivergedIsNotHealed(t *testing.T) {
 		}
 	}
 	cut := nats.lastSeq(t)
-	project = startProjector(t, nats.js, db)
+	project = runProjectorInProcess(t, nats.js, db)
 	select {
 	case err := <-project.done:
 		if !errors.Is(err, projections.ErrDiverged) || !strings.Contains(err.Error(), fmt.Sprintf("at sequence %d:", early+1)) {
@@ -399,7 +399,7 @@ func TestStreamNotHealedWithoutStoredMessages(t *testing.T) {
 	nats := newCrashNATS(t)
 	db := newDB(t)
 	rawPool(t, nats.js, "r", 0, 10)
-	project := startProjector(t, nats.js, db)
+	project := runProjectorInProcess(t, nats.js, db)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	_ = project.stop()
@@ -407,7 +407,7 @@ func TestStreamNotHealedWithoutStoredMessages(t *testing.T) {
 	synced := nats.snapshot()
 	nats.start()
 	rawPool(t, nats.js, "r", 10, 20)
-	project = startProjector(t, nats.js, db)
+	project = runProjectorInProcess(t, nats.js, db)
 	full := nats.lastSeq(t)
 	waitOffsetAbove(t, db, full-1)
 	_ = project.stop()
@@ -417,7 +417,7 @@ func TestStreamNotHealedWithoutStoredMessages(t *testing.T) {
 	nats.stop()
 	nats.restore(synced)
 	nats.start()
-	project = startProjector(t, nats.js, db)
+	project = runProjectorInProcess(t, nats.js, db)
 	select {
 	case err := <-project.done:
 		if !errors.Is(err, projections.ErrUnhealable) || !strings.Contains(err.Error(), fmt.Sprintf("at sequence %d", early+1)) {
@@ -571,7 +571,7 @@ func TestLedgerRecover(t *testing.T) {
 	nats := newCrashNATS(t)
 	db := newDB(t)
 	rawPool(t, nats.js, "r", 0, 20)
-	project := startProjector(t, nats.js, db)
+	project := runProjectorInProcess(t, nats.js, db)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	_ = project.stop()
@@ -579,7 +579,7 @@ func TestLedgerRecover(t *testing.T) {
 	synced := nats.snapshot()
 	nats.start()
 	rawPool(t, nats.js, "r", 20, 45)
-	project = startProjector(t, nats.js, db)
+	project = runProjectorInProcess(t, nats.js, db)
 	full := nats.lastSeq(t)
 	waitOffsetAbove(t, db, full-1)
 	_ = project.stop()
