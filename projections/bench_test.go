@@ -75,7 +75,7 @@ func publishAll(b *testing.B, js jetstream.JetStream, subjects []string, bodies 
 		if _, err := js.PublishAsync(subjects[i], bodies[i]); err != nil {
 			b.Fatal(err)
 		}
-		if i%5000 == 4999 {
+		if i%1000 == 999 { // below PublishAsync's default limit of pending acks
 			<-js.PublishAsyncComplete()
 		}
 	}
