@@ -89,9 +89,13 @@ func buildTree(plan events.Plan) (*tree, error) {
 		return nil, refuse(ErrOverflow, "%d consumers (at most %d)", len(plan.Consumers), MaxConsumers)
 	}
 	specs := make(map[string]events.Consumer, len(plan.Consumers))
+	bounded := behaviourOf(RulesOf(plan)).boundedPriority
 	for _, c := range plan.Consumers {
 		if err := validateConsumer(c); err != nil {
 			return nil, err
+		}
+		if bounded && (c.Priority > MaxPriority || c.Priority < -MaxPriority) {
+			return nil, refuse(ErrOverflow, "%s has priority %d (at most ±%d)", c.Path, c.Priority, int64(MaxPriority))
 		}
 		if _, dup := specs[c.Path]; dup {
 			return nil, refuse(ErrDuplicatePath, "%s is listed twice", c.Path)

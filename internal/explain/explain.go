@@ -95,3 +95,10 @@ func plural(n int64) string {
 	}
 	return fmt.Sprintf("%d slots", n)
 }
+
+// Describe explains one decision in words, with the pool's state right
+// after the event that made it and all of that event's decisions (a
+// victim's standing before it gave is read from them).
+func Describe(p *domain.Pool, d domain.Decision, all []domain.Decision) string {
+	return describe(p, d, all, d.Consumer)
+}
