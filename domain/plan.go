@@ -18,6 +18,7 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 			p.releaseFrom(id, n.alloc, RuleConsumerRemoved)
 		}
 	}
+	sh := make([]shares, len(nt.nodes))
 	for _, id := range nt.leaves {
 		nn := &nt.nodes[id]
 		oid, ok := old.lookup(nn.path)
@@ -27,12 +28,23 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 		on := &old.nodes[oid]
 		nn.demand, nn.eff, nn.alloc, nn.waitingSince = on.demand, on.eff, on.alloc, on.waitingSince
 		nn.holdings = on.holdings
-		nn.target = on.target
+		sh[id].target = p.sh(oid).target
 	}
+	p.pub.sh = sh
 	sumUp(nt)
 	p.t, p.plan, p.hasPlan = nt, plan, true
 	p.planDigest = digestPlan(true, plan)
-	p.policy = policyOf(plan)
+	p.setPolicy(plan)
 	p.unfileAll()
 	p.recomputeAll()
+}
+
+// setPolicy resolves the plan's policy and rules version once, and notes
+// the sequence from which the version holds when it changes.
+func (p *Pool) setPolicy(plan events.Plan) {
+	before := p.policy.Rules
+	p.policy, p.mode = policyOf(plan), modeOf(plan)
+	if p.policy.Rules != before {
+		p.rulesSince = p.seq
+	}
 }

@@ -1,12 +1,10 @@
 package domain
 
-import "github.com/cluster-ledger/ledger/events"
-
 // rebalance is step 3 of the fold: bring G or T up to date, then hand out
 // free slots and reclaim by the pool's policy.
 func (p *Pool) rebalance() {
 	p.updateTargets()
-	if p.policy.Reclaim == events.ReclaimShareRatio {
+	if p.mode.shareRatio {
 		p.rebalanceShareRatio()
 		return
 	}
@@ -16,7 +14,7 @@ func (p *Pool) rebalance() {
 // updateTargets recomputes G (priority) or T (share_ratio) where inputs
 // changed, and refiles the leaves whose target moved.
 func (p *Pool) updateTargets() {
-	if p.policy.Reclaim == events.ReclaimShareRatio && !(p.policy.Enforcement == events.EnforcementLeaf && p.t.hasMax) {
+	if p.mode.shareRatio && !(!p.mode.parent && p.t.hasMax) {
 		p.updateShareRatioTargets()
 		return
 	}
@@ -33,12 +31,12 @@ func (p *Pool) updateTargets() {
 	}
 	prev := p.prevTargets[:0]
 	for _, id := range scope {
-		prev = append(prev, t.nodes[id].target)
+		prev = append(prev, p.sh(id).target)
 	}
 	p.prevTargets = prev
 	p.computeTargets()
 	for i, id := range scope {
-		if p.allTouch || t.nodes[id].target != prev[i] {
+		if p.allTouch || p.sh(id).target != prev[i] {
 			p.touch(id)
 			p.refile(id)
 		}
@@ -57,13 +55,12 @@ func (p *Pool) updateShareRatioTargets() {
 		return
 	}
 	p.targetsDirty = false
-	if p.policy.Enforcement == events.EnforcementParent {
-		p.fillInc(0, p.capacity)
+	if p.mode.parent {
+		p.fillInc(0, p.pub.capacity)
 		return
 	}
-	root := &p.t.nodes[0]
-	p.pdynInc(0, p.capacity)
-	p.surplusInc(0, minSlots(p.capacity, root.eff)-root.base)
+	p.pdynInc(0, p.pub.capacity)
+	p.surplusInc(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-p.sh(0).base)
 }
 
 // headroom is how many more slots claimant may gain from victim (noNode:
@@ -88,23 +85,33 @@ func (p *Pool) headroom(claimant, victim int32) Slots {
 func (p *Pool) computeTargets() {
 	t := p.t
 	switch {
-	case p.policy.Reclaim == events.ReclaimPriority && p.policy.Enforcement == events.EnforcementLeaf:
+	case !p.mode.shareRatio && !p.mode.parent:
 		for _, id := range t.leaves {
-			t.nodes[id].target = t.nodes[id].planned
+			p.sh(id).target = p.sh(id).planned
 		}
-	case p.policy.Reclaim == events.ReclaimPriority:
+	case !p.mode.shareRatio:
 		tops := p.dirtyTops
 		if p.dirtyAll {
 			tops = t.tops
 		}
 		for _, top := range tops {
-			p.waterFill(top, t.nodes[top].planned)
+			p.waterFill(top, p.sh(top).planned)
 		}
 	default:
-		p.dynamicShares(0, p.capacity)
-		p.bases(0)
-		root := &t.nodes[0]
-		p.surplus(0, minSlots(p.capacity, root.eff)-root.base)
-		p.sumTargets(0)
+		p.shareRatioTargets()
 	}
+}
+
+// shareRatioTargets computes T from scratch for every node, from the E now
+// in the nodes: water-filled under parent enforcement, base plus surplus
+// under leaf enforcement (section 3).
+func (p *Pool) shareRatioTargets() {
+	if p.mode.parent {
+		p.waterFill(0, p.pub.capacity)
+	} else {
+		p.dynamicShares(0, p.pub.capacity)
+		p.bases(0)
+		p.surplus(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-p.sh(0).base)
+	}
+	p.sumTargets(0)
 }

@@ -40,13 +40,6 @@ type Allocation struct {
 	Slots    int64  `json:"slots"`
 }
 
-// Policy is the pool's effective policy.
-type Policy struct {
-	Reclaim     string `json:"reclaim"`
-	Enforcement string `json:"enforcement"`
-	Preemption  bool   `json:"preemption"`
-}
-
 // Policy returns the pool's effective policy.
 func (p *Pool) Policy() Policy { return p.policy }
 
@@ -69,11 +62,11 @@ func (p *Pool) Consumer(path string) (ConsumerView, bool) {
 }
 
 func (p *Pool) view(id int32) ConsumerView {
-	n := &p.t.nodes[id]
+	n, s := &p.t.nodes[id], p.sh(id)
 	v := ConsumerView{
 		Path: n.path, Parent: p.t.nodes[n.parent].path, Leaf: n.leaf, Share: n.share, Priority: n.priority,
-		Demand: int64(n.demand), Effective: int64(n.eff), Planned: int64(n.planned), Target: int64(n.target),
-		Allocated: int64(n.alloc), Borrowed: int64(maxSlots(0, n.alloc-n.planned)),
+		Demand: int64(n.demand), Effective: int64(n.eff), Planned: int64(s.planned), Target: int64(s.target),
+		Allocated: int64(n.alloc), Borrowed: int64(maxSlots(0, n.alloc-s.planned)),
 	}
 	if n.max != nil {
 		v.Max = n.max.String()
@@ -124,3 +117,8 @@ func (p *Pool) Held(consumer, host string) int64 {
 	}
 	return int64(p.held(id, hid))
 }
+
+// RulesSince is the sequence of the plan from which the pool's rules
+// version holds (0 before the first plan, and for a pool restored from a
+// format-1 snapshot, which did not record it).
+func (p *Pool) RulesSince() uint64 { return p.rulesSince }

@@ -1,9 +1,12 @@
 package projections
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
@@ -90,11 +93,14 @@ func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
 
 // add folds one event of pool name into ps and collects its rows. A
 // halted pool's events are passed over; a failing fold halts the pool.
-func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int, hook func(string, uint64)) {
+func (b *batch) add(name string, ps *poolState, st stream.Stored, msg storedMsg, snapshotEvery int, hook func(string, uint64)) error {
 	if ps.halted {
-		return
+		return nil
 	}
-	res, link, h := safeFold(ps, st, hook)
+	res, link, h, err := safeFold(ps, st, hook)
+	if err != nil {
+		return err
+	}
 	if h != nil {
 		ps.halted = true
 		b.dropPool(name)
@@ -102,10 +108,10 @@ func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery 
 			b.halts = map[string]halt{}
 		}
 		b.halts[name] = *h
-		return
+		return nil
 	}
 	pb := b.poolBatch(name, ps)
-	b.events = append(b.events, eventRow(name, st, res.Refused, ps.chain, link))
+	b.events = append(b.events, eventRow(name, st, msg, &res, ps.chain, link))
 	ps.chain, ps.lastSeq = link, st.Seq
 	pb.lastSeq = st.Seq
 	for _, d := range res.Decisions {
@@ -120,6 +126,7 @@ func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery 
 		b.snapshots = append(b.snapshots, snapshotRow(name, ps.pool))
 		ps.sinceSnap = 0
 	}
+	return nil
 }
 
 func (pb *poolBatch) noteDecision(d domain.Decision) {
@@ -135,7 +142,7 @@ func (pb *poolBatch) noteDecision(d domain.Decision) {
 func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res FoldResult) {
 	seq, at := st.Seq, st.Envelope.Time
 	if !res.All {
-		for _, path := range res.Touched {
+		for _, path := range res.Touched() {
 			pb.touched[path] = seq
 			if v, ok := pb.state.pool.Consumer(path); ok && v.Leaf {
 				b.historyChange(pb, name, path, v.Allocated, seq, at)
@@ -204,17 +211,26 @@ func (b *batch) closeHistory(pb *poolBatch, name, path string, from, seq uint64,
 	b.closes.times = append(b.closes.times, at)
 }
 
-func eventRow(pool string, st stream.Stored, refused string, prev, link domain.Hash) []any {
+// storedMsg is what the events row keeps of the stream message besides
+// its body: enough to store it again as it was (heal.go).
+type storedMsg struct {
+	subject string
+	headers []byte // JSON of every header; nil when the message had none
+}
+
+func eventRow(pool string, st stream.Stored, msg storedMsg, res *FoldResult, prev, link domain.Hash) []any {
 	e := st.Envelope
-	var ref *string
-	if refused != "" {
-		ref = &refused
+	var code, detail *string
+	if res.Refused != "" {
+		c := string(res.Refused)
+		code, detail = &c, &res.RefusalDetail
 	}
 	v := int32(min(max(e.V, math.MinInt32), math.MaxInt32)) // refused when out of range; still stored
 	// PostgreSQL keeps microseconds; time_ns keeps the rest (audit
 	// verify compares the exact time).
 	ns := int16(e.Time.Nanosecond() % 1000)
-	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), ref, prev[:], link[:], ns}
+	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), code, detail, prev[:], link[:],
+		msg.subject, msg.headers, st.Raw, ns}
 }
 
 func decisionRow(pool string, d domain.Decision) []any {
@@ -222,7 +238,7 @@ func decisionRow(pool string, d domain.Decision) []any {
 	if d.From != "" {
 		from = &d.From
 	}
-	return []any{pool, int64(d.Seq), d.Ordinal, string(d.Kind), d.Consumer, from, d.Host, d.Slots, d.Rule, d.Deadline}
+	return []any{pool, int64(d.Seq), d.Ordinal, string(d.Kind), d.Consumer, from, d.Host, d.Slots, string(d.Rule), d.Deadline}
 }
 
 func snapshotRow(pool string, p *domain.Pool) []any {
@@ -242,4 +258,17 @@ func storableJSON(data []byte) []byte {
 		}
 	}
 	return data
+}
+
+// headersJSON encodes a message's headers for events.headers, keys in
+// order (encoding/json sorts them), or nil for none.
+func headersJSON(h nats.Header) []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil // a map of strings always encodes
+	}
+	return b
 }

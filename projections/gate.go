@@ -2,29 +2,32 @@ package projections
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
-// Refusal codes the projector decides before the engine sees an event.
-// A refused event is stored and chained like any refused event and
-// changes nothing.
-const (
-	// CodeUnauthenticated: the event is not signed by a trusted key
+// Refusals the projector decides before the engine sees an event. A
+// refused event is stored and chained like any refused event (the chain
+// covers the code) and changes nothing.
+var (
+	// ErrUnauthenticated: the event is not signed by a trusted key
 	// (published around the ledger, or altered).
-	CodeUnauthenticated = "unauthenticated"
-	// CodeDuplicateID: the pool already applied an event with this id
-	// (a retry that came after JetStream's duplicate window).
-	CodeDuplicateID = "duplicate_id"
+	ErrUnauthenticated = events.NewRefusal(CodeUnauthenticated, "event not signed by a trusted key")
+	// ErrDuplicateID: the pool already applied an event with this id (a
+	// retry that came after JetStream's duplicate window).
+	ErrDuplicateID = events.NewRefusal(CodeDuplicateID, "the pool already applied an event with this id")
 )
 
-// chainCode is what the hash chain records for a projector refusal: the
-// stable code, not the reason text, so rewording a message never changes
-// the chain. (The one place to adapt when domain exposes its own codes.)
-func chainCode(code string) string { return code }
+// The codes of those refusals.
+const (
+	CodeUnauthenticated events.Code = "unauthenticated"
+	CodeDuplicateID     events.Code = "duplicate_id"
+)
 
 // IDs is the set of event ids a pool applied.
 type IDs map[string]struct{}
@@ -40,15 +43,15 @@ func (ids IDs) has(id string) bool {
 	return ok && id != ""
 }
 
-// gate returns the code and reason of a refusal before the engine, or "".
-func gate(ids IDs, st stream.Stored) (code, reason string) {
+// gate returns the refusal decided before the engine, or nil.
+func gate(ids IDs, st stream.Stored) error {
 	if st.Gate != "" {
-		return CodeUnauthenticated, st.Gate
+		return fmt.Errorf("%w: %s", ErrUnauthenticated, st.Gate)
 	}
 	if ids.has(st.Envelope.ID) {
-		return CodeDuplicateID, "the pool already applied an event with id " + st.Envelope.ID
+		return fmt.Errorf("%w: %s", ErrDuplicateID, st.Envelope.ID)
 	}
-	return "", ""
+	return nil
 }
 
 // Authenticate marks st as refused (unauthenticated) unless keys is nil

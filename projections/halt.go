@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -30,7 +31,7 @@ type halt struct {
 }
 
 // safeFold is Fold turning a panic into a halt.
-func safeFold(ps *poolState, st stream.Stored, hook func(pool string, seq uint64)) (res FoldResult, link [32]byte, h *halt) {
+func safeFold(ps *poolState, st stream.Stored, hook func(pool string, seq uint64)) (res FoldResult, link domain.Hash, h *halt, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			h = &halt{seq: st.Seq, reason: fmt.Sprintf("fold failed at sequence %d: %v\n%s", st.Seq, r, debug.Stack())}
@@ -39,8 +40,8 @@ func safeFold(ps *poolState, st stream.Stored, hook func(pool string, seq uint64
 	if hook != nil {
 		hook(ps.pool.Name(), st.Seq)
 	}
-	res, link = Fold(ps.pool, ps.ids, st, ps.chain)
-	return res, link, nil
+	res, link, err = Fold(ps.pool, ps.ids, st, ps.chain)
+	return res, link, nil, err
 }
 
 // dropPool removes a pool's rows from the batch: its state in memory may

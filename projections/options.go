@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
@@ -36,6 +38,7 @@ type config struct {
 	idleWait      time.Duration
 	dropAck       func() bool // tests: simulate a lost ack
 	keys          *signing.Keyring
+	healer        jetstream.JetStream
 	foldHook      func(pool string, seq uint64) // tests: runs before each fold (a panic halts the pool)
 }
 
@@ -53,6 +56,12 @@ func defaults() config {
 // WithTrustedKeys makes the projector refuse (code unauthenticated) every
 // event no key of keys signed. Without it events are not authenticated.
 func WithTrustedKeys(keys *signing.Keyring) Option { return func(c *config) { c.keys = keys } }
+
+// WithHealer sets the JetStream connection that appends lost events again
+// when the projector heals the stream. The projector's own identity may
+// only read (internal/natsauth); healing needs one that may publish to
+// ledger.> (the ledger's). Default: the projector's connection.
+func WithHealer(js jetstream.JetStream) Option { return func(c *config) { c.healer = js } }
 
 // WithBatchSize sets how many events are fetched and committed together
 // (default 1000).

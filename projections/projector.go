@@ -27,12 +27,16 @@ type Projector struct {
 	folded    uint64 // last sequence folded and handed to the writer
 	cons      jetstream.Consumer
 	writer    *writer
-	// pools halted before they had a checkpoint (start recreates them halted)
-	haltedNoCheckpoint []string
+	// reconnects is the NATS connection's reconnect count when the stream
+	// was last known to hold everything committed (see afterReconnect).
+	reconnects uint64
 
 	mu      sync.Mutex
 	applied map[string]uint64
 	halted  map[string]uint64 // halted pool -> sequence whose fold failed
+
+	// pools halted before they had a checkpoint (start recreates them halted)
+	haltedNoCheckpoint []string
 }
 
 func (p *Projector) isHalted(name string) bool {
@@ -72,6 +76,7 @@ func (p *Projector) setApplied(pool string, seq uint64) {
 // the recorded checkpoint, a row PostgreSQL rejects, another projector
 // writing the same offset) or when a failpoint fires.
 func (p *Projector) Run(ctx context.Context) error {
+	p.reconnects = p.js.Conn().Stats().Reconnects
 	err := p.retry(ctx, "start", func() error { return p.start(ctx) })
 	if err == nil {
 		p.folded = p.committed
@@ -92,6 +97,12 @@ func (p *Projector) Run(ctx context.Context) error {
 // step fetches and projects one batch, retrying transient failures.
 func (p *Projector) step(ctx context.Context) error {
 	msgs, err := p.fetch(ctx)
+	if rc := p.js.Conn().Stats().Reconnects; rc != p.reconnects {
+		// What was fetched is dropped unacked: the consumer is made
+		// again after the committed sequence.
+		p.reconnects = rc
+		return p.afterReconnect(ctx)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -143,6 +154,7 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	b := newBatch(p.folded)
 	var last jetstream.Msg // highest message covered by the batch or already committed
 	gap := false
+	var stop error // an event this build cannot fold: commit what came before, then stop
 	for _, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
@@ -157,7 +169,9 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 			gap = true
 			break
 		}
-		p.fold(b, m, seq, md.Timestamp)
+		if stop = p.fold(b, m, seq, md.Timestamp); stop != nil {
+			break
+		}
 		b.to, last = seq, m
 	}
 	var f *finalRows
@@ -168,11 +182,43 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if err := p.writer.submit(writeJob{b: b, f: f, last: last}); err != nil {
 		return err
 	}
+	if stop != nil {
+		if err := p.writer.drain(); err != nil {
+			return err
+		}
+		return fatalf("%v", stop)
+	}
 	if gap { // out of order delivery: start the consumer again after the commit
 		p.cfg.log.Warn("projector: gap in delivered sequences; restarting the consumer", "after", b.to)
 		return p.restartConsumer(ctx)
 	}
 	return nil
+}
+
+// afterReconnect runs when the connection to NATS was lost and made
+// again: the server may have restarted without the messages it had not
+// synced to disk. If the stream now ends before the committed sequence,
+// the projector starts over as on a restart (heal, rebuild, verify the
+// chain); otherwise it recreates its consumer, whose state may be older
+// than the projection.
+func (p *Projector) afterReconnect(ctx context.Context) error {
+	if err := p.writer.drain(); err != nil {
+		return err
+	}
+	return p.retry(ctx, "check the stream after reconnecting", func() error {
+		last, err := p.streamLast(ctx)
+		if err != nil {
+			return err
+		}
+		if last >= p.committed {
+			return p.resetConsumer(ctx)
+		}
+		if err := p.start(ctx); err != nil {
+			return err
+		}
+		p.folded = p.committed
+		return nil
+	})
 }
 
 // restartConsumer recreates the durable consumer after everything handed
@@ -185,25 +231,28 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 	return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
 }
 
-func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) {
+func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) error {
 	name, st, ok := DecodeMessage(seq, m.Subject(), stored, m.Data())
 	Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
 	if !ok {
 		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", m.Subject())
-		return
+		return nil
 	}
 	ps := p.pools[name]
 	if ps == nil {
 		ps = newPoolState(newDomainPool(name), zeroHash)
 		p.pools[name] = ps
 	}
-	b.add(name, ps, st, p.cfg.snapshotEvery, p.cfg.foldHook)
+	if err := b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotEvery, p.cfg.foldHook); err != nil {
+		return err
+	}
 	if h, ok := b.halts[name]; ok && ps.halted && !p.isHalted(name) {
 		p.cfg.log.Error("projector: pool halted; the other pools go on", "pool", name, "seq", h.seq, "reason", h.reason)
 		p.mu.Lock()
 		p.halted[name] = h.seq
 		p.mu.Unlock()
 	}
+	return nil
 }
 
 // commit writes the batch, retrying while PostgreSQL is unavailable. The

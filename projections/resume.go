@@ -59,7 +59,7 @@ func (p *Projector) start(ctx context.Context) error {
 	if err != nil {
 		return classify(err)
 	}
-	if err := p.checkStream(ctx, committed); err != nil {
+	if err := p.checkStream(ctx, cps, committed); err != nil {
 		return err
 	}
 	p.pools, p.committed = map[string]*poolState{}, committed
@@ -153,9 +153,9 @@ func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
 	return err
 }
 
-// checkStream refuses a database that is ahead of the stream: it was
-// projected from another log.
-func (p *Projector) checkStream(ctx context.Context, committed uint64) error {
+// checkStream heals a stream that ends before the projection (heal.go)
+// and refuses one whose start was removed.
+func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed uint64) error {
 	s, err := stream.Ensure(ctx, p.js)
 	if err != nil {
 		return err
@@ -165,8 +165,10 @@ func (p *Projector) checkStream(ctx context.Context, committed uint64) error {
 		return fmt.Errorf("stream %s info: %w", stream.Name, err)
 	}
 	if info.State.LastSeq < committed {
-		return fatalf("the database has projected stream %s up to sequence %d but the stream ends at %d: the database belongs to another log",
-			stream.Name, committed, info.State.LastSeq)
+		if _, err := p.heal(ctx, cps, info.State.LastSeq, committed); err != nil {
+			return err
+		}
+		return nil
 	}
 	if info.State.Msgs > 0 && info.State.FirstSeq > committed+1 {
 		return fatalf("stream %s starts at sequence %d but the projection needs %d next: events were removed from the log",
@@ -301,8 +303,11 @@ func (p *Projector) replayOne(ctx context.Context, it jetstream.MessagesContext,
 	if !ok || pool != name {
 		return seq, nil
 	}
+	var err2 error
 	Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
-	_, ps.chain = Fold(ps.pool, ps.ids, st, ps.chain)
+	if _, ps.chain, err2 = Fold(ps.pool, ps.ids, st, ps.chain); err2 != nil {
+		return 0, err2
+	}
 	ps.lastSeq = seq
 	ps.sinceSnap++
 	return seq, nil

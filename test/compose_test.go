@@ -1,6 +1,7 @@
 package test
 
 import (
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -25,6 +27,9 @@ type composeFile struct {
 		} `yaml:"healthcheck"`
 	} `yaml:"services"`
 	Volumes map[string]any `yaml:"volumes"`
+	Configs map[string]struct {
+		Content string `yaml:"content"`
+	} `yaml:"configs"`
 }
 
 func readRepoFile(t *testing.T, name string) []byte {
@@ -90,6 +95,7 @@ func TestDockerCompose(t *testing.T) {
 	if !strings.HasPrefix(nats.Image, "nats:2.12") || !slices.Contains(nats.Command, "-js") || len(nats.Volumes) == 0 {
 		t.Errorf("nats: want image nats:2.12 (atomic batch publish) with -js and a volume, got %q %v %v", nats.Image, nats.Command, nats.Volumes)
 	}
+	testComposeNATSSync(t, c, nats.Command)
 	pg := c.Services["postgres"]
 	if !strings.HasPrefix(pg.Image, "postgres:15") || len(pg.Volumes) == 0 || pg.Healthcheck == nil || len(pg.Healthcheck.Test) == 0 {
 		t.Errorf("postgres: want image postgres:15 with a volume and a healthcheck")
@@ -104,7 +110,7 @@ func TestDockerCompose(t *testing.T) {
 	// The names of service.md, the identity and the key of each.
 	wantEnvs := map[string][]string{
 		"ledger":    {"DATABASE_URL", "LEDGER_SIGNING_KEY", "NATS_CREDS", "NATS_URL"},
-		"projector": {"DATABASE_URL", "LEDGER_TRUSTED_KEYS", "NATS_CREDS", "NATS_URL"},
+		"projector": {"DATABASE_URL", "LEDGER_TRUSTED_KEYS", "NATS_CREDS", "NATS_HEAL_CREDS", "NATS_URL"},
 	}
 	if !slices.Contains(nats.Command, "-c") {
 		t.Errorf("nats: no -c: the server must load the authorization of `ledger nats init`: %v", nats.Command)
@@ -143,5 +149,52 @@ func TestDockerfile(t *testing.T) {
 		if !want.MatchString(df) {
 			t.Errorf("Dockerfile does not match %s", want)
 		}
+	}
+}
+
+// testComposeNATSSync requires the NATS service to sync every write (a
+// single node has no other copy of the log): its command loads a config
+// that nats-server itself reads as sync_interval: always.
+func testComposeNATSSync(t *testing.T, c composeFile, command []string) {
+	i := slices.Index(command, "-c")
+	if i < 0 || i+1 >= len(command) {
+		t.Errorf("nats: command %v loads no config (-c FILE) setting sync_interval: always", command)
+		return
+	}
+	conf, ok := "", false
+	for _, cfg := range c.Configs {
+		conf, ok = cfg.Content, true
+	}
+	if !ok || len(c.Configs) != 1 {
+		t.Errorf("nats: want one config with the server configuration, got %d", len(c.Configs))
+		return
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ledger.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// What `ledger nats init` writes into the secrets volume, mounted
+	// beside the configuration.
+	keys, err := natsauth.Init(filepath.Join(dir, "secrets", "nats-auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var auth strings.Builder
+	if err := natsauth.WriteServerConfig(&auth, keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets", "nats-auth.conf"), []byte(auth.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatalf("nats config: %v", err)
+	}
+	if len(opts.Nkeys) != len(natsauth.Roles) {
+		t.Errorf("nats config gives %d identities, want %d (anonymous clients must be refused)", len(opts.Nkeys), len(natsauth.Roles))
+	}
+	if !opts.SyncAlways {
+		t.Errorf("nats config does not set sync_interval: always:\n%s", conf)
 	}
 }

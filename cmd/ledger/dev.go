@@ -34,27 +34,30 @@ type devConfig struct {
 	data, httpAddr, natsAddr, databaseURL string
 	snapshotEvery                         int
 	duplicateWindow                       time.Duration
+	natsSync                              natsserver.Sync
 }
 
 func init() {
-	var cfg devConfig
+	cfg := devConfig{natsSync: natsserver.SyncAlways}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole service on this machine (what `make run` starts)",
 		Long: `dev starts everything on one machine, in one process:
 
   - an embedded NATS server with JetStream on disk (DATA/nats), listening for
-    producers on --nats. It refuses anonymous connections: each identity
-    (admin, ledger, projector, auditor) has an nkey seed in DATA/nats-auth
-    (0600) and only the rights its job needs; dev creates the LEDGER stream
-    with the admin identity;
+    producers on --nats, syncing every acknowledged write to disk (--nats-sync).
+    It refuses anonymous connections: each identity (admin, ledger,
+    projector, auditor) has an nkey seed in DATA/nats-auth (0600) and only
+    the rights its job needs; dev creates the LEDGER stream with the admin
+    identity;
   - the ledger's Ed25519 signing key (DATA/signing/ledger.key, 0600) and the
     trusted public keys (DATA/signing/trusted.pub): the projector refuses
     events no trusted key signed;
   - a private PostgreSQL cluster started from this machine's PostgreSQL
     binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
     runs as root), unless --database-url or DATABASE_URL names one;
-  - the schema migrations, the projector and the HTTP API on --http.
+  - the schema migrations, the projector and the HTTP API on --http, with
+    the web console at http://ADDR/console/.
 
 Once ready it prints LEDGER_URL=, NATS_URL=, NATS_CREDS= (the auditor's
 identity, for audit, replay and explain), LEDGER_TRUSTED_KEYS= and
@@ -69,6 +72,7 @@ on DATA/ledger.lock). Ctrl-C stops everything cleanly.`,
 	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data, credentials and keys")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
+	cmd.Flags().Var(&cfg.natsSync, "nats-sync", "when JetStream syncs its writes to disk: always (every write, before the publish is acknowledged: an acknowledged event survives a power loss) or interval:DURATION (in the background, faster, but a crash of the machine may lose up to DURATION of acknowledged events)")
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
 	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
 		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
@@ -105,7 +109,7 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		return err
 	}
 	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr),
-		natsserver.WithNkeyUsers(natsauth.Users(keys)))
+		natsserver.WithNkeyUsers(natsauth.Users(keys)), natsserver.WithSync(cfg.natsSync))
 	if err != nil {
 		return fmt.Errorf("start NATS: %w", err)
 	}
@@ -178,6 +182,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	case addr := <-ready:
 		fmt.Fprintf(out, "LEDGER_URL=http://%s\nNATS_URL=%s\nNATS_CREDS=%s\nLEDGER_TRUSTED_KEYS=%s\nDATABASE_URL=%s\n",
 			addr, sv.natsURL, natsauth.SeedFile(sv.authDir, natsauth.Auditor), sv.trustedPath, sv.dbURL)
+		fmt.Fprintf(out, "# console: http://%s/console/\n", addr)
 		fmt.Fprintf(out, "# ready. In another shell: export the lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
 		fmt.Fprintf(out, "# NATS identities (nkey seeds) of the other roles: %s/{admin,ledger,projector}.nk\n", sv.authDir)
 		err = <-errs
@@ -212,8 +217,23 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 	if err != nil {
 		return err
 	}
+	// Healing a stream that lost its tail appends events again: with the
+	// ledger's identity, the one allowed to publish.
+	ledgerAuth, err := natsauth.Option(natsauth.SeedFile(sv.authDir, natsauth.Ledger))
+	if err != nil {
+		return err
+	}
+	hnc, err := api.ConnectNATS(sv.natsURL, "projector-heal", log, ledgerAuth)
+	if err != nil {
+		return err
+	}
+	defer hnc.Close()
+	hjs, err := jetstream.New(hnc)
+	if err != nil {
+		return err
+	}
 	err = projections.New(js, db, projections.WithLogger(log), projections.WithSnapshotEvery(sv.snapshotEvery),
-		projections.WithTrustedKeys(sv.trusted)).Run(ctx)
+		projections.WithTrustedKeys(sv.trusted), projections.WithHealer(hjs)).Run(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -14,7 +14,11 @@
 // is not reachable yet; it then runs until SIGINT or SIGTERM, surviving
 // outages of either, and exits 0 after a clean stop. Because PostgreSQL
 // holds the committed sequence, it can be stopped or killed at any time and
-// restarted: nothing is lost or projected twice.
+// restarted: nothing is lost or projected twice. When the stream ends
+// before what it has projected (NATS lost its unsynced tail in a crash), it
+// appends those events again from PostgreSQL at their original sequences
+// before going on, or stops naming the first sequence where stream and
+// projection differ (see `ledger recover --help`).
 package main
 
 import (
@@ -50,7 +54,7 @@ func main() {
 }
 
 type flags struct {
-	natsURL, natsCreds, trustedKeys, databaseURL, name string
+	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name string
 	batch, snapshotEvery                               int
 }
 
@@ -60,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL)")
 	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "file with the projector's NATS identity (nkey seed) (default $NATS_CREDS)")
+	fs.StringVar(&f.healCreds, "heal-creds", os.Getenv("NATS_HEAL_CREDS"), "NATS identity allowed to publish to ledger.> (the ledger's seed), used only to append lost events again when healing the stream (default $NATS_HEAL_CREDS; without it healing uses --nats-creds)")
 	fs.StringVar(&f.trustedKeys, "trusted-keys", os.Getenv("LEDGER_TRUSTED_KEYS"), "file of PEM public keys; events none of them signed are refused as unauthenticated (default $LEDGER_TRUSTED_KEYS)")
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
@@ -113,6 +118,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		opts = append(opts, projections.WithTrustedKeys(keys))
 	} else {
 		log.Warn("projector: no --trusted-keys: events are not authenticated; anyone who can publish to ledger.> can change allocations")
+	}
+	if f.healCreds != "" {
+		hnc, err := connectNATS(log, f.natsURL, f.healCreds)
+		if err != nil {
+			return err
+		}
+		defer hnc.Close()
+		hjs, err := jetstream.New(hnc)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, projections.WithHealer(hjs))
 	}
 	p := projections.New(js, db, opts...)
 	log.Info("projector: running", "name", f.name, "batch", f.batch, "snapshot_every", f.snapshotEvery)

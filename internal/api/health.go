@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"net/http"
@@ -53,4 +54,13 @@ func (s *Server) haltedPools(ctx context.Context) []HaltedPool {
 		return nil
 	})
 	return out
+}
+
+// haltedByPool is halted_pools as the console wants it: pool -> reason.
+func (s *Server) haltedByPool(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, h := range s.haltedPools(ctx) {
+		out[h.Pool] = fmt.Sprintf("halted at sequence %d: %s", h.Seq, h.Reason)
+	}
+	return out, nil
 }

@@ -140,6 +140,7 @@ func listenAndServe(ctx context.Context, cfg ServeConfig, srv *Server, log *slog
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs.RegisterOnShutdown(srv.Shutdown)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	addr := l.Addr().String()

@@ -74,7 +74,10 @@ func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
 	}
 	prev := pr.chain
 	projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw)
-	res, link := projections.Fold(pr.pool, pr.ids, m.Stored, prev)
+	res, link, err := projections.Fold(pr.pool, pr.ids, m.Stored, prev)
+	if err != nil {
+		return Event{}, false, err
+	}
 	pr.chain = link
 	return Event{Message: m, Result: res, Prev: prev, Link: link, Pool: pr.pool}, true, nil
 }

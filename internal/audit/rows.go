@@ -112,7 +112,7 @@ func (e eventRow) differs(ev Event) string {
 		return "data"
 	case (e.refused == nil) != (ev.Result.Refused == ""):
 		return "refusal"
-	case e.refused != nil && *e.refused != ev.Result.Refused:
+	case e.refused != nil && *e.refused != string(ev.Result.Refused):
 		return "refusal reason"
 	}
 	return ""
@@ -147,7 +147,7 @@ func (d decisionRow) equals(w domain.Decision) bool {
 	}
 	sameDeadline := (d.deadline == nil) == (w.Deadline == nil) && (d.deadline == nil || d.deadline.Equal(*w.Deadline))
 	return d.kind == string(w.Kind) && d.consumer == w.Consumer && from == w.From && d.host == w.Host &&
-		d.slots == w.Slots && d.rule == w.Rule && sameDeadline
+		d.slots == w.Slots && d.rule == string(w.Rule) && sameDeadline
 }
 
 func (d decisionRow) describe() string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -81,8 +80,8 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys 
 			return err
 		}
 		c.noteChanges(ev)
-		if strings.HasPrefix(ev.Result.Refused, projections.CodeUnauthenticated+":") {
-			forged = append(forged, Refusal{Pool: m.Pool, Seq: m.Stored.Seq, ID: m.Stored.Envelope.ID, Reason: ev.Result.Refused})
+		if ev.Result.Refused == projections.CodeUnauthenticated {
+			forged = append(forged, Refusal{Pool: m.Pool, Seq: m.Stored.Seq, ID: m.Stored.Envelope.ID, Reason: ev.Result.RefusalDetail})
 		}
 		if m.Stored.Seq < c.from {
 			return nil

@@ -31,7 +31,7 @@ func story(t *testing.T, file, consumer string) string {
 			continue
 		}
 		seq++
-		st.After(pool, seq, at, ds)
+		st.After(pool, seq, at, ds.Decisions)
 	}
 	var b strings.Builder
 	if err := st.Write(&b, pool); err != nil {
@@ -77,6 +77,16 @@ func TestSeed002TellsTheSiblingGetsTheSpareSlot(t *testing.T) {
 		"/X/2 reclaimed 1 slot from /Y/1 on h1 [share_ratio.reclaim]",
 		"give /X/2 a target of 6 and /Y/1 a target of 4",
 		"policy: reclaim share_ratio, enforcement parent",
+	)
+}
+
+func TestBalanceFalseTellsWhyOnlyThePlannedShareCameBack(t *testing.T) {
+	out := story(t, "../../test/scenarios/rules/balance-false-leaf.yaml", "/B")
+	requireAll(t, out,
+		"/B reclaimed 4 slots from /A on h1 [share_ratio.reclaim]",
+		"balance is false, so reclaim only gives a consumer back its planned share",
+		"/B's planned share is 4; /A held 12, more than it may keep",
+		"balance false (reclaim restores planned shares only)",
 	)
 }
 

@@ -1,4 +1,4 @@
--- 0002: exact event times and halted pools.
+-- 0004: exact event times and halted pools.
 
 -- PostgreSQL's timestamptz keeps microseconds; the log keeps the
 -- nanoseconds the ledger stamped. time_ns keeps the rest, so that
