@@ -55,7 +55,7 @@ func main() {
 
 type flags struct {
 	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name string
-	batch, snapshotEvery                               int
+	batch, snapshotEvery                                          int
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
