@@ -55,13 +55,9 @@ func newCrashNATS(t *testing.T) *crashNATS {
 
 func (c *crashNATS) start() {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := natsserver.Start(ctx, natsserver.WithStoreDir(c.dir), natsserver.WithListen(c.addr), natsserver.WithName("crash"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.srv, c.alive = s, true
+	// With authentication, as everywhere: the identities live in c.dir
+	// too, so snapshots and restores keep them.
+	c.srv, c.alive = testenv.StartNATS(c.t, c.dir, c.addr), true
 }
 
 func (c *crashNATS) stop() {
