@@ -10,9 +10,9 @@ import (
 )
 
 type benchFlags struct {
-	natsURL, databaseURL        string
-	quick, asJSON, keep         bool
-	eventsReplay, eventsProject int
+	natsURL, natsCreds, databaseURL string
+	quick, asJSON, keep             bool
+	eventsReplay, eventsProject     int
 }
 
 func init() {
@@ -66,6 +66,7 @@ The default run takes a few minutes.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.natsURL, "nats-url", "", "use this NATS server (with JetStream) instead of an embedded one")
+	addNATSCredsFlag(cmd, &f.natsCreds)
 	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "use this PostgreSQL server instead of a private cluster (bench creates its own databases there)")
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "small numbers everywhere (seconds, for tests)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -77,10 +78,10 @@ The default run takes a few minutes.`,
 
 func runBench(ctx context.Context, out, progress io.Writer, f benchFlags) error {
 	cfg := benchmark.Config{
-		NATSURL: f.natsURL, DatabaseURL: f.databaseURL, Quick: f.quick, Keep: f.keep, Progress: progress,
+		NATSURL: f.natsURL, NATSCreds: f.natsCreds, DatabaseURL: f.databaseURL, Quick: f.quick, Keep: f.keep, Progress: progress,
 		EventsReplay: f.eventsReplay, EventsProject: f.eventsProject,
 		Rebuild: func(ctx context.Context, natsURL, into string) error {
-			return runRebuild(ctx, io.Discard, logFlags{natsURL: natsURL}, into)
+			return runRebuild(ctx, io.Discard, logFlags{natsURL: natsURL, natsCreds: credsFor(natsURL, f)}, into)
 		},
 	}
 	rep, err := benchmark.Run(ctx, cfg)
@@ -91,4 +92,13 @@ func runBench(ctx context.Context, out, progress io.Writer, f benchFlags) error 
 		return rep.WriteJSON(out)
 	}
 	return rep.WriteTable(out)
+}
+
+// credsFor is the identity given for the external server, none for an
+// embedded one.
+func credsFor(url string, f benchFlags) string {
+	if url == f.natsURL {
+		return f.natsCreds
+	}
+	return ""
 }

@@ -28,7 +28,7 @@ func (b *bench) startAPI(ctx context.Context, natsURL, dbURL string) error {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- api.Serve(actx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, DatabaseURL: dbURL,
+		done <- api.Serve(actx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, NATSCreds: b.creds(natsURL), DatabaseURL: dbURL,
 			// Error level: stopping the API logs its NATS disconnection as a warning.
 			Logger: slog.New(slog.NewTextHandler(b.cfg.Progress, &slog.HandlerOptions{Level: slog.LevelError})),
 			Ready:  func(addr string) { ready <- addr }})

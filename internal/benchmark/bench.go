@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,6 +36,10 @@ type Config struct {
 	// directory. The harness creates its own databases on the PostgreSQL
 	// server (and drops them at the end unless Keep).
 	NATSURL, DatabaseURL string
+	// NATSCreds is the seed file of the identity used on NATSURL (the
+	// admin's: the harness creates the stream and publishes raw events);
+	// the embedded servers accept anonymous clients on a private port.
+	NATSCreds string
 	// Quick runs every phase with small numbers (for tests).
 	Quick bool
 	// EventsReplay and EventsProject are the sizes of the logs of the
@@ -226,7 +231,7 @@ func (b *bench) open(ctx context.Context) error {
 		return err
 	}
 	b.report.Postgres = "PostgreSQL " + strings.Fields(version)[0] + ", " + b.report.Postgres
-	if b.nc, err = nats.Connect(b.natsURL, nats.Name("ledger-bench"), nats.Timeout(5*time.Second)); err != nil {
+	if b.nc, err = b.connect(b.natsURL, nats.Name("ledger-bench"), nats.Timeout(5*time.Second)); err != nil {
 		return fmt.Errorf("NATS %s: %w", redact(b.natsURL), err)
 	}
 	if b.js, err = jetstream.New(b.nc); err != nil {
@@ -281,7 +286,7 @@ func (b *bench) openAppendTargets(ctx context.Context) error {
 		if err := migrations.Up(ctx, t.dbURL); err != nil {
 			return err
 		}
-		if t.nc, err = nats.Connect(t.natsURL, nats.Name("ledger-bench-append"), nats.Timeout(5*time.Second)); err != nil {
+		if t.nc, err = b.connect(t.natsURL, nats.Name("ledger-bench-append"), nats.Timeout(5*time.Second)); err != nil {
 			return fmt.Errorf("NATS %s: %w", t.natsURL, err)
 		}
 		b.appendTargets = append(b.appendTargets, t)
@@ -390,7 +395,7 @@ type runningProjector struct {
 // startProjector runs a projector named name on the run's database until
 // stop is called.
 func (b *bench) startProjector(ctx context.Context, name string) (*runningProjector, error) {
-	nc, err := nats.Connect(b.natsURL, nats.Name("ledger-bench-projector"))
+	nc, err := b.connect(b.natsURL, nats.Name("ledger-bench-projector"))
 	if err != nil {
 		return nil, err
 	}
@@ -464,4 +469,17 @@ func redact(u string) string {
 		return "(unparsable URL)"
 	}
 	return p.Redacted()
+}
+
+// creds is the identity for url: the configured one on the given server.
+func (b *bench) creds(url string) string {
+	if url != "" && url == b.cfg.NATSURL {
+		return b.cfg.NATSCreds
+	}
+	return ""
+}
+
+// connect connects to url with its identity.
+func (b *bench) connect(url string, opts ...nats.Option) (*nats.Conn, error) {
+	return natsauth.Connect(url, b.creds(url), opts...)
 }
