@@ -211,7 +211,7 @@ func (b *bench) open(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
-		b.pg, b.adminDB = pg, pg.URL()
+		b.pg, b.adminDB = pg, pg.URLFor(pgcluster.DefaultDatabase) // the superuser: the harness creates databases
 		b.report.Postgres = "private cluster, fsync on"
 	} else {
 		b.report.Postgres = redact(b.adminDB)
