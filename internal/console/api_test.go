@@ -109,7 +109,7 @@ func TestEndpoints(t *testing.T) {
 	}
 	p := pools.Pools[0]
 	if p.Pool != "p" || p.Seq != step2 || p.Capacity != 100 || p.HostsUp != 2 || p.HostsDown != 0 || p.Consumers != 4 || p.Leaves != 3 ||
-		p.Allocated != 100 || p.Demand != 600 || p.LastType != "demand" || p.Lag == nil || *p.Lag != 0 || p.RulesVersion == nil || p.Halted != nil {
+		p.Allocated != 100 || p.Demand != 600 || p.LastType != "demand" || p.Lag == nil || *p.Lag != 0 || p.RulesVersion == nil || (p.Halted != nil && *p.Halted) {
 		t.Errorf("pool summary %+v", p)
 	}
 
