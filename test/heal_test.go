@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"log/slog"
 	"maps"
@@ -86,6 +87,13 @@ func (c *crashNATS) restore(from string) {
 	}
 	if err := os.CopyFS(c.dir, os.DirFS(from)); err != nil {
 		c.t.Fatal(err)
+	}
+	// CopyFS does not keep modes; credentials must stay private.
+	seeds, _ := filepath.Glob(filepath.Join(c.dir, "auth", "*.nk"))
+	for _, f := range seeds {
+		if err := os.Chmod(f, 0o600); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 }
 
@@ -584,7 +592,7 @@ func TestLedgerRecover(t *testing.T) {
 	nats.start()
 
 	recover := func() string {
-		cmd := exec.Command(bin, "recover", "--nats-url", nats.srv.URL(), "--database-url", db.Config().ConnString())
+		cmd := exec.Command(bin, "recover", "--nats-url", nats.srv.URL(), "--nats-creds", testenv.Creds(t, nats.srv.URL(), natsauth.Admin), "--database-url", db.Config().ConnString())
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("ledger recover: %v\n%s", err, out)

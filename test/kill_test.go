@@ -3,6 +3,8 @@ package test
 import (
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"os"
 	"os/exec"
 	"syscall"
@@ -36,7 +38,7 @@ func TestProjectorKilledMidRun(t *testing.T) {
 	}
 	last := info.State.LastSeq
 	for kill := 0; kill < 2; kill++ {
-		cmd := exec.Command(bin, "--nats-url", natsURL, "--database-url", gotURL, "--batch", "50")
+		cmd := exec.Command(bin, "--nats-url", natsURL, "--nats-creds", testenv.Creds(t, natsURL, natsauth.Projector), "--database-url", gotURL, "--batch", "50")
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

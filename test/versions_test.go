@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -103,7 +105,7 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 	seq := publishRaw(t, s.js, "rules2", "from-the-future", &events.PlanChange{Plan: events.Plan{Rules: 99, Consumers: []events.Consumer{{Path: "/A"}}}})
 	_ = proc.Process.Signal(syscall.SIGKILL)
 	_ = proc.Wait()
-	out, err := exec.Command(bin, "--nats-url", s.natsURL, "--database-url", s.db.Config().ConnString()).CombinedOutput()
+	out, err := exec.Command(bin, "--nats-url", s.natsURL, "--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Projector), "--database-url", s.db.Config().ConnString()).CombinedOutput()
 	if err == nil {
 		t.Fatalf("projector kept running over a plan with rules 99:\n%s", out)
 	}
@@ -194,7 +196,7 @@ func projectorBinary(t *testing.T) string {
 // events; it is killed at the end of the test.
 func startProjector(t *testing.T, bin string, s *stack) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "--nats-url", s.natsURL, "--database-url", s.db.Config().ConnString(), "--snapshot-every", "2")
+	cmd := exec.Command(bin, "--nats-url", s.natsURL, "--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Projector), "--database-url", s.db.Config().ConnString(), "--snapshot-every", "2")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
