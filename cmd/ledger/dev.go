@@ -22,6 +22,7 @@ import (
 type devConfig struct {
 	data, httpAddr, natsAddr, databaseURL string
 	snapshotEvery                         int
+	origins                               []string
 }
 
 func init() {
@@ -38,8 +39,10 @@ func init() {
     runs as root), unless --database-url or DATABASE_URL names one;
   - the schema migrations, the projector and the HTTP API on --http.
 
-Once ready it prints LEDGER_URL=, NATS_URL= and DATABASE_URL= lines to
-export in another shell. A second run reuses DATA: nothing is lost on
+Once ready it prints LEDGER_URL=, LEDGER_TOKEN=, NATS_URL= and DATABASE_URL=
+lines to export in another shell. LEDGER_TOKEN is an admin token (every
+scope, every pool) kept in DATA/admin.token (mode 0600); the API accepts
+the tokens of DATA/tokens.jsonl (add more with 'ledger token add'). A second run reuses DATA: nothing is lost on
 restart. Ctrl-C stops everything cleanly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,6 +53,7 @@ restart. Ctrl-C stops everything cleanly.`,
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
+	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
 	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", envDefault(EnvDatabaseURL, ""), "use this PostgreSQL instead of a private cluster (env "+EnvDatabaseURL+")")
 	root.AddCommand(cmd)
 }
@@ -63,6 +67,11 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
+	token, tokens, err := devTokens(data)
+	if err != nil {
+		return err
+	}
+	access := devAccess{token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)}}
 	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr))
 	if err != nil {
 		return fmt.Errorf("start NATS: %w", err)
@@ -78,12 +87,19 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		defer stopPostgres(pg)
 		dbURL = pg.URL()
 	}
-	return runServices(ctx, out, log, ns.URL(), dbURL, cfg.httpAddr, cfg.snapshotEvery)
+	return runServices(ctx, out, log, ns.URL(), dbURL, cfg.httpAddr, cfg.snapshotEvery, access)
+}
+
+// devAccess is who may use dev's API: its options, and the admin token
+// to print.
+type devAccess struct {
+	token   string
+	options []api.Option
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
 // for both to stop.
-func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, dbURL, httpAddr string, snapshotEvery int) error {
+func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, dbURL, httpAddr string, snapshotEvery int, access devAccess) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -93,7 +109,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 	go func() {
 		defer wg.Done()
 		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: httpAddr, NATSURL: natsURL, DatabaseURL: dbURL, Migrate: true, Logger: log,
-			Ready: func(addr string) { ready <- addr }})
+			Ready: func(addr string) { ready <- addr }, Options: access.options})
 	}()
 	go func() {
 		defer wg.Done()
@@ -102,8 +118,8 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 	var err error
 	select {
 	case addr := <-ready:
-		fmt.Fprintf(out, "LEDGER_URL=http://%s\nNATS_URL=%s\nDATABASE_URL=%s\n", addr, natsURL, dbURL)
-		fmt.Fprintf(out, "# ready. In another shell: export the three lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
+		fmt.Fprintf(out, "LEDGER_URL=http://%s\nLEDGER_TOKEN=%s\nNATS_URL=%s\nDATABASE_URL=%s\n", addr, access.token, natsURL, dbURL)
+		fmt.Fprintf(out, "# ready. In another shell: export the four lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
 		err = <-errs
 	case err = <-errs:
 	case <-ctx.Done():

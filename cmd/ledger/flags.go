@@ -10,6 +10,7 @@ import (
 // `ledger dev` prints), and their defaults.
 const (
 	EnvLedgerURL     = "LEDGER_URL"
+	EnvLedgerToken   = "LEDGER_TOKEN"
 	EnvNATSURL       = "NATS_URL"
 	EnvDatabaseURL   = "DATABASE_URL"
 	DefaultLedgerURL = "http://127.0.0.1:8080"
@@ -37,4 +38,15 @@ func addNATSURLFlag(cmd *cobra.Command, p *string) {
 // addDatabaseURLFlag registers --database-url (default $DATABASE_URL).
 func addDatabaseURLFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "database-url", envDefault(EnvDatabaseURL, ""), "PostgreSQL URL, postgres://... (env "+EnvDatabaseURL+")")
+}
+
+// addLedgerTokenFlag registers --ledger-token (default $LEDGER_TOKEN).
+// The default is not shown in --help: it is a secret.
+func addLedgerTokenFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "ledger-token", "", "bearer token for the ledger API (env "+EnvLedgerToken+"; `ledger dev` prints one)")
+	cmd.PreRun = func(*cobra.Command, []string) {
+		if *p == "" {
+			*p = os.Getenv(EnvLedgerToken)
+		}
+	}
 }

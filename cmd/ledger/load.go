@@ -20,10 +20,9 @@ import (
 )
 
 type loadFlags struct {
-	ledgerURL, databaseURL string
-	freshPool, check       bool
-	timeout                time.Duration
-	producer               string
+	ledgerURL, token, databaseURL string
+	freshPool, check              bool
+	timeout                       time.Duration
 }
 
 func init() {
@@ -52,17 +51,17 @@ The pool is the scenario's, or with --fresh-pool a new one per file
 		},
 	}
 	addLedgerURLFlag(cmd, &f.ledgerURL)
+	addLedgerTokenFlag(cmd, &f.token)
 	cmd.Flags().StringVar(&f.ledgerURL, "url", f.ledgerURL, "same as --ledger-url")
 	addDatabaseURLFlag(cmd, &f.databaseURL)
 	cmd.Flags().BoolVar(&f.freshPool, "fresh-pool", false, "load each file into a new pool <pool>-<random suffix>")
 	cmd.Flags().BoolVar(&f.check, "check", false, "check each step's expect against PostgreSQL (needs --database-url)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the ledger or the projector")
-	cmd.Flags().StringVar(&f.producer, "producer", "ledger load", "producer recorded with the events")
 	root.AddCommand(cmd)
 }
 
 func runLoad(ctx context.Context, out, errOut io.Writer, files []string, f loadFlags) error {
-	l := &loader{c: client.New(f.ledgerURL), out: out, errOut: errOut, f: f}
+	l := &loader{c: client.New(f.ledgerURL, client.WithToken(f.token)), out: out, errOut: errOut, f: f}
 	if f.check {
 		if f.databaseURL == "" {
 			return errors.New("--check reads the projection: set DATABASE_URL or --database-url")
@@ -180,7 +179,7 @@ func (l *loader) step(ctx context.Context, pool string, s *scenario.Scenario, i 
 // send appends one event; a refusal by the rules (422) is returned as
 // refusal, anything else that fails as err.
 func (l *loader) send(ctx context.Context, pool string, p events.Payload) (seq uint64, refusal, err error) {
-	ev, err := client.Event(p, client.NewID(), l.f.producer)
+	ev, err := client.Event(p, client.NewID(), "")
 	if err != nil {
 		return 0, nil, err
 	}

@@ -156,5 +156,8 @@ func (s *Server) readablePool(r *http.Request) (string, *apiError) {
 }
 
 func dbFailure(err error) *apiError {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return unavailable(ReasonReadTimeout, fmt.Errorf("reading the projection took too long (PostgreSQL busy or locked): retry"))
+	}
 	return unavailable(ReasonDatabaseFailed, fmt.Errorf("read the projection: %w", err))
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,7 +28,11 @@ type ServeConfig struct {
 	// Ready, when set, is called once the API accepts requests, with the
 	// address it listens on.
 	Ready func(addr string)
-	// Options are passed to New (the logger is added).
+	// TLSCert and TLSKey, both or neither, are PEM files: the API then
+	// serves HTTPS only.
+	TLSCert, TLSKey string
+	// Options are passed to New (the logger is added). Without
+	// WithTokens every request but /healthz is refused.
 	Options []Option
 }
 
@@ -118,15 +123,30 @@ func waitForServer(ctx context.Context, nc *nats.Conn, db *pgxpool.Pool, opts []
 }
 
 func listenAndServe(ctx context.Context, cfg ServeConfig, srv *Server, log *slog.Logger) error {
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("TLS needs both a certificate and a key (--tls-cert, --tls-key)")
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("TLS: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	l, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, TLSConfig: tlsCfg}
+	if tlsCfg != nil {
+		l = tls.NewListener(l, tlsCfg)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	addr := l.Addr().String()
-	log.Info("ledger API listening", "addr", addr)
+	log.Info("ledger API listening", "addr", addr, "tls", tlsCfg != nil)
 	if cfg.Ready != nil {
 		cfg.Ready(addr)
 	}

@@ -12,20 +12,29 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // Defaults of the options.
 const (
-	DefaultProducer       = "ledger"
 	DefaultPublishTimeout = 5 * time.Second
 	DefaultMaxAttempts    = 10
+	// DefaultReadTimeout bounds a read endpoint's queries: past it the
+	// answer is 503 with Retry-After, never a hang.
+	DefaultReadTimeout = 5 * time.Second
 	// MaxBatch is the most events one request may carry: the server's
 	// limit on an atomic batch (JetStream's default max batch size).
 	MaxBatch = 1000
-	// MaxBody bounds a request body.
-	MaxBody = 16 << 20
+	// MaxBody bounds a request body: NATS's default largest message (a
+	// plan at every limit of events/limits.go fits in it), read once.
+	MaxBody = 1 << 20
 )
+
+// A plan may not name more consumers than the engine accepts.
+var _ [domain.MaxConsumers - events.MaxPlanConsumers]struct{}
 
 // Option configures a Server.
 type Option func(*Server)
@@ -33,9 +42,8 @@ type Option func(*Server)
 // WithClock sets the clock that stamps event times (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.clock = now } }
 
-// WithProducer sets the producer recorded for events whose request names
-// none (default "ledger").
-func WithProducer(name string) Option { return func(s *Server) { s.producer = name } }
+// WithReadTimeout bounds the queries of each read request (default 5s).
+func WithReadTimeout(d time.Duration) Option { return func(s *Server) { s.readTimeout = d } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
@@ -57,11 +65,14 @@ type Server struct {
 	stream      jetstream.Stream
 	db          *pgxpool.Pool
 	clock       func() time.Time
-	producer    string
+	tokens      *auth.Tokens
+	origins     []string
+	readTimeout time.Duration
 	log         *slog.Logger
 	timeout     time.Duration
 	maxAttempts int
 	mux         *http.ServeMux
+	handler     http.Handler
 
 	mu    sync.Mutex
 	pools map[string]*poolState
@@ -72,7 +83,7 @@ type Server struct {
 // (nil: the read endpoints answer 503).
 func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) (*Server, error) {
 	s := &Server{
-		js: js, nc: js.Conn(), db: db, clock: time.Now, producer: DefaultProducer, log: slog.Default(),
+		js: js, nc: js.Conn(), db: db, clock: time.Now, log: slog.Default(), readTimeout: DefaultReadTimeout,
 		timeout: DefaultPublishTimeout, maxAttempts: DefaultMaxAttempts, pools: map[string]*poolState{},
 	}
 	for _, o := range opts {
@@ -85,14 +96,25 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.stream = st
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/pools/{pool}/events", s.postEvents)
-	s.mux.HandleFunc("GET /v1/pools/{pool}/allocations", s.getAllocations)
-	s.mux.HandleFunc("GET /v1/pools/{pool}/decisions", s.getDecisions)
+	s.HandleRead("GET /v1/pools/{pool}/allocations", s.timed(s.getAllocations))
+	s.HandleRead("GET /v1/pools/{pool}/decisions", s.timed(s.getDecisions))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.handler = s.cors(s.mux)
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// timed bounds a read handler's work by the read timeout: the context
+// cancels its queries (pgx cancels them on the server too).
+func (s *Server) timed(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.readTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
+	})
+}
 
 // poolFor returns the pool's state holder, creating it empty (it is
 // folded from the stream on first use).
