@@ -103,7 +103,7 @@ func TestDockerCompose(t *testing.T) {
 
 	wantEnv := []string{"DATABASE_URL", "NATS_URL"} // the names of service.md
 	for name, wantCmd := range map[string][]string{
-		"ledger":    {"ledger", "serve", "--http", "0.0.0.0:8080"},
+		"ledger":    {"ledger", "serve", "--http", "0.0.0.0:8080", "--tokens", "/run/secrets/ledger_tokens"},
 		"projector": {"projector"},
 	} {
 		svc := c.Services[name]

@@ -105,9 +105,10 @@ type bench struct {
 	js jetstream.JetStream
 	db *pgxpool.Pool
 
-	apiURL  string
-	http    *http.Client
-	stopAPI func() error // nil when the API is not running
+	apiURL   string
+	apiToken string // admin token of the API the harness runs
+	http     *http.Client
+	stopAPI  func() error // nil when the API is not running
 
 	report  *Report
 	started time.Time
