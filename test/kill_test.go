@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -28,10 +27,7 @@ func TestProjectorKilledMidRun(t *testing.T) {
 	want := newDB(t)
 	s.project(t, want)
 
-	bin := filepath.Join(t.TempDir(), "projector")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/projector").CombinedOutput(); err != nil {
-		t.Fatalf("build projector: %v\n%s", err, out)
-	}
+	bin := projectorBinary(t)
 	got := newDB(t)
 	natsURL, gotURL := s.natsURL, got.Config().ConnString()
 	info, err := mustStream(t, s.js).Info(context.Background())
@@ -76,6 +72,11 @@ func publishRandomPools(t *testing.T, js jetstream.JetStream, pools, n int) {
 	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for k := 0; ; k++ {
+		if k%200 == 199 {
+			// Bounded in flight: with every write synced, acks come slower
+			// than PublishAsync's default limit of pending messages allows.
+			<-js.PublishAsyncComplete()
+		}
 		sent := false
 		for i, sc := range scs {
 			if k >= len(sc.Events) {

@@ -37,6 +37,17 @@ recorded as the producer of the events it appends. POST bodies must be
 Content-Type: application/json; a request from a browser page (Origin
 header) is refused unless its origin is given with --allow-origin.
 
+and the read-only web console at /console/ with the JSON it reads:
+
+  GET  /v1/pools                      every pool: capacity, hosts, lag, ...
+  GET  /v1/pools/{pool}               a pool now: consumer tree, hosts, policy
+  GET  /v1/pools/{pool}/as-of         ?seq=N or ?time=RFC3339: the pool then
+  GET  /v1/pools/{pool}/timeline      decisions newest first; ?consumer= ?kind=
+                                      ?rule= ?limit= ?before=
+  GET  /v1/pools/{pool}/decisions/{seq}/{ordinal}/explain
+                                      a decision in words, with its story
+  GET  /v1/live                       server-sent events as pools move; ?pool=
+
 Each event is validated against the pool's current state before it is
 appended; several ledger instances may serve the same stream. It stops
 cleanly on SIGINT or SIGTERM.`,

@@ -23,6 +23,10 @@
 // sequence before it is validated again (a retried release would otherwise
 // be refused against the state it already changed).
 //
+// While the stream ends before the projection (it lost its unsynced tail
+// in a crash and the projector is appending those events again), appends
+// are answered 503 with reason "healing" and Retry-After (hold.go).
+//
 // Access. Every request but /healthz needs a bearer token of the
 // server's token set (internal/auth) with the scope it needs on the pool
 // it names: append for demand and release, plan for plan and hosts, read

@@ -143,6 +143,7 @@ func listenAndServe(ctx context.Context, cfg ServeConfig, srv *Server, log *slog
 	if tlsCfg != nil {
 		l = tls.NewListener(l, tlsCfg)
 	}
+	hs.RegisterOnShutdown(srv.Shutdown)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	addr := l.Addr().String()

@@ -15,6 +15,7 @@ import (
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/console"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -56,6 +57,18 @@ func WithPublishTimeout(d time.Duration) Option { return func(s *Server) { s.tim
 // conflicting appends of other ledger instances (default 10).
 func WithMaxAttempts(n int) Option { return func(s *Server) { s.maxAttempts = n } }
 
+// WithReadMiddleware wraps the console's data endpoints instead of the
+// default, the API's own read-scope check (Authorize with auth.ScopeRead).
+func WithReadMiddleware(mw func(http.Handler) http.Handler) Option {
+	return func(s *Server) { s.readAuth = mw }
+}
+
+// WithHaltedPools tells the console which pools' projections stopped, and
+// why; default: the console shows no halted column.
+func WithHaltedPools(f func(ctx context.Context) (map[string]string, error)) Option {
+	return func(s *Server) { s.halted = f }
+}
+
 // Server is the HTTP API. It is safe for concurrent use; appends to one
 // pool are serialised inside the process, and across processes by
 // JetStream's expected-last-sequence check.
@@ -73,6 +86,11 @@ type Server struct {
 	maxAttempts int
 	mux         *http.ServeMux
 	handler     http.Handler
+	readAuth    func(http.Handler) http.Handler
+	halted      func(context.Context) (map[string]string, error)
+	console     *console.Console
+
+	hold hold // appends held while the stream heals (hold.go)
 
 	mu    sync.Mutex
 	pools map[string]*poolState
@@ -99,9 +117,19 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.HandleRead("GET /v1/pools/{pool}/allocations", s.timed(s.getAllocations))
 	s.HandleRead("GET /v1/pools/{pool}/decisions", s.timed(s.getDecisions))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	readAuth := s.readAuth
+	if readAuth == nil {
+		readAuth = func(h http.Handler) http.Handler { return s.Authorize(auth.ScopeRead, h) }
+	}
+	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Halted: s.halted, Logger: s.log})
+	s.console.Register(s.mux)
 	s.handler = s.cors(s.mux)
 	return s, nil
 }
+
+// Shutdown ends the console's live streams; call it when the HTTP server
+// shuts down (http.Server.RegisterOnShutdown).
+func (s *Server) Shutdown() { s.console.Shutdown() }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

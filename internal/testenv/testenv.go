@@ -10,6 +10,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -317,4 +318,16 @@ func Token(t testing.TB, name string, scopes []auth.Scope, pools ...string) (str
 		t.Fatalf("testenv.Token: %v", err)
 	}
 	return token, set
+}
+
+// Authorized wraps an API handler so that a request without an
+// Authorization header carries token: tests written against plain URLs
+// (http.Get, a browser) reach an API that demands tokens.
+func Authorized(h http.Handler, token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
