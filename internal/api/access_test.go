@@ -152,6 +152,13 @@ func TestAllowedOrigin(t *testing.T) {
 		resp, raw = l.request(m, "/healthz", "", map[string]string{"Origin": "https://console.example.evil"})
 		errorOf(t, m+" from another origin", resp, raw, 403, "origin_not_allowed")
 	}
+	// The server's own pages (the console) may read, not write.
+	self := l.url // http://127.0.0.1:port
+	if resp, raw = l.request(http.MethodGet, "/v1/pools/p/allocations", "", map[string]string{"Origin": self}); resp.StatusCode == 403 {
+		t.Errorf("same-origin read: %d %s", resp.StatusCode, raw)
+	}
+	resp, raw = l.request(http.MethodPost, "/v1/pools/p/events", `{"type":"demand","data":{"demands":{"/a":1}}}`, map[string]string{"Origin": self})
+	errorOf(t, "same-origin POST", resp, raw, 403, "origin_not_allowed")
 }
 
 // Other handlers mounted on the server (the console) get the same checks.

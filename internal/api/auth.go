@@ -102,10 +102,13 @@ func allow(id *auth.Identity, scope auth.Scope, pool string) *apiError {
 // checkOrigin refuses a request whose Origin header is present and not
 // allowed. Browsers send Origin on cross-site requests (and on every
 // POST), so this stops a web page from using the API through the
-// browser of someone who can reach it; programs send none.
+// browser of someone who can reach it; programs send none. The server's
+// own origin may read (the console's module script and data are
+// same-origin requests that carry Origin): it is this server's page, and
+// its reads need a token anyway.
 func (s *Server) checkOrigin(r *http.Request) *apiError {
 	o := r.Header.Get("Origin")
-	if o == "" || s.originAllowed(o) {
+	if o == "" || s.originAllowed(o) || (sameOrigin(r, o) && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
 		return nil
 	}
 	return &apiError{status: http.StatusForbidden, reason: ReasonOriginNotAllowed,
@@ -113,6 +116,15 @@ func (s *Server) checkOrigin(r *http.Request) *apiError {
 }
 
 func (s *Server) originAllowed(o string) bool { return slices.Contains(s.origins, o) }
+
+// sameOrigin reports whether origin is the one the request was sent to.
+func sameOrigin(r *http.Request, origin string) bool {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return r.Host != "" && strings.EqualFold(origin, scheme+r.Host)
+}
 
 // cors answers allowed origins' preflight requests and marks the answers
 // to them readable by their pages.
@@ -130,8 +142,8 @@ func (s *Server) cors(h http.Handler) http.Handler {
 				return
 			}
 		}
-		if o != "" && !s.originAllowed(o) {
-			writeError(w, s.checkOrigin(r))
+		if aerr := s.checkOrigin(r); aerr != nil {
+			writeError(w, aerr)
 			return
 		}
 		h.ServeHTTP(w, r)
