@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/connect"
 )
 
 func init() {
@@ -15,9 +16,10 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API: validate events and append them to the log",
-		Long: `serve runs the ledger's HTTP API. It connects to NATS (waiting while it is
-unavailable and reconnecting forever) and PostgreSQL, creates the LEDGER
-stream when it is missing, applies the schema migrations, and serves:
+		Long: `serve runs the ledger's HTTP API. It connects to NATS and PostgreSQL
+(at start waiting up to --connect-timeout for them to answer, saying so on
+stderr; NATS is then reconnected forever), creates the LEDGER stream when
+it is missing, applies the schema migrations, and serves:
 
   POST /v1/pools/{pool}/events        one event or an array (all or nothing)
   GET  /v1/pools/{pool}/allocations   the projected allocation state
@@ -40,6 +42,8 @@ cleanly on SIGINT or SIGTERM.`,
 	cmd.Flags().StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "address the HTTP API listens on")
 	addNATSURLFlag(cmd, &cfg.NATSURL)
 	addDatabaseURLFlag(cmd, &cfg.DatabaseURL)
+	cmd.Flags().DurationVar(&cfg.ConnectWait, "connect-timeout", connect.DefaultWait,
+		"how long to wait at start for NATS, PostgreSQL and JetStream to answer before giving up (0: until stopped)")
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply schema migrations at start")
 	cmd.Flags().StringVar(&producer, "producer", api.DefaultProducer, "producer recorded for events that name none")
 	root.AddCommand(cmd)
