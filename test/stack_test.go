@@ -17,6 +17,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -94,11 +95,11 @@ func (s *stack) project(t *testing.T, db *pgxpool.Pool, opts ...projections.Opti
 	go func() { done <- projections.New(s.js, db, append(opts, projections.WithLogger(quiet))...).Run(runCtx) }()
 	defer func() { stop(); <-done }()
 	for {
-		var seq int64
-		if err := db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&seq); err != nil {
+		seq, err := query.ProjectorOffset(ctx, db, "")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if uint64(seq) >= info.State.LastSeq {
+		if seq >= info.State.LastSeq {
 			return
 		}
 		select {
