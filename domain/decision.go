@@ -17,20 +17,24 @@ const (
 	KindOwn     Kind = "own"
 )
 
-// Rule identifiers: the rule of allocation-rules.md that caused a decision.
-// They are stable strings; reports and audits depend on them.
+// Rule identifies the rule of allocation-rules.md (docs/rules.md) that
+// caused a decision. The identifiers are stable strings; reports and
+// audits depend on them.
+type Rule string
+
+// The rules that cause decisions.
 const (
-	RuleReleaseFinished   = "release.finished"
-	RuleDemandDropped     = "release.demand_dropped"
-	RuleMaxLowered        = "release.max_lowered"
-	RuleParentMax         = "release.max"
-	RuleConsumerRemoved   = "release.consumer_removed"
-	RuleHostDown          = "trim.host_down"
-	RulePriorityEntitled  = "priority.entitled"
-	RulePriorityBorrow    = "priority.borrow"
-	RulePriorityReclaim   = "priority.reclaim"
-	RuleShareRatioGrant   = "share_ratio.grant"
-	RuleShareRatioReclaim = "share_ratio.reclaim"
+	RuleReleaseFinished   Rule = "release.finished"
+	RuleDemandDropped     Rule = "release.demand_dropped"
+	RuleMaxLowered        Rule = "release.max_lowered"
+	RuleParentMax         Rule = "release.max"
+	RuleConsumerRemoved   Rule = "release.consumer_removed"
+	RuleHostDown          Rule = "trim.host_down"
+	RulePriorityEntitled  Rule = "priority.entitled"
+	RulePriorityBorrow    Rule = "priority.borrow"
+	RulePriorityReclaim   Rule = "priority.reclaim"
+	RuleShareRatioGrant   Rule = "share_ratio.grant"
+	RuleShareRatioReclaim Rule = "share_ratio.reclaim"
 )
 
 // Decision is one change of one allocation: Slots slots of Consumer on
@@ -45,7 +49,7 @@ type Decision struct {
 	From     string     `json:"from,omitempty"`
 	Host     string     `json:"host"`
 	Slots    int64      `json:"slots"`
-	Rule     string     `json:"rule"`
+	Rule     Rule       `json:"rule"`
 	Deadline *time.Time `json:"deadline,omitempty"`
 }
 

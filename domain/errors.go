@@ -1,32 +1,37 @@
 package domain
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/cluster-ledger/ledger/events"
 )
 
-// Refusal reasons. Apply wraps one of these with the specifics (which
-// consumer, which host, which numbers); callers match with errors.Is.
+// Refusal reasons, each with its stable code (the hash chain records the
+// code, the API answers with it). Apply wraps one of these with the
+// specifics (which consumer, which host, which numbers); callers match
+// with errors.Is and read the code with events.CodeOf. A code, once
+// released, never changes meaning.
 var (
-	ErrNoPlan           = errors.New("pool has no plan yet")
-	ErrUnknownConsumer  = errors.New("unknown consumer")
-	ErrDemandOnParent   = errors.New("consumer is a parent; only leaves hold demand")
-	ErrNegativeSlots    = errors.New("slots must not be negative")
-	ErrNonPositive      = errors.New("slots must be positive")
-	ErrReleaseTooMany   = errors.New("release of more slots than are held")
-	ErrUnknownHost      = errors.New("unknown host")
-	ErrHostAlreadyUp    = errors.New("host is already up")
-	ErrHostAlreadyDown  = errors.New("host is already down")
-	ErrInvalidPlan      = errors.New("invalid plan")
-	ErrInvalidPath      = errors.New("invalid consumer path")
-	ErrDuplicatePath    = errors.New("duplicate consumer path")
-	ErrZeroShare        = errors.New("share must be a positive integer")
-	ErrPercentRange     = errors.New("max percentage out of range 1..100")
-	ErrOverflow         = errors.New("quantity too large")
-	ErrEmptyEvent       = errors.New("event has nothing to do")
-	ErrInvalidHost      = errors.New("invalid host")
-	ErrUnknownEventType = errors.New("unknown event type")
-	ErrSeqOrder         = errors.New("event sequence must increase")
+	ErrNoPlan           = events.NewRefusal("no_plan", "pool has no plan yet")
+	ErrUnknownConsumer  = events.NewRefusal("unknown_consumer", "unknown consumer")
+	ErrDemandOnParent   = events.NewRefusal("demand_on_parent", "consumer is a parent; only leaves hold demand")
+	ErrNegativeSlots    = events.NewRefusal("negative_slots", "slots must not be negative")
+	ErrNonPositive      = events.NewRefusal("non_positive_slots", "slots must be positive")
+	ErrReleaseTooMany   = events.NewRefusal("release_too_many", "release of more slots than are held")
+	ErrUnknownHost      = events.NewRefusal("unknown_host", "unknown host")
+	ErrHostAlreadyUp    = events.NewRefusal("host_already_up", "host is already up")
+	ErrHostAlreadyDown  = events.NewRefusal("host_already_down", "host is already down")
+	ErrInvalidPlan      = events.NewRefusal("invalid_plan", "invalid plan")
+	ErrUnknownRules     = events.NewRefusal("unknown_rules_version", "unknown rules version")
+	ErrInvalidPath      = events.NewRefusal("invalid_path", "invalid consumer path")
+	ErrDuplicatePath    = events.NewRefusal("duplicate_path", "duplicate consumer path")
+	ErrZeroShare        = events.NewRefusal("invalid_share", "share must be a positive integer")
+	ErrPercentRange     = events.NewRefusal("percent_range", "max percentage out of range 1..100")
+	ErrOverflow         = events.NewRefusal("overflow", "quantity too large")
+	ErrEmptyEvent       = events.NewRefusal("empty_event", "event has nothing to do")
+	ErrInvalidHost      = events.NewRefusal("invalid_host", "invalid host")
+	ErrUnknownEventType = events.NewRefusal("unknown_type", "unknown event type")
+	ErrSeqOrder         = events.NewRefusal("seq_order", "event sequence must increase")
 )
 
 func refuse(kind error, format string, args ...any) error {

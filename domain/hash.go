@@ -9,66 +9,58 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
-	"slices"
 )
 
 // Hash is a link of a pool's hash chain.
 type Hash [32]byte
 
-// Chain returns the next link of the pool's hash chain after the event
-// just applied: SHA-256 over the previous link, the event's stored bytes,
-// the decisions it produced and the state it changed (every touched
-// consumer's demand, E, target, allocation and holdings). A changed event,
-// decision or allocation anywhere in the history changes every later link.
-//
-// For a refused event pass its refusal reason; the state is unchanged.
-func (p *Pool) Chain(prev Hash, event []byte, decisions []Decision, refusal string) Hash {
-	h := sha256.New()
-	w := hashWriter{h: h}
+// Chain returns the next link of a pool's hash chain: SHA-256 over the
+// previous link, the event's stored bytes and what the event did (its
+// Result: the decisions, and the state of every consumer and host it
+// touched; for a refused event, the refusal's stable code, never its
+// message). A changed event, decision or allocation anywhere in the
+// history changes every later link. It is a function of its arguments
+// only.
+func Chain(prev Hash, event []byte, r *Result) Hash {
+	w := hashWriter{h: sha256.New()}
 	w.bytes(prev[:])
 	w.bytes(event)
-	if refusal != "" {
+	if r.Refused != "" {
 		w.str("refused")
-		w.str(refusal)
+		w.str(string(r.Refused))
 		return w.sum()
 	}
-	w.uint(uint64(len(decisions)))
-	for i := range decisions {
-		w.decision(&decisions[i])
+	w.uint(uint64(len(r.Decisions)))
+	for i := range r.Decisions {
+		w.decision(&r.Decisions[i])
 	}
-	if p.allTouch {
+	if r.All {
 		w.str("all")
-		for id := 1; id < len(p.t.nodes); id++ {
-			p.hashNode(&w, int32(id))
-		}
-		for _, hst := range p.hosts {
-			w.str(hst.name)
-			w.int(int64(hst.slots))
-			w.int(int64(hst.used))
-		}
 	} else {
-		ids := append([]int32(nil), p.touched...)
-		slices.Sort(ids)
-		w.uint(uint64(len(ids)))
-		for _, id := range ids {
-			p.hashNode(&w, id)
-		}
+		w.uint(uint64(len(r.Changed)))
+	}
+	for i := range r.Changed {
+		w.consumer(&r.Changed[i])
+	}
+	for _, h := range r.Hosts {
+		w.str(h.Name)
+		w.int(h.Slots)
+		w.int(h.Used)
 	}
 	return w.sum()
 }
 
-func (p *Pool) hashNode(w *hashWriter, id int32) {
-	n := &p.t.nodes[id]
-	w.str(n.path)
-	w.int(int64(n.demand))
-	w.int(int64(n.eff))
-	w.int(int64(n.target))
-	w.int(int64(n.alloc))
-	w.uint(n.waitingSince)
-	w.uint(uint64(len(n.holdings)))
-	for _, h := range n.holdings {
-		w.str(p.hosts[h.host].name)
-		w.int(int64(h.slots))
+func (w *hashWriter) consumer(c *ConsumerState) {
+	w.str(c.Path)
+	w.int(c.Demand)
+	w.int(c.Effective)
+	w.int(c.Target)
+	w.int(c.Allocated)
+	w.uint(c.WaitingSince)
+	w.uint(uint64(len(c.Holdings)))
+	for _, h := range c.Holdings {
+		w.str(h.Host)
+		w.int(h.Slots)
 	}
 }
 
@@ -81,6 +73,8 @@ func (p *Pool) StateHash() Hash {
 	w := hashWriter{h: sha256.New()}
 	w.uint(SnapshotFormat)
 	w.str(p.name)
+	w.uint(uint64(p.policy.Rules))
+	w.uint(p.rulesSince)
 	w.uint(p.seq)
 	w.int(p.now.UnixNano())
 	w.bytes(p.planDigest[:])
@@ -154,7 +148,7 @@ func (w *hashWriter) decision(d *Decision) {
 	w.str(d.From)
 	w.str(d.Host)
 	w.int(d.Slots)
-	w.str(d.Rule)
+	w.str(string(d.Rule))
 	if d.Deadline != nil {
 		w.int(d.Deadline.UnixNano())
 	} else {

@@ -7,7 +7,7 @@ import "slices"
 
 // grantTo gives leaf id up to k free slots, from the host with most free
 // slots (then name) onward, and returns how many it placed.
-func (p *Pool) grantTo(id int32, k Slots, rule string) Slots {
+func (p *Pool) grantTo(id int32, k Slots, rule Rule) Slots {
 	placed := Slots(0)
 	for placed < k {
 		h := p.mostFreeHost()
@@ -24,7 +24,7 @@ func (p *Pool) grantTo(id int32, k Slots, rule string) Slots {
 
 // releaseFrom takes k slots back from leaf id, from the host where it
 // holds most (then name) onward.
-func (p *Pool) releaseFrom(id int32, k Slots, rule string) {
+func (p *Pool) releaseFrom(id int32, k Slots, rule Rule) {
 	for k > 0 {
 		h := p.mostHeldHost(id)
 		n := minSlots(k, p.held(id, h))
@@ -36,7 +36,7 @@ func (p *Pool) releaseFrom(id int32, k Slots, rule string) {
 
 // transfer moves k slots from victim to claimant, taking the victim's
 // slots in the order the claimant would use hosts: most free, then name.
-func (p *Pool) transfer(claimant, victim int32, k Slots, rule string) {
+func (p *Pool) transfer(claimant, victim int32, k Slots, rule Rule) {
 	hosts := p.hostOrder(victim)
 	for _, h := range hosts {
 		if k == 0 {

@@ -32,7 +32,17 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 	sumUp(nt)
 	p.t, p.plan, p.hasPlan = nt, plan, true
 	p.planDigest = digestPlan(true, plan)
-	p.policy = policyOf(plan)
+	p.setPolicy(plan)
 	p.unfileAll()
 	p.recomputeAll()
+}
+
+// setPolicy resolves the plan's policy and rules version once, and notes
+// the sequence from which the version holds when it changes.
+func (p *Pool) setPolicy(plan events.Plan) {
+	before := p.policy.Rules
+	p.policy, p.mode = policyOf(plan), modeOf(plan)
+	if p.policy.Rules != before {
+		p.rulesSince = p.seq
+	}
 }

@@ -27,6 +27,8 @@ type Pool struct {
 	plan       events.Plan
 	planDigest Hash // of plan, for StateHash
 	policy     Policy
+	mode       mode
+	rulesSince uint64 // sequence of the plan from which the pool's rules version holds
 	t          *tree
 	hosts      []host
 	hostByID   map[string]int32
@@ -44,6 +46,7 @@ type Pool struct {
 	items        []share
 	keys         []qkey
 	prevTargets  []Slots
+	scratchIDs   []int32
 	targetsDirty bool // share_ratio: some E changed since the last target pass
 }
 
@@ -68,17 +71,19 @@ func (p *Pool) Seq() uint64 { return p.seq }
 // Time is the stamped time of the last event applied.
 func (p *Pool) Time() time.Time { return p.now }
 
-// Apply validates ev against the current state and folds it. A refused
-// event returns an error wrapping one of the Err* reasons and changes
-// nothing, not even the sequence: the caller decides whether a refused
-// event consumes its offset (the projector records it with Skip).
-func (p *Pool) Apply(ev Event) ([]Decision, error) {
+// Apply validates ev against the current state and folds it through the
+// rules version the pool runs under, returning everything the event did as
+// one Result. A refused event returns an error wrapping one of the Err*
+// reasons and changes nothing, not even the sequence: the caller decides
+// whether a refused event consumes its offset (the projector records it
+// with Skip and chains Refusal(seq, err)).
+func (p *Pool) Apply(ev Event) (Result, error) {
 	if ev.Seq <= p.seq && p.seq != 0 {
-		return nil, refuse(ErrSeqOrder, "event %d after %d", ev.Seq, p.seq)
+		return Result{}, refuse(ErrSeqOrder, "event %d after %d", ev.Seq, p.seq)
 	}
 	newTree, err := p.validate(ev.Payload)
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
 	p.begin(ev)
 	switch e := ev.Payload.(type) {
@@ -93,10 +98,15 @@ func (p *Pool) Apply(ev Event) ([]Decision, error) {
 	case *events.HostDown:
 		p.applyHostDown(e)
 	}
-	p.releaseExcess()
-	p.trimDownHosts()
+	if p.mode.trimFirst {
+		p.trimDownHosts()
+		p.releaseExcess()
+	} else {
+		p.releaseExcess()
+		p.trimDownHosts()
+	}
 	p.rebalance()
-	return append([]Decision{}, p.decisions...), nil
+	return p.result(), nil
 }
 
 // Skip records that the event at seq was refused, so the sequence moves on
@@ -127,22 +137,6 @@ func (p *Pool) touch(id int32) {
 		nd.touchedAt = p.seq
 		p.touched = append(p.touched, n)
 	}
-}
-
-// Touched returns the paths whose ConsumerView may have changed in the last
-// event, in path order; all of them after a plan or host event.
-func (p *Pool) Touched() (paths []string, all bool) {
-	if p.allTouch {
-		return nil, true
-	}
-	ids := slices.Clone(p.touched)
-	slices.Sort(ids)
-	for _, id := range ids {
-		if id != 0 {
-			paths = append(paths, p.t.nodes[id].path)
-		}
-	}
-	return paths, false
 }
 
 // demandPaths lists a demand event's consumers in path order: map order
@@ -239,12 +233,12 @@ func (p *Pool) markDirty(id int32) {
 	if p.dirtyAll {
 		return
 	}
-	if p.policy.Reclaim == events.ReclaimShareRatio {
+	if p.mode.shareRatio {
 		p.markPath(id)
-		p.dirtyAll = p.dirtyAll || (p.policy.Enforcement == events.EnforcementLeaf && p.t.hasMax)
+		p.dirtyAll = p.dirtyAll || (!p.mode.parent && p.t.hasMax)
 		return
 	}
-	if p.policy.Enforcement == events.EnforcementParent {
+	if p.mode.parent {
 		top := p.t.nodes[id].top
 		if !slices.Contains(p.dirtyTops, top) {
 			p.dirtyTops = append(p.dirtyTops, top)
@@ -286,7 +280,7 @@ func (p *Pool) updateOverShare(top int32) {
 		return
 	}
 	t.overShare = over
-	if p.policy.Reclaim != events.ReclaimPriority {
+	if p.mode.shareRatio {
 		return
 	}
 	for _, l := range p.t.leaves[t.lo:t.hi] {
@@ -296,7 +290,7 @@ func (p *Pool) updateOverShare(top int32) {
 	}
 }
 
-func (p *Pool) emit(kind Kind, consumer, from int32, hostID int32, k Slots, rule string) {
+func (p *Pool) emit(kind Kind, consumer, from int32, hostID int32, k Slots, rule Rule) {
 	d := Decision{Seq: p.seq, Ordinal: len(p.decisions), Kind: kind, Consumer: p.t.nodes[consumer].path,
 		Host: p.hosts[hostID].name, Slots: int64(k), Rule: rule}
 	if from != noNode {
@@ -308,3 +302,6 @@ func (p *Pool) emit(kind Kind, consumer, from int32, hostID int32, k Slots, rule
 	}
 	p.decisions = append(p.decisions, d)
 }
+
+// sortIDs sorts node ids, which is path order.
+func sortIDs(ids []int32) { slices.Sort(ids) }

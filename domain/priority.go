@@ -1,14 +1,12 @@
 package domain
 
-import "github.com/cluster-ledger/ledger/events"
-
 // reclaim: priority (allocation-rules.md section 4): free slots to entitled
 // leaves, then first-come first-served to borrowers; then, with
 // preemption, entitled leaves still short reclaim from borrowers.
 func (p *Pool) rebalancePriority() {
 	p.grantFree(p.q.entitled, p.entitledNeed, RulePriorityEntitled)
 	p.grantFree(p.q.borrowing, p.borrowNeed, RulePriorityBorrow)
-	if p.policy.Preemption {
+	if p.mode.preempt {
 		p.reclaimForEntitled()
 	}
 }
@@ -18,7 +16,7 @@ func (p *Pool) borrowNeed(n *node) Slots   { return p.borrowCap(n) - n.alloc }
 
 // grantFree walks a queue in order and grants free slots to each leaf up
 // to its need and its ancestors' headroom, until no slot is free.
-func (p *Pool) grantFree(q *queue, need func(*node) Slots, rule string) {
+func (p *Pool) grantFree(q *queue, need func(*node) Slots, rule Rule) {
 	var from *qkey
 	for p.freeSlots() > 0 {
 		keys := collect(q, from, 64, p.keys)
@@ -110,7 +108,7 @@ func (p *Pool) nextVictim(claimant int32, need Slots, blocked []int32) (int32, S
 func (p *Pool) canGive(claimant, victim int32, need Slots) Slots {
 	v := &p.t.nodes[victim]
 	give := minSlots(need, v.alloc-v.target)
-	if p.policy.Enforcement == events.EnforcementParent {
+	if p.mode.parent {
 		if x := v.top; x != p.t.nodes[claimant].top {
 			xn := &p.t.nodes[x]
 			give = minSlots(give, xn.alloc-minSlots(xn.planned, xn.eff))

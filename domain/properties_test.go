@@ -33,11 +33,11 @@ func fold(t testing.TB, sc gen.Scenario) []byte {
 			continue
 		}
 		seq++
-		if msg := checkInvariants(pool, before, ds); msg != "" {
+		if msg := checkInvariants(pool, before, ds.Decisions); msg != "" {
 			js, _ := json.Marshal(ev)
 			t.Fatalf("event %d (%s %s): %s", i, ev.EventType(), js, msg)
 		}
-		for _, d := range ds {
+		for _, d := range ds.Decisions {
 			b, _ := json.Marshal(d)
 			log.Write(b)
 			log.WriteByte('\n')
@@ -60,6 +60,7 @@ func checkInvariants(pool *domain.Pool, before []domain.ConsumerView, ds []domai
 		func() string { return hostsConsistent(pool, cs) },
 		func() string { return decisionsMatchChange(before, cs, ds) },
 		func() string { return shareRatioAtTarget(pool, cs) },
+		func() string { return guaranteesOnly(pool, before, cs, ds) },
 		func() string { return nobodyEntitledStaysShort(pool, cs, byPath) },
 	} {
 		if msg := check(); msg != "" {
@@ -157,12 +158,57 @@ func decisionsMatchChange(before, after []domain.ConsumerView, ds []domain.Decis
 }
 
 func shareRatioAtTarget(pool *domain.Pool, cs []domain.ConsumerView) string {
-	if pol := pool.Policy(); pol.Reclaim != events.ReclaimShareRatio || !pol.Preemption {
+	if pol := pool.Policy(); pol.Reclaim != events.ReclaimShareRatio || !pol.Preemption || !pol.Balance {
 		return ""
 	}
 	for _, c := range cs {
 		if c.Leaf && c.Allocated != c.Target {
 			return fmt.Sprintf("share_ratio: %s holds %d, target %d", c.Path, c.Allocated, c.Target)
+		}
+	}
+	return ""
+}
+
+// guaranteesOnly: with balance: false, reclaim never lifts a leaf above
+// max(its planned share, what it held), and no slot stays free while a
+// leaf is below its target T (checked on plans without any max, where
+// headroom cannot block).
+func guaranteesOnly(pool *domain.Pool, before, cs []domain.ConsumerView, ds []domain.Decision) string {
+	if pol := pool.Policy(); pol.Reclaim != events.ReclaimShareRatio || !pol.Preemption || pol.Balance {
+		return ""
+	}
+	held := map[string]int64{}
+	for _, c := range before {
+		held[c.Path] = c.Allocated
+	}
+	reclaimed := map[string]int64{}
+	for _, d := range ds {
+		switch d.Kind {
+		case domain.KindReclaim:
+			reclaimed[d.Consumer] += d.Slots
+		case domain.KindRelease, domain.KindTrim: // before the rebalance: held at its start
+			held[d.Consumer] -= d.Slots
+		}
+	}
+	free := int64(0)
+	for _, h := range pool.Hosts() {
+		if h.Up {
+			free += h.Slots - h.Allocated
+		}
+	}
+	anyMax := false
+	for _, c := range cs {
+		anyMax = anyMax || c.MaxSlots != nil
+	}
+	for _, c := range cs {
+		if !c.Leaf {
+			continue
+		}
+		if r := reclaimed[c.Path]; r > 0 && held[c.Path]+r > max(c.Planned, held[c.Path]) {
+			return fmt.Sprintf("balance false: %s reclaimed %d holding %d, above max(P %d, held)", c.Path, r, held[c.Path], c.Planned)
+		}
+		if !anyMax && free > 0 && c.Allocated < c.Target {
+			return fmt.Sprintf("balance false: %s holds %d below T %d while %d slots are free", c.Path, c.Allocated, c.Target, free)
 		}
 	}
 	return ""
@@ -225,12 +271,15 @@ func topOf(path string) string {
 
 // TestProperties checks the invariants on many seeded random scenarios,
 // and that folding the same log twice gives byte-identical decisions.
+// Every scenario runs under every released rules version.
 func TestProperties(t *testing.T) {
-	for seed := uint64(1); seed <= 2000; seed++ {
-		sc := gen.Generate(gen.NewRand(seed), 50)
-		first := fold(t, sc)
-		if second := fold(t, sc); !bytes.Equal(first, second) {
-			t.Fatalf("seed %d: two folds of the same log differ", seed)
+	for seed := uint64(1); seed <= 1000; seed++ {
+		for _, v := range domain.RulesVersions {
+			sc := gen.Generate(gen.NewRand(seed), 50).UnderRules(int(v))
+			first := fold(t, sc)
+			if second := fold(t, sc); !bytes.Equal(first, second) {
+				t.Fatalf("seed %d, %v: two folds of the same log differ", seed, v)
+			}
 		}
 	}
 }
@@ -239,7 +288,7 @@ func TestProperties(t *testing.T) {
 // requires the same state hash and the same decisions for the rest.
 func TestSnapshotRoundTrip(t *testing.T) {
 	for seed := uint64(1); seed <= 500; seed++ {
-		sc := gen.Generate(gen.NewRand(seed), 40)
+		sc := gen.Generate(gen.NewRand(seed), 40).UnderRules(int(domain.RulesVersions[seed%2]))
 		cut := len(sc.Events) / 2
 		a := domain.NewPool("snap")
 		applyAll(a, sc.Events[:cut], 0)
@@ -277,8 +326,9 @@ func FuzzFold(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sc := gen.Generate(gen.NewBytes(data), 30)
-		if first, second := fold(t, sc), fold(t, gen.Generate(gen.NewBytes(data), 30)); !bytes.Equal(first, second) {
+		v := int(domain.RulesVersions[len(data)%len(domain.RulesVersions)])
+		sc := gen.Generate(gen.NewBytes(data), 30).UnderRules(v)
+		if first, second := fold(t, sc), fold(t, gen.Generate(gen.NewBytes(data), 30).UnderRules(v)); !bytes.Equal(first, second) {
 			t.Fatal("two folds of the same log differ")
 		}
 	})

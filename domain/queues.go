@@ -68,7 +68,7 @@ func file(q *queue, s *slot, want bool, key qkey) {
 func (p *Pool) refile(id int32) {
 	n := &p.t.nodes[id]
 	lq := &n.q
-	if p.policy.Reclaim == "priority" {
+	if !p.mode.shareRatio {
 		g := n.target
 		entitledTo := minSlots(n.eff, g)
 		file(p.q.entitled, &lq.entitled, n.alloc < entitledTo, qkey{-n.priority, int64(n.waitingSince), id})

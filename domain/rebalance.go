@@ -1,12 +1,10 @@
 package domain
 
-import "github.com/cluster-ledger/ledger/events"
-
 // rebalance is step 3 of the fold: bring G or T up to date, then hand out
 // free slots and reclaim by the pool's policy.
 func (p *Pool) rebalance() {
 	p.updateTargets()
-	if p.policy.Reclaim == events.ReclaimShareRatio {
+	if p.mode.shareRatio {
 		p.rebalanceShareRatio()
 		return
 	}
@@ -16,7 +14,7 @@ func (p *Pool) rebalance() {
 // updateTargets recomputes G (priority) or T (share_ratio) where inputs
 // changed, and refiles the leaves whose target moved.
 func (p *Pool) updateTargets() {
-	if p.policy.Reclaim == events.ReclaimShareRatio && !(p.policy.Enforcement == events.EnforcementLeaf && p.t.hasMax) {
+	if p.mode.shareRatio && !(!p.mode.parent && p.t.hasMax) {
 		p.updateShareRatioTargets()
 		return
 	}
@@ -57,7 +55,7 @@ func (p *Pool) updateShareRatioTargets() {
 		return
 	}
 	p.targetsDirty = false
-	if p.policy.Enforcement == events.EnforcementParent {
+	if p.mode.parent {
 		p.fillInc(0, p.capacity)
 		return
 	}
@@ -88,11 +86,11 @@ func (p *Pool) headroom(claimant, victim int32) Slots {
 func (p *Pool) computeTargets() {
 	t := p.t
 	switch {
-	case p.policy.Reclaim == events.ReclaimPriority && p.policy.Enforcement == events.EnforcementLeaf:
+	case !p.mode.shareRatio && !p.mode.parent:
 		for _, id := range t.leaves {
 			t.nodes[id].target = t.nodes[id].planned
 		}
-	case p.policy.Reclaim == events.ReclaimPriority:
+	case !p.mode.shareRatio:
 		tops := p.dirtyTops
 		if p.dirtyAll {
 			tops = t.tops
@@ -101,10 +99,20 @@ func (p *Pool) computeTargets() {
 			p.waterFill(top, t.nodes[top].planned)
 		}
 	default:
+		p.shareRatioTargets()
+	}
+}
+
+// shareRatioTargets computes T from scratch for every node, from the E now
+// in the nodes: water-filled under parent enforcement, base plus surplus
+// under leaf enforcement (section 3).
+func (p *Pool) shareRatioTargets() {
+	if p.mode.parent {
+		p.waterFill(0, p.capacity)
+	} else {
 		p.dynamicShares(0, p.capacity)
 		p.bases(0)
-		root := &t.nodes[0]
-		p.surplus(0, minSlots(p.capacity, root.eff)-root.base)
-		p.sumTargets(0)
+		p.surplus(0, minSlots(p.capacity, p.t.nodes[0].eff)-p.t.nodes[0].base)
 	}
+	p.sumTargets(0)
 }

@@ -1,13 +1,27 @@
 package domain
 
-import "cmp"
-
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // reclaim: share_ratio (allocation-rules.md section 4): every leaf ends at
 // its target T. The pairing below only decides who gives to whom, for the
-// decision log (decisions.md #14).
+// decision log (decisions.md #14). With balance: false, reclaim first
+// restores planned shares only (restoreGuarantees); free slots then go to
+// whoever is below T, without reclaim.
 func (p *Pool) rebalanceShareRatio() {
+	if p.mode.guaranteesOnly() {
+		p.restoreGuarantees()
+		p.pairOffTarget(false)
+		return
+	}
+	p.pairOffTarget(p.mode.preempt)
+}
+
+// pairOffTarget serves the leaves below T from free slots and, with
+// reclaim, from the leaves above T.
+func (p *Pool) pairOffTarget(reclaim bool) {
 	var claimants, victims []int32
 	p.q.offTarget.Ascend(func(k qkey) bool {
 		n := &p.t.nodes[k.id]
@@ -18,6 +32,13 @@ func (p *Pool) rebalanceShareRatio() {
 		}
 		return true
 	})
+	p.pair(claimants, victims, reclaim)
+}
+
+// pair serves each claimant in claimant order from free slots first, then
+// (with reclaim) from victims in walk order, all judged against the
+// targets now in the nodes.
+func (p *Pool) pair(claimants, victims []int32, reclaim bool) {
 	if len(claimants) == 0 {
 		return
 	}
@@ -32,7 +53,7 @@ func (p *Pool) rebalanceShareRatio() {
 				need -= p.grantTo(c, give, RuleShareRatioGrant)
 			}
 		}
-		if !p.policy.Preemption {
+		if !reclaim {
 			continue
 		}
 		for i := first; i < len(victims) && need > 0; i++ {
@@ -49,6 +70,56 @@ func (p *Pool) rebalanceShareRatio() {
 				need -= give
 			}
 		}
+	}
+}
+
+// restoreGuarantees is balance: false's reclaim. Its targets T0 are
+// section 3's targets with every leaf's E replaced by min(E, max(P, a)),
+// a being its allocation now: nobody is lifted above max(its planned
+// share, what it holds). Leaves below T0 are served from free slots and
+// then from leaves above T0, with share_ratio's orders on T0. The full
+// targets T are put back afterwards. This is a full pass over the tree:
+// balance: false is rare enough not to need the incremental machinery.
+func (p *Pool) restoreGuarantees() {
+	t := p.t
+	saved := make([]struct{ eff, base, target Slots }, len(t.nodes))
+	for i := range t.nodes {
+		n := &t.nodes[i]
+		saved[i].eff, saved[i].base, saved[i].target = n.eff, n.base, n.target
+	}
+	for id := len(t.nodes) - 1; id >= 0; id-- { // children before parents
+		n := &t.nodes[id]
+		if n.leaf {
+			n.eff = minSlots(n.eff, maxSlots(n.planned, n.alloc))
+			continue
+		}
+		var sum Slots
+		for _, c := range n.children {
+			sum += t.nodes[c].eff
+		}
+		n.eff = minSlots(n.maxCap, sum)
+	}
+	p.shareRatioTargets()
+	for i := range t.nodes { // only the targets stay T0 while pairing
+		t.nodes[i].eff, t.nodes[i].base = saved[i].eff, saved[i].base
+	}
+	var claimants, victims []int32
+	for _, id := range t.leaves {
+		n := &t.nodes[id]
+		switch {
+		case n.alloc < n.target:
+			claimants = append(claimants, id)
+		case n.alloc > n.target:
+			victims = append(victims, id)
+		}
+	}
+	slices.Sort(victims) // pair expects path order before its walk sort
+	p.pair(claimants, victims, true)
+	for i := range t.nodes {
+		t.nodes[i].target = saved[i].target
+	}
+	for _, id := range t.leaves {
+		p.refile(id)
 	}
 }
 

@@ -9,21 +9,29 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// SnapshotFormat is the version of the snapshot encoding. Restore reads
-// exactly this version; a new format gets a new number and a reader.
-const SnapshotFormat = 1
+// SnapshotFormat is the version of the snapshot encoding that Snapshot
+// writes. Restore reads every format down to 1; a new format gets a new
+// number and keeps the old readers.
+//
+//   - 1: plan, hosts, leaves (demand, waiting-since, holdings).
+//   - 2: adds rules_since, the sequence from which the pool's rules
+//     version holds (the version itself is the plan's). A format-1
+//     snapshot restores with rules_since 0.
+const SnapshotFormat = 2
 
 // snapshot holds a pool's inputs and allocations; everything derived (P,
 // E, G, T, queues) is recomputed on restore, by the same code as the fold.
 type snapshot struct {
-	Format  int          `json:"format"`
-	Pool    string       `json:"pool"`
-	Seq     uint64       `json:"seq"`
-	Time    time.Time    `json:"time"`
-	HasPlan bool         `json:"has_plan"`
-	Plan    *events.Plan `json:"plan,omitempty"`
-	Hosts   []snapHost   `json:"hosts"`
-	Leaves  []snapLeaf   `json:"leaves"`
+	Format  int       `json:"format"`
+	Pool    string    `json:"pool"`
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	HasPlan bool      `json:"has_plan"`
+	// RulesSince: format 2 and later.
+	RulesSince uint64       `json:"rules_since,omitempty"`
+	Plan       *events.Plan `json:"plan,omitempty"`
+	Hosts      []snapHost   `json:"hosts"`
+	Leaves     []snapLeaf   `json:"leaves"`
 }
 
 type snapHost struct {
@@ -48,7 +56,7 @@ type snapHolding struct {
 // Snapshot encodes the pool's state. The encoding is canonical: equal
 // states give equal bytes.
 func (p *Pool) Snapshot() []byte {
-	s := snapshot{Format: SnapshotFormat, Pool: p.name, Seq: p.seq, Time: p.now.UTC(), HasPlan: p.hasPlan, Hosts: []snapHost{}, Leaves: []snapLeaf{}}
+	s := snapshot{Format: SnapshotFormat, Pool: p.name, Seq: p.seq, Time: p.now.UTC(), HasPlan: p.hasPlan, RulesSince: p.rulesSince, Hosts: []snapHost{}, Leaves: []snapLeaf{}}
 	if p.hasPlan {
 		plan := p.plan
 		s.Plan = &plan
@@ -79,8 +87,8 @@ func Restore(b []byte) (*Pool, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}
-	if s.Format != SnapshotFormat {
-		return nil, fmt.Errorf("snapshot format %d: this build reads format %d", s.Format, SnapshotFormat)
+	if s.Format < 1 || s.Format > SnapshotFormat {
+		return nil, fmt.Errorf("snapshot format %d: this build reads formats 1 to %d", s.Format, SnapshotFormat)
 	}
 	p := NewPool(s.Pool)
 	p.seq, p.now = s.Seq, s.Time
@@ -101,7 +109,8 @@ func Restore(b []byte) (*Pool, error) {
 	}
 	p.t, p.plan, p.hasPlan = t, *s.Plan, true
 	p.planDigest = digestPlan(true, p.plan)
-	p.policy = policyOf(*s.Plan)
+	p.setPolicy(*s.Plan)
+	p.rulesSince = s.RulesSince
 	type wait struct {
 		id int32
 		ws uint64
@@ -153,8 +162,4 @@ func sumUp(t *tree) {
 		pa.demand += n.demand
 		pa.alloc += n.alloc
 	}
-}
-
-func policyOf(plan events.Plan) Policy {
-	return Policy{Reclaim: plan.Policy.ReclaimOrDefault(), Enforcement: plan.Policy.EnforcementOrDefault(), Preemption: plan.Policy.PreemptionOrDefault()}
 }

@@ -88,6 +88,9 @@ func (t *tree) lookup(path string) (int32, bool) {
 // buildTree validates a plan and builds its tree. Parents implied by a
 // child's path get share 1 and priority 0 (decisions.md #3).
 func buildTree(plan events.Plan) (*tree, error) {
+	if err := validateRules(plan); err != nil {
+		return nil, err
+	}
 	if err := validatePolicy(plan.Policy); err != nil {
 		return nil, err
 	}
@@ -204,20 +207,6 @@ func parentPath(p string) string {
 		return "/"
 	}
 	return p[:i]
-}
-
-func validatePolicy(p events.Policy) error {
-	switch p.ReclaimOrDefault() {
-	case events.ReclaimPriority, events.ReclaimShareRatio:
-	default:
-		return refuse(ErrInvalidPlan, "policy.reclaim %q: want %q or %q", p.Reclaim, events.ReclaimPriority, events.ReclaimShareRatio)
-	}
-	switch p.EnforcementOrDefault() {
-	case events.EnforcementLeaf, events.EnforcementParent:
-	default:
-		return refuse(ErrInvalidPlan, "policy.enforcement %q: want %q or %q", p.Enforcement, events.EnforcementLeaf, events.EnforcementParent)
-	}
-	return nil
 }
 
 func validateConsumer(c events.Consumer) error {

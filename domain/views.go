@@ -40,13 +40,6 @@ type Allocation struct {
 	Slots    int64  `json:"slots"`
 }
 
-// Policy is the pool's effective policy.
-type Policy struct {
-	Reclaim     string `json:"reclaim"`
-	Enforcement string `json:"enforcement"`
-	Preemption  bool   `json:"preemption"`
-}
-
 // Policy returns the pool's effective policy.
 func (p *Pool) Policy() Policy { return p.policy }
 
@@ -124,3 +117,8 @@ func (p *Pool) Held(consumer, host string) int64 {
 	}
 	return int64(p.held(id, hid))
 }
+
+// RulesSince is the sequence of the plan from which the pool's rules
+// version holds (0 before the first plan, and for a pool restored from a
+// format-1 snapshot, which did not record it).
+func (p *Pool) RulesSince() uint64 { return p.rulesSince }

@@ -86,10 +86,13 @@ func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
 }
 
 // add folds one event of pool name into ps and collects its rows.
-func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int) {
+func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int) error {
+	res, link, err := Fold(ps.pool, st, ps.chain)
+	if err != nil {
+		return err
+	}
 	pb := b.poolBatch(name, ps)
-	res, link := Fold(ps.pool, st, ps.chain)
-	b.events = append(b.events, eventRow(name, st, res.Refused, ps.chain, link))
+	b.events = append(b.events, eventRow(name, st, &res, ps.chain, link))
 	ps.chain, ps.lastSeq = link, st.Seq
 	pb.lastSeq = st.Seq
 	for _, d := range res.Decisions {
@@ -104,6 +107,7 @@ func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery 
 		b.snapshots = append(b.snapshots, snapshotRow(name, ps.pool))
 		ps.sinceSnap = 0
 	}
+	return nil
 }
 
 func (pb *poolBatch) noteDecision(d domain.Decision) {
@@ -119,7 +123,7 @@ func (pb *poolBatch) noteDecision(d domain.Decision) {
 func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res FoldResult) {
 	seq, at := st.Seq, st.Envelope.Time
 	if !res.All {
-		for _, path := range res.Touched {
+		for _, path := range res.Touched() {
 			pb.touched[path] = seq
 			if v, ok := pb.state.pool.Consumer(path); ok && v.Leaf {
 				b.historyChange(pb, name, path, v.Allocated, seq, at)
@@ -188,14 +192,15 @@ func (b *batch) closeHistory(pb *poolBatch, name, path string, from, seq uint64,
 	b.closes.times = append(b.closes.times, at)
 }
 
-func eventRow(pool string, st stream.Stored, refused string, prev, link domain.Hash) []any {
+func eventRow(pool string, st stream.Stored, res *FoldResult, prev, link domain.Hash) []any {
 	e := st.Envelope
-	var ref *string
-	if refused != "" {
-		ref = &refused
+	var code, detail *string
+	if res.Refused != "" {
+		c := string(res.Refused)
+		code, detail = &c, &res.RefusalDetail
 	}
 	v := int32(min(max(e.V, math.MinInt32), math.MaxInt32)) // refused when out of range; still stored
-	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), ref, prev[:], link[:]}
+	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), code, detail, prev[:], link[:]}
 }
 
 func decisionRow(pool string, d domain.Decision) []any {
@@ -203,7 +208,7 @@ func decisionRow(pool string, d domain.Decision) []any {
 	if d.From != "" {
 		from = &d.From
 	}
-	return []any{pool, int64(d.Seq), d.Ordinal, string(d.Kind), d.Consumer, from, d.Host, d.Slots, d.Rule, d.Deadline}
+	return []any{pool, int64(d.Seq), d.Ordinal, string(d.Kind), d.Consumer, from, d.Host, d.Slots, string(d.Rule), d.Deadline}
 }
 
 func snapshotRow(pool string, p *domain.Pool) []any {

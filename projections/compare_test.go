@@ -187,7 +187,7 @@ func checkDecisions(t *testing.T, db *pgxpool.Pool, ds []domain.Decision) {
 		}
 		deadlineOK := (g.Deadline == nil) == (d.Deadline == nil) && (g.Deadline == nil || g.Deadline.Equal(*d.Deadline))
 		if uint64(g.Seq) != d.Seq || g.Ordinal != d.Ordinal || g.Kind != string(d.Kind) || g.Consumer != d.Consumer ||
-			from != d.From || g.Host != d.Host || g.Slots != d.Slots || g.Rule != d.Rule || !deadlineOK {
+			from != d.From || g.Host != d.Host || g.Slots != d.Slots || g.Rule != string(d.Rule) || !deadlineOK {
 			t.Fatalf("decision %d: got %+v, want %+v", i, g, d)
 		}
 	}

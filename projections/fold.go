@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,47 +12,54 @@ import (
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
-// FoldResult is what one event did to its pool.
+// ErrPoolMismatch refuses an envelope that names another pool than the
+// subject it was stored under.
+var ErrPoolMismatch = events.NewRefusal("pool_mismatch", "envelope names another pool than its subject")
+
+// ErrUnknownRules is returned by Fold for a plan that names a rules
+// version this build does not implement (written by a newer ledger): the
+// caller must stop, never skip it, since skipping would record a refusal
+// that the newer build does not make.
+var ErrUnknownRules = errors.New("the log needs a newer ledger")
+
+// FoldResult is what one event did to its pool: the engine's Result, and
+// for a refused event the refusal in words (the chain covers only its
+// code).
 type FoldResult struct {
-	// Decisions made by the engine, in order; none for a refused event.
-	Decisions []domain.Decision
-	// Refused is why the engine refused the event ("" when it applied).
-	// A refused event still takes its offset: the pool skips it.
-	Refused string
-	// Touched lists the consumers whose view may have changed, in path
-	// order; All means every consumer and host may have (plan and host
-	// events).
-	Touched []string
-	All     bool
+	domain.Result
+	RefusalDetail string
 }
 
 // Fold applies one stored event to its pool (or skips it when the engine
 // refuses it) and returns what it did with the next link of the pool's
 // hash chain after prev (the zero Hash before the pool's first event).
 // The projector and the audit tools fold through this one function, so
-// they cannot disagree on what an event did.
-func Fold(p *domain.Pool, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash) {
+// they cannot disagree on what an event did. The only error is
+// ErrUnknownRules, naming the sequence and the version.
+func Fold(p *domain.Pool, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash, error) {
 	var res FoldResult
-	ds, err := apply(p, st)
-	if err != nil {
+	r, err := apply(p, st)
+	switch {
+	case errors.Is(err, domain.ErrUnknownRules):
+		return res, prev, fmt.Errorf("%w: pool %s, sequence %d: %v", ErrUnknownRules, p.Name(), st.Seq, err)
+	case err != nil:
 		p.Skip(st.Seq, st.Envelope.Time)
-		res.Refused = err.Error()
-	} else {
-		res.Decisions = ds
-		res.Touched, res.All = p.Touched()
+		res.Result, res.RefusalDetail = domain.Refusal(st.Seq, err), err.Error()
+	default:
+		res.Result = r
 	}
-	return res, p.Chain(prev, st.Raw, res.Decisions, res.Refused)
+	return res, domain.Chain(prev, st.Raw, &res.Result), nil
 }
 
-func apply(p *domain.Pool, st stream.Stored) ([]domain.Decision, error) {
+func apply(p *domain.Pool, st stream.Stored) (domain.Result, error) {
 	if st.Envelope.Pool != p.Name() {
 		// The subject decides the pool; an envelope that disagrees is
 		// not trusted with another pool's state.
-		return nil, fmt.Errorf("envelope names pool %q but was stored for pool %q", st.Envelope.Pool, p.Name())
+		return domain.Result{}, fmt.Errorf("%w: envelope names pool %q but was stored for pool %q", ErrPoolMismatch, st.Envelope.Pool, p.Name())
 	}
 	payload, err := st.Payload()
 	if err != nil {
-		return nil, err
+		return domain.Result{}, err
 	}
 	return p.Apply(domain.Event{Seq: st.Seq, Time: st.Envelope.Time, Payload: payload})
 }

@@ -100,7 +100,7 @@ func (m *model) fold(pool string, seq uint64, at time.Time, p events.Payload) {
 		dp.Skip(seq, at)
 		m.refused[seq] = true
 	}
-	m.ds = append(m.ds, ds...)
+	m.ds = append(m.ds, ds.Decisions...)
 	m.last[pool], m.lastSeq = seq, seq
 	held := map[string]int64{}
 	for _, c := range dp.Consumers() {

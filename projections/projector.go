@@ -133,6 +133,7 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	b := newBatch(p.folded)
 	var last jetstream.Msg // highest message covered by the batch or already committed
 	gap := false
+	var stop error // an event this build cannot fold: commit what came before, then stop
 	for _, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
@@ -147,7 +148,9 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 			gap = true
 			break
 		}
-		p.fold(b, m, seq, md.Timestamp)
+		if stop = p.fold(b, m, seq, md.Timestamp); stop != nil {
+			break
+		}
 		b.to, last = seq, m
 	}
 	var f *finalRows
@@ -157,6 +160,12 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	p.folded = b.to
 	if err := p.writer.submit(writeJob{b: b, f: f, last: last}); err != nil {
 		return err
+	}
+	if stop != nil {
+		if err := p.writer.drain(); err != nil {
+			return err
+		}
+		return fatalf("%v", stop)
 	}
 	if gap { // out of order delivery: start the consumer again after the commit
 		p.cfg.log.Warn("projector: gap in delivered sequences; restarting the consumer", "after", b.to)
@@ -175,18 +184,18 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 	return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
 }
 
-func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) {
+func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) error {
 	name, st, ok := DecodeMessage(seq, m.Subject(), stored, m.Data())
 	if !ok {
 		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", m.Subject())
-		return
+		return nil
 	}
 	ps := p.pools[name]
 	if ps == nil {
 		ps = newPoolState(newDomainPool(name), zeroHash)
 		p.pools[name] = ps
 	}
-	b.add(name, ps, st, p.cfg.snapshotEvery)
+	return b.add(name, ps, st, p.cfg.snapshotEvery)
 }
 
 // commit writes the batch, retrying while PostgreSQL is unavailable. The

@@ -266,7 +266,10 @@ func (p *Projector) replayOne(ctx context.Context, it jetstream.MessagesContext,
 	if !ok || pool != name {
 		return seq, nil
 	}
-	_, ps.chain = Fold(ps.pool, st, ps.chain)
+	var err2 error
+	if _, ps.chain, err2 = Fold(ps.pool, st, ps.chain); err2 != nil {
+		return 0, err2
+	}
 	ps.lastSeq = seq
 	ps.sinceSnap++
 	return seq, nil

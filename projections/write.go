@@ -21,7 +21,7 @@ type finalRows struct {
 	hosts       [6][]any
 	planPools   []string
 	consumers   [][]any
-	checkpoints [4][]any
+	checkpoints [6][]any
 }
 
 func (b *batch) finish() *finalRows {
@@ -36,7 +36,8 @@ func (b *batch) finish() *finalRows {
 		}
 		ps := pb.state
 		sh, chain := ps.pool.StateHash(), ps.chain // copies: the next fold moves ps on
-		appendCols(f.checkpoints[:], name, int64(ps.lastSeq), sh[:], chain[:])
+		pol := ps.pool.Policy()
+		appendCols(f.checkpoints[:], name, int64(ps.lastSeq), sh[:], chain[:], int64(pol.Rules), int64(ps.pool.RulesSince()))
 	}
 	return f
 }
@@ -107,7 +108,7 @@ func appendCols(cols []([]any), vals ...any) {
 }
 
 var (
-	eventCols     = []string{"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash"}
+	eventCols     = []string{"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "refusal_detail", "prev_hash", "hash"}
 	decisionCols  = []string{"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"}
 	historyCols   = []string{"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"}
 	consumerCols  = []string{"pool", "path", "parent", "leaf", "share", "priority", "max"}
@@ -135,10 +136,10 @@ WHERE a.pool = z.pool AND a.consumer = z.consumer AND a.host = z.host`
 	sqlUpsertHosts = `INSERT INTO hosts (pool, name, grp, slots, up, allocated)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::boolean[], $6::bigint[])
 ON CONFLICT (pool, name) DO UPDATE SET grp = EXCLUDED.grp, slots = EXCLUDED.slots, up = EXCLUDED.up, allocated = EXCLUDED.allocated`
-	sqlUpsertCheckpoints = `INSERT INTO checkpoints (pool, last_seq, state_hash, chain_hash, updated_at)
-SELECT z.*, now() FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bytea[]) AS z
+	sqlUpsertCheckpoints = `INSERT INTO checkpoints (pool, last_seq, state_hash, chain_hash, rules, rules_since, updated_at)
+SELECT z.*, now() FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bytea[], $5::int[], $6::bigint[]) AS z
 ON CONFLICT (pool) DO UPDATE SET last_seq = EXCLUDED.last_seq, state_hash = EXCLUDED.state_hash,
-  chain_hash = EXCLUDED.chain_hash, updated_at = EXCLUDED.updated_at`
+  chain_hash = EXCLUDED.chain_hash, rules = EXCLUDED.rules, rules_since = EXCLUDED.rules_since, updated_at = EXCLUDED.updated_at`
 	sqlUpsertOffset = `INSERT INTO projector_offsets (name, stream_seq, updated_at) VALUES ($1, $2, now())
 ON CONFLICT (name) DO UPDATE SET stream_seq = EXCLUDED.stream_seq, updated_at = EXCLUDED.updated_at`
 )

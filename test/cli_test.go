@@ -64,4 +64,3 @@ func TestReplayIntoAndVerifyCommands(t *testing.T) {
 		t.Fatalf("audit verify after a changed decision: exit %d\n%s", code, out)
 	}
 }
-

@@ -47,7 +47,7 @@ func compareWithReference(sc gen.Scenario) string {
 			continue
 		}
 		seq++
-		if g, w := engineDecisions(got), referenceDecisions(want); !slices.Equal(g, w) {
+		if g, w := engineDecisions(got.Decisions), referenceDecisions(want); !slices.Equal(g, w) {
 			return fmt.Sprintf("event %d decisions differ:\n engine:    %s\n reference: %s", i, strings.Join(g, "; "), strings.Join(w, "; "))
 		}
 		if msg := compareState(pool, ref); msg != "" {

@@ -131,7 +131,7 @@ func explainScenario(file string, story *explain.Story, lim limit) (*domain.Pool
 		}
 		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: ev.Payload})
 		if err == nil {
-			story.After(p, p.Seq(), at, ds)
+			story.After(p, p.Seq(), at, ds.Decisions)
 		}
 	}
 	return p, nil

@@ -241,7 +241,7 @@ func readObserved(ctx context.Context, q query.Querier, pool string, before, las
 	for _, d := range ds {
 		// No deadline: a step's expect names none, and times are the ledger's.
 		obs.Decisions = append(obs.Decisions, domain.Decision{Seq: d.EventSeq, Ordinal: d.Ordinal, Kind: domain.Kind(d.Kind),
-			Consumer: d.Consumer, From: d.FromConsumer, Host: d.Host, Slots: d.Slots, Rule: d.Rule})
+			Consumer: d.Consumer, From: d.FromConsumer, Host: d.Host, Slots: d.Slots, Rule: domain.Rule(d.Rule)})
 	}
 	return nil
 }

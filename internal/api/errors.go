@@ -2,7 +2,7 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
+
 	"fmt"
 	"net/http"
 	"strconv"
@@ -26,36 +26,16 @@ const (
 	ReasonDatabaseFailed = "database_error"
 )
 
-// reasons maps every refusal of the engine and of strict decoding to a
-// stable machine-readable reason. Producers branch on these strings.
-var reasons = []struct {
-	err    error
-	reason string
-	status int
-}{
-	{stream.ErrInvalidPool, "invalid_pool", http.StatusBadRequest},
-	{events.ErrUnknownType, "unknown_type", http.StatusBadRequest},
-	{events.ErrUnsupportedVersion, "unsupported_version", http.StatusBadRequest},
-	{events.ErrMalformed, "malformed", http.StatusBadRequest},
-	{domain.ErrNoPlan, "no_plan", http.StatusUnprocessableEntity},
-	{domain.ErrUnknownConsumer, "unknown_consumer", http.StatusUnprocessableEntity},
-	{domain.ErrDemandOnParent, "demand_on_parent", http.StatusUnprocessableEntity},
-	{domain.ErrNegativeSlots, "negative_slots", http.StatusUnprocessableEntity},
-	{domain.ErrNonPositive, "non_positive_slots", http.StatusUnprocessableEntity},
-	{domain.ErrReleaseTooMany, "release_too_many", http.StatusUnprocessableEntity},
-	{domain.ErrUnknownHost, "unknown_host", http.StatusUnprocessableEntity},
-	{domain.ErrHostAlreadyUp, "host_already_up", http.StatusUnprocessableEntity},
-	{domain.ErrHostAlreadyDown, "host_already_down", http.StatusUnprocessableEntity},
-	{domain.ErrInvalidPlan, "invalid_plan", http.StatusUnprocessableEntity},
-	{domain.ErrInvalidPath, "invalid_path", http.StatusUnprocessableEntity},
-	{domain.ErrDuplicatePath, "duplicate_path", http.StatusUnprocessableEntity},
-	{domain.ErrZeroShare, "invalid_share", http.StatusUnprocessableEntity},
-	{domain.ErrPercentRange, "percent_range", http.StatusUnprocessableEntity},
-	{domain.ErrOverflow, "overflow", http.StatusUnprocessableEntity},
-	{domain.ErrEmptyEvent, "empty_event", http.StatusUnprocessableEntity},
-	{domain.ErrInvalidHost, "invalid_host", http.StatusUnprocessableEntity},
-	{domain.ErrUnknownEventType, "unknown_type", http.StatusUnprocessableEntity},
-	{domain.ErrSeqOrder, "seq_order", http.StatusUnprocessableEntity},
+// statusOf gives the HTTP status of each refusal code. The codes
+// themselves come with the errors (events.Refusal: one table, shared by
+// the engine, decoding and this API); producers branch on them.
+var statusOf = map[events.Code]int{
+	stream.ErrInvalidPool.Code():        http.StatusBadRequest,
+	events.ErrUnknownType.Code():        http.StatusBadRequest,
+	events.ErrUnsupportedVersion.Code(): http.StatusBadRequest,
+	events.ErrMalformed.Code():          http.StatusBadRequest,
+	domain.ErrUnknownRules.Code():       http.StatusBadRequest,
+	events.CodeUnclassified:             http.StatusBadRequest,
 }
 
 // apiError is an answer other than 200.
@@ -71,24 +51,19 @@ func (e *apiError) Error() string { return e.msg }
 
 // refusal classifies err (a domain or decoding error) for the event at
 // index (nil for the request as a whole).
+// Every other refusal is the engine's: the event is well formed but does
+// not fit the pool's state (422).
 func refusal(err error, index *int) *apiError {
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return &apiError{status: r.status, reason: r.reason, msg: err.Error(), index: index}
-		}
+	code := events.CodeOf(err)
+	status, ok := statusOf[code]
+	if !ok {
+		status = http.StatusUnprocessableEntity
 	}
-	return &apiError{status: http.StatusBadRequest, reason: ReasonBadRequest, msg: err.Error(), index: index}
-}
-
-// ReasonOf returns the reason string the API uses for err, or "" when err
-// is not a refusal it knows.
-func ReasonOf(err error) string {
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return r.reason
-		}
+	reason := string(code)
+	if code == events.CodeUnclassified {
+		reason = ReasonBadRequest
 	}
-	return ""
+	return &apiError{status: status, reason: reason, msg: err.Error(), index: index}
 }
 
 func badRequest(reason, format string, args ...any) *apiError {

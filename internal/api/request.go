@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"unicode"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 )
 
@@ -99,7 +100,9 @@ func (s *Server) decodeEvent(raw json.RawMessage, i int) (incoming, *apiError) {
 	if err != nil {
 		return incoming{}, refusal(err, at(i))
 	}
-	in := incoming{id: rq.ID, producer: rq.Producer, payload: p}
+	// Every stored plan names its rules version (allocation-rules.md
+	// section 8): one that names none gets the newest this ledger has.
+	in := incoming{id: rq.ID, producer: rq.Producer, payload: domain.StampRules(p)}
 	if in.id == "" {
 		in.id = newID()
 	}

@@ -65,7 +65,10 @@ func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
 		return Event{}, false, nil
 	}
 	prev := pr.chain
-	res, link := projections.Fold(pr.pool, m.Stored, prev)
+	res, link, err := projections.Fold(pr.pool, m.Stored, prev)
+	if err != nil {
+		return Event{}, false, err
+	}
 	pr.chain = link
 	return Event{Message: m, Result: res, Prev: prev, Link: link, Pool: pr.pool}, true, nil
 }

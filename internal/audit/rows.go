@@ -72,7 +72,7 @@ func (e eventRow) differs(ev Event) string {
 		return "data"
 	case (e.Refused == nil) != (ev.Result.Refused == ""):
 		return "refusal"
-	case e.Refused != nil && *e.Refused != ev.Result.Refused:
+	case e.Refused != nil && *e.Refused != string(ev.Result.Refused):
 		return "refusal reason"
 	}
 	return ""
@@ -103,7 +103,7 @@ func sameJSON(a, b []byte) bool {
 func (d decisionRow) equals(w domain.Decision) bool {
 	sameDeadline := (d.Deadline == nil) == (w.Deadline == nil) && (d.Deadline == nil || d.Deadline.Equal(*w.Deadline))
 	return d.Kind == string(w.Kind) && d.Consumer == w.Consumer && d.FromConsumer == w.From && d.Host == w.Host &&
-		d.Slots == w.Slots && d.Rule == w.Rule && sameDeadline
+		d.Slots == w.Slots && d.Rule == string(w.Rule) && sameDeadline
 }
 
 func (d decisionRow) describe() string {

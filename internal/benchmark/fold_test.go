@@ -37,6 +37,6 @@ func BenchmarkReplayFold(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < len(raws); i++ {
 		_, st, _ := projections.DecodeMessage(uint64(i+1), stream.Subject("bench", events.TypeDemand), at, raws[i])
-		_, prev = projections.Fold(pool, st, prev)
+		_, prev, _ = projections.Fold(pool, st, prev)
 	}
 }

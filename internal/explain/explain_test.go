@@ -31,7 +31,7 @@ func story(t *testing.T, file, consumer string) string {
 			continue
 		}
 		seq++
-		st.After(pool, seq, at, ds)
+		st.After(pool, seq, at, ds.Decisions)
 	}
 	var b strings.Builder
 	if err := st.Write(&b, pool); err != nil {

@@ -85,6 +85,10 @@ func (g *generator) policy() events.Policy {
 	p := events.Policy{Reclaim: events.ReclaimPriority, Enforcement: events.EnforcementLeaf}
 	if g.src.Intn(2) == 1 {
 		p.Reclaim = events.ReclaimShareRatio
+		if g.src.Intn(3) == 0 {
+			off := false
+			p.Balance = &off
+		}
 	}
 	if g.src.Intn(2) == 1 {
 		p.Enforcement = events.EnforcementParent
@@ -193,4 +197,20 @@ func (g *generator) invalid() events.Payload {
 		zero := int64(0)
 		return &events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/x", Share: &zero}}}}
 	}
+}
+
+// UnderRules returns the scenario with every plan naming rules version v
+// (0 leaves plans as generated: no version, which a stored log reads as 1).
+func (sc Scenario) UnderRules(v int) Scenario {
+	out := sc
+	out.Events = make([]events.Payload, len(sc.Events))
+	for i, p := range sc.Events {
+		if pc, ok := p.(*events.PlanChange); ok {
+			stamped := *pc
+			stamped.Plan.Rules = v
+			p = &stamped
+		}
+		out.Events[i] = p
+	}
+	return out
 }

@@ -70,18 +70,19 @@ func (s *Scenario) Setup() []Event {
 	return evs
 }
 
-// Run folds the scenario in memory with the engine.
+// Run folds the scenario in memory with the engine, as the service would:
+// a plan that names no rules version runs under the newest.
 func Run(s *Scenario) *Result {
 	pool := domain.NewPool(s.Pool)
 	tl := NewTimeline()
 	res := &Result{File: s.File, Name: s.Name}
 	apply := func(ev Event) ([]domain.Decision, error) {
 		at := tl.At(ev.Time)
-		ds, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: ev.Payload})
+		r, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: domain.StampRules(ev.Payload)})
 		if err == nil {
 			tl.seq++
 		}
-		return ds, err
+		return r.Decisions, err
 	}
 	for _, ev := range s.Setup() {
 		if _, err := apply(ev); err != nil {

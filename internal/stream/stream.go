@@ -20,7 +20,7 @@ const Name = "LEDGER"
 const DuplicateWindow = 10 * time.Minute
 
 // ErrInvalidPool is returned for a pool name that cannot be a subject token.
-var ErrInvalidPool = errors.New("invalid pool name")
+var ErrInvalidPool = events.NewRefusal("invalid_pool", "invalid pool name")
 
 var poolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 

@@ -8,28 +8,31 @@ import (
 )
 
 // Checkpoint is a pool's row of checkpoints: the last event the
-// projection applied and the hashes after it.
+// projection applied, the hashes after it, and the rules version the pool
+// runs under.
 type Checkpoint struct {
-	Pool      string
-	LastSeq   uint64
-	StateHash []byte
-	ChainHash []byte
+	Pool       string
+	LastSeq    uint64
+	StateHash  []byte
+	ChainHash  []byte
+	Rules      int    // 0 while the pool has no plan
+	RulesSince uint64 // sequence of the plan from which Rules holds
 }
 
 // CheckpointOf returns pool's checkpoint; an error matching
 // ErrNoCheckpoint when the projection has applied none of its events.
 func CheckpointOf(ctx context.Context, q Querier, pool string) (Checkpoint, error) {
 	c := Checkpoint{Pool: pool}
-	var last int64
-	err := q.QueryRow(ctx, `SELECT last_seq, state_hash, chain_hash FROM checkpoints WHERE pool = $1`, pool).
-		Scan(&last, &c.StateHash, &c.ChainHash)
+	var last, since int64
+	err := q.QueryRow(ctx, `SELECT last_seq, state_hash, chain_hash, rules, rules_since FROM checkpoints WHERE pool = $1`, pool).
+		Scan(&last, &c.StateHash, &c.ChainHash, &c.Rules, &since)
 	if notFound(err) {
 		return c, fmt.Errorf("pool %s: %w", pool, ErrNoCheckpoint)
 	}
 	if err != nil {
 		return c, fmt.Errorf("checkpoint of pool %s: %w", pool, err)
 	}
-	c.LastSeq = uint64(last)
+	c.LastSeq, c.RulesSince = uint64(last), uint64(since)
 	return c, nil
 }
 

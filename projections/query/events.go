@@ -21,9 +21,11 @@ type Event struct {
 	Time     time.Time
 	Producer string
 	Data     []byte  // the payload as JSON text (jsonb normalises it)
-	Refused  *string // nil when the fold applied the event
-	PrevHash []byte
-	Hash     []byte
+	Refused  *string // stable refusal code; nil when the fold applied the event
+	// RefusalDetail is the refusal in words (not covered by the chain).
+	RefusalDetail *string
+	PrevHash      []byte
+	Hash          []byte
 }
 
 // EventsAt returns the events rows of the given events; an event the
@@ -31,7 +33,7 @@ type Event struct {
 func EventsAt(ctx context.Context, q Querier, keys []Key) (map[Key]Event, error) {
 	pools, seqs := unzip(keys)
 	rows, err := q.Query(ctx, `
-		SELECT e.pool, e.seq, e.id, e.type, e.v, e.time, e.producer, e.data::text, e.refused, e.prev_hash, e.hash
+		SELECT e.pool, e.seq, e.id, e.type, e.v, e.time, e.producer, e.data::text, e.refused, e.refusal_detail, e.prev_hash, e.hash
 		FROM events e JOIN unnest($1::text[], $2::bigint[]) AS k(pool, seq) ON e.pool = k.pool AND e.seq = k.seq`, pools, seqs)
 	if err != nil {
 		return nil, fmt.Errorf("read events rows: %w", err)
@@ -43,7 +45,7 @@ func EventsAt(ctx context.Context, q Querier, keys []Key) (map[Key]Event, error)
 		var seq int64
 		var e Event
 		var data string
-		if err := rows.Scan(&k.Pool, &seq, &e.ID, &e.Type, &e.V, &e.Time, &e.Producer, &data, &e.Refused, &e.PrevHash, &e.Hash); err != nil {
+		if err := rows.Scan(&k.Pool, &seq, &e.ID, &e.Type, &e.V, &e.Time, &e.Producer, &data, &e.Refused, &e.RefusalDetail, &e.PrevHash, &e.Hash); err != nil {
 			return nil, fmt.Errorf("read events rows: %w", err)
 		}
 		k.Seq, e.Data = uint64(seq), []byte(data)

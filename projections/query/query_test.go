@@ -118,18 +118,25 @@ func publishSeed(t *testing.T, js jetstream.JetStream) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := s.Setup()
-	for _, st := range s.Steps {
-		evs = append(evs, st.Events...)
+	var payloads []events.Payload
+	for _, ev := range s.Setup() {
+		payloads = append(payloads, ev.Payload)
 	}
+	for _, st := range s.Steps {
+		for _, ev := range st.Events {
+			payloads = append(payloads, ev.Payload)
+		}
+	}
+	// Last, one the engine refuses: it changes nothing but is recorded.
+	payloads = append(payloads, &events.Demand{Demands: map[string]int64{"/nobody": 1}})
 	var last uint64
-	for i, ev := range evs {
-		env, err := events.New(fmt.Sprintf("e%d", i), "seed", "test", scenario.Epoch.Add(time.Duration(i)*time.Second), ev.Payload)
+	for i, p := range payloads {
+		env, err := events.New(fmt.Sprintf("e%d", i), "seed", "test", scenario.Epoch.Add(time.Duration(i)*time.Second), p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := json.Marshal(env)
-		ack, err := js.Publish(context.Background(), stream.Subject("seed", ev.Payload.EventType()), b, jetstream.WithMsgID(env.ID))
+		ack, err := js.Publish(context.Background(), stream.Subject("seed", p.EventType()), b, jetstream.WithMsgID(env.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,6 +208,10 @@ func testCheckpoints(t *testing.T, p *projected) {
 	}
 	if cp.LastSeq != p.last || len(cp.StateHash) != 32 || len(cp.ChainHash) != 32 {
 		t.Fatalf("checkpoint %+v, want seq %d and two 32-byte hashes", cp, p.last)
+	}
+	// The seed's plan (the first event) names no rules: version 1.
+	if cp.Rules != 1 || cp.RulesSince != 1 {
+		t.Fatalf("checkpoint under rules %d since %d, want 1 since 1", cp.Rules, cp.RulesSince)
 	}
 	if _, err := query.CheckpointOf(ctx, p.db, "nowhere"); !errors.Is(err, query.ErrNoCheckpoint) {
 		t.Fatalf("checkpoint of an unknown pool: %v, want ErrNoCheckpoint", err)
@@ -332,6 +343,13 @@ func testEventsAndDecisionsAt(t *testing.T, p *projected) {
 		if string(cur.PrevHash) != string(prev.Hash) || cur.ID != fmt.Sprintf("e%d", seq-1) || !json.Valid(cur.Data) {
 			t.Fatalf("event %d: id %s, prev_hash %x after hash %x, data %s", seq, cur.ID, cur.PrevHash, prev.Hash, cur.Data)
 		}
+	}
+	refused := evs[query.Key{Pool: "seed", Seq: p.last}]
+	if refused.Refused == nil || *refused.Refused != "unknown_consumer" || refused.RefusalDetail == nil || *refused.RefusalDetail == "" {
+		t.Fatalf("the refused event reads as code %v, detail %v", refused.Refused, refused.RefusalDetail)
+	}
+	if first := evs[query.Key{Pool: "seed", Seq: 1}]; first.Refused != nil || first.RefusalDetail != nil || first.Type != "plan" {
+		t.Fatalf("the plan reads as type %s, refused %v", first.Type, first.Refused)
 	}
 	byEvent, err := query.DecisionsAt(ctx, p.db, keys)
 	if err != nil {

@@ -1,0 +1,86 @@
+package domain
+
+import (
+	"fmt"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// RulesVersion names one frozen behaviour of the fold (allocation-rules.md
+// section 8), the way pebble's format major versions name durable
+// formats. A pool runs under one version at a time; it is part of the
+// pool's state, snapshot and state hash. Once a version is released its
+// behaviour never changes: the golden corpus (test/golden) holds the
+// decisions and chain hashes each version gives a fixed set of logs.
+//
+// To change a rule: add a version below, give it its differences in
+// behaviourOf, make it RulesNewest, and add its column to the golden
+// corpus (go test ./test/golden -golden.add-version N). Never edit an
+// existing version's behaviour.
+type RulesVersion int
+
+const (
+	// RulesV1 is the behaviour first released: an event releases excess
+	// (a > E) before it loses the slots on down hosts, so a host loss
+	// that shrinks a percentage max can cost a consumer twice.
+	RulesV1 RulesVersion = 1
+	// RulesV2 loses the slots on down hosts first, then releases only
+	// what is still above E (section 4's order).
+	RulesV2 RulesVersion = 2
+
+	// RulesNewest is the version the ledger stamps on a plan that names
+	// none.
+	RulesNewest = RulesV2
+)
+
+// RulesVersions lists every released version, oldest first.
+var RulesVersions = []RulesVersion{RulesV1, RulesV2}
+
+// Released reports whether this build implements v.
+func (v RulesVersion) Released() bool { return v >= RulesV1 && v <= RulesNewest }
+
+func (v RulesVersion) String() string { return fmt.Sprintf("rules v%d", int(v)) }
+
+// RulesOf returns the version a stored plan names: a plan written before
+// versions existed names none and means version 1.
+func RulesOf(plan events.Plan) RulesVersion {
+	if plan.Rules == 0 {
+		return RulesV1
+	}
+	return RulesVersion(plan.Rules)
+}
+
+// behaviour is what distinguishes the versions, resolved once when a plan
+// is applied so the fold never compares version numbers.
+type behaviour struct {
+	// trimFirst: lose the slots on down hosts before releasing excess.
+	trimFirst bool
+}
+
+func behaviourOf(v RulesVersion) behaviour {
+	return behaviour{trimFirst: v >= RulesV2}
+}
+
+// validateRules refuses a plan naming a version this build does not
+// implement. A projector that meets one in the log (written by a newer
+// ledger) must stop rather than skip it: see IsUnknownRules.
+func validateRules(plan events.Plan) error {
+	if plan.Rules < 0 || (plan.Rules != 0 && !RulesVersion(plan.Rules).Released()) {
+		return refuse(ErrUnknownRules, "the plan asks for rules version %d; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
+	}
+	return nil
+}
+
+// StampRules returns the payload as the ledger appends it: a plan that
+// names no rules version is given the newest (so every stored plan names
+// its version); anything else is returned as it is. The payload passed in
+// is not modified.
+func StampRules(payload events.Payload) events.Payload {
+	pc, ok := payload.(*events.PlanChange)
+	if !ok || pc.Plan.Rules != 0 {
+		return payload
+	}
+	stamped := *pc
+	stamped.Plan.Rules = int(RulesNewest)
+	return &stamped
+}

@@ -1,0 +1,137 @@
+package golden
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cluster-ledger/ledger/domain"
+)
+
+var (
+	makeLogsFlag   = flag.Bool("golden.make-logs", false, "write the logs the corpus lacks (new scenario files, new seeds); never rewrites one")
+	addLogsFlag    = flag.Bool("golden.add-logs", false, "record logs that a released version has no record of yet; never changes a record")
+	addVersionFlag = flag.Int("golden.add-version", 0, "record every log under this new rules version (refused if it has records already)")
+)
+
+const (
+	logDir      = "logs"
+	scenarioDir = "../scenarios"
+)
+
+// TestGolden re-folds every log of the corpus under every released rules
+// version and requires exactly the recorded decisions and chain hashes.
+func TestGolden(t *testing.T) {
+	if *makeLogsFlag {
+		written, err := makeLogs(logDir, scenarioDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %d new logs: %v", len(written), written)
+	}
+	if *addVersionFlag != 0 {
+		addVersion(t, domain.RulesVersion(*addVersionFlag))
+	}
+	names, err := logNames(logDir)
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no golden logs in %s (%v)", logDir, err)
+	}
+	for _, v := range domain.RulesVersions {
+		recorded, ok, err := readVersions(".", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Fatalf("%v is released but has no golden records (v%d.json): record them with -golden.add-version %d", v, int(v), int(v))
+		}
+		checkVersion(t, v, names, recorded)
+	}
+}
+
+func checkVersion(t *testing.T, v domain.RulesVersion, names []string, recorded Versions) {
+	added := 0
+	for _, name := range names {
+		lines, err := readLog(logDir + "/" + name + ".jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := foldLog(lines, v)
+		if err != nil {
+			t.Fatalf("%s under %v: %v", name, v, err)
+		}
+		want, ok := recorded[name]
+		if !ok {
+			if !*addLogsFlag {
+				t.Errorf("%s has no record under %v: record new logs with -golden.add-logs", name, v)
+				continue
+			}
+			recorded[name] = got.record
+			added++
+			continue
+		}
+		if got.record != want {
+			t.Errorf("%s under %v: %s", name, v, firstDifference(lines, got, want))
+		}
+	}
+	if added > 0 {
+		if err := writeVersions(".", v, recorded); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v: recorded %d new logs", v, added)
+	}
+	for name := range recorded {
+		if !slices.Contains(names, name) {
+			t.Errorf("%v has a record of %s, but the log is gone: logs are never removed", v, name)
+		}
+	}
+}
+
+// firstDifference names the first event whose chain link differs from
+// the record, with what it decides now.
+func firstDifference(lines [][]byte, got folded, want Record) string {
+	wantLinks := strings.Fields(want.Links)
+	for i, link := range got.links {
+		if i >= len(wantLinks) || link != wantLinks[i] {
+			var ds []string
+			for _, d := range got.decisions[i] {
+				ds = append(ds, fmt.Sprintf("%s %s<-%s %s %d %s", d.Kind, d.Consumer, d.From, d.Host, d.Slots, d.Rule))
+			}
+			return fmt.Sprintf("first differing event is #%d %s\n  now decides: [%s]\n  (events %d/%d, refused %d/%d, chain %s, recorded %s)",
+				i+1, lines[i], strings.Join(ds, "; "), got.record.Events, want.Events, got.record.Refused, want.Refused, got.record.Chain, want.Chain)
+		}
+	}
+	return fmt.Sprintf("same links but a different record: got %+v, recorded %+v", got.record, want)
+}
+
+// addVersion records every log under a version that has no records yet.
+// Released versions are frozen: their records are never rewritten.
+func addVersion(t *testing.T, v domain.RulesVersion) {
+	if !v.Released() {
+		t.Fatalf("%v is not implemented by this build", v)
+	}
+	if _, ok, err := readVersions(".", v); err != nil || ok {
+		t.Fatalf("%v already has golden records (%v); released versions are frozen: add a new version instead", v, err)
+	}
+	names, err := logNames(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := Versions{}
+	for _, name := range names {
+		lines, err := readLog(logDir + "/" + name + ".jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := foldLog(lines, v)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		vs[name] = f.record
+	}
+	if err := writeVersions(".", v, vs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d logs under %v", len(vs), v)
+}
