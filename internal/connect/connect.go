@@ -15,6 +15,10 @@ const DefaultWait = 2 * time.Minute
 // ErrUnreachable means a server did not answer within the bound.
 var ErrUnreachable = errors.New("not reachable")
 
+// errNotYet is a wait's answer before any attempt has failed: nothing
+// to report yet.
+var errNotYet = errors.New("no attempt has finished yet")
+
 // Backoff between attempts: from first, doubling up to most. A line is
 // logged on the first failure and then at most every logEvery.
 const (
@@ -77,7 +81,7 @@ func (w *Waiter) retry(ctx context.Context, what, addr string, f func(context.Co
 		if w.expired() {
 			return w.giveUp(what, addr, err)
 		}
-		if time.Since(logged) >= logEvery {
+		if time.Since(logged) >= logEvery && !errors.Is(err, errNotYet) {
 			w.waiting(what, addr, start, err)
 			logged = time.Now()
 		}

@@ -2,7 +2,6 @@ package connect
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -54,7 +53,7 @@ func (w *Waiter) NATS(ctx context.Context, url string) (*nats.Conn, error) {
 		case nc.LastError() != nil:
 			return nc.LastError()
 		}
-		return errors.New("no connection yet")
+		return errNotYet
 	}, func(time.Duration) time.Duration { return 50 * time.Millisecond })
 	if err != nil {
 		nc.Close()
