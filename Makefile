@@ -5,7 +5,7 @@ BIN       := bin
 GOFLAGS   ?=
 export GOFLAGS
 
-.PHONY: run test bench build vet fuzz clean
+.PHONY: run test bench build vet fuzz clean chromium
 
 build:
 	$(GO) build -o $(BIN)/ledger ./cmd/ledger
@@ -17,8 +17,13 @@ run: build
 vet:
 	$(GO) vet ./...
 
-test: vet
+test: vet chromium
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The console's browser tests run in Debian's headless Chromium: installed
+# here when missing (CI runs as root).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./domain/

@@ -42,4 +42,4 @@ func (p *Pool) mostFreeHost() int32 {
 }
 
 // freeSlots is the capacity not allocated to anyone.
-func (p *Pool) freeSlots() Slots { return p.capacity - p.t.nodes[0].alloc }
+func (p *Pool) freeSlots() Slots { return p.pub.capacity - p.t.nodes[0].alloc }

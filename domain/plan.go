@@ -18,6 +18,7 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 			p.releaseFrom(id, n.alloc, RuleConsumerRemoved)
 		}
 	}
+	sh := make([]shares, len(nt.nodes))
 	for _, id := range nt.leaves {
 		nn := &nt.nodes[id]
 		oid, ok := old.lookup(nn.path)
@@ -27,8 +28,9 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 		on := &old.nodes[oid]
 		nn.demand, nn.eff, nn.alloc, nn.waitingSince = on.demand, on.eff, on.alloc, on.waitingSince
 		nn.holdings = on.holdings
-		nn.target = on.target
+		sh[id].target = p.sh(oid).target
 	}
+	p.pub.sh = sh
 	sumUp(nt)
 	p.t, p.plan, p.hasPlan = nt, plan, true
 	p.planDigest = digestPlan(true, plan)

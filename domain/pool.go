@@ -32,8 +32,8 @@ type Pool struct {
 	t          *tree
 	hosts      []host
 	hostByID   map[string]int32
-	capacity   Slots
-	q          queues
+	layers     []layer // the layers folded in turn; today only the public pool
+	pub        *layer  // layers[0]: the public pool
 
 	// Per-event work.
 	decisions    []Decision
@@ -52,8 +52,10 @@ type Pool struct {
 
 // NewPool returns an empty pool: no plan, no hosts.
 func NewPool(name string) *Pool {
-	p := &Pool{name: name, hostByID: map[string]int32{}, q: newQueues()}
+	p := &Pool{name: name, hostByID: map[string]int32{}}
 	p.t, _ = emptyTree()
+	p.layers = []layer{newLayer(len(p.t.nodes))}
+	p.pub = &p.layers[0]
 	return p
 }
 
@@ -169,14 +171,14 @@ func (p *Pool) applyHostUp(e *events.HostUp) {
 		p.hostByID[e.Host] = int32(len(p.hosts))
 		p.hosts = append(p.hosts, host{name: e.Host, group: group, slots: Slots(e.Slots), up: true})
 	}
-	p.capacity += Slots(e.Slots)
+	p.pub.capacity += Slots(e.Slots)
 	p.recomputeAll()
 }
 
 func (p *Pool) applyHostDown(e *events.HostDown) {
 	h := &p.hosts[p.hostByID[e.Host]]
 	h.up = false
-	p.capacity -= h.slots
+	p.pub.capacity -= h.slots
 	p.recomputeAll()
 }
 
@@ -274,17 +276,17 @@ func (p *Pool) addAlloc(id, hostID int32, delta Slots) {
 // updateOverShare keeps a top-level branch's "uses more than its planned
 // share" flag, refiling its victims when it flips.
 func (p *Pool) updateOverShare(top int32) {
-	t := &p.t.nodes[top]
-	over := t.alloc > t.planned
-	if over == t.overShare {
+	t, s := &p.t.nodes[top], p.sh(top)
+	over := t.alloc > s.planned
+	if over == s.overShare {
 		return
 	}
-	t.overShare = over
+	s.overShare = over
 	if p.mode.shareRatio {
 		return
 	}
 	for _, l := range p.t.leaves[t.lo:t.hi] {
-		if p.t.nodes[l].q.victim.in {
+		if p.sh(l).q.victim.in {
 			p.refile(l)
 		}
 	}

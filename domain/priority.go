@@ -4,19 +4,22 @@ package domain
 // leaves, then first-come first-served to borrowers; then, with
 // preemption, entitled leaves still short reclaim from borrowers.
 func (p *Pool) rebalancePriority() {
-	p.grantFree(p.q.entitled, p.entitledNeed, RulePriorityEntitled)
-	p.grantFree(p.q.borrowing, p.borrowNeed, RulePriorityBorrow)
+	p.grantFree(p.pub.q.entitled, p.entitledNeed, RulePriorityEntitled)
+	p.grantFree(p.pub.q.borrowing, p.borrowNeed, RulePriorityBorrow)
 	if p.mode.preempt {
 		p.reclaimForEntitled()
 	}
 }
 
-func (p *Pool) entitledNeed(n *node) Slots { return minSlots(n.eff, n.target) - n.alloc }
-func (p *Pool) borrowNeed(n *node) Slots   { return p.borrowCap(n) - n.alloc }
+func (p *Pool) entitledNeed(id int32) Slots {
+	n := &p.t.nodes[id]
+	return minSlots(n.eff, p.sh(id).target) - n.alloc
+}
+func (p *Pool) borrowNeed(id int32) Slots { return p.borrowCap(id) - p.t.nodes[id].alloc }
 
 // grantFree walks a queue in order and grants free slots to each leaf up
 // to its need and its ancestors' headroom, until no slot is free.
-func (p *Pool) grantFree(q *queue, need func(*node) Slots, rule Rule) {
+func (p *Pool) grantFree(q *queue, need func(int32) Slots, rule Rule) {
 	var from *qkey
 	for p.freeSlots() > 0 {
 		keys := collect(q, from, 64, p.keys)
@@ -29,7 +32,7 @@ func (p *Pool) grantFree(q *queue, need func(*node) Slots, rule Rule) {
 			if free == 0 {
 				return
 			}
-			give := minSlots(minSlots(need(&p.t.nodes[k.id]), free), p.headroom(k.id, noNode))
+			give := minSlots(minSlots(need(k.id), free), p.headroom(k.id, noNode))
 			if give > 0 {
 				p.grantTo(k.id, give, rule)
 			}
@@ -42,18 +45,18 @@ func (p *Pool) grantFree(q *queue, need func(*node) Slots, rule Rule) {
 // reclaimForEntitled lets each entitled leaf that is still short, in
 // entitled order, take back slots from borrowers.
 func (p *Pool) reclaimForEntitled() {
-	if p.q.victimsOver.Len()+p.q.victimsUnder.Len() == 0 {
+	if p.pub.q.victimsOver.Len()+p.pub.q.victimsUnder.Len() == 0 {
 		return
 	}
 	var from *qkey
 	var claimants []qkey
 	for {
-		claimants = collect(p.q.entitled, from, 64, claimants)
+		claimants = collect(p.pub.q.entitled, from, 64, claimants)
 		if len(claimants) == 0 {
 			return
 		}
 		for _, k := range claimants {
-			if need := p.entitledNeed(&p.t.nodes[k.id]); need > 0 {
+			if need := p.entitledNeed(k.id); need > 0 {
 				p.reclaimFor(k.id, need)
 			}
 		}
@@ -83,7 +86,7 @@ func (p *Pool) reclaimFor(claimant int32, need Slots) {
 }
 
 func (p *Pool) nextVictim(claimant int32, need Slots, blocked []int32) (int32, Slots) {
-	for _, q := range []*queue{p.q.victimsOver, p.q.victimsUnder} {
+	for _, q := range []*queue{p.pub.q.victimsOver, p.pub.q.victimsUnder} {
 		found, give := noNode, Slots(0)
 		q.Ascend(func(k qkey) bool {
 			for _, b := range blocked {
@@ -107,11 +110,11 @@ func (p *Pool) nextVictim(claimant int32, need Slots, blocked []int32) (int32, S
 // deserves when it is another branch: A(X) >= min(P(X), E(X)).
 func (p *Pool) canGive(claimant, victim int32, need Slots) Slots {
 	v := &p.t.nodes[victim]
-	give := minSlots(need, v.alloc-v.target)
+	give := minSlots(need, v.alloc-p.sh(victim).target)
 	if p.mode.parent {
 		if x := v.top; x != p.t.nodes[claimant].top {
 			xn := &p.t.nodes[x]
-			give = minSlots(give, xn.alloc-minSlots(xn.planned, xn.eff))
+			give = minSlots(give, xn.alloc-minSlots(p.sh(x).planned, xn.eff))
 		}
 	}
 	give = minSlots(give, p.headroom(claimant, victim))

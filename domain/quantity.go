@@ -15,6 +15,9 @@ const (
 	MaxQuantity  Slots = 1 << 40 // any slot quantity, and the pool capacity
 	MaxShare           = 1 << 22 // one share, and the sum of one parent's children's shares
 	MaxConsumers       = 1 << 20
+	// MaxPriority bounds a priority's magnitude from rules version 2 on:
+	// the queues order by -priority, which overflows for -2^63.
+	MaxPriority = 1 << 40
 )
 
 func minSlots(a, b Slots) Slots {

@@ -66,14 +66,14 @@ func file(q *queue, s *slot, want bool, key qkey) {
 // refile updates every queue a leaf belongs to after its allocation,
 // effective demand, target or waiting-since changed.
 func (p *Pool) refile(id int32) {
-	n := &p.t.nodes[id]
-	lq := &n.q
+	n, s, q := &p.t.nodes[id], p.sh(id), &p.pub.q
+	lq := &s.q
 	if !p.mode.shareRatio {
-		g := n.target
+		g := s.target
 		entitledTo := minSlots(n.eff, g)
-		file(p.q.entitled, &lq.entitled, n.alloc < entitledTo, qkey{-n.priority, int64(n.waitingSince), id})
-		file(p.q.borrowing, &lq.borrowing, n.alloc >= g && n.alloc < p.borrowCap(n), qkey{int64(n.waitingSince), -n.priority, id})
-		over := n.top != noNode && p.t.nodes[n.top].overShare
+		file(q.entitled, &lq.entitled, n.alloc < entitledTo, qkey{-n.priority, int64(n.waitingSince), id})
+		file(q.borrowing, &lq.borrowing, n.alloc >= g && n.alloc < p.borrowCap(id), qkey{int64(n.waitingSince), -n.priority, id})
+		over := n.top != noNode && p.sh(n.top).overShare
 		want := n.alloc > g
 		key := qkey{n.priority, -int64(n.alloc - g), id}
 		if lq.victim.in && lq.victimOver != over {
@@ -84,31 +84,32 @@ func (p *Pool) refile(id int32) {
 		file(p.victimQueue(over), &lq.victim, want, key)
 		return
 	}
-	file(p.q.offTarget, &lq.offTarget, n.alloc != n.target, qkey{0, 0, id})
+	file(q.offTarget, &lq.offTarget, n.alloc != s.target, qkey{0, 0, id})
 }
 
 func (p *Pool) victimQueue(over bool) *queue {
 	if over {
-		return p.q.victimsOver
+		return p.pub.q.victimsOver
 	}
-	return p.q.victimsUnder
+	return p.pub.q.victimsUnder
 }
 
 // borrowCap is the most a leaf may hold in priority mode: min(E, G+limit),
 // the limit defaulting to G.
-func (p *Pool) borrowCap(n *node) Slots {
+func (p *Pool) borrowCap(id int32) Slots {
+	n, g := &p.t.nodes[id], p.sh(id).target
 	limit := n.borrowLimit
 	if limit == defaultBorrowLimit {
-		limit = n.target
+		limit = g
 	}
-	return minSlots(n.eff, n.target+limit)
+	return minSlots(n.eff, g+limit)
 }
 
 // unfileAll empties every queue (before a plan or policy change).
 func (p *Pool) unfileAll() {
-	p.q = newQueues()
+	p.pub.q = newQueues()
 	for _, id := range p.t.leaves {
-		p.t.nodes[id].q = queued{}
+		p.sh(id).q = queued{}
 	}
 }
 

@@ -31,12 +31,12 @@ func (p *Pool) updateTargets() {
 	}
 	prev := p.prevTargets[:0]
 	for _, id := range scope {
-		prev = append(prev, t.nodes[id].target)
+		prev = append(prev, p.sh(id).target)
 	}
 	p.prevTargets = prev
 	p.computeTargets()
 	for i, id := range scope {
-		if p.allTouch || t.nodes[id].target != prev[i] {
+		if p.allTouch || p.sh(id).target != prev[i] {
 			p.touch(id)
 			p.refile(id)
 		}
@@ -56,12 +56,11 @@ func (p *Pool) updateShareRatioTargets() {
 	}
 	p.targetsDirty = false
 	if p.mode.parent {
-		p.fillInc(0, p.capacity)
+		p.fillInc(0, p.pub.capacity)
 		return
 	}
-	root := &p.t.nodes[0]
-	p.pdynInc(0, p.capacity)
-	p.surplusInc(0, minSlots(p.capacity, root.eff)-root.base)
+	p.pdynInc(0, p.pub.capacity)
+	p.surplusInc(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-p.sh(0).base)
 }
 
 // headroom is how many more slots claimant may gain from victim (noNode:
@@ -88,7 +87,7 @@ func (p *Pool) computeTargets() {
 	switch {
 	case !p.mode.shareRatio && !p.mode.parent:
 		for _, id := range t.leaves {
-			t.nodes[id].target = t.nodes[id].planned
+			p.sh(id).target = p.sh(id).planned
 		}
 	case !p.mode.shareRatio:
 		tops := p.dirtyTops
@@ -96,7 +95,7 @@ func (p *Pool) computeTargets() {
 			tops = t.tops
 		}
 		for _, top := range tops {
-			p.waterFill(top, t.nodes[top].planned)
+			p.waterFill(top, p.sh(top).planned)
 		}
 	default:
 		p.shareRatioTargets()
@@ -108,11 +107,11 @@ func (p *Pool) computeTargets() {
 // under leaf enforcement (section 3).
 func (p *Pool) shareRatioTargets() {
 	if p.mode.parent {
-		p.waterFill(0, p.capacity)
+		p.waterFill(0, p.pub.capacity)
 	} else {
-		p.dynamicShares(0, p.capacity)
+		p.dynamicShares(0, p.pub.capacity)
 		p.bases(0)
-		p.surplus(0, minSlots(p.capacity, p.t.nodes[0].eff)-p.t.nodes[0].base)
+		p.surplus(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-p.sh(0).base)
 	}
 	p.sumTargets(0)
 }

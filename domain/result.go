@@ -101,7 +101,7 @@ func (p *Pool) result() Result {
 			holdings = append(holdings, Holding{Host: p.hosts[h.host].name, Slots: int64(h.slots)})
 		}
 		r.Changed[i] = ConsumerState{Path: n.path, Demand: int64(n.demand), Effective: int64(n.eff),
-			Target: int64(n.target), Allocated: int64(n.alloc), WaitingSince: n.waitingSince,
+			Target: int64(p.sh(id).target), Allocated: int64(n.alloc), WaitingSince: n.waitingSince,
 			Holdings: holdings[start:len(holdings):len(holdings)]}
 	}
 	return r

@@ -25,7 +25,8 @@ const (
 	// that shrinks a percentage max can cost a consumer twice.
 	RulesV1 RulesVersion = 1
 	// RulesV2 loses the slots on down hosts first, then releases only
-	// what is still above E (section 4's order).
+	// what is still above E (section 4's order), and refuses a priority
+	// beyond ±MaxPriority (version 1 ranked -2^63 as the highest).
 	RulesV2 RulesVersion = 2
 
 	// RulesNewest is the version the ledger stamps on a plan that names
@@ -55,10 +56,12 @@ func RulesOf(plan events.Plan) RulesVersion {
 type behaviour struct {
 	// trimFirst: lose the slots on down hosts before releasing excess.
 	trimFirst bool
+	// boundedPriority: refuse priorities beyond ±MaxPriority.
+	boundedPriority bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
-	return behaviour{trimFirst: v >= RulesV2}
+	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2}
 }
 
 // validateRules refuses a plan naming a version this build does not

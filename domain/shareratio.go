@@ -23,9 +23,8 @@ func (p *Pool) rebalanceShareRatio() {
 // reclaim, from the leaves above T.
 func (p *Pool) pairOffTarget(reclaim bool) {
 	var claimants, victims []int32
-	p.q.offTarget.Ascend(func(k qkey) bool {
-		n := &p.t.nodes[k.id]
-		if n.alloc < n.target {
+	p.pub.q.offTarget.Ascend(func(k qkey) bool {
+		if p.t.nodes[k.id].alloc < p.sh(k.id).target {
 			claimants = append(claimants, k.id)
 		} else {
 			victims = append(victims, k.id)
@@ -46,8 +45,7 @@ func (p *Pool) pair(claimants, victims []int32, reclaim bool) {
 	p.sortVictimWalk(victims)
 	first := 0
 	for _, c := range claimants {
-		n := &p.t.nodes[c]
-		need := n.target - n.alloc
+		need := p.sh(c).target - p.t.nodes[c].alloc
 		if free := p.freeSlots(); free > 0 {
 			if give := minSlots(minSlots(need, free), p.headroom(c, noNode)); give > 0 {
 				need -= p.grantTo(c, give, RuleShareRatioGrant)
@@ -57,8 +55,7 @@ func (p *Pool) pair(claimants, victims []int32, reclaim bool) {
 			continue
 		}
 		for i := first; i < len(victims) && need > 0; i++ {
-			v := &p.t.nodes[victims[i]]
-			excess := v.alloc - v.target
+			excess := p.t.nodes[victims[i]].alloc - p.sh(victims[i]).target
 			if excess <= 0 {
 				if i == first {
 					first++
@@ -81,16 +78,15 @@ func (p *Pool) pair(claimants, victims []int32, reclaim bool) {
 // targets T are put back afterwards. This is a full pass over the tree:
 // balance: false is rare enough not to need the incremental machinery.
 func (p *Pool) restoreGuarantees() {
-	t := p.t
+	t, sh := p.t, p.pub.sh
 	saved := make([]struct{ eff, base, target Slots }, len(t.nodes))
 	for i := range t.nodes {
-		n := &t.nodes[i]
-		saved[i].eff, saved[i].base, saved[i].target = n.eff, n.base, n.target
+		saved[i].eff, saved[i].base, saved[i].target = t.nodes[i].eff, sh[i].base, sh[i].target
 	}
 	for id := len(t.nodes) - 1; id >= 0; id-- { // children before parents
 		n := &t.nodes[id]
 		if n.leaf {
-			n.eff = minSlots(n.eff, maxSlots(n.planned, n.alloc))
+			n.eff = minSlots(n.eff, maxSlots(sh[id].planned, n.alloc))
 			continue
 		}
 		var sum Slots
@@ -101,22 +97,21 @@ func (p *Pool) restoreGuarantees() {
 	}
 	p.shareRatioTargets()
 	for i := range t.nodes { // only the targets stay T0 while pairing
-		t.nodes[i].eff, t.nodes[i].base = saved[i].eff, saved[i].base
+		t.nodes[i].eff, sh[i].base = saved[i].eff, saved[i].base
 	}
 	var claimants, victims []int32
 	for _, id := range t.leaves {
-		n := &t.nodes[id]
-		switch {
-		case n.alloc < n.target:
+		switch a, tgt := t.nodes[id].alloc, sh[id].target; {
+		case a < tgt:
 			claimants = append(claimants, id)
-		case n.alloc > n.target:
+		case a > tgt:
 			victims = append(victims, id)
 		}
 	}
 	slices.Sort(victims) // pair expects path order before its walk sort
 	p.pair(claimants, victims, true)
 	for i := range t.nodes {
-		t.nodes[i].target = saved[i].target
+		sh[i].target = saved[i].target
 	}
 	for _, id := range t.leaves {
 		p.refile(id)
@@ -127,7 +122,7 @@ func (p *Pool) restoreGuarantees() {
 // then higher priority, then path.
 func (p *Pool) claimantOrder(a, b int32) int {
 	x, y := &p.t.nodes[a], &p.t.nodes[b]
-	if l, r := int64(x.target-x.alloc)*y.share, int64(y.target-y.alloc)*x.share; l != r {
+	if l, r := int64(p.sh(a).target-x.alloc)*y.share, int64(p.sh(b).target-y.alloc)*x.share; l != r {
 		return cmpDesc(l, r)
 	}
 	if x.priority != y.priority {
@@ -164,7 +159,7 @@ func (p *Pool) siblingsBelowCommonAncestor(a, b int32) (int32, int32) {
 
 func (p *Pool) walkOrder(a, b int32) int {
 	x, y := &p.t.nodes[a], &p.t.nodes[b]
-	if l, r := int64(x.alloc-x.target)*y.share, int64(y.alloc-y.target)*x.share; l != r {
+	if l, r := int64(x.alloc-p.sh(a).target)*y.share, int64(y.alloc-p.sh(b).target)*x.share; l != r {
 		return cmpDesc(l, r)
 	}
 	if x.priority != y.priority {

@@ -12,18 +12,18 @@ import "github.com/cluster-ledger/ledger/events"
 // incremental path (setDemand, setEff).
 func (p *Pool) recomputeAll() {
 	p.allTouch, p.dirtyAll = true, true
-	t := p.t
+	t, sh := p.t, p.pub.sh
 	root := &t.nodes[0]
-	root.planned, root.maxCap, root.capChain = p.capacity, Unlimited, Unlimited
-	p.splitChildren(0, p.capacity, includeAll, uncapped)
+	sh[0].planned, root.maxCap, root.capChain = p.pub.capacity, Unlimited, Unlimited
+	p.splitChildren(0, p.pub.capacity, includeAll, uncapped)
 	for id := 1; id < len(t.nodes); id++ { // path order: parents before children
 		n := &t.nodes[id]
-		n.planned = n.tmp
+		sh[id].planned = sh[id].tmp
 		pa := &t.nodes[n.parent]
-		n.maxCap = resolveMax(n.max, pa.planned)
+		n.maxCap = resolveMax(n.max, sh[n.parent].planned)
 		n.capChain = minSlots(n.maxCap, pa.capChain)
 		if !n.leaf {
-			p.splitChildren(int32(id), n.planned, includeAll, uncapped)
+			p.splitChildren(int32(id), sh[id].planned, includeAll, uncapped)
 		}
 	}
 	for id := len(t.nodes) - 1; id >= 0; id-- { // children before parents
@@ -41,7 +41,7 @@ func (p *Pool) recomputeAll() {
 		n.eff = minSlots(n.maxCap, n.childEff)
 	}
 	for _, top := range t.tops {
-		t.nodes[top].overShare = t.nodes[top].alloc > t.nodes[top].planned
+		sh[top].overShare = t.nodes[top].alloc > sh[top].planned
 	}
 }
 
@@ -56,31 +56,31 @@ func resolveMax(m *events.Max, parentPlanned Slots) Slots {
 	}
 }
 
-// Child filters and caps for splitChildren.
-func includeAll(*node) bool      { return true }
-func withDemand(n *node) bool    { return n.eff > 0 }
-func uncapped(*node) Slots       { return Unlimited }
-func capEffective(n *node) Slots { return n.eff }
-func capBase(n *node) Slots      { return n.base }
-func capResidual(n *node) Slots  { return n.eff - n.base }
-func withResidual(n *node) bool  { return n.eff > n.base }
+// Child filters and caps for splitChildren, given a child and its shares.
+func includeAll(*node, *shares) bool        { return true }
+func withDemand(n *node, _ *shares) bool    { return n.eff > 0 }
+func uncapped(*node, *shares) Slots         { return Unlimited }
+func capEffective(n *node, _ *shares) Slots { return n.eff }
+func capBase(_ *node, s *shares) Slots      { return s.base }
+func capResidual(n *node, s *shares) Slots  { return n.eff - s.base }
+func withResidual(n *node, s *shares) bool  { return n.eff > s.base }
 
 // splitChildren apportions q over the children of id that pass include,
 // by share with caps, and leaves each child's part in its tmp field
 // (0 for the children left out).
-func (p *Pool) splitChildren(id int32, q Slots, include func(*node) bool, capOf func(*node) Slots) {
-	t := p.t
+func (p *Pool) splitChildren(id int32, q Slots, include func(*node, *shares) bool, capOf func(*node, *shares) Slots) {
+	t, sh := p.t, p.pub.sh
 	items := p.items[:0]
 	for _, c := range t.nodes[id].children {
-		n := &t.nodes[c]
-		n.tmp = 0
-		if include(n) {
-			items = append(items, share{weight: n.share, cap: capOf(n), priority: n.priority, rank: c})
+		n, s := &t.nodes[c], &sh[c]
+		s.tmp = 0
+		if include(n, s) {
+			items = append(items, share{weight: n.share, cap: capOf(n, s), priority: n.priority, rank: c})
 		}
 	}
 	p.ap.apportion(q, items)
 	for _, it := range items {
-		t.nodes[it.rank].tmp = it.got
+		sh[it.rank].tmp = it.got
 	}
 	p.items = items
 }
@@ -90,13 +90,13 @@ func (p *Pool) splitChildren(id int32, q Slots, include func(*node) bool, capOf 
 // branch under priority/parent enforcement.
 func (p *Pool) waterFill(id int32, q Slots) {
 	n := &p.t.nodes[id]
-	n.target = q
+	p.sh(id).target = q
 	if n.leaf {
 		return
 	}
 	p.splitChildren(id, q, withDemand, capEffective)
 	for _, c := range n.children {
-		p.waterFill(c, p.t.nodes[c].tmp)
+		p.waterFill(c, p.sh(c).tmp)
 	}
 }
 
@@ -104,48 +104,47 @@ func (p *Pool) waterFill(id int32, q Slots) {
 // only (share_ratio, leaf enforcement), into base.
 func (p *Pool) dynamicShares(id int32, q Slots) {
 	n := &p.t.nodes[id]
-	n.base = q
+	p.sh(id).base = q
 	if n.leaf {
 		return
 	}
 	p.splitChildren(id, q, withDemand, uncapped)
 	for _, c := range n.children {
-		p.dynamicShares(c, p.t.nodes[c].tmp)
+		p.dynamicShares(c, p.sh(c).tmp)
 	}
 }
 
 // bases turns Pdyn into the base B bottom-up: B(l) = min(E, Pdyn); a
 // parent whose children's bases exceed its E re-splits E over them.
 func (p *Pool) bases(id int32) Slots {
-	n := &p.t.nodes[id]
+	n, s := &p.t.nodes[id], p.sh(id)
 	if n.leaf {
-		n.base = minSlots(n.eff, n.base)
-		return n.base
+		s.base = minSlots(n.eff, s.base)
+		return s.base
 	}
 	var sum Slots
 	for _, c := range n.children {
 		sum += p.bases(c)
 	}
-	n.base = sum
+	s.base = sum
 	if id != 0 && sum > n.eff {
 		p.resplit(id, n.eff)
 	}
-	return n.base
+	return s.base
 }
 
 // resplit lowers the bases under id to total q, by share, each child capped
 // at its current base, recursively down.
 func (p *Pool) resplit(id int32, q Slots) {
 	n := &p.t.nodes[id]
-	n.base = q
+	p.sh(id).base = q
 	if n.leaf {
 		return
 	}
 	p.splitChildren(id, q, withDemand, capBase)
 	for _, c := range n.children {
-		cn := &p.t.nodes[c]
-		if cn.tmp < cn.base {
-			p.resplit(c, cn.tmp)
+		if cs := p.sh(c); cs.tmp < cs.base {
+			p.resplit(c, cs.tmp)
 		}
 	}
 }
@@ -153,27 +152,27 @@ func (p *Pool) resplit(id int32, q Slots) {
 // surplus spreads u over the branches with residual need E - B, by share,
 // capped by that need; a leaf's target is its base plus its part.
 func (p *Pool) surplus(id int32, u Slots) {
-	n := &p.t.nodes[id]
+	n, s := &p.t.nodes[id], p.sh(id)
 	if n.leaf {
-		n.target = n.base + u
+		s.target = s.base + u
 		return
 	}
 	p.splitChildren(id, u, withResidual, capResidual)
 	for _, c := range n.children {
-		p.surplus(c, p.t.nodes[c].tmp)
+		p.surplus(c, p.sh(c).tmp)
 	}
 }
 
 // sumTargets sets a parent's target to the sum of its leaves' targets.
 func (p *Pool) sumTargets(id int32) Slots {
-	n := &p.t.nodes[id]
+	n, s := &p.t.nodes[id], p.sh(id)
 	if n.leaf {
-		return n.target
+		return s.target
 	}
 	var sum Slots
 	for _, c := range n.children {
 		sum += p.sumTargets(c)
 	}
-	n.target = sum
+	s.target = sum
 	return sum
 }

@@ -96,7 +96,7 @@ func Restore(b []byte) (*Pool, error) {
 		p.hostByID[h.Name] = int32(len(p.hosts))
 		p.hosts = append(p.hosts, host{name: h.Name, group: h.Group, slots: Slots(h.Slots), up: h.Up})
 		if h.Up {
-			p.capacity += Slots(h.Slots)
+			p.pub.capacity += Slots(h.Slots)
 		}
 	}
 	if !s.HasPlan {
@@ -108,6 +108,7 @@ func Restore(b []byte) (*Pool, error) {
 		return nil, fmt.Errorf("snapshot plan: %w", err)
 	}
 	p.t, p.plan, p.hasPlan = t, *s.Plan, true
+	p.pub.sh = make([]shares, len(t.nodes))
 	p.planDigest = digestPlan(true, p.plan)
 	p.setPolicy(*s.Plan)
 	p.rulesSince = s.RulesSince

@@ -9,26 +9,26 @@ package domain
 // markPath notes that E changed at a leaf: its path must be revisited.
 func (p *Pool) markPath(id int32) {
 	p.targetsDirty = true
-	for n := id; n != noNode && !p.t.nodes[n].dirty; n = p.t.nodes[n].parent {
-		p.t.nodes[n].dirty = true
+	for n := id; n != noNode && !p.sh(n).dirty; n = p.t.nodes[n].parent {
+		p.sh(n).dirty = true
 	}
 }
 
 // markAllDirty forgets every memo (after a plan or capacity change).
 func (p *Pool) markAllDirty() {
-	for i := range p.t.nodes {
-		p.t.nodes[i].dirty = true
+	for i := range p.pub.sh {
+		p.pub.sh[i].dirty = true
 	}
 	p.targetsDirty = true
 }
 
 // fillInc is waterFill with memo: T under parent enforcement.
 func (p *Pool) fillInc(id int32, q Slots) {
-	n := &p.t.nodes[id]
-	if !n.dirty && q == n.memoQ {
+	n, s := &p.t.nodes[id], p.sh(id)
+	if !s.dirty && q == s.memoQ {
 		return
 	}
-	n.dirty, n.memoQ = false, q
+	s.dirty, s.memoQ = false, q
 	if n.leaf {
 		p.setTarget(id, q)
 		return
@@ -36,62 +36,62 @@ func (p *Pool) fillInc(id int32, q Slots) {
 	p.splitChildren(id, q, withDemand, capEffective)
 	var sum Slots
 	for _, c := range n.children {
-		p.fillInc(c, p.t.nodes[c].tmp)
-		sum += p.t.nodes[c].target
+		p.fillInc(c, p.sh(c).tmp)
+		sum += p.sh(c).target
 	}
-	n.target = sum
+	s.target = sum
 }
 
 // pdynInc computes Pdyn top-down and returns the subtree's base B; valid
 // only when no max can bind (no re-split), which the caller checks.
 func (p *Pool) pdynInc(id int32, q Slots) Slots {
-	n := &p.t.nodes[id]
-	if !n.dirty && q == n.memoQ {
-		return n.base
+	n, s := &p.t.nodes[id], p.sh(id)
+	if !s.dirty && q == s.memoQ {
+		return s.base
 	}
-	n.dirty, n.memoQ, n.dirtyU = false, q, true
+	s.dirty, s.memoQ, s.dirtyU = false, q, true
 	if n.leaf {
-		n.base = minSlots(n.eff, q)
-		return n.base
+		s.base = minSlots(n.eff, q)
+		return s.base
 	}
 	p.splitChildren(id, q, withDemand, uncapped)
 	var sum Slots
 	for _, c := range n.children {
-		sum += p.pdynInc(c, p.t.nodes[c].tmp)
+		sum += p.pdynInc(c, p.sh(c).tmp)
 	}
-	n.base = sum
+	s.base = sum
 	return sum
 }
 
 // surplusInc spreads the surplus top-down over residual needs, revisiting
 // only nodes whose surplus or whose children's residual needs changed.
 func (p *Pool) surplusInc(id int32, u Slots) {
-	n := &p.t.nodes[id]
-	if !n.dirtyU && u == n.memoU {
+	n, s := &p.t.nodes[id], p.sh(id)
+	if !s.dirtyU && u == s.memoU {
 		return
 	}
-	n.dirtyU, n.memoU = false, u
+	s.dirtyU, s.memoU = false, u
 	if n.leaf {
-		p.setTarget(id, n.base+u)
+		p.setTarget(id, s.base+u)
 		return
 	}
 	p.splitChildren(id, u, withResidual, capResidual)
 	var sum Slots
 	for _, c := range n.children {
-		p.surplusInc(c, p.t.nodes[c].tmp)
-		sum += p.t.nodes[c].target
+		p.surplusInc(c, p.sh(c).tmp)
+		sum += p.sh(c).target
 	}
-	n.target = sum
+	s.target = sum
 }
 
 // setTarget records a leaf's new target, touching and refiling it when it
 // moved.
 func (p *Pool) setTarget(id int32, t Slots) {
-	n := &p.t.nodes[id]
-	if n.target == t {
+	s := p.sh(id)
+	if s.target == t {
 		return
 	}
-	n.target = t
+	s.target = t
 	p.touch(id)
 	p.refile(id)
 }

@@ -31,7 +31,6 @@ type node struct {
 	lendGrace    time.Duration
 
 	// Derived from plan and capacity (recomputed on plan and host events).
-	planned  Slots // P
 	maxCap   Slots // max resolved to slots, Unlimited if none
 	capChain Slots // min of maxCap over this node and its ancestors
 
@@ -40,17 +39,7 @@ type node struct {
 	eff       Slots // E
 	childEff  Slots // sum of children's E (parents)
 	alloc     Slots // A: held slots (sum over leaves for a parent)
-	target    Slots // G (priority) or T (share_ratio)
-	overShare bool  // top-level only: alloc > planned
 	touchedAt uint64
-	base      Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
-	tmp       Slots // scratch: this node's part of its parent's split
-
-	// Memo of the incremental share_ratio target passes (targets.go).
-	dirty  bool  // E changed in this subtree since the last pass
-	dirtyU bool  // a child's residual need changed (leaf enforcement)
-	memoQ  Slots // quota this node was given in the last pass
-	memoU  Slots // surplus this node was given in the last pass
 
 	leafState
 }
@@ -59,7 +48,6 @@ type node struct {
 type leafState struct {
 	waitingSince uint64
 	holdings     []holding // by host id
-	q            queued
 }
 
 // holding is a number of slots held on one host.
@@ -101,9 +89,13 @@ func buildTree(plan events.Plan) (*tree, error) {
 		return nil, refuse(ErrOverflow, "%d consumers (at most %d)", len(plan.Consumers), MaxConsumers)
 	}
 	specs := make(map[string]events.Consumer, len(plan.Consumers))
+	bounded := behaviourOf(RulesOf(plan)).boundedPriority
 	for _, c := range plan.Consumers {
 		if err := validateConsumer(c); err != nil {
 			return nil, err
+		}
+		if bounded && (c.Priority > MaxPriority || c.Priority < -MaxPriority) {
+			return nil, refuse(ErrOverflow, "%s has priority %d (at most ±%d)", c.Path, c.Priority, int64(MaxPriority))
 		}
 		if _, dup := specs[c.Path]; dup {
 			return nil, refuse(ErrDuplicatePath, "%s is listed twice", c.Path)

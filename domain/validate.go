@@ -80,7 +80,7 @@ func (p *Pool) validateHostUp(e *events.HostUp) error {
 	if err := checkQuantity("slots of host "+e.Host, e.Slots); err != nil {
 		return err
 	}
-	capacity := p.capacity + Slots(e.Slots)
+	capacity := p.pub.capacity + Slots(e.Slots)
 	if id, ok := p.hostByID[e.Host]; ok {
 		if p.hosts[id].up {
 			return refuse(ErrHostAlreadyUp, "%s", e.Host)

@@ -18,14 +18,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // schema is every table of 0001 and its columns, in order.
 var schema = map[string][]string{
-	"events":             {"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash"},
+	"events":             {"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash", "refusal_detail"},
 	"consumers":          {"pool", "path", "parent", "leaf", "share", "priority", "max"},
 	"hosts":              {"pool", "name", "grp", "slots", "up", "allocated"},
 	"allocations":        {"pool", "consumer", "host", "slots"},
 	"consumer_state":     {"pool", "consumer", "leaf", "demand", "effective", "planned", "target", "allocated", "borrowed", "waiting_since", "updated_seq"},
 	"decisions":          {"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"},
 	"allocation_history": {"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"},
-	"checkpoints":        {"pool", "last_seq", "state_hash", "chain_hash", "updated_at"},
+	"checkpoints":        {"pool", "last_seq", "state_hash", "chain_hash", "updated_at", "rules", "rules_since"},
 	"projector_offsets":  {"name", "stream_seq", "updated_at"},
 	"snapshots":          {"pool", "seq", "format", "state", "state_hash"},
 }

@@ -176,6 +176,13 @@ func TestDevRestartKeepsEverything(t *testing.T) {
 	if !strings.Contains(after, `"path":"/C","leaf":true,"demand":1`) {
 		t.Fatalf("C's demand not projected after restart: %s", after)
 	}
+	// The console is served at LEDGER_URL too, with its data.
+	if page := get(t, base+"/console/"); !strings.Contains(page, "<title>ledger console</title>") {
+		t.Errorf("GET /console/ of ledger dev: %.200s", page)
+	}
+	if pools := get(t, base+"/v1/pools"); !strings.Contains(pools, `"pool":"demo","seq":4`) {
+		t.Errorf("GET /v1/pools of ledger dev: %s", pools)
+	}
 	verify := exec.CommandContext(context.Background(), bin, "audit", "verify")
 	verify.Env = append(os.Environ(), "NATS_URL="+dev.env["NATS_URL"], "DATABASE_URL="+dev.env["DATABASE_URL"])
 	if out, err := verify.CombinedOutput(); err != nil {

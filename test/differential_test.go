@@ -18,16 +18,19 @@ import (
 
 var diffRuns = flag.Int("diff.runs", 400, "random scenarios compared with the reference model")
 
-// TestDifferential folds random scenarios through the engine and through
+// TestDifferential folds random scenarios, under every rules version,
+// through the engine and through
 // the independent reference model (test/refmodel, written from the spec
 // alone) and requires the same refusals, the same decisions in the same
 // order on the same hosts with the same rules, and the same allocations
 // and targets after every event.
 func TestDifferential(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*diffRuns); seed++ {
-		sc := gen.Generate(gen.NewRand(seed), 40)
-		if msg := compareWithReference(sc); msg != "" {
-			t.Fatalf("seed %d: %s\nevents:\n%s", seed, msg, dumpEvents(sc.Events))
+		for _, v := range domain.RulesVersions {
+			sc := gen.Generate(gen.NewRand(seed), 40).UnderRules(int(v))
+			if msg := compareWithReference(sc); msg != "" {
+				t.Fatalf("seed %d, %v: %s\nevents:\n%s", seed, v, msg, dumpEvents(sc.Events))
+			}
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -29,10 +28,7 @@ func TestProjectorKilledMidRun(t *testing.T) {
 	want := newDB(t)
 	s.project(t, want)
 
-	bin := filepath.Join(t.TempDir(), "projector")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/projector").CombinedOutput(); err != nil {
-		t.Fatalf("build projector: %v\n%s", err, out)
-	}
+	bin := projectorBinary(t)
 	got := newDB(t)
 	natsURL, gotURL := s.natsURL, got.Config().ConnString()
 	info, err := mustStream(t, s.js).Info(context.Background())

@@ -37,7 +37,8 @@ func init() {
   - a private PostgreSQL cluster started from this machine's PostgreSQL
     binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
     runs as root), unless --database-url or DATABASE_URL names one;
-  - the schema migrations, the projector and the HTTP API on --http.
+  - the schema migrations, the projector and the HTTP API on --http, with
+    the web console at http://ADDR/console/.
 
 Once ready it prints LEDGER_URL=, NATS_URL= and DATABASE_URL= lines to
 export in another shell. A second run reuses DATA: nothing is lost on
@@ -104,6 +105,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 	select {
 	case addr := <-ready:
 		fmt.Fprintf(out, "LEDGER_URL=http://%s\nNATS_URL=%s\nDATABASE_URL=%s\n", addr, natsURL, dbURL)
+		fmt.Fprintf(out, "# console: http://%s/console/\n", addr)
 		fmt.Fprintf(out, "# ready. In another shell: export the three lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
 		err = <-errs
 	case err = <-errs:

@@ -188,7 +188,10 @@ func (l *loader) send(ctx context.Context, pool string, p events.Payload) (seq u
 	defer cancel()
 	res, err := l.c.Append(ctx, pool, ev)
 	var ce *client.Error
-	if errors.As(err, &ce) && ce.Status == http.StatusUnprocessableEntity {
+	// The event itself refused (422, or a 4xx naming the event, like a plan
+	// asking for a rules version this ledger does not have): it counts as
+	// rejected. Anything else is the request's or the service's problem.
+	if errors.As(err, &ce) && (ce.Status == http.StatusUnprocessableEntity || (ce.Refused() && ce.Index != nil)) {
 		return 0, err, nil
 	}
 	if err != nil {

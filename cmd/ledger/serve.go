@@ -26,6 +26,17 @@ it is missing, applies the schema migrations, and serves:
   GET  /v1/pools/{pool}/decisions     ?from_seq=N&limit=M
   GET  /healthz                       NATS and PostgreSQL status
 
+and the read-only web console at /console/ with the JSON it reads:
+
+  GET  /v1/pools                      every pool: capacity, hosts, lag, ...
+  GET  /v1/pools/{pool}               a pool now: consumer tree, hosts, policy
+  GET  /v1/pools/{pool}/as-of         ?seq=N or ?time=RFC3339: the pool then
+  GET  /v1/pools/{pool}/timeline      decisions newest first; ?consumer= ?kind=
+                                      ?rule= ?limit= ?before=
+  GET  /v1/pools/{pool}/decisions/{seq}/{ordinal}/explain
+                                      a decision in words, with its story
+  GET  /v1/live                       server-sent events as pools move; ?pool=
+
 Each event is validated against the pool's current state before it is
 appended; several ledger instances may serve the same stream. It stops
 cleanly on SIGINT or SIGTERM.`,

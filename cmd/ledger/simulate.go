@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/explain"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/spf13/cobra"
 )
@@ -88,7 +89,7 @@ func writeTables(w io.Writer, res *scenario.Result) {
 		fmt.Fprintf(w, "\n-- step %d: %s\n", st.Step, st.Name)
 		if st.Policy != policy {
 			policy = st.Policy
-			fmt.Fprintf(w, "   policy: reclaim=%s enforcement=%s preemption=%t\n", policy.Reclaim, policy.Enforcement, policy.Preemption)
+			fmt.Fprintf(w, "   rules v%d; policy: %s\n", int(policy.Rules), explain.PolicyText(policy))
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "   CONSUMER\tDEMAND\tSHARE\tTARGET\tALLOC\tBORROWED\t")

@@ -25,7 +25,7 @@ type ServeConfig struct {
 	// ConnectWait bounds the wait at start for NATS, PostgreSQL and
 	// JetStream to answer; 0 waits until ctx ends.
 	ConnectWait time.Duration
-	Logger  *slog.Logger
+	Logger      *slog.Logger
 	// Ready, when set, is called once the API accepts requests, with the
 	// address it listens on.
 	Ready func(addr string)
@@ -82,6 +82,7 @@ func listenAndServe(ctx context.Context, cfg ServeConfig, srv *Server, log *slog
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs.RegisterOnShutdown(srv.Shutdown)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	addr := l.Addr().String()

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/console"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -48,6 +49,18 @@ func WithPublishTimeout(d time.Duration) Option { return func(s *Server) { s.tim
 // conflicting appends of other ledger instances (default 10).
 func WithMaxAttempts(n int) Option { return func(s *Server) { s.maxAttempts = n } }
 
+// WithReadMiddleware wraps the console's data endpoints (the read-scope
+// check of the API's tokens); default: none.
+func WithReadMiddleware(mw func(http.Handler) http.Handler) Option {
+	return func(s *Server) { s.readAuth = mw }
+}
+
+// WithHaltedPools tells the console which pools' projections stopped, and
+// why; default: the console shows no halted column.
+func WithHaltedPools(f func(ctx context.Context) (map[string]string, error)) Option {
+	return func(s *Server) { s.halted = f }
+}
+
 // Server is the HTTP API. It is safe for concurrent use; appends to one
 // pool are serialised inside the process, and across processes by
 // JetStream's expected-last-sequence check.
@@ -62,6 +75,9 @@ type Server struct {
 	timeout     time.Duration
 	maxAttempts int
 	mux         *http.ServeMux
+	readAuth    func(http.Handler) http.Handler
+	halted      func(context.Context) (map[string]string, error)
+	console     *console.Console
 
 	mu    sync.Mutex
 	pools map[string]*poolState
@@ -88,8 +104,14 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.mux.HandleFunc("GET /v1/pools/{pool}/allocations", s.getAllocations)
 	s.mux.HandleFunc("GET /v1/pools/{pool}/decisions", s.getDecisions)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.console = console.New(console.Config{DB: db, JS: js, Auth: s.readAuth, Halted: s.halted, Logger: s.log})
+	s.console.Register(s.mux)
 	return s, nil
 }
+
+// Shutdown ends the console's live streams; call it when the HTTP server
+// shuts down (http.Server.RegisterOnShutdown).
+func (s *Server) Shutdown() { s.console.Shutdown() }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

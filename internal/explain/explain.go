@@ -46,7 +46,8 @@ func (s *Story) Write(w io.Writer, p *domain.Pool) error {
 	}
 	pol := p.Policy()
 	fmt.Fprintf(w, "%s in pool %s at sequence %d (%s)\n", c.Path, p.Name(), p.Seq(), p.Time().Format(time.RFC3339))
-	fmt.Fprintf(w, "  policy: reclaim %s, enforcement %s, preemption %t\n", pol.Reclaim, pol.Enforcement, pol.Preemption)
+	fmt.Fprintf(w, "  rules version %d, since the plan at sequence %d\n", int(pol.Rules), p.RulesSince())
+	fmt.Fprintf(w, "  policy: %s\n", PolicyText(pol))
 	fmt.Fprintf(w, "  demand %d (effective %d after max), planned share %d, %s %d, holds %d", c.Demand, c.Effective, c.Planned, targetName(pol), c.Target, c.Allocated)
 	if c.Borrowed > 0 {
 		fmt.Fprintf(w, " (%d borrowed above its planned share)", c.Borrowed)
@@ -72,6 +73,15 @@ func (s *Story) Write(w io.Writer, p *domain.Pool) error {
 	return nil
 }
 
+// PolicyText is the policy in an operator's words.
+func PolicyText(pol domain.Policy) string {
+	s := fmt.Sprintf("reclaim %s, enforcement %s, preemption %t", pol.Reclaim, pol.Enforcement, pol.Preemption)
+	if pol.Reclaim == "share_ratio" && !pol.Balance {
+		s += ", balance false (reclaim restores planned shares only)"
+	}
+	return s
+}
+
 func targetName(pol domain.Policy) string {
 	if pol.Reclaim == "share_ratio" {
 		return "target"
@@ -84,4 +94,11 @@ func plural(n int64) string {
 		return "1 slot"
 	}
 	return fmt.Sprintf("%d slots", n)
+}
+
+// Describe explains one decision in words, with the pool's state right
+// after the event that made it and all of that event's decisions (a
+// victim's standing before it gave is read from them).
+func Describe(p *domain.Pool, d domain.Decision, all []domain.Decision) string {
+	return describe(p, d, all, d.Consumer)
 }

@@ -1,8 +1,11 @@
 // Package refmodel is an independent reference implementation of
-// allocation-rules.md (sections 1-4, 6, 7 and plain host placement) plus
+// allocation-rules.md (sections 1-4, 6, 7 and plain host placement, rules
+// versions 1 and 2 of section 8, share_ratio's `balance: false`) plus
 // docs/decisions.md, used to cross-check the engine in domain/ by
 // differential testing. It is written for obviousness, not speed: every
-// derived quantity is recomputed from scratch.
+// derived quantity is recomputed from scratch. Everything it needs comes
+// from the events: the rules version and the policy are read from each plan
+// (Rules reports the version in force).
 package refmodel
 
 import (
@@ -250,39 +253,58 @@ func (m *Model) derive() *derived {
 		}
 		d.E[p] = min(d.maxS[p], s)
 	}
-	withE := func(p string) []string {
-		var out []string
-		for _, ch := range m.nodes[p].children {
-			if d.E[ch] > 0 {
-				out = append(out, ch)
-			}
-		}
-		return out
-	}
-	capE := func(p string) int64 { return d.E[p] }
 	if m.pol.reclaim == events.ReclaimPriority {
-		if m.pol.enforcement == events.EnforcementLeaf {
-			for _, l := range m.leaves() {
-				d.G[l] = d.P[l]
-			}
-		} else {
-			// G(top-level) = P(top-level); inside a branch split like T over children with E > 0
-			g := map[string]int64{}
-			for _, p := range order {
-				if p == root {
-					continue
-				}
-				if parentOf(p) == root {
-					g[p] = d.P[p]
-				}
-				m.split(g, g[p], withE(p), capE) // children without demand keep 0
-			}
-			for _, l := range m.leaves() {
-				d.G[l] = g[l]
-			}
-		}
+		m.guarantees(d, order)
 		return d
 	}
+	d.T = m.targets(d, d.E)
+	return d
+}
+
+// childrenWith lists n's children with e > 0, in path order.
+func (m *Model) childrenWith(e map[string]int64, n string) []string {
+	var out []string
+	for _, ch := range m.nodes[n].children {
+		if e[ch] > 0 {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// guarantees fills d.G, priority mode (section 4).
+func (m *Model) guarantees(d *derived, order []string) {
+	if m.pol.enforcement == events.EnforcementLeaf {
+		for _, l := range m.leaves() {
+			d.G[l] = d.P[l]
+		}
+		return
+	}
+	// G(top-level) = P(top-level); inside a branch split like T over children with E > 0
+	capE := func(p string) int64 { return d.E[p] }
+	g := map[string]int64{}
+	for _, p := range order {
+		if p == root {
+			continue
+		}
+		if parentOf(p) == root {
+			g[p] = d.P[p]
+		}
+		m.split(g, g[p], m.childrenWith(d.E, p), capE) // children without demand keep 0
+	}
+	for _, l := range m.leaves() {
+		d.G[l] = g[l]
+	}
+}
+
+// targets is section 3's target for the effective demands e (every node:
+// leaves, and parents as min(max, sum of children)): d.E gives T, the
+// balance:false reclaim demands give T0. It returns every node's target;
+// a parent's is the sum of its leaves' (decisions.md #14).
+func (m *Model) targets(d *derived, e map[string]int64) map[string]int64 {
+	order := m.preorder()
+	withE := func(p string) []string { return m.childrenWith(e, p) }
+	capE := func(p string) int64 { return e[p] }
 	t := map[string]int64{}
 	if m.pol.enforcement == events.EnforcementParent {
 		t[root] = d.C
@@ -309,42 +331,43 @@ func (m *Model) derive() *derived {
 		for i := len(order) - 1; i >= 0; i-- { // bottom-up
 			p := order[i]
 			if m.isLeaf(p) {
-				b[p] = min(d.E[p], pdyn[p])
+				b[p] = min(e[p], pdyn[p])
 				continue
 			}
 			var s int64
 			for _, ch := range withE(p) {
 				s += b[ch]
 			}
-			if s > d.E[p] {
-				resplit(p, d.E[p])
-				s = d.E[p]
+			if s > e[p] {
+				resplit(p, e[p])
+				s = e[p]
 			}
 			b[p] = s
 		}
 		// surplus over branches with residual need E - B > 0
-		u := map[string]int64{root: min(d.C, d.E[root]) - b[root]}
+		u := map[string]int64{root: min(d.C, e[root]) - b[root]}
 		for _, p := range order {
 			var kids []string
 			for _, ch := range m.nodes[p].children {
-				if d.E[ch]-b[ch] > 0 {
+				if e[ch]-b[ch] > 0 {
 					kids = append(kids, ch)
 				}
 			}
-			m.split(u, u[p], kids, func(c string) int64 { return d.E[c] - b[c] })
+			m.split(u, u[p], kids, func(c string) int64 { return e[c] - b[c] })
 		}
 		for _, l := range m.leaves() {
 			t[l] = b[l] + u[l]
 		}
 	}
-	for _, p := range order { // leaf targets; a parent's T is the sum of its leaves' (decisions.md #14)
+	out := map[string]int64{}
+	for _, p := range order { // leaf targets; a parent's T is the sum of its leaves'
 		for _, l := range m.leaves() {
 			if under(l, p) {
-				d.T[p] += t[l]
+				out[p] += t[l]
 			}
 		}
 	}
-	return d
+	return out
 }
 
 // ---------- public API ----------
@@ -353,12 +376,12 @@ func (m *Model) derive() *derived {
 // error and leaves the model unchanged.
 func (m *Model) Apply(seq uint64, at time.Time, p events.Payload) ([]Decision, error) {
 	c := m.clone()
-	out, err := c.apply(seq, p)
+	f, err := c.apply(seq, p)
 	if err != nil {
 		return nil, err
 	}
 	*m = *c
-	return out, nil
+	return f.out, nil
 }
 
 // Allocations returns every current leaf path and the slots it holds.
@@ -389,7 +412,17 @@ func (m *Model) HostAllocations() map[string]map[string]int64 {
 	return out
 }
 
-// Targets returns leaf -> G (priority mode) or T (share_ratio mode).
+// Rules returns the rules version the pool runs under: the one of its last
+// accepted plan (1 for a plan that names none), 0 before any plan.
+func (m *Model) Rules() int {
+	if !m.planned {
+		return 0
+	}
+	return m.pol.rules
+}
+
+// Targets returns leaf -> G (priority mode) or T (share_ratio mode). Under
+// `balance: false` it is still the full T, not the reclaim target T0.
 func (m *Model) Targets() map[string]int64 {
 	out := map[string]int64{}
 	if !m.planned {
@@ -413,9 +446,15 @@ type fold struct {
 	d   *derived
 	seq uint64
 	out []Decision
+	// Under balance:false, kept for the tests: the allocations when the
+	// rebalance starts (a0), the reclaim targets T0 computed from them,
+	// and the allocations after the reclaim phase, before leftover grants.
+	a0, t0, afterReclaim map[string]int64
 }
 
-func (m *Model) apply(seq uint64, p events.Payload) ([]Decision, error) {
+// apply folds one event into m (a clone: Apply discards it on error) and
+// returns the fold, whose out holds the decisions.
+func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
 	f := &fold{m: m, seq: seq}
 	switch e := p.(type) {
 	case *events.Demand:
@@ -526,18 +565,28 @@ func (m *Model) apply(seq uint64, p events.Payload) ([]Decision, error) {
 		return nil, fmt.Errorf("%w: %T", ErrBadPayload, p)
 	}
 	if !m.planned {
-		return f.out, nil // host events before the first plan: nothing to fold
+		return f, nil // host events before the first plan: nothing to fold
 	}
 	f.d = m.derive()
 	f.track()
-	f.releaseExcess()
-	f.trim()
+	if m.pol.rules == rulesV1 {
+		// Version 1 (decisions.md #8), kept as released: excess is released
+		// before the loss, so a host loss that shrank a percentage max can
+		// cost a leaf twice.
+		f.releaseExcess()
+		f.trim()
+	} else {
+		// Version 2 (section 4): slots on down hosts are lost first; the
+		// excess is measured after that loss.
+		f.trim()
+		f.releaseExcess()
+	}
 	if m.pol.reclaim == events.ReclaimShareRatio {
 		f.shareRatio()
 	} else {
 		f.priority()
 	}
-	return f.out, nil
+	return f, nil
 }
 
 func (m *Model) checkLeaf(p string) error {
@@ -860,10 +909,53 @@ func (f *fold) firstVictim(c string, need int64) (string, int64) {
 
 func (f *fold) shareRatio() {
 	m, d := f.m, f.d
-	// claimants and victim walk computed once, after releases and trims (decisions.md #14)
+	if m.pol.balance || !m.pol.preemption { // without reclaim, balance changes nothing
+		f.pairing(d.T, m.pol.preemption)
+		return
+	}
+	// balance:false (section 4, "share_ratio without balancing"): reclaim
+	// only up to T0, the targets of the demands capped at max(P, a), then
+	// the free slots left go to leaves below T as with preemption:false.
+	f.a0 = m.Allocations()
+	f.t0 = m.targets(d, f.reclaimDemands())
+	f.pairing(f.t0, true)
+	f.afterReclaim = m.Allocations()
+	f.pairing(d.T, false)
+}
+
+// reclaimDemands is the effective demand T0 is computed from: every leaf's
+// E replaced by min(E, max(P, a)), with a its allocation now (when the
+// rebalance starts) and P its static planned share; parents' E recomputed
+// from those, capped by their max.
+func (f *fold) reclaimDemands() map[string]int64 {
+	m, d := f.m, f.d
+	e := map[string]int64{}
+	order := m.preorder()
+	for i := len(order) - 1; i >= 0; i-- { // bottom-up
+		p := order[i]
+		if m.isLeaf(p) {
+			e[p] = min(d.E[p], max(d.P[p], m.held(p)))
+			continue
+		}
+		var s int64
+		for _, ch := range m.nodes[p].children {
+			s += e[ch]
+		}
+		e[p] = min(d.maxS[p], s)
+	}
+	return e
+}
+
+// pairing brings leaves below their target t up to it (section 4's
+// share_ratio pairing): claimants in order, each from free slots first,
+// then, when reclaim is on, from the victims of the walk (leaves above t).
+// t holds every node's target (a parent's is the sum of its leaves').
+func (f *fold) pairing(t map[string]int64, reclaim bool) {
+	m := f.m
+	// claimants and victim walk computed once, from the state at this point (decisions.md #14)
 	var claimants []string
 	for _, l := range m.leaves() {
-		if m.held(l) < d.T[l] {
+		if m.held(l) < t[l] {
 			claimants = append(claimants, l)
 		}
 	}
@@ -871,7 +963,7 @@ func (f *fold) shareRatio() {
 		a, b := claimants[i], claimants[j]
 		na, nb := m.nodes[a], m.nodes[b]
 		// (T-a)/share, largest first, compared by cross-multiplication
-		if x, y := (d.T[a]-m.held(a))*nb.share, (d.T[b]-m.held(b))*na.share; x != y {
+		if x, y := (t[a]-m.held(a))*nb.share, (t[b]-m.held(b))*na.share; x != y {
 			return x > y
 		}
 		if na.priority != nb.priority {
@@ -885,8 +977,8 @@ func (f *fold) shareRatio() {
 		kids := append([]string(nil), m.nodes[p].children...)
 		sort.SliceStable(kids, func(i, j int) bool {
 			a, b := m.nodes[kids[i]], m.nodes[kids[j]]
-			x := (m.allocOf(a.path) - d.T[a.path]) * b.share
-			y := (m.allocOf(b.path) - d.T[b.path]) * a.share
+			x := (m.allocOf(a.path) - t[a.path]) * b.share
+			y := (m.allocOf(b.path) - t[b.path]) * a.share
 			if x != y {
 				return x > y // (A-T)/share, largest first
 			}
@@ -897,7 +989,7 @@ func (f *fold) shareRatio() {
 		})
 		for _, ch := range kids {
 			if m.isLeaf(ch) {
-				if m.held(ch) > d.T[ch] {
+				if m.held(ch) > t[ch] {
 					walk = append(walk, ch)
 				}
 			} else {
@@ -907,16 +999,16 @@ func (f *fold) shareRatio() {
 	}
 	visit(root)
 	for _, c := range claimants {
-		need := d.T[c] - m.held(c)
+		need := t[c] - m.held(c)
 		need -= f.grant(c, need, "share_ratio.grant")
-		if !m.pol.preemption {
+		if !reclaim {
 			continue
 		}
 		for _, v := range walk {
 			if need <= 0 {
 				break
 			}
-			if give := min(m.held(v)-d.T[v], need, f.headroom(c, v)); give > 0 {
+			if give := min(m.held(v)-t[v], need, f.headroom(c, v)); give > 0 {
 				f.move(c, v, give, "share_ratio.reclaim")
 				need -= give
 			}

@@ -433,16 +433,29 @@ func TestPreemptionOffAndParentMax(t *testing.T) {
 	}
 }
 
-// TestRandomInvariants folds random events and checks the invariants of
-// section 1, plus a = T after every event in share_ratio mode with preemption.
+// TestRandomInvariants folds random events, under rules versions 1 and 2
+// and every policy (balance: false included), and checks the invariants of
+// section 1, plus a = T after every event in share_ratio mode with
+// preemption and balancing, and checkBalanceFalse / checkVersions.
 func TestRandomInvariants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	paths := []string{"/A", "/B/x", "/B/y", "/C/p/q", "/C/r"}
-	randPlan := func() *events.PlanChange {
+	randPlan := func(valid bool) *events.PlanChange {
 		pc := &events.PlanChange{}
+		pc.Plan.Rules = rng.IntN(3) // 0 (not named: version 1), 1, 2
 		pc.Plan.Policy.Reclaim = []string{"priority", "share_ratio"}[rng.IntN(2)]
 		pc.Plan.Policy.Enforcement = []string{"leaf", "parent"}[rng.IntN(2)]
 		pc.Plan.Policy.Preemption = boolp(rng.IntN(4) > 0)
+		if pc.Plan.Policy.Reclaim == events.ReclaimShareRatio {
+			pc.Plan.Policy.Balance = []*bool{nil, boolp(true), boolp(false), boolp(false)}[rng.IntN(4)]
+		}
+		if !valid && rng.IntN(8) == 0 { // refused: unknown version, or balance under priority
+			if rng.IntN(2) == 0 {
+				pc.Plan.Rules = 3
+			} else {
+				pc.Plan.Policy.Reclaim, pc.Plan.Policy.Balance = events.ReclaimPriority, boolp(rng.IntN(2) == 0)
+			}
+		}
 		for _, p := range append(paths, "/B", "/C") {
 			if rng.IntN(5) == 0 && p != "/B" && p != "/C" {
 				continue // a consumer comes and goes
@@ -461,9 +474,10 @@ func TestRandomInvariants(t *testing.T) {
 		}
 		return pc
 	}
-	for run := 0; run < 300; run++ {
+	seen := map[string]int{}
+	for run := 0; run < 400; run++ {
 		m := New()
-		mustApply(t, m, 1, randPlan())
+		mustApply(t, m, 1, randPlan(true))
 		mustApply(t, m, 2, &events.HostUp{Host: "h1", Slots: 8})
 		mustApply(t, m, 3, &events.HostUp{Host: "h2", Slots: 5})
 		for seq := uint64(4); seq < 40; seq++ {
@@ -474,7 +488,7 @@ func TestRandomInvariants(t *testing.T) {
 			case k < 7:
 				p = &events.Release{Consumer: paths[rng.IntN(len(paths))], Slots: 1 + rng.Int64N(3)}
 			case k < 8:
-				p = randPlan()
+				p = randPlan(false)
 			default:
 				h := []string{"h1", "h2", "h3"}[rng.IntN(3)]
 				if hh, ok := m.hosts[h]; ok && hh.up {
@@ -489,15 +503,18 @@ func TestRandomInvariants(t *testing.T) {
 				if !reflect.DeepEqual(m, before) {
 					t.Fatalf("run %d seq %d: refused event changed state", run, seq)
 				}
+				seen["refused"]++
 				continue
 			}
 			again := before.clone()
-			if ds2, _ := again.Apply(seq, time.Unix(int64(seq), 0), p); !reflect.DeepEqual(ds, ds2) || !reflect.DeepEqual(again, m) {
+			f, _ := again.apply(seq, p) // the internal fold, to see the balance:false phases
+			if !reflect.DeepEqual(ds, f.out) || !reflect.DeepEqual(again, m) {
 				t.Fatalf("run %d seq %d: fold not deterministic", run, seq)
 			}
 			name := fmt.Sprintf("run %d seq %d %T", run, seq, p)
 			checkInvariants(t, name, m)
-			if m.pol.reclaim == events.ReclaimShareRatio && m.pol.preemption {
+			seen[fmt.Sprintf("v%d %s balance=%v", m.pol.rules, m.pol.reclaim, m.pol.balance)]++
+			if m.pol.reclaim == events.ReclaimShareRatio && m.pol.preemption && m.pol.balance {
 				tg := m.Targets()
 				for l, a := range m.Allocations() {
 					if a != tg[l] {
@@ -505,9 +522,125 @@ func TestRandomInvariants(t *testing.T) {
 					}
 				}
 			}
+			if m.pol.reclaim == events.ReclaimShareRatio && !m.pol.balance {
+				seen[checkBalanceFalse(t, name, before, m, seq, p, f)]++
+			}
+			seen[checkVersions(t, name, before, m, seq, p, ds)]++
 			if t.Failed() {
 				t.FailNow()
 			}
 		}
 	}
+	for _, k := range []string{"refused", "v1 share_ratio balance=false", "v2 share_ratio balance=false",
+		"v2 priority balance=true", "balance:false differs from balanced", "versions differ on host_down"} {
+		if seen[k] == 0 {
+			t.Errorf("no random event exercised %q (seen %v)", k, seen)
+		}
+	}
+	t.Logf("events by case: %v", seen)
+}
+
+// checkBalanceFalse checks one share_ratio event folded with balance:false
+// (the fold f, on the state before). It returns a label for the coverage count.
+func checkBalanceFalse(t *testing.T, name string, before, after *Model, seq uint64, p events.Payload, f *fold) string {
+	t.Helper()
+	flipped := before.clone()
+	flipped.pol.balance = true
+	if pc, ok := p.(*events.PlanChange); ok {
+		q := *pc
+		q.Plan.Policy.Balance = nil
+		p = &q
+	}
+	fb, err := flipped.apply(seq, p)
+	if err != nil {
+		t.Fatalf("%s: balanced twin refused: %v", name, err)
+	}
+	same := reflect.DeepEqual(fb.out, f.out) && reflect.DeepEqual(flipped.Allocations(), after.Allocations())
+	if !after.pol.preemption {
+		// without reclaim, balance changes nothing
+		if !same {
+			t.Fatalf("%s: preemption off, balance:false gave %+v, balanced %+v", name, f.out, fb.out)
+		}
+		return "balance:false without preemption"
+	}
+	d := f.d
+	e0 := f.reclaimDemands0()
+	capped := false
+	for l, a0 := range f.a0 {
+		if e0[l] != d.E[l] {
+			capped = true
+		}
+		a4, a, tt := f.afterReclaim[l], after.held(l), d.T[l]
+		// reclaim phase: every leaf ends at or above T0 (claimants reach it,
+		// victims stop there) and none is lifted above max(a0, T0)
+		if a4 < f.t0[l] || a4 > max(a0, f.t0[l]) {
+			t.Fatalf("%s: %s a0 %d -> %d after reclaim, T0 %d", name, l, a0, a4, f.t0[l])
+		}
+		// leftover phase only grants, up to T
+		if a < a4 || a > max(a4, tt) {
+			t.Fatalf("%s: %s %d after reclaim -> %d, T %d", name, l, a4, a, tt)
+		}
+		// no idle slot while a leaf below T could take it
+		if a < tt && after.freeTotal() > 0 && (&fold{m: after, d: d}).headroom(l, "") > 0 {
+			t.Fatalf("%s: %s holds %d < T %d with %d free slots", name, l, a, tt, after.freeTotal())
+		}
+	}
+	for _, dec := range f.out {
+		// reclaim never lifts a claimant above its planned share
+		if dec.Kind == "reclaim" && f.afterReclaim[dec.Consumer] > d.P[dec.Consumer] {
+			t.Fatalf("%s: %s reclaimed up to %d > P %d", name, dec.Consumer, f.afterReclaim[dec.Consumer], d.P[dec.Consumer])
+		}
+	}
+	if !capped { // E' = E everywhere: T0 = T, so balancing has nothing to hold back
+		if !same {
+			t.Fatalf("%s: T0 = T, yet balance:false gave %+v, balanced %+v", name, f.out, fb.out)
+		}
+		return "balance:false with T0 = T"
+	}
+	if !same {
+		return "balance:false differs from balanced"
+	}
+	return "balance:false capped, same result"
+}
+
+// reclaimDemands0 is reclaimDemands on the allocations a0 recorded when the
+// rebalance started (the fold's model has moved on since).
+func (f *fold) reclaimDemands0() map[string]int64 {
+	e := map[string]int64{}
+	for l, a0 := range f.a0 {
+		e[l] = min(f.d.E[l], max(f.d.P[l], a0))
+	}
+	return e
+}
+
+// checkVersions compares the event with its twin under the other rules
+// version: only a host loss may differ, and under version 2 no release is
+// taken from a host that is down.
+func checkVersions(t *testing.T, name string, before, after *Model, seq uint64, p events.Payload, ds []Decision) string {
+	t.Helper()
+	for _, d := range ds {
+		if d.Kind == "release" && after.pol.rules == rulesV2 && !after.hosts[d.Host].up {
+			t.Fatalf("%s: version 2 released on down host %s: %+v", name, d.Host, d)
+		}
+	}
+	if _, ok := p.(*events.PlanChange); ok || !before.planned {
+		return "plan or no plan"
+	}
+	twin := before.clone()
+	twin.pol.rules = rulesV1 + rulesV2 - before.pol.rules
+	f, err := twin.apply(seq, p)
+	if err != nil {
+		t.Fatalf("%s: twin under the other version refused: %v", name, err)
+	}
+	same := reflect.DeepEqual(f.out, ds) && reflect.DeepEqual(twin.HostAllocations(), after.HostAllocations())
+	if _, down := p.(*events.HostDown); !down {
+		if !same {
+			t.Fatalf("%s: versions differ on a %T: %+v vs %+v", name, p, ds, f.out)
+		}
+		return "versions agree"
+	}
+	if !same {
+		return "versions differ on host_down"
+	}
+	return "versions agree on host_down"
 }

@@ -33,6 +33,15 @@ var (
 	ErrMalformedPlan   = errors.New("malformed plan")
 	ErrOverflow        = errors.New("value above the overflow limits")
 	ErrBadPayload      = errors.New("unknown or nil payload")
+	// ErrUnknownRules: the plan names a rules version the model does not
+	// implement (allocation-rules.md section 8); only 1 and 2 exist.
+	ErrUnknownRules = errors.New("unknown rules version")
+)
+
+// Rules versions the model implements (allocation-rules.md section 8).
+const (
+	rulesV1 = 1 // release excess, then trim slots on down hosts
+	rulesV2 = 2 // trim slots on down hosts, then release excess
 )
 
 // validPath implements decisions.md #2.
@@ -64,13 +73,29 @@ func parentOf(p string) string {
 type policy struct {
 	reclaim, enforcement string
 	preemption           bool
+	// balance is false only for share_ratio with `balance: false`.
+	balance bool
+	// rules is the rules version: the plan's, 1 when it names none.
+	rules int
 }
 
 // buildPlan validates a plan and returns its tree (root included) and policy.
 func buildPlan(pl events.Plan) (map[string]*node, policy, error) {
-	pol := policy{reclaim: pl.Policy.ReclaimOrDefault(), enforcement: pl.Policy.EnforcementOrDefault(), preemption: pl.Policy.PreemptionOrDefault()}
+	pol := policy{reclaim: pl.Policy.ReclaimOrDefault(), enforcement: pl.Policy.EnforcementOrDefault(),
+		preemption: pl.Policy.PreemptionOrDefault(), balance: pl.Policy.BalanceOrDefault(), rules: pl.Rules}
+	if pol.rules == 0 { // a stored plan without the field predates versions (section 8)
+		pol.rules = rulesV1
+	}
+	if pol.rules != rulesV1 && pol.rules != rulesV2 {
+		return nil, pol, fmt.Errorf("%w: rules %d (this model implements 1 and 2)", ErrUnknownRules, pl.Rules)
+	}
 	if pol.reclaim != events.ReclaimPriority && pol.reclaim != events.ReclaimShareRatio {
 		return nil, pol, fmt.Errorf("%w: reclaim %q", ErrMalformedPlan, pol.reclaim)
+	}
+	// balance is a share_ratio option: named under priority (true or false)
+	// it can only be a mistake, so the plan is refused (AMBIGUITIES.md).
+	if pl.Policy.Balance != nil && pol.reclaim != events.ReclaimShareRatio {
+		return nil, pol, fmt.Errorf("%w: balance is a share_ratio option, reclaim is %q", ErrMalformedPlan, pol.reclaim)
 	}
 	if pol.enforcement != events.EnforcementLeaf && pol.enforcement != events.EnforcementParent {
 		return nil, pol, fmt.Errorf("%w: enforcement %q", ErrMalformedPlan, pol.enforcement)

@@ -1,0 +1,45 @@
+package domain
+
+// layer is one body of slots that the sharing rules divide among the
+// consumers: its capacity, the queues that order its claimants and
+// victims, and every consumer's shares of it (P, G or T, and the scratch
+// and memo of their computation). The tree itself (structure, demand,
+// effective demand, allocations, holdings) stays the pool's; a layer only
+// says how much of its own capacity each consumer should have, in the
+// spirit of kueue's resource nodes, which keep local quota apart from the
+// tree.
+//
+// A pool holds a list of layers, folded in turn. Without ownership there
+// is exactly one, the public pool. Owned slots and private pools
+// (allocation-rules.md section 5, "The layered fold") are further layers,
+// each with its own capacity and queues over a subtree, used before the
+// public one.
+type layer struct {
+	capacity Slots
+	q        queues
+	sh       []shares // by node id
+}
+
+// shares is one consumer's part of a layer.
+type shares struct {
+	planned   Slots // P: the static planned share of the layer's capacity
+	target    Slots // G (priority) or T (share_ratio)
+	overShare bool  // top-level only: alloc > planned
+	q         queued
+
+	base Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
+	tmp  Slots // scratch: this node's part of its parent's split
+
+	// Memo of the incremental share_ratio target passes (targets.go).
+	dirty  bool  // E changed in this subtree since the last pass
+	dirtyU bool  // a child's residual need changed (leaf enforcement)
+	memoQ  Slots // quota this node was given in the last pass
+	memoU  Slots // surplus this node was given in the last pass
+}
+
+func newLayer(nodes int) layer {
+	return layer{q: newQueues(), sh: make([]shares, nodes)}
+}
+
+// sh returns a consumer's shares of the public layer.
+func (p *Pool) sh(id int32) *shares { return &p.pub.sh[id] }

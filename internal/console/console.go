@@ -1,0 +1,324 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// Config is what the console needs.
+type Config struct {
+	// DB is the projection; nil answers 503 on every data endpoint.
+	DB *pgxpool.Pool
+	// JS is the log, for the projection lag and the explain stories
+	// (re-folded from the nearest snapshot); nil leaves out the lag and
+	// answers explain with 503.
+	JS jetstream.JetStream
+	// Auth wraps every data endpoint (the API's read-scope check); nil
+	// lets every request through.
+	Auth func(http.Handler) http.Handler
+	// Halted, when set, tells which pools' projections stopped, with
+	// the reason; the pools list shows it.
+	Halted func(ctx context.Context) (map[string]string, error)
+	// Poll is how often the live streams' poller reads the checkpoints
+	// (default 200ms).
+	Poll   time.Duration
+	Logger *slog.Logger
+}
+
+// Console serves the page and its data.
+type Console struct {
+	cfg  Config
+	log  *slog.Logger
+	live *hub
+	quit chan struct{}
+	once sync.Once
+}
+
+// Shutdown ends the open live streams, so that a graceful HTTP shutdown
+// (which waits for requests to finish) is not held up by them.
+func (c *Console) Shutdown() { c.once.Do(func() { close(c.quit) }) }
+
+// New returns a console; Register mounts it.
+func New(cfg Config) *Console {
+	if cfg.Auth == nil {
+		cfg.Auth = func(h http.Handler) http.Handler { return h }
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 200 * time.Millisecond
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Console{cfg: cfg, log: log, quit: make(chan struct{})}
+	c.live = newHub(c.pollCheckpoints, cfg.Poll, log)
+	return c
+}
+
+// Register mounts the page (/console/, and / redirecting to it) and the
+// data endpoints on mux.
+func (c *Console) Register(mux *http.ServeMux) {
+	mux.Handle("GET /console/", http.StripPrefix("/console/", assetHandler()))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console/", http.StatusFound)
+	})
+	data := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, c.cfg.Auth(h)) }
+	data("GET /v1/pools", c.getPools)
+	data("GET /v1/pools/{pool}", c.getPool)
+	data("GET /v1/pools/{pool}/as-of", c.getAsOf)
+	data("GET /v1/pools/{pool}/timeline", c.getTimeline)
+	data("GET /v1/pools/{pool}/decisions/{seq}/{ordinal}/explain", c.getExplain)
+	data("GET /v1/live", c.getLive)
+}
+
+// Reasons of error answers, as in the API.
+const (
+	reasonBadRequest  = "bad_request"
+	reasonNotFound    = "not_found"
+	reasonNoDatabase  = "no_database"
+	reasonDBFailed    = "database_failed"
+	reasonUnavailable = "unavailable"
+)
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, reason string, err error) {
+	writeJSON(w, status, ErrorResponse{Error: err.Error(), Reason: reason})
+}
+
+// db returns the projection, or answers 503.
+func (c *Console) db(w http.ResponseWriter) *pgxpool.Pool {
+	if c.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, reasonNoDatabase, errors.New("this ledger has no database configured"))
+	}
+	return c.cfg.DB
+}
+
+func (c *Console) dbFailure(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNoPool) {
+		writeError(w, http.StatusNotFound, reasonNotFound, err)
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		return // the client went away
+	}
+	c.log.Warn("console read failed", "err", err)
+	writeError(w, http.StatusServiceUnavailable, reasonDBFailed, fmt.Errorf("read the projection: %w", err))
+}
+
+// pathPool checks the {pool} of the URL.
+func pathPool(w http.ResponseWriter, r *http.Request) (string, bool) {
+	pool := r.PathValue("pool")
+	if err := stream.ValidatePool(pool); err != nil {
+		writeError(w, http.StatusBadRequest, reasonBadRequest, err)
+		return "", false
+	}
+	return pool, true
+}
+
+// readOnly runs f in one read-only snapshot, so its reads agree.
+func readOnly(ctx context.Context, db *pgxpool.Pool, f func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, f)
+}
+
+func (c *Console) getPools(w http.ResponseWriter, r *http.Request) {
+	db := c.db(w)
+	if db == nil {
+		return
+	}
+	sums, _, err := readSummaries(r.Context(), db, "")
+	if err != nil {
+		c.dbFailure(w, err)
+		return
+	}
+	if sums == nil {
+		sums = []PoolSummary{}
+	}
+	c.addStatus(r.Context(), sums)
+	writeJSON(w, http.StatusOK, PoolsResponse{Pools: sums})
+}
+
+// addStatus adds what the projection does not hold: the lag behind the
+// log and whether the pool is halted.
+func (c *Console) addStatus(ctx context.Context, sums []PoolSummary) {
+	if c.cfg.JS != nil {
+		if s, err := c.cfg.JS.Stream(ctx, stream.Name); err == nil {
+			for i := range sums {
+				m, err := s.GetLastMsgForSubject(ctx, stream.PoolFilter(sums[i].Pool))
+				if err != nil {
+					continue
+				}
+				lag := uint64(0)
+				if m.Sequence > sums[i].Seq {
+					lag = m.Sequence - sums[i].Seq
+				}
+				sums[i].Lag = &lag
+			}
+		}
+	}
+	if c.cfg.Halted != nil {
+		halted, err := c.cfg.Halted(ctx)
+		if err != nil {
+			c.log.Warn("console: halted pools", "err", err)
+			return
+		}
+		for i := range sums {
+			reason, ok := halted[sums[i].Pool]
+			sums[i].Halted, sums[i].HaltedReason = &ok, reason
+		}
+	}
+}
+
+func (c *Console) getPool(w http.ResponseWriter, r *http.Request) {
+	pool, ok := pathPool(w, r)
+	if !ok {
+		return
+	}
+	db := c.db(w)
+	if db == nil {
+		return
+	}
+	var res *PoolResponse
+	err := readOnly(r.Context(), db, func(tx pgx.Tx) (err error) {
+		res, err = readPool(r.Context(), tx, pool)
+		return err
+	})
+	if err != nil {
+		c.dbFailure(w, err)
+		return
+	}
+	sums := []PoolSummary{res.PoolSummary}
+	c.addStatus(r.Context(), sums)
+	res.PoolSummary = sums[0]
+	writeJSON(w, http.StatusOK, res)
+}
+
+// getAsOf answers ?seq=N or ?time=RFC3339 with the pool just after its
+// last event at or before that point.
+func (c *Console) getAsOf(w http.ResponseWriter, r *http.Request) {
+	pool, ok := pathPool(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	var seq uint64
+	var at time.Time
+	var err error
+	switch {
+	case q.Get("seq") != "" && q.Get("time") != "":
+		err = errors.New("give seq or time, not both")
+	case q.Get("seq") != "":
+		seq, err = strconv.ParseUint(q.Get("seq"), 10, 63)
+		if err != nil {
+			err = fmt.Errorf("seq %q: want a sequence number", q.Get("seq"))
+		}
+	case q.Get("time") != "":
+		at, err = time.Parse(time.RFC3339Nano, q.Get("time"))
+		if err != nil {
+			err = fmt.Errorf("time %q: want an RFC 3339 time like 2026-11-21T12:00:00Z", q.Get("time"))
+		}
+	default:
+		err = errors.New("give seq=N or time=RFC3339")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, reasonBadRequest, err)
+		return
+	}
+	db := c.db(w)
+	if db == nil {
+		return
+	}
+	var res *AsOfResponse
+	err = readOnly(r.Context(), db, func(tx pgx.Tx) error {
+		s, err := resolveSeq(r.Context(), tx, pool, seq, at)
+		if err != nil {
+			return err
+		}
+		res, err = readAsOf(r.Context(), tx, pool, s)
+		return err
+	})
+	if err != nil {
+		c.dbFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// Page sizes of the timeline.
+const (
+	DefaultTimelineLimit = 50
+	MaxTimelineLimit     = 1000
+)
+
+func (c *Console) getTimeline(w http.ResponseWriter, r *http.Request) {
+	pool, ok := pathPool(w, r)
+	if !ok {
+		return
+	}
+	f, err := parseTimelineFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, reasonBadRequest, err)
+		return
+	}
+	db := c.db(w)
+	if db == nil {
+		return
+	}
+	f.limit++ // one more, to know whether there is a next page
+	ds, err := readTimeline(r.Context(), db, pool, f)
+	if err != nil {
+		c.dbFailure(w, err)
+		return
+	}
+	res := TimelineResponse{Pool: pool, Decisions: ds}
+	if len(ds) == f.limit {
+		res.Decisions = ds[:f.limit-1]
+		last := res.Decisions[len(res.Decisions)-1]
+		res.Before = fmt.Sprintf("%d.%d", last.EventSeq, last.Ordinal)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func parseTimelineFilter(r *http.Request) (timelineFilter, error) {
+	q := r.URL.Query()
+	f := timelineFilter{consumer: q.Get("consumer"), kind: q.Get("kind"), rule: q.Get("rule"), limit: DefaultTimelineLimit}
+	if f.consumer != "" && !strings.HasPrefix(f.consumer, "/") {
+		return f, fmt.Errorf("consumer %q: want an absolute path like /eng/dev", f.consumer)
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxTimelineLimit {
+			return f, fmt.Errorf("limit %q: want 1..%d", v, MaxTimelineLimit)
+		}
+		f.limit = n
+	}
+	if v := q.Get("before"); v != "" {
+		seq, ord, ok := strings.Cut(v, ".")
+		s, err1 := strconv.ParseInt(seq, 10, 64)
+		o, err2 := strconv.Atoi(ord)
+		if !ok || err1 != nil || err2 != nil || s < 1 || o < 0 {
+			return f, fmt.Errorf("before %q: want the cursor SEQ.ORDINAL of a previous page", v)
+		}
+		f.beforeSeq, f.beforeOrdinal = s, o
+	}
+	return f, nil
+}

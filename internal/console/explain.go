@@ -1,0 +1,111 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/explain"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// storyLength is how many of the consumer's decisions the story keeps.
+const storyLength = 20
+
+var errFound = errors.New("found")
+
+// getExplain re-folds the pool's log from its nearest snapshot before the
+// decision's event up to that event, as `ledger explain --at` does, and
+// tells the decision and its consumer's story in words.
+func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
+	pool, ok := pathPool(w, r)
+	if !ok {
+		return
+	}
+	seq, err1 := strconv.ParseUint(r.PathValue("seq"), 10, 63)
+	ord, err2 := strconv.Atoi(r.PathValue("ordinal"))
+	if err1 != nil || err2 != nil || seq < 1 || ord < 0 {
+		writeError(w, http.StatusBadRequest, reasonBadRequest, fmt.Errorf("decision %s/%s: want a sequence and an ordinal", r.PathValue("seq"), r.PathValue("ordinal")))
+		return
+	}
+	db := c.db(w)
+	if db == nil {
+		return
+	}
+	if c.cfg.JS == nil {
+		writeError(w, http.StatusServiceUnavailable, reasonUnavailable, errors.New("explain re-folds the log, and this console has no NATS connection"))
+		return
+	}
+	var consumer string
+	err := db.QueryRow(r.Context(), `SELECT consumer FROM decisions WHERE pool = $1 AND event_seq = $2 AND ordinal = $3`,
+		pool, int64(seq), ord).Scan(&consumer)
+	if errors.Is(err, pgx.ErrNoRows) {
+		writeError(w, http.StatusNotFound, reasonNotFound, fmt.Errorf("pool %s has no decision %d.%d", pool, seq, ord))
+		return
+	}
+	if err != nil {
+		c.dbFailure(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	res, err := c.explain(ctx, pool, seq, ord, consumer)
+	if err != nil {
+		c.log.Warn("console explain failed", "pool", pool, "seq", seq, "err", err)
+		writeError(w, http.StatusServiceUnavailable, reasonUnavailable, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (c *Console) explain(ctx context.Context, pool string, seq uint64, ord int, consumer string) (*ExplainResponse, error) {
+	rp := audit.NewReplayer(c.cfg.DB, seq)
+	from, err := rp.ReadFrom(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	story := explain.New(consumer, storyLength)
+	res := &ExplainResponse{Pool: pool, EventSeq: seq, Ordinal: ord}
+	var told bytes.Buffer
+	err = audit.ReadLog(ctx, c.cfg.JS, from, stream.PoolFilter(pool), func(m audit.Message) error {
+		if m.Stored.Seq > seq {
+			return fmt.Errorf("event %d of pool %s is not in the log", seq, pool)
+		}
+		ev, ok, err := rp.Fold(ctx, m)
+		if err != nil || !ok {
+			return err
+		}
+		ds := ev.Result.Decisions
+		story.After(ev.Pool, m.Stored.Seq, m.Stored.Envelope.Time, ds)
+		if m.Stored.Seq < seq {
+			return nil
+		}
+		for _, d := range ds {
+			if d.Ordinal == ord {
+				res.Decision = explain.Describe(ev.Pool, d, ds)
+			}
+		}
+		if res.Decision == "" {
+			return fmt.Errorf("re-folding event %d of pool %s made no decision %d: the log and the projection disagree (run ledger audit verify)", seq, pool, ord)
+		}
+		if err := story.Write(&told, ev.Pool); err != nil {
+			return err
+		}
+		return errFound
+	})
+	if errors.Is(err, errFound) {
+		res.Story = told.String()
+		return res, nil
+	}
+	if err == nil {
+		err = fmt.Errorf("event %d of pool %s is not in the log", seq, pool)
+	}
+	return nil, err
+}
