@@ -81,3 +81,13 @@ func decisions(ctx context.Context, q Querier, sql string, args ...any) ([]Decis
 	}
 	return out, nil
 }
+
+// DecisionAt returns decision ordinal of the event with sequence seq; ok
+// is false when there is no such decision.
+func DecisionAt(ctx context.Context, q Querier, pool string, seq uint64, ordinal int) (d Decision, ok bool, err error) {
+	ds, err := decisions(ctx, q, decisionColumns+`AND event_seq = $2 AND ordinal = $3`, pool, seq, ordinal)
+	if err != nil || len(ds) == 0 {
+		return Decision{}, false, err
+	}
+	return ds[0], true, nil
+}

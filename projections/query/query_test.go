@@ -63,6 +63,9 @@ func TestReads(t *testing.T) {
 		{"SnapshotBefore", testSnapshotBefore},
 		{"AllocationsAsOf", testAllocationsAsOf},
 		{"SecondaryIndexesAndDump", testSecondaryIndexesAndDump},
+		{"PoolsNowAndAsOf", testPoolsNowAndAsOf},
+		{"HistoryQuestions", testHistoryQuestions},
+		{"TimelineAndDecisionAt", testTimelineAndDecisionAt},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, p) })
 	}
