@@ -16,9 +16,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// schema is every table of 0001 and its columns, in order.
+// schema is every table after the migrations and its columns, in order.
 var schema = map[string][]string{
-	"events":             {"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash", "refusal_detail"},
+	"events":             {"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "prev_hash", "hash", "refusal_detail", "subject", "headers", "body"},
 	"consumers":          {"pool", "path", "parent", "leaf", "share", "priority", "max"},
 	"hosts":              {"pool", "name", "grp", "slots", "up", "allocated"},
 	"allocations":        {"pool", "consumer", "host", "slots"},

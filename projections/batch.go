@@ -1,9 +1,12 @@
 package projections
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
@@ -86,13 +89,13 @@ func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
 }
 
 // add folds one event of pool name into ps and collects its rows.
-func (b *batch) add(name string, ps *poolState, st stream.Stored, snapshotEvery int) error {
+func (b *batch) add(name string, ps *poolState, st stream.Stored, msg storedMsg, snapshotEvery int) error {
 	res, link, err := Fold(ps.pool, st, ps.chain)
 	if err != nil {
 		return err
 	}
 	pb := b.poolBatch(name, ps)
-	b.events = append(b.events, eventRow(name, st, &res, ps.chain, link))
+	b.events = append(b.events, eventRow(name, st, msg, &res, ps.chain, link))
 	ps.chain, ps.lastSeq = link, st.Seq
 	pb.lastSeq = st.Seq
 	for _, d := range res.Decisions {
@@ -192,7 +195,14 @@ func (b *batch) closeHistory(pb *poolBatch, name, path string, from, seq uint64,
 	b.closes.times = append(b.closes.times, at)
 }
 
-func eventRow(pool string, st stream.Stored, res *FoldResult, prev, link domain.Hash) []any {
+// storedMsg is what the events row keeps of the stream message besides
+// its body: enough to store it again as it was (heal.go).
+type storedMsg struct {
+	subject string
+	headers []byte // JSON of every header; nil when the message had none
+}
+
+func eventRow(pool string, st stream.Stored, msg storedMsg, res *FoldResult, prev, link domain.Hash) []any {
 	e := st.Envelope
 	var code, detail *string
 	if res.Refused != "" {
@@ -200,7 +210,8 @@ func eventRow(pool string, st stream.Stored, res *FoldResult, prev, link domain.
 		code, detail = &c, &res.RefusalDetail
 	}
 	v := int32(min(max(e.V, math.MinInt32), math.MaxInt32)) // refused when out of range; still stored
-	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), code, detail, prev[:], link[:]}
+	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), code, detail, prev[:], link[:],
+		msg.subject, msg.headers, st.Raw}
 }
 
 func decisionRow(pool string, d domain.Decision) []any {
@@ -228,4 +239,17 @@ func storableJSON(data []byte) []byte {
 		}
 	}
 	return data
+}
+
+// headersJSON encodes a message's headers for events.headers, keys in
+// order (encoding/json sorts them), or nil for none.
+func headersJSON(h nats.Header) []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil // a map of strings always encodes
+	}
+	return b
 }

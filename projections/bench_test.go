@@ -75,7 +75,7 @@ func publishAll(b *testing.B, js jetstream.JetStream, subjects []string, bodies 
 		if _, err := js.PublishAsync(subjects[i], bodies[i]); err != nil {
 			b.Fatal(err)
 		}
-		if i%5000 == 4999 {
+		if i%1000 == 999 { // below PublishAsync's default limit of pending acks
 			<-js.PublishAsyncComplete()
 		}
 	}
@@ -127,7 +127,8 @@ func BenchmarkRawInsert(b *testing.B) {
 		if err := json.Unmarshal(body, &env); err != nil {
 			b.Fatal(err)
 		}
-		rows[i] = []any{"bench", int64(i + 1), env.ID, string(env.Type), int32(env.V), env.Time, env.Producer, []byte(env.Data), nil, zero[:], zero[:]}
+		rows[i] = []any{"bench", int64(i + 1), env.ID, string(env.Type), int32(env.V), env.Time, env.Producer, []byte(env.Data), nil, nil, zero[:], zero[:],
+			"ledger.bench." + string(env.Type), []byte(`{"Nats-Msg-Id":["` + env.ID + `"]}`), body}
 	}
 	db := newDB(b)
 	ctx := context.Background()

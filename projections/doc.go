@@ -16,6 +16,15 @@
 // anything redelivered at or below the committed sequence is acked and
 // ignored. So a crash at any point neither loses nor doubles a row.
 //
+// A stream that ends before the committed sequence lost its tail (JetStream
+// had not synced it when its machine crashed). The events table keeps each
+// event's stored message, so the projector heals the stream (heal.go): it
+// compares what survived with the table, stops with [ErrDiverged] at the
+// first difference, and otherwise appends the missing events again at
+// their original sequences before rebuilding as usual. It checks this when
+// it starts and whenever its NATS connection is made again; [Projector.Heal]
+// (`ledger recover`) does it on demand.
+//
 // [Fold] is exported so the audit tools (replay, audit verify) fold the
 // log exactly as the projector did.
 package projections

@@ -27,6 +27,9 @@ type Projector struct {
 	folded    uint64 // last sequence folded and handed to the writer
 	cons      jetstream.Consumer
 	writer    *writer
+	// reconnects is the NATS connection's reconnect count when the stream
+	// was last known to hold everything committed (see afterReconnect).
+	reconnects uint64
 
 	mu      sync.Mutex
 	applied map[string]uint64
@@ -62,6 +65,7 @@ func (p *Projector) setApplied(pool string, seq uint64) {
 // the recorded checkpoint, a row PostgreSQL rejects, another projector
 // writing the same offset) or when a failpoint fires.
 func (p *Projector) Run(ctx context.Context) error {
+	p.reconnects = p.js.Conn().Stats().Reconnects
 	err := p.retry(ctx, "start", func() error { return p.start(ctx) })
 	if err == nil {
 		p.folded = p.committed
@@ -82,6 +86,12 @@ func (p *Projector) Run(ctx context.Context) error {
 // step fetches and projects one batch, retrying transient failures.
 func (p *Projector) step(ctx context.Context) error {
 	msgs, err := p.fetch(ctx)
+	if rc := p.js.Conn().Stats().Reconnects; rc != p.reconnects {
+		// What was fetched is dropped unacked: the consumer is made
+		// again after the committed sequence.
+		p.reconnects = rc
+		return p.afterReconnect(ctx)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -174,6 +184,32 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	return nil
 }
 
+// afterReconnect runs when the connection to NATS was lost and made
+// again: the server may have restarted without the messages it had not
+// synced to disk. If the stream now ends before the committed sequence,
+// the projector starts over as on a restart (heal, rebuild, verify the
+// chain); otherwise it recreates its consumer, whose state may be older
+// than the projection.
+func (p *Projector) afterReconnect(ctx context.Context) error {
+	if err := p.writer.drain(); err != nil {
+		return err
+	}
+	return p.retry(ctx, "check the stream after reconnecting", func() error {
+		last, err := p.streamLast(ctx)
+		if err != nil {
+			return err
+		}
+		if last >= p.committed {
+			return p.resetConsumer(ctx)
+		}
+		if err := p.start(ctx); err != nil {
+			return err
+		}
+		p.folded = p.committed
+		return nil
+	})
+}
+
 // restartConsumer recreates the durable consumer after everything handed
 // to the writer is committed, so it starts right after the committed
 // sequence.
@@ -195,7 +231,7 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 		ps = newPoolState(newDomainPool(name), zeroHash)
 		p.pools[name] = ps
 	}
-	return b.add(name, ps, st, p.cfg.snapshotEvery)
+	return b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotEvery)
 }
 
 // commit writes the batch, retrying while PostgreSQL is unavailable. The

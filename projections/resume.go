@@ -57,7 +57,7 @@ func (p *Projector) start(ctx context.Context) error {
 	if err != nil {
 		return classify(err)
 	}
-	if err := p.checkStream(ctx, committed); err != nil {
+	if err := p.checkStream(ctx, cps, committed); err != nil {
 		return err
 	}
 	p.pools, p.committed = map[string]*poolState{}, committed
@@ -121,9 +121,9 @@ func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
 	return err
 }
 
-// checkStream refuses a database that is ahead of the stream: it was
-// projected from another log.
-func (p *Projector) checkStream(ctx context.Context, committed uint64) error {
+// checkStream heals a stream that ends before the projection (heal.go)
+// and refuses one whose start was removed.
+func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed uint64) error {
 	s, err := stream.Ensure(ctx, p.js)
 	if err != nil {
 		return err
@@ -133,8 +133,10 @@ func (p *Projector) checkStream(ctx context.Context, committed uint64) error {
 		return fmt.Errorf("stream %s info: %w", stream.Name, err)
 	}
 	if info.State.LastSeq < committed {
-		return fatalf("the database has projected stream %s up to sequence %d but the stream ends at %d: the database belongs to another log",
-			stream.Name, committed, info.State.LastSeq)
+		if _, err := p.heal(ctx, cps, info.State.LastSeq, committed); err != nil {
+			return err
+		}
+		return nil
 	}
 	if info.State.Msgs > 0 && info.State.FirstSeq > committed+1 {
 		return fatalf("stream %s starts at sequence %d but the projection needs %d next: events were removed from the log",

@@ -108,7 +108,7 @@ func appendCols(cols []([]any), vals ...any) {
 }
 
 var (
-	eventCols     = []string{"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "refusal_detail", "prev_hash", "hash"}
+	eventCols     = []string{"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "refusal_detail", "prev_hash", "hash", "subject", "headers", "body"}
 	decisionCols  = []string{"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"}
 	historyCols   = []string{"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"}
 	consumerCols  = []string{"pool", "path", "parent", "leaf", "share", "priority", "max"}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -25,6 +26,9 @@ type composeFile struct {
 		} `yaml:"healthcheck"`
 	} `yaml:"services"`
 	Volumes map[string]any `yaml:"volumes"`
+	Configs map[string]struct {
+		Content string `yaml:"content"`
+	} `yaml:"configs"`
 }
 
 func readRepoFile(t *testing.T, name string) []byte {
@@ -90,6 +94,7 @@ func TestDockerCompose(t *testing.T) {
 	if !strings.HasPrefix(nats.Image, "nats:2.12") || !slices.Contains(nats.Command, "-js") || len(nats.Volumes) == 0 {
 		t.Errorf("nats: want image nats:2.12 (atomic batch publish) with -js and a volume, got %q %v %v", nats.Image, nats.Command, nats.Volumes)
 	}
+	testComposeNATSSync(t, c, nats.Command)
 	pg := c.Services["postgres"]
 	if !strings.HasPrefix(pg.Image, "postgres:15") || len(pg.Volumes) == 0 || pg.Healthcheck == nil || len(pg.Healthcheck.Test) == 0 {
 		t.Errorf("postgres: want image postgres:15 with a volume and a healthcheck")
@@ -135,5 +140,35 @@ func TestDockerfile(t *testing.T) {
 		if !want.MatchString(df) {
 			t.Errorf("Dockerfile does not match %s", want)
 		}
+	}
+}
+
+// testComposeNATSSync requires the NATS service to sync every write (a
+// single node has no other copy of the log): its command loads a config
+// that nats-server itself reads as sync_interval: always.
+func testComposeNATSSync(t *testing.T, c composeFile, command []string) {
+	i := slices.Index(command, "-c")
+	if i < 0 || i+1 >= len(command) {
+		t.Errorf("nats: command %v loads no config (-c FILE) setting sync_interval: always", command)
+		return
+	}
+	conf, ok := "", false
+	for _, cfg := range c.Configs {
+		conf, ok = cfg.Content, true
+	}
+	if !ok || len(c.Configs) != 1 {
+		t.Errorf("nats: want one config with the server configuration, got %d", len(c.Configs))
+		return
+	}
+	file := filepath.Join(t.TempDir(), "ledger.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatalf("nats config: %v", err)
+	}
+	if !opts.SyncAlways {
+		t.Errorf("nats config does not set sync_interval: always:\n%s", conf)
 	}
 }

@@ -73,6 +73,11 @@ func publishRandomPools(t *testing.T, js jetstream.JetStream, pools, n int) {
 	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for k := 0; ; k++ {
+		if k%200 == 199 {
+			// Bounded in flight: with every write synced, acks come slower
+			// than PublishAsync's default limit of pending messages allows.
+			<-js.PublishAsyncComplete()
+		}
 		sent := false
 		for i, sc := range scs {
 			if k >= len(sc.Events) {

@@ -29,8 +29,11 @@ the baseline beside it:
   1 append      events/s through POST /v1/pools/{pool}/events, one event per
                 request and arrays of 100 (4 clients, each on its own pool),
                 beside raw JetStream publishes of the same envelopes (sync with
-                message ids; async in batches of 100 waiting for the acks).
-                Target: arrays / raw async >= 0.5.
+                message ids; async in batches of 100 waiting for the acks), on
+                two fresh embedded servers, one syncing every write to disk (the
+                ledger's default) and one syncing every 2 minutes (nats-server's
+                default), printed beside each other; two rounds, the better
+                figure of each. Target: arrays / raw atomic batch >= 0.5.
   2 projection  a fresh projector folds a 1,000-leaf pool's log (20 hosts of
                 100 slots, realistic demand and releases) from sequence 0 into
                 PostgreSQL: events/s (target >= 20,000/s), beside a COPY FROM of

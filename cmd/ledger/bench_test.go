@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,10 +33,18 @@ func TestBenchQuick(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, out.String())
 	}
-	want := map[string]int{"1 append": 8, "2 projection": 4, "3 latency": 3, "4 replay": 6}
+	// Phase 1: five measures under each sync policy, beside each other,
+	// two ratios between the policies and three under the default.
+	want := map[string]int{"1 append": 15, "2 projection": 4, "3 latency": 3, "4 replay": 6}
 	got := map[string]int{}
+	policies := map[string]int{}
 	for _, r := range rep.Results {
 		got[r.Phase]++
+		for _, p := range []string{"[sync always]", "[unsynced, interval:2m0s]"} {
+			if strings.HasSuffix(r.Name, p) {
+				policies[p]++
+			}
+		}
 		if !(r.Value > 0) {
 			t.Errorf("%s %q = %v %s, want > 0", r.Phase, r.Name, r.Value, r.Unit)
 		}
@@ -47,6 +56,9 @@ func TestBenchQuick(t *testing.T) {
 		if got[phase] != n {
 			t.Errorf("phase %s: %d results, want %d", phase, got[phase], n)
 		}
+	}
+	if policies["[sync always]"] != 5 || policies["[unsynced, interval:2m0s]"] != 5 {
+		t.Errorf("append measures per sync policy: %v, want 5 of each", policies)
 	}
 	if len(rep.Phases) != 4 {
 		t.Errorf("%d phase times, want 4", len(rep.Phases))

@@ -23,17 +23,18 @@ import (
 type devConfig struct {
 	data, httpAddr, natsAddr, databaseURL string
 	snapshotEvery                         int
+	natsSync                              natsserver.Sync
 }
 
 func init() {
-	var cfg devConfig
+	cfg := devConfig{natsSync: natsserver.SyncAlways}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole service on this machine (what `make run` starts)",
 		Long: `dev starts everything on one machine, in one process:
 
   - an embedded NATS server with JetStream on disk (DATA/nats), listening for
-    producers on --nats;
+    producers on --nats, syncing every acknowledged write to disk (--nats-sync);
   - a private PostgreSQL cluster started from this machine's PostgreSQL
     binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
     runs as root), unless --database-url or DATABASE_URL names one;
@@ -51,6 +52,7 @@ restart. Ctrl-C stops everything cleanly.`,
 	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
+	cmd.Flags().Var(&cfg.natsSync, "nats-sync", "when JetStream syncs its writes to disk: always (every write, before the publish is acknowledged: an acknowledged event survives a power loss) or interval:DURATION (in the background, faster, but a crash of the machine may lose up to DURATION of acknowledged events)")
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
 	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", envDefault(EnvDatabaseURL, ""), "use this PostgreSQL instead of a private cluster (env "+EnvDatabaseURL+")")
 	root.AddCommand(cmd)
@@ -65,7 +67,8 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
-	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr))
+	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr),
+		natsserver.WithSync(cfg.natsSync))
 	if err != nil {
 		return fmt.Errorf("start NATS: %w", err)
 	}

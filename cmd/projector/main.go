@@ -14,7 +14,11 @@
 // what it could not reach); it then runs until SIGINT or SIGTERM, surviving
 // outages of either, and exits 0 after a clean stop. Because PostgreSQL
 // holds the committed sequence, it can be stopped or killed at any time and
-// restarted: nothing is lost or projected twice.
+// restarted: nothing is lost or projected twice. When the stream ends
+// before what it has projected (NATS lost its unsynced tail in a crash), it
+// appends those events again from PostgreSQL at their original sequences
+// before going on, or stops naming the first sequence where stream and
+// projection differ (see `ledger recover --help`).
 package main
 
 import (

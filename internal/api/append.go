@@ -43,6 +43,9 @@ func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) 
 	if !s.nc.IsConnected() {
 		return nil, unavailable(ReasonUnavailable, fmt.Errorf("NATS is not connected (%s)", s.nc.Status()))
 	}
+	if aerr := s.checkHold(ctx); aerr != nil {
+		return nil, aerr
+	}
 	st := s.poolFor(pool)
 	st.mu.Lock()
 	defer st.mu.Unlock()

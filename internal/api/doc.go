@@ -23,6 +23,10 @@
 // sequence before it is validated again (a retried release would otherwise
 // be refused against the state it already changed).
 //
+// While the stream ends before the projection (it lost its unsynced tail
+// in a crash and the projector is appending those events again), appends
+// are answered 503 with reason "healing" and Retry-After (hold.go).
+//
 // Reads (allocations, decisions) come from the projector's tables;
 // /healthz reports NATS and PostgreSQL.
 package api

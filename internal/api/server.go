@@ -79,6 +79,8 @@ type Server struct {
 	halted      func(context.Context) (map[string]string, error)
 	console     *console.Console
 
+	hold hold // appends held while the stream heals (hold.go)
+
 	mu    sync.Mutex
 	pools map[string]*poolState
 }

@@ -106,6 +106,11 @@ type bench struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	db *pgxpool.Pool
+	// appendTargets are the servers phase 1 measures: two fresh embedded
+	// ones, one per sync policy (or the main server when it is not
+	// embedded); appendServers are those this run started.
+	appendTargets []appendTarget
+	appendServers []*natsserver.Server
 
 	apiURL  string
 	http    *http.Client
@@ -181,14 +186,20 @@ func (b *bench) open(ctx context.Context) error {
 	b.natsURL = b.cfg.NATSURL
 	if b.natsURL == "" {
 		b.progress("starting embedded NATS (JetStream in %s)", filepath.Join(b.dir, "nats"))
-		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats")), natsserver.WithListen("127.0.0.1:0"))
+		// The logs of phases 2 to 4 (up to a million events) are written
+		// to a server that syncs in the background: syncing each of them
+		// would only measure the disk (phase 1 shows what it costs).
+		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats")), natsserver.WithListen("127.0.0.1:0"),
+			natsserver.WithSync(unsynced))
 		if err != nil {
 			return fmt.Errorf("start NATS: %w", err)
 		}
 		b.ns, b.natsURL = ns, ns.URL()
-		b.report.NATS = "embedded, file store"
+		b.report.NATS = "embedded, file store; phase 1 on two fresh servers (sync always, and " + unsynced.String() +
+			"), phases 2-4 on one with " + unsynced.String()
 	} else {
 		b.report.NATS = redact(b.natsURL)
+		b.report.Notes = append(b.report.Notes, "with --nats-url, phase 1 runs on that server only, under its own sync policy: no sync always / unsynced comparison")
 	}
 	b.adminDB = b.cfg.DatabaseURL
 	if b.adminDB == "" {
@@ -227,6 +238,9 @@ func (b *bench) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := b.openAppendTargets(ctx); err != nil {
+		return err
+	}
 	info, err := s.Info(ctx)
 	if err != nil {
 		return err
@@ -235,6 +249,51 @@ func (b *bench) open(ctx context.Context) error {
 		note := fmt.Sprintf("the stream %s already held %d messages: the projection and replay phases process them too", stream.Name, n)
 		b.report.Notes = append(b.report.Notes, note)
 		b.progress("note: %s", note)
+	}
+	return nil
+}
+
+// unsynced is the main embedded server's policy: nats-server's default.
+var unsynced = natsserver.Sync{Interval: 2 * time.Minute}
+
+// openAppendTargets starts phase 1's servers, each with the LEDGER stream
+// and a database of its own for its API (whose hold check compares that
+// stream with that database's projector offsets: none). Fresh servers, so
+// that the two policies are compared on equal streams.
+func (b *bench) openAppendTargets(ctx context.Context) error {
+	if b.ns == nil {
+		b.appendTargets = []appendTarget{{label: "the server's own sync policy", natsURL: b.natsURL, dbURL: b.dbURL, nc: b.nc, js: b.js}}
+		return nil
+	}
+	for k, policy := range []natsserver.Sync{natsserver.SyncAlways, unsynced} {
+		dir := filepath.Join(b.dir, fmt.Sprintf("nats-append-%d", k))
+		b.progress("starting an embedded NATS for phase 1, sync %s (JetStream in %s)", policy, dir)
+		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(dir), natsserver.WithListen("127.0.0.1:0"), natsserver.WithSync(policy))
+		if err != nil {
+			return fmt.Errorf("start NATS: %w", err)
+		}
+		b.appendServers = append(b.appendServers, ns)
+		t := appendTarget{label: "unsynced, " + policy.String(), natsURL: ns.URL()}
+		if policy.Always {
+			t.label = "sync always"
+		}
+		if t.dbURL, err = b.createDatabase(ctx, fmt.Sprintf("bench_%s_append%d", b.runID, k)); err != nil {
+			return err
+		}
+		if err := migrations.Up(ctx, t.dbURL); err != nil {
+			return err
+		}
+		if t.nc, err = nats.Connect(t.natsURL, nats.Name("ledger-bench-append"), nats.Timeout(5*time.Second)); err != nil {
+			return fmt.Errorf("NATS %s: %w", t.natsURL, err)
+		}
+		b.appendTargets = append(b.appendTargets, t)
+		if t.js, err = jetstream.New(t.nc); err != nil {
+			return err
+		}
+		b.appendTargets[len(b.appendTargets)-1].js = t.js
+		if _, err := stream.Ensure(ctx, t.js); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -278,6 +337,14 @@ func (b *bench) close() error {
 	}
 	if b.nc != nil {
 		b.nc.Close()
+	}
+	for _, t := range b.appendTargets {
+		if t.nc != nil && t.nc != b.nc {
+			t.nc.Close()
+		}
+	}
+	for _, ns := range b.appendServers {
+		ns.Shutdown()
 	}
 	if b.db != nil {
 		b.db.Close()

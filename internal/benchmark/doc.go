@@ -9,7 +9,9 @@
 //  1. append: events/s through POST /v1/pools/{pool}/events, one event per
 //     request and arrays of 100, beside raw JetStream publishes of the same
 //     envelopes (synchronous with message ids, and asynchronous in batches
-//     of 100 waiting for the acks);
+//     of 100 waiting for the acks), each on a fresh server that syncs every
+//     write (the ledger's default) and on one that syncs in the background,
+//     printed beside each other;
 //  2. projection: events/s of a fresh projector folding a 1,000-leaf pool's
 //     log into PostgreSQL from sequence 0, beside a COPY of the events and
 //     decisions rows it wrote into empty clones of their tables;
@@ -19,5 +21,7 @@
 //     the audit replayer, and rebuilt into an empty database.
 //
 // Phases run in the order 2, 1, 3, 4 so that the projection phase starts
-// from an empty stream; every phase shares one stream and one database.
+// from an empty stream; phases 2 to 4 share one stream (on a server that
+// syncs in the background: its logs are set-up, not what is measured) and
+// one database.
 package benchmark

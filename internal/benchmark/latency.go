@@ -17,7 +17,7 @@ import (
 // pool's checkpoint in PostgreSQL covers the event's sequence.
 func (b *bench) latency(ctx context.Context) error {
 	if b.stopAPI == nil {
-		if err := b.startAPI(ctx); err != nil {
+		if err := b.startAPI(ctx, b.natsURL, b.dbURL); err != nil {
 			return err
 		}
 	}

@@ -80,6 +80,16 @@ func TestSeed002TellsTheSiblingGetsTheSpareSlot(t *testing.T) {
 	)
 }
 
+func TestBalanceFalseTellsWhyOnlyThePlannedShareCameBack(t *testing.T) {
+	out := story(t, "../../test/scenarios/rules/balance-false-leaf.yaml", "/B")
+	requireAll(t, out,
+		"/B reclaimed 4 slots from /A on h1 [share_ratio.reclaim]",
+		"balance is false, so reclaim only gives a consumer back its planned share",
+		"/B's planned share is 4; /A held 12, more than it may keep",
+		"balance false (reclaim restores planned shares only)",
+	)
+}
+
 // requireAll fails the test for every phrase the story lacks.
 func requireAll(t *testing.T, out string, phrases ...string) {
 	t.Helper()

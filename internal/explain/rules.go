@@ -93,6 +93,10 @@ func whyShareRatioVictim(p *domain.Pool, d domain.Decision, all []domain.Decisio
 	claimant, _ := p.Consumer(d.Consumer)
 	victim, _ := p.Consumer(d.From)
 	held := victim.Allocated + givenBy(all, d.From)
+	if !p.Policy().Balance {
+		return fmt.Sprintf("balance is false, so reclaim only gives a consumer back its planned share and never lifts one above its own: %s's planned share is %d; %s held %d, more than it may keep (the larger of its planned share %d and what it held, as far as the pool's share ratios allow), so it gave to %s (over-allocated consumers give in a top-down walk, most over-allocated per unit of share first, ties to the lowest priority)",
+			d.Consumer, claimant.Planned, d.From, held, victim.Planned, d.Consumer)
+	}
 	return fmt.Sprintf("share ratios across the tree give %s a target of %d and %s a target of %d; %s held %d, %s above its target, so it gave to %s (over-allocated consumers give in a top-down walk, most over-allocated per unit of share first, ties to the lowest priority)",
 		d.Consumer, claimant.Target, d.From, victim.Target, d.From, held, plural(held-victim.Target), d.Consumer)
 }

@@ -5,6 +5,9 @@
 // a later Start with the same [WithStoreDir] finds the streams and
 // messages of the previous run. The server is silent unless
 // [WithLogging](true), and it installs no signal handlers (the embedding
-// program owns SIGINT/SIGTERM). Errors match [ErrNoStoreDir],
-// [ErrBadListen], [ErrStart] and [ErrNotReady] with errors.Is.
+// program owns SIGINT/SIGTERM). JetStream syncs every write to disk
+// before it acknowledges it ([SyncAlways], the default; [WithSync] and
+// [ParseSync] choose a background interval instead, which is faster but
+// may lose acknowledged writes in a power loss). Errors match [ErrNoStoreDir],
+// [ErrBadListen], [ErrBadSync], [ErrStart] and [ErrNotReady] with errors.Is.
 package natsserver

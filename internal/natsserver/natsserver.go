@@ -1,6 +1,7 @@
 package natsserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,7 @@ type config struct {
 	name         string
 	logging      bool
 	readyTimeout time.Duration
+	sync         Sync
 }
 
 // WithStoreDir sets the JetStream file store directory (required). It is
@@ -67,18 +69,22 @@ func WithReadyTimeout(d time.Duration) Option { return func(c *config) { c.ready
 type Server struct {
 	ns       *server.Server
 	storeDir string
+	sync     Sync
 	once     sync.Once
 }
 
 // Start starts the server and waits until it accepts connections, ctx's
 // end, or the ready timeout, whichever comes first.
 func Start(ctx context.Context, opts ...Option) (*Server, error) {
-	cfg := config{listen: DefaultListen, name: DefaultName, readyTimeout: DefaultReadyTimeout}
+	cfg := config{listen: DefaultListen, name: DefaultName, readyTimeout: DefaultReadyTimeout, sync: SyncAlways}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if cfg.storeDir == "" {
 		return nil, ErrNoStoreDir
+	}
+	if !cfg.sync.Always && cfg.sync.Interval <= 0 {
+		return nil, fmt.Errorf("%w: interval %v", ErrBadSync, cfg.sync.Interval)
 	}
 	storeDir, err := filepath.Abs(cfg.storeDir)
 	if err != nil {
@@ -115,6 +121,10 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		StoreDir:   storeDir,
 		NoLog:      !cfg.logging,
 		NoSigs:     true,
+		// As nats-server's own "sync_interval: always" sets them: the
+		// interval stays for the background flush of other files.
+		SyncAlways:   cfg.sync.Always,
+		SyncInterval: cmp.Or(cfg.sync.Interval, 2*time.Minute),
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
@@ -144,7 +154,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
-	return &Server{ns: ns, storeDir: storeDir}, nil
+	return &Server{ns: ns, storeDir: storeDir, sync: cfg.sync}, nil
 }
 
 // URL is the client URL, nats://host:port (with a loopback host when the
@@ -163,6 +173,9 @@ func (s *Server) URL() string {
 	}
 	return "nats://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
+
+// Sync is the server's sync policy.
+func (s *Server) Sync() Sync { return s.sync }
 
 // StoreDir is the absolute JetStream store directory.
 func (s *Server) StoreDir() string { return s.storeDir }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cluster-ledger/ledger/projections"
+)
+
+func init() {
+	var f logFlags
+	var name string
+	cmd := &cobra.Command{
+		Use:   "recover",
+		Short: "Give the stream back the events it lost, from the projection in PostgreSQL",
+		Long: `recover repairs the state a crash of the NATS machine can leave when JetStream
+had not synced its last writes (--nats-sync interval:...): the projection in
+PostgreSQL is ahead of the stream. The events table keeps every projected
+event's stored message (subject, headers, body), so recover first compares
+the part of the stream that survived with it (from the oldest snapshot the
+projector would fold from) and then appends the missing events again, in
+order, with their original ids, each expecting the stream to end just
+before it: every event gets back exactly its original sequence.
+
+If the stream and the projection disagree in content, not only in length,
+recover stops before appending anything and names the first sequence where
+they differ (exit status 1). A stream that is not behind is left alone.
+
+The projector does the same by itself when it starts or reconnects; the
+ledger API answers appends with 503 (reason "healing", Retry-After) until
+the stream has caught up. recover is for running it by hand, e.g. before
+starting the services.`,
+		Example: `  ledger recover --nats-url nats://127.0.0.1:4222 --database-url postgres://...`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRecover(cmd.Context(), cmd.OutOrStdout(), f, name)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&name, "name", projections.DefaultName, "the projector whose committed offset (projector_offsets) the stream must reach")
+	root.AddCommand(cmd)
+}
+
+func runRecover(ctx context.Context, out io.Writer, f logFlags, name string) error {
+	db, err := f.openDB(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	js, closeLog, err := f.openLog()
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rep, err := projections.New(js, db, projections.WithName(name), projections.WithLogger(log)).Heal(ctx)
+	if err != nil {
+		return err
+	}
+	if rep.Republished == 0 {
+		fmt.Fprintf(out, "nothing to recover: the stream ends at %d, the projection %s is at %d\n", rep.StreamLast, name, rep.Committed)
+		return nil
+	}
+	fmt.Fprintf(out, "recovered %d events: the stream ended at %d, it now ends at %d like the projection %s (%d surviving messages compared)\n",
+		rep.Republished, rep.StreamLast, rep.Committed, name, rep.Compared)
+	return nil
+}

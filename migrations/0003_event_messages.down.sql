@@ -1,0 +1,4 @@
+ALTER TABLE events
+    DROP COLUMN IF EXISTS body,
+    DROP COLUMN IF EXISTS headers,
+    DROP COLUMN IF EXISTS subject;

@@ -1,0 +1,363 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// Healing a stream that lost its tail.
+//
+// JetStream acknowledges a publish once the message is written; unless the
+// server syncs every write (natsserver.SyncAlways, the default), a power
+// loss can take the last acknowledged messages with it while PostgreSQL,
+// which syncs its commits, keeps their projection. The events table holds
+// each of those messages as it was stored (subject, headers, body:
+// migration 0003), so the projector appends them again, in order, each
+// with Nats-Expected-Last-Sequence set to the sequence before it: every
+// event gets back exactly its original sequence, or the publish is
+// refused and nothing is guessed. Before that it compares the part of the
+// stream that survived with the events table, and stops at the first
+// sequence where they differ.
+
+// Errors of healing; match them with errors.Is.
+var (
+	// ErrDiverged: the stream and the projection hold different events at
+	// the same sequence. Nothing was appended.
+	ErrDiverged = errors.New("the stream and the projection disagree")
+	// ErrUnhealable: the events table lacks what re-creating a lost
+	// message needs (rows projected before migration 0003, or a message
+	// that was no pool event and so has no row).
+	ErrUnhealable = errors.New("the projection cannot give the stream back the events it lost")
+)
+
+// HealReport says what a heal did.
+type HealReport struct {
+	StreamLast  uint64 // where the stream ended before the heal
+	Committed   uint64 // where the projection is (projector_offsets)
+	Compared    int    // stream messages compared with their events rows
+	Republished int    // messages appended again, StreamLast+1..Committed
+}
+
+// healWindow is how many publishes are in flight during a heal: enough to
+// hide the round trip, few enough that a refusal stops the rest quickly.
+const healWindow = 256
+
+// Heal gives the stream back the events that the projection holds beyond
+// the stream's end, as `ledger recover` does and as Run does by itself
+// when it starts. A stream that is not behind the projection is left
+// alone (the report says so: Republished 0).
+func (p *Projector) Heal(ctx context.Context) (HealReport, error) {
+	committed, cps, err := p.loadCheckpoints(ctx)
+	if err != nil {
+		return HealReport{}, err
+	}
+	last, err := p.streamLast(ctx)
+	if err != nil {
+		return HealReport{}, err
+	}
+	if last >= committed {
+		return HealReport{StreamLast: last, Committed: committed}, nil
+	}
+	return p.heal(ctx, cps, last, committed)
+}
+
+func (p *Projector) streamLast(ctx context.Context) (uint64, error) {
+	s, err := stream.Ensure(ctx, p.js)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s info: %w", stream.Name, err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// heal checks the surviving stream against the events table from the
+// oldest snapshot the restart folds from, then appends the missing tail.
+func (p *Projector) heal(ctx context.Context, cps []checkpoint, last, committed uint64) (HealReport, error) {
+	rep := HealReport{StreamLast: last, Committed: committed}
+	p.cfg.log.Warn("projector: the stream ends before the projection; appending the missing events from PostgreSQL",
+		"stream", stream.Name, "stream_last_seq", last, "projected_seq", committed)
+	from := uint64(1)
+	for i, cp := range cps {
+		if s := snapSeqOf(cp) + 1; i == 0 || s < from {
+			from = s
+		}
+	}
+	var err error
+	if last >= from {
+		if rep.Compared, err = p.compareOverlap(ctx, from, last); err != nil {
+			return rep, err
+		}
+	}
+	if rep.Republished, err = p.republish(ctx, last, committed); err != nil {
+		return rep, err
+	}
+	p.cfg.log.Info("projector: stream healed", "stream", stream.Name, "compared", rep.Compared,
+		"republished", rep.Republished, "stream_last_seq", committed)
+	return rep, nil
+}
+
+// overlapRow is what an events row says about the message at its
+// sequence.
+type overlapRow struct {
+	seq           int64
+	pool, id, typ string
+	subject       *string
+	bodyHash      []byte // sha256 of events.body; nil before migration 0003
+}
+
+// compareOverlap compares every stream message in [from, to] with the
+// events row of the same sequence and names the first that differs. Both
+// are read in sequence order side by side, so memory stays flat however
+// long the range.
+func (p *Projector) compareOverlap(ctx context.Context, from, to uint64) (int, error) {
+	rows, err := p.db.Query(ctx, `SELECT seq, pool, id, type, subject, sha256(body) FROM events WHERE seq BETWEEN $1 AND $2 ORDER BY seq`,
+		int64(from), int64(to))
+	if err != nil {
+		return 0, fmt.Errorf("read events %d..%d: %w", from, to, err)
+	}
+	defer rows.Close()
+	want := &overlapCursor{rows: rows}
+	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   from,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read stream from %d: %w", from, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return 0, fmt.Errorf("read stream from %d: %w", from, err)
+	}
+	defer it.Stop()
+	compared := 0
+	for seq := uint64(0); seq < to; {
+		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil {
+			return compared, fmt.Errorf("read stream after %d (comparing up to %d): %w", seq, to, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return compared, err
+		}
+		if seq = md.Sequence.Stream; seq > to {
+			break
+		}
+		row, err := want.peek()
+		if err != nil {
+			return compared, err
+		}
+		switch {
+		case row != nil && uint64(row.seq) < seq:
+			return compared, fatal(fmt.Errorf("%w at sequence %d: the events table holds event %q of pool %s there but the stream has no message",
+				ErrDiverged, row.seq, row.id, row.pool))
+		case row != nil && uint64(row.seq) == seq:
+			if d := row.differs(m.Subject(), m.Data()); d != "" {
+				return compared, fatal(fmt.Errorf("%w at sequence %d: %s; nothing was appended", ErrDiverged, seq, d))
+			}
+			want.next()
+			compared++
+		default:
+			if _, err := stream.PoolOf(m.Subject()); err == nil {
+				return compared, fatal(fmt.Errorf("%w at sequence %d: the stream holds a message on %s there but the events table has no row",
+					ErrDiverged, seq, m.Subject()))
+			}
+		}
+	}
+	if row, err := want.peek(); err != nil || row != nil {
+		if err != nil {
+			return compared, err
+		}
+		return compared, fatal(fmt.Errorf("%w at sequence %d: the events table holds event %q there but the stream has no message",
+			ErrDiverged, row.seq, row.id))
+	}
+	return compared, nil
+}
+
+// overlapCursor reads events rows one at a time, with one row of
+// look-ahead.
+type overlapCursor struct {
+	rows   pgx.Rows
+	cur    overlapRow
+	loaded bool
+	done   bool
+}
+
+// peek returns the current row, or nil after the last.
+func (c *overlapCursor) peek() (*overlapRow, error) {
+	if c.loaded {
+		return &c.cur, nil
+	}
+	if c.done {
+		return nil, nil
+	}
+	if !c.rows.Next() {
+		c.done = true
+		if err := c.rows.Err(); err != nil {
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		return nil, nil
+	}
+	c.cur = overlapRow{}
+	if err := c.rows.Scan(&c.cur.seq, &c.cur.pool, &c.cur.id, &c.cur.typ, &c.cur.subject, &c.cur.bodyHash); err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	c.loaded = true
+	return &c.cur, nil
+}
+
+// next moves past the current row.
+func (c *overlapCursor) next() { c.loaded = false }
+
+// differs describes how the stored message (subject, body) differs from
+// the row, or returns "". Rows from before migration 0003 have no body:
+// their id, pool and type are compared instead.
+func (o overlapRow) differs(subject string, body []byte) string {
+	if o.subject != nil && *o.subject != subject {
+		return fmt.Sprintf("the stream's message is on subject %s, the events row on %s", subject, *o.subject)
+	}
+	if o.bodyHash != nil {
+		if h := sha256.Sum256(body); !bytes.Equal(o.bodyHash, h[:]) {
+			return fmt.Sprintf("the stream's message body differs from the stored event %q", o.id)
+		}
+		return ""
+	}
+	if pool, _ := stream.PoolOf(subject); pool != o.pool || !strings.HasSuffix(subject, "."+o.typ) {
+		return fmt.Sprintf("the stream's message is on subject %s, the events row is a %s event of pool %s", subject, o.typ, o.pool)
+	}
+	var env struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(body, &env) == nil && env.ID != o.id {
+		return fmt.Sprintf("the stream holds event %q, the events table %q", env.ID, o.id)
+	}
+	return ""
+}
+
+// tailRow is a stored message to append again.
+type tailRow struct {
+	seq     int64
+	id      string
+	subject *string
+	headers []byte
+	body    []byte
+}
+
+// republish appends the events rows after last, up to committed, in
+// sequence order, each expecting the stream to end just before it.
+func (p *Projector) republish(ctx context.Context, last, committed uint64) (int, error) {
+	rows, _ := p.db.Query(ctx, `SELECT seq, id, subject, headers, body FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq`,
+		int64(last), int64(committed))
+	tail, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tailRow, error) {
+		var t tailRow
+		err := r.Scan(&t.seq, &t.id, &t.subject, &t.headers, &t.body)
+		return t, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read events after %d: %w", last, err)
+	}
+	next := last + 1
+	for _, t := range tail { // check everything before appending anything
+		switch {
+		case uint64(t.seq) != next:
+			return 0, fatal(fmt.Errorf("%w: sequence %d is not in the events table (a message that named no pool), so it cannot be stored again before %d",
+				ErrUnhealable, next, t.seq))
+		case t.subject == nil || t.body == nil:
+			return 0, fatal(fmt.Errorf("%w: event %q at sequence %d was projected before migration 0003 and the table lacks its stored message",
+				ErrUnhealable, t.id, t.seq))
+		}
+		next++
+	}
+	if next-1 != committed {
+		return 0, fatal(fmt.Errorf("%w: the events table ends at sequence %d but the projection reached %d (messages that named no pool)",
+			ErrUnhealable, next-1, committed))
+	}
+	for lo := 0; lo < len(tail); lo += healWindow {
+		if err := p.publishTail(ctx, tail[lo:min(lo+healWindow, len(tail))]); err != nil {
+			return lo, err
+		}
+	}
+	return len(tail), nil
+}
+
+// publishTail publishes rows asynchronously and checks every ack: the
+// original sequence, not a duplicate.
+func (p *Projector) publishTail(ctx context.Context, tail []tailRow) error {
+	futures := make([]jetstream.PubAckFuture, len(tail))
+	for i, t := range tail {
+		m, err := t.message()
+		if err != nil {
+			return fatal(fmt.Errorf("%w: event %q at sequence %d: %v", ErrUnhealable, t.id, t.seq, err))
+		}
+		if futures[i], err = p.js.PublishMsgAsync(m); err != nil {
+			return fmt.Errorf("append sequence %d again: %w", t.seq, err)
+		}
+	}
+	for i, f := range futures {
+		t := tail[i]
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate || ack.Sequence != uint64(t.seq) {
+				return fatal(fmt.Errorf("%w at sequence %d: appending event %q again got sequence %d (duplicate %t): the stream already holds it elsewhere",
+					ErrDiverged, t.seq, t.id, ack.Sequence, ack.Duplicate))
+			}
+		case err := <-f.Err():
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+				return fatal(fmt.Errorf("%w at sequence %d: the stream changed while it was being healed (another writer?): %v",
+					ErrDiverged, t.seq, err))
+			}
+			return fmt.Errorf("append sequence %d again: %w", t.seq, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// message re-creates the stored message: its subject, body and headers,
+// less the instructions to JetStream that held for the first publish
+// (Nats-Expected-*, Nats-Batch-*), plus the check that it lands on its
+// original sequence.
+func (t tailRow) message() (*nats.Msg, error) {
+	m := nats.NewMsg(*t.subject)
+	m.Data = t.body
+	if t.headers != nil {
+		var h nats.Header
+		if err := json.Unmarshal(t.headers, &h); err != nil {
+			return nil, fmt.Errorf("events.headers: %w", err)
+		}
+		for k, vs := range h {
+			if isPublishInstruction(k) {
+				continue
+			}
+			m.Header[k] = vs
+		}
+	}
+	m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatInt(t.seq-1, 10))
+	return m, nil
+}
+
+// isPublishInstruction reports headers that tell JetStream how to accept
+// one publish rather than describe the event.
+func isPublishInstruction(key string) bool {
+	k := strings.ToLower(key)
+	return strings.HasPrefix(k, "nats-expected-") || strings.HasPrefix(k, "nats-batch-")
+}
