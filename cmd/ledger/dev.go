@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
 	"github.com/cluster-ledger/ledger/projections"
@@ -139,12 +140,13 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, natsURL, 
 
 // runProjector runs the projector in-process, as cmd/projector would.
 func runProjector(ctx context.Context, log *slog.Logger, natsURL, dbURL string, snapshotEvery int) error {
-	nc, err := api.ConnectNATS(natsURL, "projector", log)
+	w := connect.New("projector", log, 0) // the servers are this process's own
+	nc, err := w.NATS(ctx, natsURL)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	db, err := api.ConnectPostgres(ctx, dbURL, true, log)
+	db, err := w.Postgres(ctx, dbURL, true)
 	if err != nil {
 		return err
 	}

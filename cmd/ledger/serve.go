@@ -9,6 +9,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/connect"
 )
 
 func init() {
@@ -20,9 +21,10 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API: validate events and append them to the log",
-		Long: `serve runs the ledger's HTTP API. It connects to NATS (waiting while it is
-unavailable and reconnecting forever) and PostgreSQL, creates the LEDGER
-stream when it is missing, applies the schema migrations, and serves:
+		Long: `serve runs the ledger's HTTP API. It connects to NATS and PostgreSQL
+(at start waiting up to --connect-timeout for them to answer, saying so on
+stderr; NATS is then reconnected forever), creates the LEDGER stream when
+it is missing, applies the schema migrations, and serves:
 
   POST /v1/pools/{pool}/events        one event or an array (all or nothing)
   GET  /v1/pools/{pool}/allocations   the projected allocation state
@@ -73,6 +75,8 @@ cleanly on SIGINT or SIGTERM.`,
 	cmd.Flags().StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "address the HTTP API listens on")
 	addNATSURLFlag(cmd, &cfg.NATSURL)
 	addDatabaseURLFlag(cmd, &cfg.DatabaseURL)
+	cmd.Flags().DurationVar(&cfg.ConnectWait, "connect-timeout", connect.DefaultWait,
+		"how long to wait at start for NATS, PostgreSQL and JetStream to answer before giving up (0: until stopped)")
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply schema migrations at start")
 	cmd.Flags().StringVar(&tokensFile, "tokens", "", "tokens file (JSON lines of name, sha256, scopes, pools; mode 0600), required")
 	cmd.Flags().StringArrayVar(&origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")

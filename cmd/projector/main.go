@@ -6,11 +6,12 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME]
+//	projector [--nats-url URL] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--connect-timeout D]
 //
 // The addresses default to $NATS_URL and $DATABASE_URL. At start it applies
 // the schema migrations, waiting (and saying so) while PostgreSQL or NATS
-// is not reachable yet; it then runs until SIGINT or SIGTERM, surviving
+// is not reachable yet, up to --connect-timeout (then it exits 1 naming
+// what it could not reach); it then runs until SIGINT or SIGTERM, surviving
 // outages of either, and exits 0 after a clean stop. Because PostgreSQL
 // holds the committed sequence, it can be stopped or killed at any time and
 // restarted: nothing is lost or projected twice. When the stream ends
@@ -32,11 +33,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
@@ -53,6 +52,7 @@ func main() {
 type flags struct {
 	natsURL, databaseURL, name string
 	batch, snapshotEvery       int
+	connectWait                time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -64,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
 	fs.StringVar(&f.name, "name", projections.DefaultName, "durable consumer name and projector_offsets key")
+	fs.DurationVar(&f.connectWait, "connect-timeout", connect.DefaultWait, "how long to wait at start for PostgreSQL and NATS to answer before giving up (0: until stopped)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -85,17 +86,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := migrate(ctx, log, f.databaseURL); err != nil {
+	w := connect.New("projector", log, f.connectWait)
+	db, err := w.Postgres(ctx, f.databaseURL, true) // then lazy: an outage is retried by Run
+	if err != nil {
 		return ignoreStop(ctx, err)
 	}
-	db, err := pgxpool.New(ctx, f.databaseURL) // connects lazily: an outage is retried by Run
-	if err != nil {
-		return fmt.Errorf("database URL: %w", err)
-	}
 	defer db.Close()
-	nc, err := connectNATS(log, f.natsURL)
+	nc, err := w.NATS(ctx, f.natsURL)
 	if err != nil {
-		return err
+		return ignoreStop(ctx, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -110,46 +109,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Info("projector: stopped")
 	}
 	return err
-}
-
-// migrate applies the schema, waiting while PostgreSQL cannot be reached
-// (a container started together with this one may not be up yet).
-func migrate(ctx context.Context, log *slog.Logger, url string) error {
-	delay := 200 * time.Millisecond
-	for {
-		err := migrations.Up(ctx, url)
-		if err == nil || errors.Is(err, migrations.ErrDirty) || errors.Is(err, migrations.ErrBadURL) || ctx.Err() != nil {
-			return err
-		}
-		log.Warn("projector: PostgreSQL not ready; waiting", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-}
-
-// connectNATS returns a connection that keeps trying to (re)connect
-// forever, logging each state change; the projector's calls fail and are
-// retried meanwhile.
-func connectNATS(log *slog.Logger, url string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
-		nats.Name("ledger-projector"),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.ConnectHandler(func(*nats.Conn) { log.Info("projector: connected to NATS") }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("projector: NATS disconnected", "err", err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("projector: NATS reconnected") }))
-	if err != nil {
-		return nil, fmt.Errorf("NATS %s: %w", url, err)
-	}
-	if !nc.IsConnected() {
-		log.Warn("projector: NATS not reachable yet; waiting")
-	}
-	return nc, nil
 }
 
 func ignoreStop(ctx context.Context, err error) error {

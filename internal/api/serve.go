@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/internal/connect"
 )
 
 // ServeConfig is what Serve needs to run the API as a service.
@@ -24,7 +24,10 @@ type ServeConfig struct {
 	DatabaseURL string
 	// Migrate applies the schema migrations before serving.
 	Migrate bool
-	Logger  *slog.Logger
+	// ConnectWait bounds the wait at start for NATS, PostgreSQL and
+	// JetStream to answer; 0 waits until ctx ends.
+	ConnectWait time.Duration
+	Logger      *slog.Logger
 	// Ready, when set, is called once the API accepts requests, with the
 	// address it listens on.
 	Ready func(addr string)
@@ -36,86 +39,43 @@ type ServeConfig struct {
 	Options []Option
 }
 
-// Serve connects to NATS (waiting and reconnecting forever) and
-// PostgreSQL, ensures the stream, optionally migrates the schema, and
-// serves the API until ctx ends; then it shuts the HTTP server down
-// gracefully. `ledger serve` and `ledger dev` run it.
+// Serve connects to NATS (reconnecting forever once connected) and
+// PostgreSQL, waiting for them at start within cfg.ConnectWait, ensures
+// the stream, optionally migrates the schema, and serves the API until ctx
+// ends; then it shuts the HTTP server down gracefully. `ledger serve` and
+// `ledger dev` run it.
 func Serve(ctx context.Context, cfg ServeConfig) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := ConnectNATS(cfg.NATSURL, "ledger", log)
+	w := connect.New("ledger", log, cfg.ConnectWait)
+	nc, err := w.NATS(ctx, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	db, err := ConnectPostgres(ctx, cfg.DatabaseURL, cfg.Migrate, log)
+	db, err := w.Postgres(ctx, cfg.DatabaseURL, cfg.Migrate)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	srv, err := waitForServer(ctx, nc, db, append(cfg.Options, WithLogger(log)), log)
+	srv, err := waitForServer(ctx, w, cfg.NATSURL, nc, db, append(cfg.Options, WithLogger(log)))
 	if err != nil {
 		return err
 	}
 	return listenAndServe(ctx, cfg, srv, log)
 }
 
-// ConnectNATS connects to url and keeps reconnecting forever, logging
-// each loss and recovery. It returns at once even while NATS is down:
-// the connection comes up when NATS does.
-func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
-		nats.Name(name),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.ReconnectJitter(100*time.Millisecond, time.Second),
-		nats.ConnectHandler(func(c *nats.Conn) { log.Info("NATS connected", "url", c.ConnectedUrlRedacted()) }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil { // nil: closed on purpose
-				log.Warn("NATS disconnected; reconnecting", "url", url, "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("NATS %s: %w", url, err)
-	}
-	return nc, nil
-}
-
-// ConnectPostgres opens a pool on url, waits until PostgreSQL answers
-// (logging while it does not) and, with migrate, applies the migrations.
-func ConnectPostgres(ctx context.Context, url string, migrate bool, log *slog.Logger) (*pgxpool.Pool, error) {
-	if url == "" {
-		return nil, errors.New("no database URL: set DATABASE_URL or --database-url")
-	}
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("database URL: %w", err)
-	}
-	err = retry(ctx, log, "PostgreSQL", func(ctx context.Context) error { return db.Ping(ctx) })
-	if err == nil && migrate {
-		err = migrations.Up(ctx, url)
-	}
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
-}
-
 // waitForServer builds the Server once JetStream answers (New ensures
 // the stream).
-func waitForServer(ctx context.Context, nc *nats.Conn, db *pgxpool.Pool, opts []Option, log *slog.Logger) (*Server, error) {
+func waitForServer(ctx context.Context, w *connect.Waiter, url string, nc *nats.Conn, db *pgxpool.Pool, opts []Option) (*Server, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
 	var srv *Server
-	err = retry(ctx, log, "JetStream", func(ctx context.Context) error {
+	err = w.Retry(ctx, "JetStream", url, func(ctx context.Context) error {
 		srv, err = New(ctx, js, db, opts...)
 		return err
 	})
@@ -163,28 +123,4 @@ func listenAndServe(ctx context.Context, cfg ServeConfig, srv *Server, log *slog
 	}
 	log.Info("ledger API stopped")
 	return nil
-}
-
-// retry calls f until it succeeds or ctx ends, backing off from 200ms to
-// 5s and logging each failure, so an operator sees what is awaited.
-func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
-	wait := 200 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := f(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), err)
-		}
-		log.Warn("waiting for "+what, "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
 }
