@@ -31,6 +31,7 @@ bench: build
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFold -fuzztime 60s ./domain/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./internal/api/
 
 clean:
 	rm -rf $(BIN)

@@ -116,7 +116,7 @@ func TestDockerCompose(t *testing.T) {
 		t.Errorf("nats: no -c: the server must load the authorization of `ledger nats init`: %v", nats.Command)
 	}
 	for name, wantCmd := range map[string][]string{
-		"ledger":    {"ledger", "serve", "--http", "0.0.0.0:8080"},
+		"ledger":    {"ledger", "serve", "--http", "0.0.0.0:8080", "--tokens", "/run/secrets/ledger_tokens"},
 		"projector": {"projector"},
 	} {
 		wantEnv := wantEnvs[name]

@@ -102,9 +102,15 @@ func (p *devProcess) stop(t *testing.T) {
 	}
 }
 
+// devToken is the admin token of the running `ledger dev` under test.
+var devToken string
+
 func post(t *testing.T, url, body string) (int, string) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	rq, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	rq.Header.Set("Content-Type", "application/json")
+	rq.Header.Set("Authorization", "Bearer "+devToken)
+	resp, err := http.DefaultClient.Do(rq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +121,9 @@ func post(t *testing.T, url, body string) (int, string) {
 
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	rq, _ := http.NewRequest(http.MethodGet, url, nil)
+	rq.Header.Set("Authorization", "Bearer "+devToken)
+	resp, err := http.DefaultClient.Do(rq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +156,17 @@ func TestDevRestartKeepsEverything(t *testing.T) {
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	dev := startDev(t, bin, data, httpAddr, natsAddr)
 	base := dev.env["LEDGER_URL"]
+	devToken = dev.env["LEDGER_TOKEN"]
+	resp, err := http.Post(base+"/v1/pools/demo/events", "application/json", strings.NewReader(`{"type":"host_up","data":{"host":"x","slots":1}}`))
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("append without the printed token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for _, f := range []string{"admin.token", "tokens.jsonl"} {
+		if fi, err := os.Stat(filepath.Join(data, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", f, fi.Mode(), err)
+		}
+	}
 	for _, ev := range []string{
 		`{"id":"p1","type":"plan","data":{"plan":{"consumers":[{"path":"/A","priority":3},{"path":"/B","priority":1},{"path":"/C","priority":2}]}}}`,
 		`{"id":"h1","type":"host_up","data":{"host":"h1","slots":12}}`,
@@ -162,6 +181,9 @@ func TestDevRestartKeepsEverything(t *testing.T) {
 
 	dev = startDev(t, bin, data, httpAddr, natsAddr)
 	defer dev.stop(t)
+	if dev.env["LEDGER_TOKEN"] != devToken {
+		t.Errorf("the admin token changed across a restart")
+	}
 	if after := waitAllocations(t, base, "demo", 3); after != before {
 		t.Fatalf("after restart the allocations differ:\nbefore %s\nafter  %s", before, after)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgdump"
@@ -179,11 +180,12 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
-	srv, err := api.New(ctx, nats.js, db)
+	token, tokens := testenv.Token(t, "heal-test", auth.Scopes, auth.AllPools)
+	srv, err := api.New(ctx, nats.js, db, api.WithTokens(tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(testenv.Authorized(srv, token))
 	defer hs.Close()
 	c := client.New(hs.URL)
 

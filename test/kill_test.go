@@ -15,6 +15,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/gen"
 	"github.com/cluster-ledger/ledger/internal/pgdump"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -103,11 +104,11 @@ func publishRandomPools(t *testing.T, js jetstream.JetStream, pools, n int) {
 }
 
 func offset(t *testing.T, db *pgxpool.Pool) uint64 {
-	var got int64
-	if err := db.QueryRow(context.Background(), `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&got); err != nil {
+	got, err := query.ProjectorOffset(context.Background(), db, "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return uint64(got)
+	return got
 }
 
 func waitOffsetAbove(t *testing.T, db *pgxpool.Pool, seq uint64) {

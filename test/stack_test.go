@@ -18,6 +18,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -107,11 +108,11 @@ func (s *stack) project(t *testing.T, db *pgxpool.Pool, opts ...projections.Opti
 		}
 	}()
 	for {
-		var seq int64
-		if err := db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&seq); err != nil {
+		seq, err := query.ProjectorOffset(ctx, db, "")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if uint64(seq) >= info.State.LastSeq {
+		if seq >= info.State.LastSeq {
 			return
 		}
 		select {

@@ -22,6 +22,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -83,11 +84,12 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 	}
 
 	// The API refuses a plan naming a version it does not implement.
-	srv, err := api.New(context.Background(), s.js, s.db)
+	token, tokens := testenv.AdminToken(t)
+	srv, err := api.New(context.Background(), s.js, s.db, api.WithTokens(tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(testenv.Authorized(srv, token))
 	defer hs.Close()
 	body := `{"type":"plan","data":{"plan":{"rules":99,"consumers":[{"path":"/A"}]}}}`
 	resp, err := http.Post(hs.URL+"/v1/pools/rules2/events", "application/json", strings.NewReader(body))

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
@@ -35,6 +36,7 @@ type devConfig struct {
 	snapshotEvery                         int
 	duplicateWindow                       time.Duration
 	natsSync                              natsserver.Sync
+	origins                               []string
 }
 
 func init() {
@@ -59,11 +61,14 @@ func init() {
   - the schema migrations, the projector and the HTTP API on --http, with
     the web console at http://ADDR/console/.
 
-Once ready it prints LEDGER_URL=, NATS_URL=, NATS_CREDS= (the auditor's
-identity, for audit, replay and explain), LEDGER_TRUSTED_KEYS= and
-DATABASE_URL= lines to export in another shell. A second run reuses DATA:
-nothing is lost on restart. A second dev on the same DATA is refused (a lock
-on DATA/ledger.lock). Ctrl-C stops everything cleanly.`,
+Once ready it prints LEDGER_URL=, LEDGER_TOKEN=, NATS_URL=, NATS_CREDS= (the
+auditor's identity, for audit, replay and explain), LEDGER_TRUSTED_KEYS= and
+DATABASE_URL= lines to export in another shell. LEDGER_TOKEN is an admin
+token (every scope, every pool) kept in DATA/admin.token (mode 0600); the
+API accepts the tokens of DATA/tokens.jsonl (add more with 'ledger token
+add'). A second run reuses DATA: nothing is lost on restart. A second dev on
+the same DATA is refused (a lock on DATA/ledger.lock). Ctrl-C stops
+everything cleanly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cfg)
@@ -76,6 +81,7 @@ on DATA/ledger.lock). Ctrl-C stops everything cleanly.`,
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
 	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
 		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
+	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
 	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", envDefault(EnvDatabaseURL, ""), "use this PostgreSQL instead of a private cluster (env "+EnvDatabaseURL+")")
 	root.AddCommand(cmd)
 }
@@ -94,6 +100,10 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		return err
 	}
 	defer unlock()
+	token, tokens, err := devTokens(data)
+	if err != nil {
+		return err
+	}
 	authDir := filepath.Join(data, devAuthDir)
 	keys, err := natsauth.Init(authDir)
 	if err != nil {
@@ -130,6 +140,7 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	return runServices(ctx, out, log, services{
 		natsURL: ns.URL(), authDir: authDir, dbURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
 		signer: signer, trusted: trusted, trustedPath: trustedPath,
+		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)},
 	})
 }
 
@@ -156,6 +167,8 @@ type services struct {
 	signer                            *signing.Signer
 	trusted                           *signing.Keyring
 	trustedPath                       string
+	token                             string       // the admin token to print
+	options                           []api.Option // who may use the API
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
@@ -170,7 +183,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	go func() {
 		defer wg.Done()
 		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: sv.httpAddr, NATSURL: sv.natsURL, DatabaseURL: sv.dbURL, Migrate: true, Logger: log,
-			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: []api.Option{api.WithSigner(sv.signer)},
+			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: append([]api.Option{api.WithSigner(sv.signer)}, sv.options...),
 			Ready: func(addr string) { ready <- addr }})
 	}()
 	go func() {
@@ -180,8 +193,8 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	var err error
 	select {
 	case addr := <-ready:
-		fmt.Fprintf(out, "LEDGER_URL=http://%s\nNATS_URL=%s\nNATS_CREDS=%s\nLEDGER_TRUSTED_KEYS=%s\nDATABASE_URL=%s\n",
-			addr, sv.natsURL, natsauth.SeedFile(sv.authDir, natsauth.Auditor), sv.trustedPath, sv.dbURL)
+		fmt.Fprintf(out, "LEDGER_URL=http://%s\nLEDGER_TOKEN=%s\nNATS_URL=%s\nNATS_CREDS=%s\nLEDGER_TRUSTED_KEYS=%s\nDATABASE_URL=%s\n",
+			addr, sv.token, sv.natsURL, natsauth.SeedFile(sv.authDir, natsauth.Auditor), sv.trustedPath, sv.dbURL)
 		fmt.Fprintf(out, "# console: http://%s/console/\n", addr)
 		fmt.Fprintf(out, "# ready. In another shell: export the lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
 		fmt.Fprintf(out, "# NATS identities (nkey seeds) of the other roles: %s/{admin,ledger,projector}.nk\n", sv.authDir)
@@ -197,18 +210,31 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	return err
 }
 
-// runProjector runs the projector in-process, as cmd/projector would.
+// runProjector runs the projector in-process, as cmd/projector would,
+// with the projector's identity and the trusted keys.
 func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
+	w := connect.New("projector", log, 0) // the servers are this process's own
 	auth, err := natsauth.Option(natsauth.SeedFile(sv.authDir, natsauth.Projector))
 	if err != nil {
 		return err
 	}
-	nc, err := api.ConnectNATS(sv.natsURL, "projector", log, auth)
+	nc, err := w.NATS(ctx, sv.natsURL, auth)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	db, err := api.ConnectPostgres(ctx, sv.dbURL, true, log)
+	// Healing a stream that lost its tail appends events again: with the
+	// ledger's identity, the one allowed to publish.
+	ledgerAuth, err := natsauth.Option(natsauth.SeedFile(sv.authDir, natsauth.Ledger))
+	if err != nil {
+		return err
+	}
+	hnc, err := connect.New("projector-heal", log, 0).NATS(ctx, sv.natsURL, ledgerAuth)
+	if err != nil {
+		return err
+	}
+	defer hnc.Close()
+	db, err := w.Postgres(ctx, sv.dbURL, true)
 	if err != nil {
 		return err
 	}
@@ -217,17 +243,6 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 	if err != nil {
 		return err
 	}
-	// Healing a stream that lost its tail appends events again: with the
-	// ledger's identity, the one allowed to publish.
-	ledgerAuth, err := natsauth.Option(natsauth.SeedFile(sv.authDir, natsauth.Ledger))
-	if err != nil {
-		return err
-	}
-	hnc, err := api.ConnectNATS(sv.natsURL, "projector-heal", log, ledgerAuth)
-	if err != nil {
-		return err
-	}
-	defer hnc.Close()
 	hjs, err := jetstream.New(hnc)
 	if err != nil {
 		return err

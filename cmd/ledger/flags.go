@@ -10,6 +10,7 @@ import (
 // `ledger dev` prints), and their defaults.
 const (
 	EnvLedgerURL     = "LEDGER_URL"
+	EnvLedgerToken   = "LEDGER_TOKEN"
 	EnvNATSURL       = "NATS_URL"
 	EnvDatabaseURL   = "DATABASE_URL"
 	EnvNATSCreds     = "NATS_CREDS"
@@ -52,4 +53,15 @@ func addNATSCredsFlag(cmd *cobra.Command, p *string) {
 func addTrustedKeysFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "trusted-keys", envDefault(EnvTrustedKeys, ""),
 		"file of PEM public keys whose signatures make an event authentic; others are refused as unauthenticated (`ledger dev` prints LEDGER_TRUSTED_KEYS=) (env "+EnvTrustedKeys+")")
+}
+
+// addLedgerTokenFlag registers --ledger-token (default $LEDGER_TOKEN).
+// The default is not shown in --help: it is a secret.
+func addLedgerTokenFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "ledger-token", "", "bearer token for the ledger API (env "+EnvLedgerToken+"; `ledger dev` prints one)")
+	cmd.PreRun = func(*cobra.Command, []string) {
+		if *p == "" {
+			*p = os.Getenv(EnvLedgerToken)
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -17,13 +16,13 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 type loadFlags struct {
-	ledgerURL, databaseURL string
-	freshPool, check       bool
-	timeout                time.Duration
-	producer               string
+	ledgerURL, token, databaseURL string
+	freshPool, check              bool
+	timeout                       time.Duration
 }
 
 func init() {
@@ -52,17 +51,17 @@ The pool is the scenario's, or with --fresh-pool a new one per file
 		},
 	}
 	addLedgerURLFlag(cmd, &f.ledgerURL)
+	addLedgerTokenFlag(cmd, &f.token)
 	cmd.Flags().StringVar(&f.ledgerURL, "url", f.ledgerURL, "same as --ledger-url")
 	addDatabaseURLFlag(cmd, &f.databaseURL)
 	cmd.Flags().BoolVar(&f.freshPool, "fresh-pool", false, "load each file into a new pool <pool>-<random suffix>")
 	cmd.Flags().BoolVar(&f.check, "check", false, "check each step's expect against PostgreSQL (needs --database-url)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the ledger or the projector")
-	cmd.Flags().StringVar(&f.producer, "producer", "ledger load", "producer recorded with the events")
 	root.AddCommand(cmd)
 }
 
 func runLoad(ctx context.Context, out, errOut io.Writer, files []string, f loadFlags) error {
-	l := &loader{c: client.New(f.ledgerURL), out: out, errOut: errOut, f: f}
+	l := &loader{c: client.New(f.ledgerURL, client.WithToken(f.token)), out: out, errOut: errOut, f: f}
 	if f.check {
 		if f.databaseURL == "" {
 			return errors.New("--check reads the projection: set DATABASE_URL or --database-url")
@@ -180,7 +179,7 @@ func (l *loader) step(ctx context.Context, pool string, s *scenario.Scenario, i 
 // send appends one event; a refusal by the rules (422) is returned as
 // refusal, anything else that fails as err.
 func (l *loader) send(ctx context.Context, pool string, p events.Payload) (seq uint64, refusal, err error) {
-	ev, err := client.Event(p, client.NewID(), l.f.producer)
+	ev, err := client.Event(p, client.NewID(), "")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -220,36 +219,31 @@ func (l *loader) observe(ctx context.Context, pool string, before, last uint64, 
 		return scenario.Observed{}, err
 	}
 	obs := scenario.Observed{Allocated: map[string]int64{}, Rejected: rejected, Decisions: []domain.Decision{}}
-	err := pgx.BeginTxFunc(ctx, l.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return readObserved(ctx, tx, pool, before, last, &obs)
+	err := query.ReadOnly(ctx, l.db, func(q query.Querier) error {
+		return readObserved(ctx, q, pool, before, last, &obs)
 	})
 	return obs, err
 }
 
-func readObserved(ctx context.Context, tx pgx.Tx, pool string, before, last uint64, obs *scenario.Observed) error {
-	rows, _ := tx.Query(ctx, `SELECT consumer, leaf, allocated FROM consumer_state WHERE pool = $1 ORDER BY consumer`, pool)
-	var path string
-	var leaf bool
-	var alloc int64
-	_, err := pgx.ForEachRow(rows, []any{&path, &leaf, &alloc}, func() error {
-		obs.Allocated[path] = alloc
-		if leaf {
-			obs.Leaves = append(obs.Leaves, path)
-		}
-		return nil
-	})
+func readObserved(ctx context.Context, q query.Querier, pool string, before, last uint64, obs *scenario.Observed) error {
+	states, err := query.ConsumerStates(ctx, q, pool)
 	if err != nil {
-		return fmt.Errorf("consumer_state: %w", err)
+		return err
 	}
-	rows, _ = tx.Query(ctx, `SELECT event_seq, ordinal, kind, consumer, coalesce(from_consumer, ''), host, slots, rule
-		FROM decisions WHERE pool = $1 AND event_seq > $2 AND event_seq <= $3 ORDER BY event_seq, ordinal`, pool, before, last)
-	var d domain.Decision
-	_, err = pgx.ForEachRow(rows, []any{&d.Seq, &d.Ordinal, &d.Kind, &d.Consumer, &d.From, &d.Host, &d.Slots, &d.Rule}, func() error {
-		obs.Decisions = append(obs.Decisions, d)
-		return nil
-	})
+	for _, c := range states {
+		obs.Allocated[c.Path] = c.Allocated
+		if c.Leaf {
+			obs.Leaves = append(obs.Leaves, c.Path)
+		}
+	}
+	ds, err := query.DecisionsBetween(ctx, q, pool, before, last)
 	if err != nil {
-		return fmt.Errorf("decisions: %w", err)
+		return err
+	}
+	for _, d := range ds {
+		// No deadline: a step's expect names none, and times are the ledger's.
+		obs.Decisions = append(obs.Decisions, domain.Decision{Seq: d.EventSeq, Ordinal: d.Ordinal, Kind: domain.Kind(d.Kind),
+			Consumer: d.Consumer, From: d.FromConsumer, Host: d.Host, Slots: d.Slots, Rule: domain.Rule(d.Rule)})
 	}
 	return nil
 }
@@ -261,10 +255,9 @@ func (l *loader) waitProjected(ctx context.Context, pool string, seq uint64) err
 	}
 	deadline := time.Now().Add(l.f.timeout)
 	for {
-		var got uint64
-		err := l.db.QueryRow(ctx, `SELECT last_seq FROM checkpoints WHERE pool = $1`, pool).Scan(&got)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("read checkpoint of pool %s: %w", pool, err)
+		got, err := query.ProjectedSeq(ctx, l.db, pool)
+		if err != nil {
+			return err
 		}
 		if got >= seq {
 			return nil

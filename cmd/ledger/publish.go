@@ -17,8 +17,8 @@ import (
 )
 
 type publishFlags struct {
-	ledgerURL, pool, file, typ, data, id, producer string
-	timeout                                        time.Duration
+	ledgerURL, token, pool, file, typ, data, id string
+	timeout                                     time.Duration
 }
 
 func init() {
@@ -28,13 +28,17 @@ func init() {
 		Short: "Send events to the ledger from the command line or a file",
 		Long: `publish sends events through the ledger's HTTP API and prints, for each, its
 sequence in the log and its id (and "duplicate" when the ledger already had
-it). An event is {"id": ..., "type": ..., "producer": ..., "data": {...}};
+it). An event is {"id": ..., "type": ..., "data": {...}};
 a file (or standard input with --file -) holds one event or a JSON array of
 them, appended all or nothing.
 
 A refused event (unknown consumer, release of more than is held, ...) exits
 with status 1 and the ledger's reason. While the ledger answers 503 (NATS
-unavailable) publish retries, with the same event ids, until --timeout.`,
+unavailable) publish retries, with the same event ids, until --timeout;
+when nothing listens at --ledger-url it fails at once.
+
+Requests carry the bearer token of LEDGER_TOKEN (or --ledger-token); the
+ledger records the token's name as the events' producer.`,
 		Example: `  ledger publish --pool demo --type demand --data '{"demands":{"/A":4}}'
   ledger publish --pool demo --file events.json
   jq -c '.events' batch.json | ledger publish --pool demo --file -`,
@@ -44,12 +48,12 @@ unavailable) publish retries, with the same event ids, until --timeout.`,
 		},
 	}
 	addLedgerURLFlag(cmd, &f.ledgerURL)
+	addLedgerTokenFlag(cmd, &f.token)
 	cmd.Flags().StringVar(&f.pool, "pool", "", "pool to append to (required)")
 	cmd.Flags().StringVar(&f.file, "file", "", "JSON file with one event or an array of events; - for standard input")
 	cmd.Flags().StringVar(&f.typ, "type", "", "event type: demand, release, plan, host_up, host_down")
 	cmd.Flags().StringVar(&f.data, "data", "", "event payload as JSON (with --type)")
 	cmd.Flags().StringVar(&f.id, "id", "", "event id (with --type; default: a random id)")
-	cmd.Flags().StringVar(&f.producer, "producer", "", "producer recorded for events that name none (default: the ledger's)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "give up retrying after this long")
 	_ = cmd.MarkFlagRequired("pool")
 	root.AddCommand(cmd)
@@ -62,7 +66,7 @@ func runPublish(ctx context.Context, stdin io.Reader, out, errOut io.Writer, f p
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	res, err := client.New(f.ledgerURL).Append(ctx, f.pool, evs...)
+	res, err := client.New(f.ledgerURL, client.WithToken(f.token)).Append(ctx, f.pool, evs...)
 	if client.IsRefused(err) {
 		fmt.Fprintf(errOut, "ledger publish: refused: %v\n", err)
 		return exitError{1}
@@ -101,11 +105,6 @@ func publishEvents(stdin io.Reader, f publishFlags) ([]api.EventRequest, error) 
 		evs = []api.EventRequest{{ID: f.id, Type: f.typ, Data: json.RawMessage(f.data)}}
 	default:
 		return nil, errors.New("nothing to send: give --file, or --type and --data")
-	}
-	for i := range evs {
-		if evs[i].Producer == "" {
-			evs[i].Producer = f.producer
-		}
 	}
 	return evs, nil
 }

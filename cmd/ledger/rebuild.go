@@ -11,6 +11,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,11 +34,11 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 		return err
 	}
 	defer db.Close()
-	var rows int64
-	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM projector_offsets)`).Scan(&rows); err != nil {
+	held, err := query.HoldsProjection(ctx, db)
+	if err != nil {
 		return err
 	}
-	if rows > 0 {
+	if held {
 		return fmt.Errorf("--into needs an empty database; %s already holds a projection", into)
 	}
 	s, err := js.Stream(ctx, stream.Name)
@@ -82,11 +83,11 @@ func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool,
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var seq int64
-		if err := db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets WHERE name = $1`, name).Scan(&seq); err != nil {
+		seq, err := query.ProjectorOffset(ctx, db, name)
+		if err != nil {
 			return err
 		}
-		if uint64(seq) >= last {
+		if seq >= last {
 			clearProgress()
 			cancel()
 			<-done
@@ -121,29 +122,16 @@ func bulkLoadPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // dropSecondaryIndexes drops every index of the schema that backs no
 // constraint and returns their definitions.
 func dropSecondaryIndexes(ctx context.Context, db *pgxpool.Pool) ([]string, error) {
-	rows, err := db.Query(ctx, `
-		SELECT i.indexname, i.indexdef FROM pg_indexes i
-		WHERE i.schemaname = current_schema()
-		  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)
-		ORDER BY i.indexname`)
+	indexes, err := query.SecondaryIndexes(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("list indexes: %w", err)
-	}
-	var names, defs []string
-	for rows.Next() {
-		var name, def string
-		if err := rows.Scan(&name, &def); err != nil {
-			return nil, err
-		}
-		names, defs = append(names, name), append(defs, def)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	for _, name := range names {
-		if _, err := db.Exec(ctx, "DROP INDEX "+pgx.Identifier{name}.Sanitize()); err != nil {
-			return nil, fmt.Errorf("drop index %s: %w", name, err)
+	var defs []string
+	for _, ix := range indexes {
+		if _, err := db.Exec(ctx, "DROP INDEX "+pgx.Identifier{ix.Name}.Sanitize()); err != nil {
+			return nil, fmt.Errorf("drop index %s: %w", ix.Name, err)
 		}
+		defs = append(defs, ix.Definition)
 	}
 	return defs, nil
 }

@@ -1,29 +1,45 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
 func init() {
 	var cfg api.ServeConfig
 	var noMigrate bool
-	var producer, signingKey string
+	var signingKey string
+	var tokensFile string
+	var origins []string
+	var readTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API: validate events and append them to the log",
-		Long: `serve runs the ledger's HTTP API. It connects to NATS (waiting while it is
-unavailable and reconnecting forever) and PostgreSQL, creates the LEDGER
-stream when it is missing, applies the schema migrations, and serves:
+		Long: `serve runs the ledger's HTTP API. It connects to NATS and PostgreSQL
+(at start waiting up to --connect-timeout for them to answer, saying so on
+stderr; NATS is then reconnected forever), creates the LEDGER stream when
+it is missing, applies the schema migrations, and serves:
 
   POST /v1/pools/{pool}/events        one event or an array (all or nothing)
   GET  /v1/pools/{pool}/allocations   the projected allocation state
   GET  /v1/pools/{pool}/decisions     ?from_seq=N&limit=M
-  GET  /healthz                       NATS and PostgreSQL status
+  GET  /healthz                       NATS, stream and PostgreSQL status
+
+Every request but /healthz needs a bearer token (Authorization: Bearer
+...) listed in the --tokens file, with the scope it needs: append
+(demand, release), plan (plan, host_up, host_down) or read, on the pool
+it names. Create tokens with 'ledger token add'. The token's name is
+recorded as the producer of the events it appends. POST bodies must be
+Content-Type: application/json; a request from a browser page (Origin
+header) is refused unless its origin is given with --allow-origin.
 
 and the read-only web console at /console/ with the JSON it reads:
 
@@ -39,13 +55,23 @@ and the read-only web console at /console/ with the JSON it reads:
 Each event is validated against the pool's current state before it is
 appended; several ledger instances may serve the same stream. It stops
 cleanly on SIGINT or SIGTERM.`,
-		Example: `  DATABASE_URL=postgres://ledger@127.0.0.1/ledger ledger serve --http 127.0.0.1:8080
-  curl -d '{"type":"demand","data":{"demands":{"/A":4}}}' http://127.0.0.1:8080/v1/pools/demo/events`,
+		Example: `  ledger token add --file tokens.jsonl --name scheduler --scopes append --pools gpu
+  DATABASE_URL=postgres://ledger@127.0.0.1/ledger ledger serve --tokens tokens.jsonl --http 127.0.0.1:8080
+  curl -H "Authorization: Bearer $LEDGER_TOKEN" -H 'Content-Type: application/json' \
+       -d '{"type":"demand","data":{"demands":{"/A":4}}}' http://127.0.0.1:8080/v1/pools/gpu/events`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tokensFile == "" {
+				return errors.New("serve needs --tokens FILE: the API is never open to anyone (create one with 'ledger token add')")
+			}
+			tokens, err := auth.Load(tokensFile)
+			if err != nil {
+				return err
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Migrate = !noMigrate
-			cfg.Options = []api.Option{api.WithProducer(producer)}
+			var signingKey string
+			cfg.Options = []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(origins...), api.WithReadTimeout(readTimeout)}
 			if signingKey != "" {
 				sg, err := signing.LoadSigner(signingKey)
 				if err != nil {
@@ -62,7 +88,13 @@ cleanly on SIGINT or SIGTERM.`,
 	cmd.Flags().StringVar(&signingKey, "signing-key", envDefault(EnvSigningKey, ""),
 		"PEM Ed25519 private key (mode 0600) that signs every appended event; the projector refuses unsigned ones (env "+EnvSigningKey+")")
 	addDatabaseURLFlag(cmd, &cfg.DatabaseURL)
+	cmd.Flags().DurationVar(&cfg.ConnectWait, "connect-timeout", connect.DefaultWait,
+		"how long to wait at start for NATS, PostgreSQL and JetStream to answer before giving up (0: until stopped)")
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply schema migrations at start")
-	cmd.Flags().StringVar(&producer, "producer", api.DefaultProducer, "producer recorded for events that name none")
+	cmd.Flags().StringVar(&tokensFile, "tokens", "", "tokens file (JSON lines of name, sha256, scopes, pools; mode 0600), required")
+	cmd.Flags().StringArrayVar(&origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
+	cmd.Flags().StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	cmd.Flags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	cmd.Flags().DurationVar(&readTimeout, "read-timeout", api.DefaultReadTimeout, "longest a read endpoint waits for PostgreSQL before answering 503")
 	root.AddCommand(cmd)
 }

@@ -34,6 +34,7 @@ import (
 type service struct {
 	ledgerURL, natsURL, dbURL string
 	trustedKeys               string // file of the public key the ledger signs with
+	token                     string // admin: every scope, every pool
 }
 
 func startService(t *testing.T) service {
@@ -52,7 +53,8 @@ func startService(t *testing.T) service {
 	// As in ledger dev: the ledger signs, the projector (with its own
 	// identity) trusts only that key.
 	signer := signing.Generate()
-	srv, err := api.New(ctx, js, db, api.WithSigner(signer))
+	token, tokens := testenv.AdminToken(t)
+	srv, err := api.New(ctx, js, db, api.WithTokens(tokens), api.WithSigner(signer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +80,7 @@ func startService(t *testing.T) service {
 		t.Fatal(err)
 	}
 	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL, trustedKeys: trusted}
+	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL, token: token}
 }
 
 // runLedger runs the ledger command line with args and stdin, its flags
@@ -118,30 +121,46 @@ func exitCode(err error) int {
 
 func TestPublish(t *testing.T) {
 	svc := startService(t)
-	url := "--ledger-url=" + svc.ledgerURL
-	out, _, err := runLedger(t, "", "publish", url, "--pool", "p", "--type", "plan", "--id", "plan-1",
+	_, errOut, err := runLedger(t, "", "publish", "--ledger-url="+svc.ledgerURL, "--pool", "p", "--type", "plan",
+		"--data", `{"plan":{"consumers":[{"path":"/A"}]}}`)
+	if exitCode(err) != 1 || !strings.Contains(errOut, "401 unauthenticated") || !strings.Contains(errOut, "LEDGER_TOKEN") {
+		t.Errorf("publish without a token: exit %d, %q", exitCode(err), errOut)
+	}
+	url, tok := "--ledger-url="+svc.ledgerURL, "--ledger-token="+svc.token
+	out, _, err := runLedger(t, "", "publish", url, tok, "--pool", "p", "--type", "plan", "--id", "plan-1",
 		"--data", `{"plan":{"consumers":[{"path":"/A"},{"path":"/B"}]}}`)
 	if err != nil || out != "1\tplan-1\n" {
 		t.Fatalf("publish plan: %q, %v", out, err)
 	}
 	batch := `[{"type":"host_up","data":{"host":"h1","slots":4}}, {"id":"d1","type":"demand","data":{"demands":{"/A":2}}}]`
-	out, _, err = runLedger(t, batch, "publish", url, "--pool", "p", "--file", "-")
+	out, _, err = runLedger(t, batch, "publish", url, tok, "--pool", "p", "--file", "-")
 	if err != nil || !strings.HasPrefix(out, "2\t") || !strings.HasSuffix(out, "3\td1\n") {
 		t.Fatalf("publish array from stdin: %q, %v", out, err)
 	}
 	file := filepath.Join(t.TempDir(), "ev.json")
 	os.WriteFile(file, []byte(`{"id":"d1","type":"demand","data":{"demands":{"/A":2}}}`), 0o644)
-	out, _, err = runLedger(t, "", "publish", url, "--pool", "p", "--file", file)
+	out, _, err = runLedger(t, "", "publish", url, tok, "--pool", "p", "--file", file)
 	if err != nil || out != "3\td1\tduplicate\n" {
 		t.Errorf("publish a retried event: %q, %v", out, err)
 	}
-	out, errOut, err := runLedger(t, "", "publish", url, "--pool", "p", "--type", "release", "--data", `{"consumer":"/A","slots":3}`)
+	out, errOut, err = runLedger(t, "", "publish", url, tok, "--pool", "p", "--type", "release", "--data", `{"consumer":"/A","slots":3}`)
 	if exitCode(err) != 1 || out != "" || !strings.Contains(errOut, "release_too_many") {
 		t.Errorf("refused publish: exit %d, out %q, err %q", exitCode(err), out, errOut)
 	}
-	_, _, err = runLedger(t, "", "publish", url, "--pool", "p", "--type", "demand", "--data", `{"demands":`)
+	_, _, err = runLedger(t, "", "publish", url, tok, "--pool", "p", "--type", "demand", "--data", `{"demands":`)
 	if err == nil || !strings.Contains(err.Error(), "not JSON") {
 		t.Errorf("bad --data: %v", err)
+	}
+}
+
+// publish fails at once, saying so, when nothing listens at the URL.
+func TestPublishFailsFast(t *testing.T) {
+	addr := freePort(t) // closed again: connections are refused
+	start := time.Now()
+	_, _, err := runLedger(t, "", "publish", "--ledger-url", "http://"+addr, "--ledger-token", "x", "--pool", "p",
+		"--type", "demand", "--data", `{"demands":{"/a":1}}`)
+	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "no ledger listening") || took > 5*time.Second {
+		t.Errorf("publish to a closed port: %v after %v", err, took)
 	}
 }
 
@@ -151,7 +170,7 @@ func TestLoadCheck(t *testing.T) {
 	if len(files) < 10 {
 		t.Fatalf("only %d scenario files found", len(files))
 	}
-	args := append([]string{"load", "--fresh-pool", "--check", "--url", svc.ledgerURL, "--database-url", svc.dbURL}, files...)
+	args := append([]string{"load", "--fresh-pool", "--check", "--url", svc.ledgerURL, "--ledger-token", svc.token, "--database-url", svc.dbURL}, files...)
 	out, errOut, err := runLedger(t, "", args...)
 	if err != nil {
 		t.Fatalf("load --check: %v\n%s\n%s", err, out, errOut)
@@ -163,10 +182,10 @@ func TestLoadCheck(t *testing.T) {
 	// Loading into the scenario's own pool twice: the second run starts
 	// from the first run's state, and the setup is refused (host already up).
 	seed, _ := filepath.Glob("../../test/scenarios/seed/*.yaml")
-	if _, _, err := runLedger(t, "", "load", "--url", svc.ledgerURL, seed[0]); err != nil {
+	if _, _, err := runLedger(t, "", "load", "--url", svc.ledgerURL, "--ledger-token", svc.token, seed[0]); err != nil {
 		t.Fatalf("load without check: %v", err)
 	}
-	out, _, err = runLedger(t, "", "load", "--check", "--url", svc.ledgerURL, "--database-url", svc.dbURL, seed[0])
+	out, _, err = runLedger(t, "", "load", "--check", "--url", svc.ledgerURL, "--ledger-token", svc.token, "--database-url", svc.dbURL, seed[0])
 	if exitCode(err) != 1 || !strings.Contains(out, "FAIL setup event") {
 		t.Errorf("second load into the same pool: exit %d\n%s", exitCode(err), out)
 	}
@@ -194,7 +213,7 @@ steps:
         - {kind: grant, consumer: /A, slots: 3}
       rejected: 1
 `), 0o644)
-	out, _, err := runLedger(t, "", "load", "--check", "--url", svc.ledgerURL, "--database-url", svc.dbURL, file)
+	out, _, err := runLedger(t, "", "load", "--check", "--url", svc.ledgerURL, "--ledger-token", svc.token, "--database-url", svc.dbURL, file)
 	if exitCode(err) != 1 || !strings.Contains(out, "FAIL step 1: A asks") || !strings.Contains(out, "allocation /A: want 2, got 3") {
 		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
 	}
@@ -210,14 +229,15 @@ func TestLoadTimesOutWithoutProjector(t *testing.T) {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Ledger))
-	srv, err := api.New(ctx, js, nil)
+	token, tokens := testenv.AdminToken(t)
+	srv, err := api.New(ctx, js, nil, api.WithTokens(tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	seed, _ := filepath.Glob("../../test/scenarios/seed/*.yaml")
-	out, _, err := runLedger(t, "", "load", "--check", "--timeout", "300ms", "--url", hs.URL, "--database-url", dbURL, seed[0])
+	out, _, err := runLedger(t, "", "load", "--check", "--timeout", "300ms", "--url", hs.URL, "--ledger-token", token, "--database-url", dbURL, seed[0])
 	if exitCode(err) != 1 || !strings.Contains(out, "waiting for the projector: pool ") {
 		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
 	}
@@ -247,9 +267,21 @@ func freePort(t *testing.T) string {
 func TestServe(t *testing.T) {
 	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
 	addr := freePort(t)
+	tokensFile := filepath.Join(t.TempDir(), "tokens.jsonl")
+	out, _, err := runLedger(t, "", "token", "add", "--file", tokensFile, "--name", "ops", "--scopes", "all", "--pools", "*")
+	token, ok := strings.CutPrefix(strings.TrimSpace(out), "LEDGER_TOKEN=")
+	if err != nil || !ok {
+		t.Fatalf("token add: %q %v", out, err)
+	}
+	if b, _ := os.ReadFile(tokensFile); strings.Contains(string(b), token) {
+		t.Errorf("the tokens file holds the token itself:\n%s", b)
+	}
+	if _, _, err := runLedger(t, "", "serve", "--http", addr, "--nats-url", natsURL, "--database-url", dbURL); err == nil || !strings.Contains(err.Error(), "--tokens") {
+		t.Errorf("serve without --tokens: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	args := []string{"serve", "--http", addr, "--nats-url", natsURL, "--nats-creds", testenv.Creds(t, natsURL, natsauth.Ledger), "--database-url", dbURL}
+	args := []string{"serve", "--http", addr, "--nats-url", natsURL, "--nats-creds", testenv.Creds(t, natsURL, natsauth.Ledger), "--database-url", dbURL, "--tokens", tokensFile}
 	if cmd, _, err := root.Find(args); err == nil {
 		cmd.SetContext(ctx) // cobra keeps a subcommand's first context otherwise
 	}
@@ -274,17 +306,23 @@ func TestServe(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	resp, err := http.Post("http://"+addr+"/v1/pools/s/events", "application/json",
-		strings.NewReader(`{"type":"host_up","data":{"host":"h1","slots":2}}`))
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("append through serve: %v %v", resp, err)
+	do := func(method, path, body string) int {
+		rq, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+		rq.Header.Set("Authorization", "Bearer "+token)
+		rq.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	resp.Body.Close()
-	resp, err = http.Get("http://" + addr + "/v1/pools/s/allocations")
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("allocations through serve (migrated schema): %v %v", resp, err)
+	if code := do(http.MethodPost, "/v1/pools/s/events", `{"type":"host_up","data":{"host":"h1","slots":2}}`); code != 200 {
+		t.Fatalf("append through serve: %d", code)
 	}
-	resp.Body.Close()
+	if code := do(http.MethodGet, "/v1/pools/s/allocations", ""); code != 200 {
+		t.Fatalf("allocations through serve (migrated schema): %d", code)
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -6,12 +6,12 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--connect-timeout D]
 //
-// The addresses default to $NATS_URL and $DATABASE_URL, the NATS identity
-// (an nkey seed file; see internal/natsauth) to $NATS_CREDS. At start it applies
+// The addresses default to $NATS_URL and $DATABASE_URL. At start it applies
 // the schema migrations, waiting (and saying so) while PostgreSQL or NATS
-// is not reachable yet; it then runs until SIGINT or SIGTERM, surviving
+// is not reachable yet, up to --connect-timeout (then it exits 1 naming
+// what it could not reach); it then runs until SIGINT or SIGTERM, surviving
 // outages of either, and exits 0 after a clean stop. Because PostgreSQL
 // holds the committed sequence, it can be stopped or killed at any time and
 // restarted: nothing is lost or projected twice. When the stream ends
@@ -26,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"io"
 	"log/slog"
 	"os"
@@ -33,13 +34,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
-	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
@@ -56,6 +55,7 @@ func main() {
 type flags struct {
 	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name string
 	batch, snapshotEvery                                          int
+	connectWait                                                   time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -70,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
 	fs.StringVar(&f.name, "name", projections.DefaultName, "durable consumer name and projector_offsets key")
+	fs.DurationVar(&f.connectWait, "connect-timeout", connect.DefaultWait, "how long to wait at start for PostgreSQL and NATS to answer before giving up (0: until stopped)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -91,17 +92,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := migrate(ctx, log, f.databaseURL); err != nil {
+	w := connect.New("projector", log, f.connectWait)
+	db, err := w.Postgres(ctx, f.databaseURL, true) // then lazy: an outage is retried by Run
+	if err != nil {
 		return ignoreStop(ctx, err)
 	}
-	db, err := pgxpool.New(ctx, f.databaseURL) // connects lazily: an outage is retried by Run
-	if err != nil {
-		return fmt.Errorf("database URL: %w", err)
-	}
 	defer db.Close()
-	nc, err := connectNATS(log, f.natsURL, f.natsCreds)
+	var auth []nats.Option
+	if f.natsCreds != "" {
+		o, err := natsauth.Option(f.natsCreds)
+		if err != nil {
+			return err
+		}
+		auth = append(auth, o)
+	}
+	nc, err := w.NATS(ctx, f.natsURL, auth...)
 	if err != nil {
-		return err
+		return ignoreStop(ctx, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -120,7 +127,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("projector: no --trusted-keys: events are not authenticated; anyone who can publish to ledger.> can change allocations")
 	}
 	if f.healCreds != "" {
-		hnc, err := connectNATS(log, f.natsURL, f.healCreds)
+		o, err := natsauth.Option(f.healCreds)
+		if err != nil {
+			return err
+		}
+		hnc, err := connect.New("projector-heal", log, f.connectWait).NATS(ctx, f.natsURL, o)
 		if err != nil {
 			return err
 		}
@@ -138,46 +149,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Info("projector: stopped")
 	}
 	return err
-}
-
-// migrate applies the schema, waiting while PostgreSQL cannot be reached
-// (a container started together with this one may not be up yet).
-func migrate(ctx context.Context, log *slog.Logger, url string) error {
-	delay := 200 * time.Millisecond
-	for {
-		err := migrations.Up(ctx, url)
-		if err == nil || errors.Is(err, migrations.ErrDirty) || errors.Is(err, migrations.ErrBadURL) || ctx.Err() != nil {
-			return err
-		}
-		log.Warn("projector: PostgreSQL not ready; waiting", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-}
-
-// connectNATS returns a connection that keeps trying to (re)connect
-// forever, logging each state change; the projector's calls fail and are
-// retried meanwhile.
-func connectNATS(log *slog.Logger, url, creds string) (*nats.Conn, error) {
-	nc, err := natsauth.Connect(url, creds,
-		nats.Name("ledger-projector"),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.ConnectHandler(func(*nats.Conn) { log.Info("projector: connected to NATS") }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("projector: NATS disconnected", "err", err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("projector: NATS reconnected") }))
-	if err != nil {
-		return nil, err
-	}
-	if !nc.IsConnected() {
-		log.Warn("projector: NATS not reachable yet; waiting")
-	}
-	return nc, nil
 }
 
 func ignoreStop(ctx context.Context, err error) error {

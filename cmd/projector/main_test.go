@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -186,5 +188,30 @@ func TestFlags(t *testing.T) {
 	var buf bytes.Buffer
 	if err := run(context.Background(), nil, &buf); err == nil || !strings.Contains(err.Error(), "NATS_URL") {
 		t.Fatalf("run without addresses: %v", err)
+	}
+}
+
+// TestGivesUpAfterConnectTimeout: with no PostgreSQL at the address, the
+// command says it is waiting, then ends with an error naming what it could
+// not reach once --connect-timeout has passed.
+func TestGivesUpAfterConnectTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var logs syncBuffer
+	start := time.Now()
+	err = run(context.Background(), []string{"--nats-url", "nats://" + addr, "--database-url", "postgres://u:secret@" + addr + "/db",
+		"--connect-timeout", "1s"}, &logs)
+	if !errors.Is(err, connect.ErrUnreachable) || !strings.Contains(err.Error(), "PostgreSQL postgres://u:xxxxx@"+addr) {
+		t.Fatalf("run: %v, want PostgreSQL at %s not reachable", err, addr)
+	}
+	if took := time.Since(start); took < time.Second || took > 4*time.Second {
+		t.Errorf("gave up after %v, want about 1s", took)
+	}
+	if !strings.Contains(logs.String(), "projector: PostgreSQL not reachable yet; waiting") {
+		t.Errorf("no progress line:\n%s", logs.String())
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,16 +15,43 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
+// postEvents appends a request's events. Checks run cheapest first:
+// origin and token, any write scope on the pool, Content-Type, pool name,
+// then the body, streamed under its size limit (each event's scope, size
+// limits and form as it is read), then the engine's validation.
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
 	pool := r.PathValue("pool")
-	if err := stream.ValidatePool(pool); err != nil {
-		writeError(w, refusal(err, nil))
+	id, aerr := s.authenticate(r)
+	if aerr == nil && !id.Allows(auth.ScopeAppend, pool) && !id.Allows(auth.ScopePlan, pool) {
+		aerr = allow(id, auth.ScopeAppend, pool)
+		if id.Has(auth.ScopeAppend) || id.Has(auth.ScopePlan) {
+			aerr = allow(id, writeScopeOf(id), pool)
+		}
+	}
+	if aerr == nil {
+		aerr = requireJSON(r)
+	}
+	if aerr == nil {
+		if err := stream.ValidatePool(pool); err != nil {
+			aerr = refusal(err, nil)
+		}
+	}
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
-	ins, aerr := s.parseEvents(r)
+	dec := decoder{producer: id.Name, authorize: func(t events.Type, i int) *apiError {
+		aerr := allow(id, scopeOf(t), pool)
+		if aerr != nil {
+			aerr.index = at(i)
+		}
+		return aerr
+	}}
+	ins, aerr := dec.decode(http.MaxBytesReader(w, r.Body, MaxBody))
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -34,6 +62,24 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, EventsResponse{Pool: pool, Events: res})
+}
+
+// scopeOf is the scope an event type needs: demand and release change
+// holdings (append), the others change the pool itself (plan).
+func scopeOf(t events.Type) auth.Scope {
+	if t == events.TypeDemand || t == events.TypeRelease {
+		return auth.ScopeAppend
+	}
+	return auth.ScopePlan
+}
+
+// writeScopeOf names a write scope the identity has, for the message of
+// a refusal on a pool it does not cover.
+func writeScopeOf(id *auth.Identity) auth.Scope {
+	if id.Has(auth.ScopeAppend) {
+		return auth.ScopeAppend
+	}
+	return auth.ScopePlan
 }
 
 // appendEvents validates events against the pool's current state and
@@ -157,6 +203,7 @@ type draft struct {
 	ids      []string
 	payloads []events.Payload
 	data     [][]byte
+	digests  [][sha256.Size]byte
 	refusal  *apiError
 }
 
@@ -165,11 +212,18 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 	st.forgetBefore(now.Add(-stream.DuplicateWindow))
 	d := &draft{results: make([]Appended, len(ins)), at: stamp(now, st.pool.Time())}
 	for i, in := range ins {
-		if seq, ok := st.ids[in.id]; ok {
-			d.results[i] = Appended{ID: in.id, Seq: seq, Duplicate: true}
+		if sid, ok := st.ids[in.id]; ok {
+			if aerr := sameContent(in, sid, i); aerr != nil {
+				d.refusal = aerr
+				return d
+			}
+			d.results[i] = Appended{ID: in.id, Seq: sid.seq, Duplicate: true}
 			continue
 		}
 		d.fresh = append(d.fresh, i)
+	}
+	if d.refusal = checkHosts(st.pool, ins, d.fresh); d.refusal != nil {
+		return d
 	}
 	if d.refusal = validate(st.pool, ins, d.fresh, d.at); d.refusal != nil {
 		return d
@@ -187,8 +241,20 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 		}
 		d.payloads = append(d.payloads, ins[i].payload)
 		d.ids = append(d.ids, ins[i].id)
+		d.digests = append(d.digests, contentDigest(env.Type, env.Data))
 	}
 	return d
+}
+
+// sameContent refuses a retry whose id is stored with other content: the
+// producer reused an id, and answering "duplicate" would drop its event.
+func sameContent(in incoming, sid storedID, i int) *apiError {
+	data, err := json.Marshal(in.payload)
+	if err == nil && contentDigest(in.payload.EventType(), data) == sid.digest {
+		return nil
+	}
+	return &apiError{status: http.StatusConflict, reason: ReasonIDConflict, index: at(i),
+		msg: fmt.Sprintf("id %q is already stored (seq %d) with other content: use a new id for a new event", in.id, sid.seq)}
 }
 
 // stamp is the time of a new event: the clock, but never earlier than the
@@ -200,6 +266,34 @@ func stamp(now, last time.Time) time.Time {
 		return last
 	}
 	return at
+}
+
+// checkHosts refuses host_up events that would give the pool more than
+// events.MaxHostsPerPool hosts (a host once up is kept while down).
+func checkHosts(p *domain.Pool, ins []incoming, fresh []int) *apiError {
+	var known map[string]bool
+	for _, i := range fresh {
+		hu, ok := ins[i].payload.(*events.HostUp)
+		if !ok {
+			continue
+		}
+		if known == nil { // only for requests that bring hosts up
+			hosts := p.Hosts()
+			known = make(map[string]bool, len(hosts))
+			for _, h := range hosts {
+				known[h.Name] = true
+			}
+		}
+		if known[hu.Host] {
+			continue
+		}
+		if len(known) >= events.MaxHostsPerPool {
+			return refusal(fmt.Errorf("%w: pool %s has %d hosts; %s would be one more (at most %d)",
+				events.ErrTooManyHosts, p.Name(), len(known), hu.Host, events.MaxHostsPerPool), at(i))
+		}
+		known[hu.Host] = true
+	}
+	return nil
 }
 
 // validate checks the events to append in order, as one change: an array
@@ -233,7 +327,7 @@ func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
 			s.log.Error("appended event refused by the engine", "pool", st.name, "seq", seq, "err", err)
 			st.skip(seq, d.at)
 		}
-		st.remember(ins[i].id, seq, d.at)
+		st.remember(ins[i].id, seq, d.at, d.digests[k])
 		d.results[i] = Appended{ID: ins[i].id, Seq: seq}
 	}
 }

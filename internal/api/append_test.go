@@ -12,10 +12,10 @@ import (
 
 func TestAppendOneEvent(t *testing.T) {
 	clock := &fixedClock{now: time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)}
-	l := newLedger(t, testenv.NATS(t), api.WithClock(clock.Now), api.WithProducer("tests"))
+	l := newLedger(t, testenv.NATS(t), api.WithClock(clock.Now))
 	setup(l, "p1")
 
-	res := l.mustPost("p1", map[string]any{"id": "ev-1", "type": "demand", "producer": "alice", "data": map[string]any{"demands": map[string]int{"/a": 3}}})
+	res := l.mustPost("p1", map[string]any{"id": "ev-1", "type": "demand", "producer": "admin", "data": map[string]any{"demands": map[string]int{"/a": 3}}})
 	if res.Pool != "p1" || len(res.Events) != 1 || res.Events[0].ID != "ev-1" || res.Events[0].Seq != 3 || res.Events[0].Duplicate {
 		t.Fatalf("answer %+v, want ev-1 at seq 3", res)
 	}
@@ -31,15 +31,15 @@ func TestAppendOneEvent(t *testing.T) {
 		t.Errorf("stored at %d on %s, want 3 on ledger.p1.demand", e.seq, e.subject)
 	case env.ID != "ev-1" || e.header.Get("Nats-Msg-Id") != "ev-1":
 		t.Errorf("id %q, Nats-Msg-Id %q, want ev-1", env.ID, e.header.Get("Nats-Msg-Id"))
-	case env.Type != events.TypeDemand || env.V != events.Version || env.Pool != "p1" || env.Producer != "alice":
+	case env.Type != events.TypeDemand || env.V != events.Version || env.Pool != "p1" || env.Producer != "admin":
 		t.Errorf("envelope %+v", env)
 	case !env.Time.Equal(want):
 		t.Errorf("time %v, want the clock %v", env.Time, want)
 	case string(env.Data) != `{"demands":{"/a":3}}`:
 		t.Errorf("data %s", env.Data)
 	}
-	if got[0].stored.Envelope.Producer != "tests" {
-		t.Errorf("default producer %q, want tests", got[0].stored.Envelope.Producer)
+	if got[0].stored.Envelope.Producer != "admin" {
+		t.Errorf("producer %q, want the token's name admin", got[0].stored.Envelope.Producer)
 	}
 	if len(got[0].stored.Envelope.ID) != 32 {
 		t.Errorf("generated id %q, want 128 random bits in hex", got[0].stored.Envelope.ID)

@@ -27,6 +27,19 @@
 // in a crash and the projector is appending those events again), appends
 // are answered 503 with reason "healing" and Retry-After (hold.go).
 //
-// Reads (allocations, decisions) come from the projector's tables;
-// /healthz reports NATS and PostgreSQL.
+// Access. Every request but /healthz needs a bearer token of the
+// server's token set (internal/auth) with the scope it needs on the pool
+// it names: append for demand and release, plan for plan and hosts, read
+// for the read endpoints. The producer recorded is the token's name.
+// Requests from browser pages (an Origin header) are refused unless the
+// origin is allowed, and a POST must be application/json. Authorize
+// wraps other handlers (a console) with the same checks.
+//
+// Input is checked cheapest first (request.go): access, then the body
+// under MaxBody, decoded as a stream one event at a time, each bounded by
+// events.CheckLimits, then the engine's validation. Nothing after the
+// JSON value is accepted.
+//
+// Reads (allocations, decisions) come from the projector's tables, under
+// a read timeout; /healthz reports NATS, the stream and PostgreSQL.
 package api

@@ -17,6 +17,7 @@ import (
 const (
 	ReasonBadRequest     = "bad_request"
 	ReasonTooManyEvents  = "too_many_events"
+	ReasonTrailingData   = "trailing_data"
 	ReasonRepeatedID     = "repeated_id"
 	ReasonDuplicateID    = "duplicate_id"
 	ReasonTooLarge       = "too_large"
@@ -85,6 +86,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ledger"`)
+	}
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
 	}

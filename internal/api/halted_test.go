@@ -7,8 +7,9 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 )
 
-// /healthz names the pools the projector halted, with sequence and
-// reason, and says "degraded" (the service still answers).
+// /healthz names the pools the projector halted, with their sequence
+// (not the reason: it needs no token), and says "degraded" (the service
+// still answers).
 func TestHealthzNamesHaltedPools(t *testing.T) {
 	base, db := readServer(t)
 	var h api.HealthResponse
@@ -18,7 +19,7 @@ func TestHealthzNamesHaltedPools(t *testing.T) {
 	exec(t, db, `INSERT INTO halted_pools (pool, seq, reason) VALUES ('bad', 42, 'fold failed at sequence 42: boom')`)
 	h = api.HealthResponse{}
 	code := getJSON(t, base+"/healthz", &h)
-	if code != http.StatusOK || h.Status != "degraded" || len(h.HaltedPools) != 1 || h.HaltedPools[0] != (api.HaltedPool{Pool: "bad", Seq: 42, Reason: "fold failed at sequence 42: boom"}) {
+	if code != http.StatusOK || h.Status != "degraded" || len(h.HaltedPools) != 1 || h.HaltedPools[0] != (api.HaltedPool{Pool: "bad", Seq: 42}) {
 		t.Fatalf("with a halted pool: %d %+v", code, h)
 	}
 }

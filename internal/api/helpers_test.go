@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,11 +26,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // ledger is one api.Server behind httptest, with its own NATS connection
 // (as a separate ledger process would have).
 type ledger struct {
-	t   *testing.T
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	srv *api.Server
-	url string
+	t     *testing.T
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	srv   *api.Server
+	url   string
+	token string // an admin token (every scope, every pool), named admin
 }
 
 func newLedger(t *testing.T, natsURL string, opts ...api.Option) *ledger {
@@ -44,13 +45,52 @@ func newLedger(t *testing.T, natsURL string, opts ...api.Option) *ledger {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv, err := api.New(ctx, js, nil, append([]api.Option{api.WithPublishTimeout(2 * time.Second)}, opts...)...)
+	token, tokens := testenv.AdminToken(t)
+	srv, err := api.New(ctx, js, nil, append([]api.Option{api.WithPublishTimeout(2 * time.Second), api.WithTokens(tokens)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &ledger{t: t, nc: nc, js: js, srv: srv, url: hs.URL}
+	return &ledger{t: t, nc: nc, js: js, srv: srv, url: hs.URL, token: token}
+}
+
+// request sends a request with the ledger's token and JSON content type,
+// then any header of hdr (an empty value removes the header).
+func (l *ledger) request(method, path, body string, hdr map[string]string) (*http.Response, []byte) {
+	l.t.Helper()
+	return send(l.t, method, l.url+path, body, l.token, hdr)
+}
+
+func send(t testing.TB, method, url, body, token string, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	rq, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		rq.Header.Set("Authorization", "Bearer "+token)
+	}
+	if method == http.MethodPost {
+		rq.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		if v == "" {
+			rq.Header.Del(k)
+		} else {
+			rq.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(rq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, raw
 }
 
 // post sends body (marshalled unless it is a string) and decodes the answer.
@@ -64,12 +104,7 @@ func (l *ledger) post(pool string, body any) (int, api.EventsResponse, api.Error
 		}
 		b = string(raw)
 	}
-	resp, err := http.Post(l.url+"/v1/pools/"+pool+"/events", "application/json", bytes.NewBufferString(b))
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	resp, raw := l.request(http.MethodPost, "/v1/pools/"+pool+"/events", b, nil)
 	var ok200 api.EventsResponse
 	var bad api.ErrorResponse
 	if resp.StatusCode == http.StatusOK {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // ReasonHealing answers an append while the stream ends before the
@@ -78,9 +80,9 @@ func (s *Server) streamAndProjection(ctx context.Context) (last, projected uint6
 	if err != nil {
 		return 0, 0, fmt.Errorf("stream info: %w", err)
 	}
-	var p int64
-	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&p); err != nil {
-		return 0, 0, fmt.Errorf("projector offsets: %w", err)
+	p, err := query.ProjectorOffset(ctx, s.db, "")
+	if err != nil {
+		return 0, 0, err
 	}
-	return info.State.LastSeq, uint64(p), nil
+	return info.State.LastSeq, p, nil
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -22,8 +24,29 @@ type poolState struct {
 	name   string
 	pool   *domain.Pool
 	loaded bool // folded from the stream at least once
-	ids    map[string]uint64
+	ids    map[string]storedID
 	recent []seenID // ids in stream order, to forget them after the window
+}
+
+// storedID is where an event id of the window is, and a digest of the
+// content stored under it: a retry with the same id and other content is
+// a conflict, not a duplicate.
+type storedID struct {
+	seq    uint64
+	digest [sha256.Size]byte
+}
+
+// contentDigest is the digest of an event's type and data as stored
+// (the ledger encodes payloads deterministically, so the same content
+// always has the same bytes).
+func contentDigest(t events.Type, data []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(t))
+	h.Write([]byte{0})
+	h.Write(data)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
 type seenID struct {
@@ -33,20 +56,20 @@ type seenID struct {
 }
 
 func newPoolState(name string) *poolState {
-	return &poolState{name: name, pool: domain.NewPool(name), ids: map[string]uint64{}}
+	return &poolState{name: name, pool: domain.NewPool(name), ids: map[string]storedID{}}
 }
 
 // reset forgets everything, to fold the pool again from the start.
 func (st *poolState) reset() {
-	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name), map[string]uint64{}, nil, false
+	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name), map[string]storedID{}, nil, false
 }
 
-// remember records an event id stored at seq.
-func (st *poolState) remember(id string, seq uint64, at time.Time) {
+// remember records an event id stored at seq with content digest.
+func (st *poolState) remember(id string, seq uint64, at time.Time, digest [sha256.Size]byte) {
 	if id == "" {
 		return
 	}
-	st.ids[id] = seq
+	st.ids[id] = storedID{seq: seq, digest: digest}
 	st.recent = append(st.recent, seenID{id, seq, at})
 }
 
@@ -55,7 +78,7 @@ func (st *poolState) remember(id string, seq uint64, at time.Time) {
 func (st *poolState) forgetBefore(cutoff time.Time) {
 	n := 0
 	for n < len(st.recent) && st.recent[n].at.Before(cutoff) {
-		if e := st.recent[n]; st.ids[e.id] == e.seq {
+		if e := st.recent[n]; st.ids[e.id].seq == e.seq {
 			delete(st.ids, e.id)
 		}
 		n++
@@ -75,7 +98,7 @@ func (st *poolState) fold(sd stream.Stored) {
 	if err != nil {
 		st.skip(sd.Seq, env.Time)
 	}
-	st.remember(env.ID, sd.Seq, env.Time)
+	st.remember(env.ID, sd.Seq, env.Time, contentDigest(env.Type, env.Data))
 }
 
 func (st *poolState) skip(seq uint64, at time.Time) {

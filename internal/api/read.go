@@ -7,9 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // Page sizes of /decisions.
@@ -24,42 +23,29 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	res := AllocationsResponse{Pool: pool, Consumers: []ConsumerState{}, HostsAllocations: []HostAllocation{}}
 	// One snapshot, so the checkpoint and the rows agree.
-	err := pgx.BeginTxFunc(r.Context(), s.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-		func(tx pgx.Tx) error { return readAllocations(r.Context(), tx, &res) })
+	var a query.Allocations
+	err := query.ReadOnly(r.Context(), s.db, func(q query.Querier) (err error) {
+		a, err = query.PoolAllocations(r.Context(), q, pool)
+		return err
+	})
 	if err != nil {
 		writeError(w, dbFailure(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusOK, allocationsResponse(a))
 }
 
-func readAllocations(ctx context.Context, tx pgx.Tx, res *AllocationsResponse) error {
-	err := tx.QueryRow(ctx, `SELECT last_seq FROM checkpoints WHERE pool = $1`, res.Pool).Scan(&res.Seq)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("checkpoint: %w", err)
+func allocationsResponse(a query.Allocations) AllocationsResponse {
+	res := AllocationsResponse{Pool: a.Pool, Seq: a.Seq,
+		Consumers: make([]ConsumerState, len(a.Consumers)), HostsAllocations: make([]HostAllocation, len(a.Hosts))}
+	for i, c := range a.Consumers {
+		res.Consumers[i] = ConsumerState(c)
 	}
-	rows, _ := tx.Query(ctx, `SELECT consumer, leaf, demand, effective, planned, target, allocated, borrowed, waiting_since
-		FROM consumer_state WHERE pool = $1 ORDER BY consumer`, res.Pool)
-	res.Consumers, err = pgx.AppendRows(res.Consumers, rows, func(row pgx.CollectableRow) (ConsumerState, error) {
-		var c ConsumerState
-		err := row.Scan(&c.Path, &c.Leaf, &c.Demand, &c.Effective, &c.Planned, &c.Target, &c.Allocated, &c.Borrowed, &c.WaitingSince)
-		return c, err
-	})
-	if err != nil {
-		return fmt.Errorf("consumer_state: %w", err)
+	for i, h := range a.Hosts {
+		res.HostsAllocations[i] = HostAllocation(h)
 	}
-	rows, _ = tx.Query(ctx, `SELECT consumer, host, slots FROM allocations WHERE pool = $1 ORDER BY consumer, host`, res.Pool)
-	res.HostsAllocations, err = pgx.AppendRows(res.HostsAllocations, rows, func(row pgx.CollectableRow) (HostAllocation, error) {
-		var a HostAllocation
-		err := row.Scan(&a.Consumer, &a.Host, &a.Slots)
-		return a, err
-	})
-	if err != nil {
-		return fmt.Errorf("allocations: %w", err)
-	}
-	return nil
+	return res
 }
 
 func (s *Server) getDecisions(w http.ResponseWriter, r *http.Request) {
@@ -98,49 +84,17 @@ func pageParams(r *http.Request) (from uint64, limit int, aerr *apiError) {
 	return from, limit, nil
 }
 
-const decisionColumns = `SELECT event_seq, ordinal, kind, consumer, coalesce(from_consumer, ''), host, slots, rule, deadline
-	FROM decisions WHERE pool = $1 `
-
-// readDecisions reads up to limit decisions from from_seq on, never
-// ending a page inside an event (a client resuming at next_from_seq must
-// not see half an event twice); an event with more decisions than limit
-// is returned whole.
+// readDecisions reads a page of decisions (query.DecisionsFrom).
 func (s *Server) readDecisions(ctx context.Context, pool string, from uint64, limit int) (*DecisionsResponse, error) {
-	rows, err := s.queryDecisions(ctx, decisionColumns+`AND event_seq >= $2 ORDER BY event_seq, ordinal LIMIT $3`, pool, from, limit+1)
+	page, err := query.DecisionsFrom(ctx, s.db, pool, from, limit)
 	if err != nil {
 		return nil, err
 	}
-	res := &DecisionsResponse{Pool: pool, Decisions: rows}
-	if len(rows) <= limit {
-		return res, nil
+	res := &DecisionsResponse{Pool: pool, Decisions: make([]DecisionRow, len(page.Decisions)), NextFromSeq: page.NextFromSeq}
+	for i, d := range page.Decisions {
+		res.Decisions[i] = DecisionRow(d)
 	}
-	cut := rows[limit].EventSeq
-	n := limit
-	for n > 0 && rows[n-1].EventSeq == cut {
-		n--
-	}
-	res.Decisions = rows[:n]
-	if n == 0 {
-		if res.Decisions, err = s.queryDecisions(ctx, decisionColumns+`AND event_seq = $2 ORDER BY ordinal`, pool, cut); err != nil {
-			return nil, err
-		}
-		cut++
-	}
-	res.NextFromSeq = &cut
 	return res, nil
-}
-
-func (s *Server) queryDecisions(ctx context.Context, sql string, args ...any) ([]DecisionRow, error) {
-	rows, _ := s.db.Query(ctx, sql, args...)
-	out, err := pgx.AppendRows([]DecisionRow{}, rows, func(row pgx.CollectableRow) (DecisionRow, error) {
-		var d DecisionRow
-		err := row.Scan(&d.EventSeq, &d.Ordinal, &d.Kind, &d.Consumer, &d.FromConsumer, &d.Host, &d.Slots, &d.Rule, &d.Deadline)
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("decisions: %w", err)
-	}
-	return out, nil
 }
 
 // readablePool checks the pool name and that there is a database.
@@ -156,5 +110,8 @@ func (s *Server) readablePool(r *http.Request) (string, *apiError) {
 }
 
 func dbFailure(err error) *apiError {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return unavailable(ReasonReadTimeout, fmt.Errorf("reading the projection took too long (PostgreSQL busy or locked): retry"))
+	}
 	return unavailable(ReasonDatabaseFailed, fmt.Errorf("read the projection: %w", err))
 }

@@ -14,13 +14,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
 )
 
 // readServer is an API over a migrated database holding rows as the
 // projector would write them.
-func readServer(t *testing.T) (string, *pgxpool.Pool) {
+func readServer(t *testing.T, opts ...api.Option) (string, *pgxpool.Pool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -34,13 +35,25 @@ func readServer(t *testing.T) (string, *pgxpool.Pool) {
 	}
 	t.Cleanup(db.Close)
 	js, _ := jetstream.New(testenv.Connect(t, testenv.NATS(t), natsauth.Ledger))
-	srv, err := api.New(ctx, js, db)
+	token, tokens := testenv.Token(t, "reader", []auth.Scope{auth.ScopeRead}, auth.AllPools)
+	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(withToken(srv, token))
 	t.Cleanup(hs.Close)
 	return hs.URL, db
+}
+
+// withToken adds the bearer token to every request that has none, so the
+// read tests can use plain URLs.
+func withToken(h http.Handler, token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" && r.Header.Get("X-No-Token") == "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func exec(t *testing.T, db *pgxpool.Pool, sql string, args ...any) {

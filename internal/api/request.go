@@ -1,7 +1,7 @@
 package api
 
 import (
-	"bytes"
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -25,68 +25,138 @@ type incoming struct {
 // maxIDLen bounds an event id (it travels as a NATS header).
 const maxIDLen = 128
 
-// parseEvents reads a request body: one event or an array of them.
-func (s *Server) parseEvents(r *http.Request) ([]incoming, *apiError) {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBody))
+// decoder reads one request body: a single event object or an array of
+// them. It streams: the array is read one element at a time with a
+// json.Decoder (never as a whole), the count is checked before each
+// element, and each element is decoded, bounded (events.CheckLimits) and
+// authorized before the next is read. The body itself is bounded by
+// http.MaxBytesReader. Anything after the JSON value is an error: a
+// second value is never silently dropped.
+type decoder struct {
+	// producer is the identity recorded for every event.
+	producer string
+	// authorize, when set, is asked before an event's data is decoded
+	// whether the caller may append an event of this type.
+	authorize func(t events.Type, i int) *apiError
+}
+
+// decode reads the events of body (already bounded by MaxBytesReader).
+func (d decoder) decode(body io.Reader) ([]incoming, *apiError) {
+	br := bufio.NewReader(body)
+	first, err := firstByte(br)
 	if err != nil {
-		if errors.As(err, new(*http.MaxBytesError)) {
-			return nil, &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge, msg: fmt.Sprintf("request body over %d bytes", MaxBody)}
+		return nil, readFailure(err)
+	}
+	if first != '[' && first != '{' {
+		return nil, malformed(fmt.Errorf("the body starts with %q: send one event object or an array of them", first))
+	}
+	dec := json.NewDecoder(br)
+	dec.DisallowUnknownFields()
+	var ins []incoming
+	seen := map[string]int{}
+	add := func(i int) *apiError {
+		var rq EventRequest
+		if err := dec.Decode(&rq); err != nil {
+			if tooLarge(err) {
+				return readFailure(err)
+			}
+			return refusal(fmt.Errorf("%w: event: %v", events.ErrMalformed, err), at(i))
 		}
-		return nil, badRequest(ReasonBadRequest, "read body: %v", err)
-	}
-	raws, aerr := splitBody(body)
-	if aerr != nil {
-		return nil, aerr
-	}
-	ins := make([]incoming, len(raws))
-	seen := make(map[string]int, len(raws))
-	for i, raw := range raws {
-		in, aerr := s.decodeEvent(raw, i)
+		in, aerr := d.event(rq, i)
 		if aerr != nil {
-			return nil, aerr
+			return aerr
 		}
 		if j, dup := seen[in.id]; dup {
 			e := badRequest(ReasonRepeatedID, "events %d and %d have the same id %q", j, i, in.id)
 			e.index = at(i)
-			return nil, e
+			return e
 		}
 		seen[in.id] = i
-		ins[i] = in
+		ins = append(ins, in)
+		return nil
 	}
-	return ins, nil
-}
-
-// splitBody returns the request's events, still encoded.
-func splitBody(body []byte) ([]json.RawMessage, *apiError) {
-	body = bytes.TrimSpace(body)
-	switch {
-	case len(body) == 0:
-		return nil, badRequest(ReasonBadRequest, "empty body: send one event or an array of events")
-	case body[0] != '[':
-		return []json.RawMessage{body}, nil
+	if first != '[' {
+		if aerr := add(0); aerr != nil {
+			return nil, aerr
+		}
+		return ins, trailing(dec)
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(body, &raws); err != nil {
-		return nil, refusal(fmt.Errorf("%w: %v", events.ErrMalformed, err), nil)
+	if _, err := dec.Token(); err != nil { // the '['
+		return nil, malformed(err)
 	}
-	if len(raws) == 0 {
+	for i := 0; dec.More(); i++ {
+		if i == MaxBatch {
+			return nil, badRequest(ReasonTooManyEvents, "more than %d events in one request", MaxBatch)
+		}
+		if aerr := add(i); aerr != nil {
+			return nil, aerr
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the ']'
+		return nil, malformed(err)
+	}
+	if len(ins) == 0 {
 		return nil, badRequest(ReasonBadRequest, "empty array: nothing to append")
 	}
-	if len(raws) > MaxBatch {
-		return nil, badRequest(ReasonTooManyEvents, "%d events in one request (at most %d)", len(raws), MaxBatch)
-	}
-	return raws, nil
+	return ins, trailing(dec)
 }
 
-// decodeEvent decodes the event at index i strictly: an unknown field is
-// an error, never ignored.
-func (s *Server) decodeEvent(raw json.RawMessage, i int) (incoming, *apiError) {
-	var rq EventRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rq); err != nil {
-		return incoming{}, refusal(fmt.Errorf("%w: event: %v", events.ErrMalformed, err), at(i))
+// firstByte returns the first byte after white space, leaving it unread.
+func firstByte(br *bufio.Reader) (byte, error) {
+	for {
+		b, err := br.ReadByte()
+		if errors.Is(err, io.EOF) {
+			return 0, errEmptyBody
+		}
+		if err != nil {
+			return 0, err
+		}
+		if b != ' ' && b != '\t' && b != '\n' && b != '\r' {
+			return b, br.UnreadByte()
+		}
 	}
+}
+
+var errEmptyBody = errors.New("empty body: send one event or an array of events")
+
+// trailing refuses anything but white space after the request's value.
+func trailing(dec *json.Decoder) *apiError {
+	tok, err := dec.Token()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		if tooLarge(err) {
+			return readFailure(err)
+		}
+		return badRequest(ReasonTrailingData, "data after the request's JSON value: %v", err)
+	}
+	return badRequest(ReasonTrailingData, "data after the request's JSON value (%v...): send one event or one array", tok)
+}
+
+// readFailure classifies an error of reading the body: too large (413),
+// empty, or anything else (400).
+func readFailure(err error) *apiError {
+	if tooLarge(err) {
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge, msg: fmt.Sprintf("request body over %d bytes", MaxBody)}
+	}
+	if errors.Is(err, errEmptyBody) {
+		return badRequest(ReasonBadRequest, "%v", err)
+	}
+	return malformed(err)
+}
+
+func malformed(err error) *apiError {
+	if tooLarge(err) {
+		return readFailure(err)
+	}
+	return refusal(fmt.Errorf("%w: %v", events.ErrMalformed, err), nil)
+}
+
+func tooLarge(err error) bool { return errors.As(err, new(*http.MaxBytesError)) }
+
+// event checks and decodes one event request, cheapest checks first.
+func (d decoder) event(rq EventRequest, i int) (incoming, *apiError) {
 	if rq.Type == "" {
 		return incoming{}, refusal(fmt.Errorf("%w: event needs a type (demand, release, plan, host_up, host_down)", events.ErrMalformed), at(i))
 	}
@@ -96,18 +166,27 @@ func (s *Server) decodeEvent(raw json.RawMessage, i int) (incoming, *apiError) {
 	if err := checkID(rq.ID); err != nil {
 		return incoming{}, refusal(err, at(i))
 	}
+	if rq.Producer != "" && rq.Producer != d.producer {
+		return incoming{}, &apiError{status: http.StatusForbidden, reason: ReasonProducerMismatch, index: at(i),
+			msg: fmt.Sprintf("event claims producer %q but the token is %q: the producer is the token's name (leave it out)", rq.Producer, d.producer)}
+	}
+	if d.authorize != nil {
+		if aerr := d.authorize(events.Type(rq.Type), i); aerr != nil {
+			return incoming{}, aerr
+		}
+	}
 	p, err := events.DecodePayload(events.Type(rq.Type), rq.Data)
 	if err != nil {
 		return incoming{}, refusal(err, at(i))
 	}
+	if err := events.CheckLimits(p); err != nil {
+		return incoming{}, refusal(err, at(i))
+	}
 	// Every stored plan names its rules version (allocation-rules.md
 	// section 8): one that names none gets the newest this ledger has.
-	in := incoming{id: rq.ID, producer: rq.Producer, payload: domain.StampRules(p)}
+	in := incoming{id: rq.ID, producer: d.producer, payload: domain.StampRules(p)}
 	if in.id == "" {
 		in.id = newID()
-	}
-	if in.producer == "" {
-		in.producer = s.producer
 	}
 	return in, nil
 }

@@ -13,21 +13,30 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/console"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // Defaults of the options.
 const (
-	DefaultProducer       = "ledger"
 	DefaultPublishTimeout = 5 * time.Second
 	DefaultMaxAttempts    = 10
+	// DefaultReadTimeout bounds a read endpoint's queries: past it the
+	// answer is 503 with Retry-After, never a hang.
+	DefaultReadTimeout = 5 * time.Second
 	// MaxBatch is the most events one request may carry: the server's
 	// limit on an atomic batch (JetStream's default max batch size).
 	MaxBatch = 1000
-	// MaxBody bounds a request body.
-	MaxBody = 16 << 20
+	// MaxBody bounds a request body: NATS's default largest message (a
+	// plan at every limit of events/limits.go fits in it), read once.
+	MaxBody = 1 << 20
 )
+
+// A plan may not name more consumers than the engine accepts.
+var _ [domain.MaxConsumers - events.MaxPlanConsumers]struct{}
 
 // Option configures a Server.
 type Option func(*Server)
@@ -35,9 +44,8 @@ type Option func(*Server)
 // WithClock sets the clock that stamps event times (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.clock = now } }
 
-// WithProducer sets the producer recorded for events whose request names
-// none (default "ledger").
-func WithProducer(name string) Option { return func(s *Server) { s.producer = name } }
+// WithReadTimeout bounds the queries of each read request (default 5s).
+func WithReadTimeout(d time.Duration) Option { return func(s *Server) { s.readTimeout = d } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
@@ -55,8 +63,8 @@ func WithMaxAttempts(n int) Option { return func(s *Server) { s.maxAttempts = n 
 // Without it events are appended unsigned.
 func WithSigner(sg *signing.Signer) Option { return func(s *Server) { s.signer = sg } }
 
-// WithReadMiddleware wraps the console's data endpoints (the read-scope
-// check of the API's tokens); default: none.
+// WithReadMiddleware wraps the console's data endpoints instead of the
+// default, the API's own read-scope check (Authorize with auth.ScopeRead).
 func WithReadMiddleware(mw func(http.Handler) http.Handler) Option {
 	return func(s *Server) { s.readAuth = mw }
 }
@@ -76,12 +84,15 @@ type Server struct {
 	stream      jetstream.Stream
 	db          *pgxpool.Pool
 	clock       func() time.Time
-	producer    string
+	tokens      *auth.Tokens
+	origins     []string
+	readTimeout time.Duration
 	log         *slog.Logger
 	timeout     time.Duration
 	maxAttempts int
 	signer      *signing.Signer
 	mux         *http.ServeMux
+	handler     http.Handler
 	readAuth    func(http.Handler) http.Handler
 	halted      func(context.Context) (map[string]string, error)
 	console     *console.Console
@@ -97,7 +108,7 @@ type Server struct {
 // (nil: the read endpoints answer 503).
 func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) (*Server, error) {
 	s := &Server{
-		js: js, nc: js.Conn(), db: db, clock: time.Now, producer: DefaultProducer, log: slog.Default(),
+		js: js, nc: js.Conn(), db: db, clock: time.Now, log: slog.Default(), readTimeout: DefaultReadTimeout,
 		timeout: DefaultPublishTimeout, maxAttempts: DefaultMaxAttempts, pools: map[string]*poolState{},
 	}
 	for _, o := range opts {
@@ -110,14 +121,19 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.stream = st
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/pools/{pool}/events", s.postEvents)
-	s.mux.HandleFunc("GET /v1/pools/{pool}/allocations", s.getAllocations)
-	s.mux.HandleFunc("GET /v1/pools/{pool}/decisions", s.getDecisions)
+	s.HandleRead("GET /v1/pools/{pool}/allocations", s.timed(s.getAllocations))
+	s.HandleRead("GET /v1/pools/{pool}/decisions", s.timed(s.getDecisions))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	if s.halted == nil && db != nil {
 		s.halted = s.haltedByPool // the projector's halted_pools table
 	}
-	s.console = console.New(console.Config{DB: db, JS: js, Auth: s.readAuth, Halted: s.halted, Logger: s.log})
+	readAuth := s.readAuth
+	if readAuth == nil {
+		readAuth = func(h http.Handler) http.Handler { return s.Authorize(auth.ScopeRead, h) }
+	}
+	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Halted: s.halted, Logger: s.log})
 	s.console.Register(s.mux)
+	s.handler = s.cors(s.mux)
 	return s, nil
 }
 
@@ -126,7 +142,17 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 func (s *Server) Shutdown() { s.console.Shutdown() }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// timed bounds a read handler's work by the read timeout: the context
+// cancels its queries (pgx cancels them on the server too).
+func (s *Server) timed(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.readTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
+	})
+}
 
 // poolFor returns the pool's state holder, creating it empty (it is
 // folded from the stream on first use).

@@ -10,9 +10,11 @@ import (
 type EventRequest struct {
 	// ID is the producer-chosen event id (the NATS message id): a retry
 	// with the same id is stored once. Generated when empty.
-	ID       string          `json:"id,omitempty"`
-	Type     string          `json:"type"`
-	V        int             `json:"v,omitempty"`
+	ID   string `json:"id,omitempty"`
+	Type string `json:"type"`
+	V    int    `json:"v,omitempty"`
+	// Producer is the token's name, recorded by the ledger; a request may
+	// repeat it, and one that names another is refused.
 	Producer string          `json:"producer,omitempty"`
 	Data     json.RawMessage `json:"data"`
 }
@@ -91,10 +93,12 @@ type DecisionsResponse struct {
 	NextFromSeq *uint64       `json:"next_from_seq,omitempty"`
 }
 
-// HealthResponse is the body of /healthz.
+// HealthResponse is the body of /healthz: "ok" or one short word per
+// part (down, missing, full, not writable), never an address or error.
 type HealthResponse struct {
 	Status   string `json:"status"`
 	NATS     string `json:"nats"`
+	Stream   string `json:"stream"`
 	Postgres string `json:"postgres"`
 	// HaltedPools are the pools the projector stopped projecting (their
 	// fold failed); status is "degraded" while there are any.

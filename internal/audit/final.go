@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // finalState compares a pool's current tables with the replayed state:
@@ -22,14 +23,14 @@ func (c *checker) finalState(ctx context.Context, name string, r *Replayer) erro
 	if err := c.consumerState(ctx, name, p); err != nil {
 		return err
 	}
-	var lastSeq int64
-	var stateHash, chainHash []byte
-	if err := c.db.QueryRow(ctx, `SELECT last_seq, state_hash, chain_hash FROM checkpoints WHERE pool = $1`, name).Scan(&lastSeq, &stateHash, &chainHash); err != nil {
+	cp, err := query.CheckpointOf(ctx, c.db, name)
+	if err != nil {
 		return &Divergence{Pool: name, What: "no checkpoint row", Expected: fmt.Sprintf("last_seq %d", p.Seq()), Found: err.Error()}
 	}
+	lastSeq, stateHash, chainHash := cp.LastSeq, cp.StateHash, cp.ChainHash
 	sh := p.StateHash()
 	switch {
-	case uint64(lastSeq) != p.Seq():
+	case lastSeq != p.Seq():
 		return &Divergence{Pool: name, What: "checkpoint sequence", Expected: fmt.Sprint(p.Seq()), Found: fmt.Sprint(lastSeq)}
 	case !bytes.Equal(chainHash, pr.chain[:]):
 		return &Divergence{Pool: name, Seq: p.Seq(), What: "checkpoint chain hash", Expected: fmt.Sprintf("%x", pr.chain[:8]), Found: fmt.Sprintf("%x", chainHash[:min(8, len(chainHash))])}
@@ -44,22 +45,15 @@ func (c *checker) allocations(ctx context.Context, name string, p *domain.Pool) 
 	for _, a := range p.Allocations() {
 		want[[2]string{a.Consumer, a.Host}] = a.Slots
 	}
-	rows, err := c.db.Query(ctx, `SELECT consumer, host, slots FROM allocations WHERE pool = $1 AND slots <> 0 ORDER BY consumer, host`, name)
+	rows, err := query.HostAllocations(ctx, c.db, name)
 	if err != nil {
-		return fmt.Errorf("read allocations: %w", err)
-	}
-	defer rows.Close()
-	found := map[[2]string]int64{}
-	for rows.Next() {
-		var k [2]string
-		var slots int64
-		if err := rows.Scan(&k[0], &k[1], &slots); err != nil {
-			return err
-		}
-		found[k] = slots
-	}
-	if err := rows.Err(); err != nil {
 		return err
+	}
+	found := map[[2]string]int64{}
+	for _, r := range rows {
+		if r.Slots != 0 { // a row holding nothing is no allocation
+			found[[2]string{r.Consumer, r.Host}] = r.Slots
+		}
 	}
 	for _, a := range p.Allocations() {
 		k := [2]string{a.Consumer, a.Host}
@@ -82,22 +76,13 @@ func (c *checker) allocationDivergence(pool string, k [2]string, want, got int64
 }
 
 func (c *checker) consumerState(ctx context.Context, name string, p *domain.Pool) error {
-	rows, err := c.db.Query(ctx, `SELECT consumer, demand, allocated, target, planned FROM consumer_state WHERE pool = $1`, name)
+	rows, err := query.ConsumerStates(ctx, c.db, name)
 	if err != nil {
-		return fmt.Errorf("read consumer_state: %w", err)
-	}
-	defer rows.Close()
-	found := map[string][4]int64{}
-	for rows.Next() {
-		var path string
-		var v [4]int64
-		if err := rows.Scan(&path, &v[0], &v[1], &v[2], &v[3]); err != nil {
-			return err
-		}
-		found[path] = v
-	}
-	if err := rows.Err(); err != nil {
 		return err
+	}
+	found := map[string][4]int64{}
+	for _, r := range rows {
+		found[r.Path] = [4]int64{r.Demand, r.Allocated, r.Target, r.Planned}
 	}
 	for _, cv := range p.Consumers() {
 		want := [4]int64{cv.Demand, cv.Allocated, cv.Target, cv.Planned}

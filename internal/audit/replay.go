@@ -2,12 +2,12 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -108,23 +108,16 @@ func (r *Replayer) open(ctx context.Context, name string) (*poolReplay, error) {
 }
 
 func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) error {
-	var seq int64
-	var state, link []byte
-	err := r.db.QueryRow(ctx, `
-		SELECT s.seq, s.state, e.hash FROM snapshots s
-		JOIN events e ON e.pool = s.pool AND e.seq = s.seq
-		WHERE s.pool = $1 AND s.seq < $2 ORDER BY s.seq DESC LIMIT 1`, name, int64(r.from)).Scan(&seq, &state, &link)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+	snap, ok, err := query.SnapshotBefore(ctx, r.db, name, r.from)
+	if err != nil || !ok {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("snapshot of pool %s: %w", name, err)
-	}
+	seq, state, link := snap.Seq, snap.State, snap.ChainHash
 	p, err := domain.Restore(state)
 	if err != nil {
 		return fmt.Errorf("snapshot of pool %s at %d: %w", name, seq, err)
 	}
-	pr.pool, pr.start = p, uint64(seq)
+	pr.pool, pr.start = p, seq
 	copy(pr.chain[:], link)
 	return r.loadIDs(ctx, name, pr)
 }
@@ -147,9 +140,5 @@ func (r *Replayer) knownPools(ctx context.Context) ([]string, error) {
 	if r.db == nil {
 		return nil, nil
 	}
-	rows, err := r.db.Query(ctx, `SELECT pool FROM checkpoints ORDER BY pool`)
-	if err != nil {
-		return nil, fmt.Errorf("list pools: %w", err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return query.Pools(ctx, r.db)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -66,7 +67,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys 
 	if err != nil {
 		return Report{}, err
 	}
-	committed, err := projectedUpTo(ctx, db)
+	committed, err := query.ProjectorOffset(ctx, db, "")
 	if err != nil {
 		return Report{}, err
 	}
@@ -142,19 +143,19 @@ func (c *checker) flush(ctx context.Context) error {
 	return nil
 }
 
-func compareEvent(ev Event, rows map[key]*stored) *Divergence {
+func compareEvent(ev Event, rows map[query.Key]*stored) *Divergence {
 	div := func(what, want, got string) *Divergence {
 		return &Divergence{Pool: ev.Pool.Name(), Seq: ev.Stored.Seq, What: what, Expected: want, Found: got}
 	}
-	row := rows[key{ev.Message.Pool, ev.Stored.Seq}]
+	row := rows[query.Key{Pool: ev.Message.Pool, Seq: ev.Stored.Seq}]
 	if row == nil {
 		return div("the event is missing from the events table", "a row", "none")
 	}
 	if msg := row.event.differs(ev); msg != "" {
 		return div("the event copy differs: "+msg, describeEnvelope(ev), row.event.describe())
 	}
-	if !bytes.Equal(row.event.prevHash, ev.Prev[:]) || !bytes.Equal(row.event.hash, ev.Link[:]) {
-		return div("the hash chain differs (an earlier row, or this one, was changed)", fmt.Sprintf("%x", ev.Link[:8]), fmt.Sprintf("%x", row.event.hash[:min(8, len(row.event.hash))]))
+	if !bytes.Equal(row.event.PrevHash, ev.Prev[:]) || !bytes.Equal(row.event.Hash, ev.Link[:]) {
+		return div("the hash chain differs (an earlier row, or this one, was changed)", fmt.Sprintf("%x", ev.Link[:8]), fmt.Sprintf("%x", row.event.Hash[:min(8, len(row.event.Hash))]))
 	}
 	want := ev.Result.Decisions
 	for i := 0; i < max(len(want), len(row.decisions)); i++ {
@@ -189,13 +190,4 @@ func poolsToCheck(ctx context.Context, db *pgxpool.Pool, pool string, r *Replaye
 	}
 	sortStrings(known)
 	return known, nil
-}
-
-// projectedUpTo is the stream sequence the projection has committed.
-func projectedUpTo(ctx context.Context, db *pgxpool.Pool) (uint64, error) {
-	var seq int64
-	if err := db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("read the projection's offset: %w", err)
-	}
-	return uint64(seq), nil
 }

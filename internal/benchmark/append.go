@@ -18,20 +18,31 @@ import (
 
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // startAPI runs the ledger's HTTP API (api.Serve, as `ledger serve` does)
 // on a free port, on the NATS server and database given, until stopAPI.
 func (b *bench) startAPI(ctx context.Context, natsURL, dbURL string) error {
+	token, e, err := auth.Generate("bench", auth.Scopes, []string{auth.AllPools})
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.New(e)
+	if err != nil {
+		return err
+	}
+	b.apiToken = token
 	actx, cancel := context.WithCancel(ctx)
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- api.Serve(actx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, NATSCreds: b.creds(natsURL), DatabaseURL: dbURL,
 			// Error level: stopping the API logs its NATS disconnection as a warning.
-			Logger: slog.New(slog.NewTextHandler(b.cfg.Progress, &slog.HandlerOptions{Level: slog.LevelError})),
-			Ready:  func(addr string) { ready <- addr }})
+			Logger:  slog.New(slog.NewTextHandler(b.cfg.Progress, &slog.HandlerOptions{Level: slog.LevelError})),
+			Ready:   func(addr string) { ready <- addr },
+			Options: []api.Option{api.WithTokens(tokens)}})
 	}()
 	select {
 	case addr := <-ready:
@@ -62,6 +73,7 @@ func (b *bench) post(ctx context.Context, pool string, body []byte) ([]api.Appen
 		return nil, err
 	}
 	rq.Header.Set("Content-Type", "application/json")
+	rq.Header.Set("Authorization", "Bearer "+b.apiToken)
 	resp, err := b.http.Do(rq)
 	if err != nil {
 		return nil, err

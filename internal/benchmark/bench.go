@@ -27,6 +27,8 @@ import (
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
+
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // Config says what to run against and how much.
@@ -115,9 +117,10 @@ type bench struct {
 	appendTargets []appendTarget
 	appendServers []*natsserver.Server
 
-	apiURL  string
-	http    *http.Client
-	stopAPI func() error // nil when the API is not running
+	apiURL   string
+	apiToken string // admin token of the API the harness runs
+	http     *http.Client
+	stopAPI  func() error // nil when the API is not running
 
 	report  *Report
 	started time.Time
@@ -438,13 +441,12 @@ func (b *bench) lastSeq(ctx context.Context) (uint64, error) {
 // name has committed last, and returns when it saw it.
 func (b *bench) waitOffset(ctx context.Context, name string, last uint64, every time.Duration, stopped <-chan struct{}) (time.Time, error) {
 	for {
-		var seq int64
-		err := b.db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets WHERE name = $1`, name).Scan(&seq)
+		seq, err := query.ProjectorOffset(ctx, b.db, name)
 		now := time.Now()
 		if err != nil {
 			return now, err
 		}
-		if uint64(seq) >= last {
+		if seq >= last {
 			return now, nil
 		}
 		select {

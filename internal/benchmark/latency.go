@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/events"
+
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // latency is phase 3: at a steady rate through the API, with the
@@ -87,11 +89,8 @@ func (b *bench) latency(ctx context.Context) error {
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
 		for {
-			rows, err := b.db.Query(pctx, `SELECT pool, last_seq FROM checkpoints WHERE pool = ANY($1)`, pools)
+			seqs, err := query.ProjectedSeqs(pctx, b.db, pools)
 			if pctx.Err() != nil {
-				if err == nil {
-					rows.Close()
-				}
 				pollDone <- nil
 				return
 			}
@@ -100,20 +99,8 @@ func (b *bench) latency(ctx context.Context) error {
 				return
 			}
 			lasts := make([]uint64, npools)
-			for rows.Next() {
-				var pool string
-				var seq int64
-				if err := rows.Scan(&pool, &seq); err != nil {
-					rows.Close()
-					pollDone <- err
-					return
-				}
-				lasts[index[pool]] = uint64(seq)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				pollDone <- err
-				return
+			for pool, seq := range seqs {
+				lasts[index[pool]] = seq
 			}
 			now := time.Now()
 			mu.Lock()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // publishAsync publishes msgs with PublishMsgAsync and waits for every ack.
@@ -114,8 +116,8 @@ func (b *bench) projection(ctx context.Context) error {
 		return fmt.Errorf("projector: %w (Run: %v)", err, rp.err)
 	}
 	b.projectRate, b.projectLast = float64(last)/elapsed.Seconds(), last
-	var decisions int64
-	if err := b.db.QueryRow(ctx, `SELECT count(*) FROM decisions`).Scan(&decisions); err != nil {
+	decisions, err := query.DecisionCount(ctx, b.db)
+	if err != nil {
 		return err
 	}
 	b.add(Result{Phase: "2 projection", Name: "projector, fresh from sequence 0", Value: b.projectRate, Unit: "events/s",

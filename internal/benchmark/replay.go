@@ -12,6 +12,8 @@ import (
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/migrations"
+
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // replay is phase 4: a large log of one 1,000-leaf pool is read raw from
@@ -105,8 +107,7 @@ func (b *bench) watchOffset(ctx context.Context, url string, seq uint64) <-chan 
 		}
 		defer db.Close()
 		for ctx.Err() == nil {
-			var at int64
-			if db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&at) == nil && uint64(at) >= seq {
+			if at, err := query.ProjectorOffset(ctx, db, ""); err == nil && at >= seq {
 				out <- time.Since(start)
 				return
 			}

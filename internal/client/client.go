@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cluster-ledger/ledger/events"
@@ -21,14 +22,35 @@ import (
 
 // Client talks to one ledger.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	token string
+	hc    *http.Client
 }
 
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends token as the bearer token of every request (the
+// LEDGER_TOKEN line of `ledger dev`, or one from `ledger token add`).
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient uses hc (for example with a TLS configuration trusting
+// a private CA).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
 // New returns a client of the ledger at baseURL (http://host:port).
-func New(baseURL string) *Client {
-	return &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{Timeout: time.Minute}}
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{Timeout: time.Minute}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
+
+// ErrNoLedger is returned at once, without retrying, when nothing
+// listens at the ledger's address: a wrong LEDGER_URL or a ledger that is
+// not running does not become a 30-second wait.
+var ErrNoLedger = errors.New("no ledger listening")
 
 // Error is an answer other than 200.
 type Error struct {
@@ -41,6 +63,9 @@ func (e *Error) Error() string {
 	msg := fmt.Sprintf("%d %s: %s", e.Status, e.Reason, e.ErrorResponse.Error)
 	if e.Index != nil {
 		msg += fmt.Sprintf(" (event %d)", *e.Index)
+	}
+	if e.Status == http.StatusUnauthorized {
+		msg += " (set LEDGER_TOKEN or --ledger-token: `ledger dev` prints one)"
 	}
 	return msg
 }
@@ -107,7 +132,9 @@ func withIDs(evs []api.EventRequest) []api.EventRequest {
 	return out
 }
 
-// retry calls f until it succeeds, is refused, or ctx ends.
+// retry calls f until it succeeds, is refused, or ctx ends. A refused
+// connection is not retried (ErrNoLedger); a ledger answering 503 or a
+// connection lost midway are.
 func (c *Client) retry(ctx context.Context, f func() error) error {
 	for {
 		err := f()
@@ -116,6 +143,8 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 		case err == nil:
 			return nil
 		case errors.As(err, &e) && e.Refused():
+			return err
+		case errors.Is(err, ErrNoLedger):
 			return err
 		case ctx.Err() != nil:
 			return err
@@ -151,7 +180,13 @@ func (c *Client) Get(ctx context.Context, path string, out any) error {
 }
 
 func (c *Client) do(req *http.Request, out any) error {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%w at %s (connection refused): is the ledger running, and is LEDGER_URL right?", ErrNoLedger, c.base)
+	}
 	if err != nil {
 		return fmt.Errorf("ledger at %s: %w", c.base, err)
 	}

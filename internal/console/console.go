@@ -12,11 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // Config is what the console needs.
@@ -135,11 +135,6 @@ func pathPool(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return pool, true
 }
 
-// readOnly runs f in one read-only snapshot, so its reads agree.
-func readOnly(ctx context.Context, db *pgxpool.Pool, f func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, f)
-}
-
 func (c *Console) getPools(w http.ResponseWriter, r *http.Request) {
 	db := c.db(w)
 	if db == nil {
@@ -198,8 +193,9 @@ func (c *Console) getPool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var res *PoolResponse
-	err := readOnly(r.Context(), db, func(tx pgx.Tx) (err error) {
-		res, err = readPool(r.Context(), tx, pool)
+	// One snapshot, so its reads agree.
+	err := query.ReadOnly(r.Context(), db, func(q query.Querier) (err error) {
+		res, err = readPool(r.Context(), q, pool)
 		return err
 	})
 	if err != nil {
@@ -248,12 +244,12 @@ func (c *Console) getAsOf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var res *AsOfResponse
-	err = readOnly(r.Context(), db, func(tx pgx.Tx) error {
-		s, err := resolveSeq(r.Context(), tx, pool, seq, at)
+	err = query.ReadOnly(r.Context(), db, func(q query.Querier) error {
+		s, err := resolveSeq(r.Context(), q, pool, seq, at)
 		if err != nil {
 			return err
 		}
-		res, err = readAsOf(r.Context(), tx, pool, s)
+		res, err = readAsOf(r.Context(), q, pool, s)
 		return err
 	})
 	if err != nil {

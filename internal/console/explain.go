@@ -9,11 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/explain"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // storyLength is how many of the consumer's decisions the story keeps.
@@ -43,17 +42,16 @@ func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, reasonUnavailable, errors.New("explain re-folds the log, and this console has no NATS connection"))
 		return
 	}
-	var consumer string
-	err := db.QueryRow(r.Context(), `SELECT consumer FROM decisions WHERE pool = $1 AND event_seq = $2 AND ordinal = $3`,
-		pool, int64(seq), ord).Scan(&consumer)
-	if errors.Is(err, pgx.ErrNoRows) {
-		writeError(w, http.StatusNotFound, reasonNotFound, fmt.Errorf("pool %s has no decision %d.%d", pool, seq, ord))
-		return
-	}
+	d, found, err := query.DecisionAt(r.Context(), db, pool, seq, ord)
 	if err != nil {
 		c.dbFailure(w, err)
 		return
 	}
+	if !found {
+		writeError(w, http.StatusNotFound, reasonNotFound, fmt.Errorf("pool %s has no decision %d.%d", pool, seq, ord))
+		return
+	}
+	consumer := d.Consumer
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	res, err := c.explain(ctx, pool, seq, ord, consumer)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
@@ -58,11 +59,13 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	done := make(chan error, 1)
 	go func() { done <- projections.New(js, db, projections.WithLogger(quiet)).Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
-	srv, err := api.New(ctx, js, db, append(opts, api.WithLogger(quiet))...)
+	// The events' claimed producer is console-test: the token's name.
+	token, tokens := testenv.Token(t, "console-test", auth.Scopes, auth.AllPools)
+	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens)}, append(opts, api.WithLogger(quiet))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(srv)
+	hs := httptest.NewUnstartedServer(testenv.Authorized(srv, token))
 	hs.Config.RegisterOnShutdown(srv.Shutdown)
 	hs.Start()
 	t.Cleanup(func() { srv.Shutdown(); hs.Close() })

@@ -10,45 +10,14 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
-// Queries list every projection table in a canonical order. The
-// projector_offsets row is keyed by the projector's name, which differs
-// between a live projection and a rebuild, so only its sequence is kept.
-var Queries = []string{
-	`SELECT pool, seq, id, type, v, time, producer, data::text, refused, encode(prev_hash, 'hex'), encode(hash, 'hex') FROM events ORDER BY pool, seq`,
-	`SELECT * FROM consumers ORDER BY pool, path`,
-	`SELECT * FROM hosts ORDER BY pool, name`,
-	`SELECT * FROM allocations ORDER BY pool, consumer, host`,
-	`SELECT * FROM consumer_state ORDER BY pool, consumer`,
-	`SELECT * FROM decisions ORDER BY pool, event_seq, ordinal`,
-	`SELECT * FROM allocation_history ORDER BY pool, consumer, valid_from_seq`,
-	`SELECT pool, last_seq, encode(state_hash, 'hex'), encode(chain_hash, 'hex') FROM checkpoints ORDER BY pool`,
-	`SELECT stream_seq FROM projector_offsets ORDER BY stream_seq`,
-	`SELECT pool, seq, format, encode(sha256(state), 'hex'), encode(state_hash, 'hex') FROM snapshots ORDER BY pool, seq`,
-}
-
-// Tables returns every row of every projection table as text.
+// Tables returns every row of every projection table as text
+// (query.Dump).
 func Tables(ctx context.Context, db *pgxpool.Pool) ([]string, error) {
-	var out []string
-	for qi, q := range Queries {
-		rows, err := db.Query(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", q, err)
-		}
-		for rows.Next() {
-			vals, err := rows.Values()
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, fmt.Sprintf("%d: %v", qi, vals))
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return query.Dump(ctx, db)
 }
 
 // Diff returns the first line where two dumps differ, or "" when equal.

@@ -10,6 +10,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
@@ -339,4 +341,38 @@ func JetStream(t testing.TB, url string) jetstream.JetStream {
 		t.Fatalf("testenv: %v", err)
 	}
 	return js
+}
+
+// AdminToken returns a new bearer token with every scope on every pool,
+// and the token set that accepts it (for api.WithTokens).
+func AdminToken(t testing.TB) (string, *auth.Tokens) {
+	t.Helper()
+	return Token(t, "admin", auth.Scopes, auth.AllPools)
+}
+
+// Token returns a new bearer token named name with scopes on pools, and
+// the token set that accepts it.
+func Token(t testing.TB, name string, scopes []auth.Scope, pools ...string) (string, *auth.Tokens) {
+	t.Helper()
+	token, e, err := auth.Generate(name, scopes, pools)
+	if err != nil {
+		t.Fatalf("testenv.Token: %v", err)
+	}
+	set, err := auth.New(e)
+	if err != nil {
+		t.Fatalf("testenv.Token: %v", err)
+	}
+	return token, set
+}
+
+// Authorized wraps an API handler so that a request without an
+// Authorization header carries token: tests written against plain URLs
+// (http.Get, a browser) reach an API that demands tokens.
+func Authorized(h http.Handler, token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -1,0 +1,163 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/cluster-ledger/ledger/internal/auth"
+)
+
+// Reasons of the access checks.
+const (
+	ReasonUnauthenticated   = "unauthenticated"    // 401: no token, or not a known one
+	ReasonMissingScope      = "missing_scope"      // 403: the token lacks the scope
+	ReasonPoolNotAllowed    = "pool_not_allowed"   // 403: the token does not cover the pool
+	ReasonOriginNotAllowed  = "origin_not_allowed" // 403: a browser page from an origin not allowed
+	ReasonProducerMismatch  = "producer_mismatch"  // 403: the event claims another producer than the token's
+	ReasonUnsupportedMedia  = "unsupported_media_type"
+	ReasonIDConflict        = "id_conflict"  // 409: an id reused with other content
+	ReasonReadTimeout       = "read_timeout" // 503: a read took longer than the statement timeout
+	ReasonStreamUnavailable = "stream_unavailable"
+)
+
+// WithTokens sets who may use the API. Without it every request but
+// /healthz is answered 401: the API is never open by default.
+func WithTokens(t *auth.Tokens) Option { return func(s *Server) { s.tokens = t } }
+
+// WithAllowedOrigins lists the browser origins (scheme://host[:port])
+// whose pages may call the API. A request carrying any other Origin
+// header is refused, so a web page open in a local browser cannot write
+// to or read from the ledger. None by default.
+func WithAllowedOrigins(origins ...string) Option {
+	return func(s *Server) { s.origins = append(s.origins, origins...) }
+}
+
+type identityKey struct{}
+
+// IdentityFrom returns the identity Authorize found for the request.
+func IdentityFrom(ctx context.Context) (*auth.Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(*auth.Identity)
+	return id, ok
+}
+
+// Authorize wraps h so that it runs only for a request from an allowed
+// origin (or none), with a valid bearer token holding scope on the
+// route's {pool} (any pool when the route names none). Others get 403
+// (origin, scope, pool) or 401 (token). h finds the identity with
+// IdentityFrom. Other handlers on the same server (a web console) wrap
+// themselves with it, usually with auth.ScopeRead.
+func (s *Server) Authorize(scope auth.Scope, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, aerr := s.authenticate(r)
+		if aerr == nil {
+			aerr = allow(id, scope, r.PathValue("pool"))
+		}
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
+}
+
+// HandleRead mounts h on the API's server at pattern (a http.ServeMux
+// pattern such as "GET /console/{pool}"), behind the read scope.
+func (s *Server) HandleRead(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.Authorize(auth.ScopeRead, h))
+}
+
+// authenticate checks the origin, then the bearer token.
+func (s *Server) authenticate(r *http.Request) (*auth.Identity, *apiError) {
+	if aerr := s.checkOrigin(r); aerr != nil {
+		return nil, aerr
+	}
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return nil, &apiError{status: http.StatusUnauthorized, reason: ReasonUnauthenticated,
+			msg: "no bearer token: send Authorization: Bearer <token> (LEDGER_TOKEN)"}
+	}
+	id, ok := s.tokens.Authenticate(strings.TrimSpace(token))
+	if !ok {
+		return nil, &apiError{status: http.StatusUnauthorized, reason: ReasonUnauthenticated, msg: "unknown token"}
+	}
+	return id, nil
+}
+
+func allow(id *auth.Identity, scope auth.Scope, pool string) *apiError {
+	if !id.Has(scope) {
+		return &apiError{status: http.StatusForbidden, reason: ReasonMissingScope,
+			msg: fmt.Sprintf("token %s lacks the %s scope", id.Name, scope)}
+	}
+	if !id.Allows(scope, pool) {
+		return &apiError{status: http.StatusForbidden, reason: ReasonPoolNotAllowed,
+			msg: fmt.Sprintf("token %s may not %s pool %s", id.Name, scope, pool)}
+	}
+	return nil
+}
+
+// checkOrigin refuses a request whose Origin header is present and not
+// allowed. Browsers send Origin on cross-site requests (and on every
+// POST), so this stops a web page from using the API through the
+// browser of someone who can reach it; programs send none. The server's
+// own origin may read (the console's module script and data are
+// same-origin requests that carry Origin): it is this server's page, and
+// its reads need a token anyway.
+func (s *Server) checkOrigin(r *http.Request) *apiError {
+	o := r.Header.Get("Origin")
+	if o == "" || s.originAllowed(o) || (sameOrigin(r, o) && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+		return nil
+	}
+	return &apiError{status: http.StatusForbidden, reason: ReasonOriginNotAllowed,
+		msg: fmt.Sprintf("origin %q is not allowed (--allow-origin)", o)}
+}
+
+func (s *Server) originAllowed(o string) bool { return slices.Contains(s.origins, o) }
+
+// sameOrigin reports whether origin is the one the request was sent to.
+func sameOrigin(r *http.Request, origin string) bool {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return r.Host != "" && strings.EqualFold(origin, scheme+r.Host)
+}
+
+// cors answers allowed origins' preflight requests and marks the answers
+// to them readable by their pages.
+func (s *Server) cors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o := r.Header.Get("Origin")
+		if o != "" && s.originAllowed(o) {
+			w.Header().Set("Access-Control-Allow-Origin", o)
+			w.Header().Add("Vary", "Origin")
+			if r.Method == http.MethodOptions {
+				w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+				w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+				w.Header().Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		if aerr := s.checkOrigin(r); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// requireJSON refuses a body that is not declared application/json: a
+// browser can send text/plain across origins without asking first.
+func requireJSON(r *http.Request) *apiError {
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := strings.Cut(ct, ";")
+	if !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+		return &apiError{status: http.StatusUnsupportedMediaType, reason: ReasonUnsupportedMedia,
+			msg: fmt.Sprintf("Content-Type %q: send application/json", ct)}
+	}
+	return nil
+}

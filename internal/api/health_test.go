@@ -1,0 +1,68 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+// A read that waits on a lock longer than the read timeout is answered
+// 503 with Retry-After, and the query is cancelled (the lock holder is
+// not kept waiting for it afterwards).
+func TestReadTimeout(t *testing.T) {
+	base, db := readServer(t, api.WithReadTimeout(300*time.Millisecond))
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE consumer_state, decisions IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/pools/p/allocations", "/v1/pools/p/decisions"} {
+		start := time.Now()
+		resp, raw := send(t, http.MethodGet, base+path, "", "", nil)
+		took := time.Since(start)
+		errorOf(t, path, resp, raw, 503, "read_timeout")
+		if resp.Header.Get("Retry-After") == "" || took > 3*time.Second {
+			t.Errorf("%s: Retry-After %q after %v", path, resp.Header.Get("Retry-After"), took)
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var res api.AllocationsResponse
+	if code := getJSON(t, base+"/v1/pools/p/allocations", &res); code != 200 {
+		t.Errorf("after the lock is gone: %d", code)
+	}
+}
+
+// /healthz says the stream is missing (503) once it is deleted, and
+// reveals no address or error text.
+func TestHealthzStreamDeleted(t *testing.T) {
+	l := newLedger(t, testenv.NATS(t))
+	code, h := health(t, l)
+	if code != 200 || h.Status != "ok" || h.Stream != "ok" {
+		t.Fatalf("healthy ledger: %d %+v", code, h)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.js.DeleteStream(ctx, stream.Name); err != nil {
+		t.Fatal(err)
+	}
+	code, h = health(t, l)
+	if code != 503 || h.Status != "down" || h.Stream != "missing" {
+		t.Errorf("stream deleted: %d %+v, want 503 with stream missing", code, h)
+	}
+	resp, raw := send(t, http.MethodGet, l.url+"/healthz", "", "", nil)
+	if s := string(raw); strings.Contains(s, "127.0.0.1") || strings.Contains(s, "nats://") || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("healthz answer %q (Retry-After %q): no addresses, and a Retry-After", s, resp.Header.Get("Retry-After"))
+	}
+}

@@ -1,0 +1,169 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+)
+
+// worstPlan is a plan at every limit of events/limits.go at once:
+// MaxPlanConsumers consumers counting implied parents, every path
+// MaxPathLen bytes long and MaxPathDepth deep, every field set.
+func worstPlan(t *testing.T) (plan []byte, leaves []string) {
+	t.Helper()
+	seg := func(prefix string, i int) string { // 15 bytes
+		s := fmt.Sprintf("%s%d", prefix, i)
+		return s + strings.Repeat("x", 15-len(s))
+	}
+	chain := ""
+	var parents []string
+	for d := range events.MaxPathDepth - 1 {
+		chain += "/" + seg("p", d)
+		parents = append(parents, chain)
+	}
+	nLeaves := events.MaxPlanConsumers - len(parents)
+	type consumer = map[string]any
+	var cs []consumer
+	full := func(path string, share int) consumer {
+		return consumer{"path": path, "share": share, "priority": int64(1) << 40, "max": "100%",
+			"borrow_limit": int64(1) << 40, "reclaim_grace": "24h0m0s", "lend_grace": "24h0m0s"}
+	}
+	for _, p := range parents {
+		cs = append(cs, full(p, 1))
+	}
+	for i := range nLeaves {
+		path := chain + "/" + seg("l", i)
+		if len(path) != events.MaxPathLen || strings.Count(path, "/") != events.MaxPathDepth {
+			t.Fatalf("leaf path %q: %d bytes, depth %d", path, len(path), strings.Count(path, "/"))
+		}
+		cs = append(cs, full(path, 2000))
+		leaves = append(leaves, path)
+	}
+	b, err := json.Marshal(map[string]any{"type": "plan", "data": map[string]any{
+		"plan": map[string]any{"policy": map[string]any{"reclaim": "share_ratio", "enforcement": "leaf"}, "consumers": cs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, leaves
+}
+
+// A plan at every limit at once is accepted and appended in under a
+// second, and the projector folds and projects it in under a second,
+// on the real stack (NATS, PostgreSQL, projector).
+func TestWorstCasePlan(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	if err := migrations.Up(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	token, tokens := testenv.AdminToken(t)
+	srv, err := api.New(ctx, js, db, api.WithTokens(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		if err := projections.New(js, db, projections.WithLogger(quiet)).Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("projector: %v", err)
+		}
+	})
+
+	post := func(pool string, body []byte) (time.Duration, api.EventsResponse) {
+		t.Helper()
+		start := time.Now()
+		resp, raw := send(t, http.MethodPost, hs.URL+"/v1/pools/"+pool+"/events", string(body), token, nil)
+		took := time.Since(start)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %d bytes: %d %.300s", len(body), resp.StatusCode, raw)
+		}
+		var res api.EventsResponse
+		mustUnmarshal(t, raw, &res)
+		return took, res
+	}
+	// The pool has hosts first, so the plan has slots to share.
+	var hosts []string
+	for i := range 64 {
+		hosts = append(hosts, fmt.Sprintf(`{"type":"host_up","data":{"host":"%s%d","slots":1000}}`, strings.Repeat("h", events.MaxHostNameLen-3), i))
+	}
+	post("worst", []byte("["+strings.Join(hosts, ",")+"]"))
+	plan, leaves := worstPlan(t)
+	start := time.Now()
+	took, res := post("worst", plan)
+	t.Logf("plan at every limit: %d bytes, appended in %v", len(plan), took)
+	if took > time.Second {
+		t.Errorf("appending the plan took %v, want under 1s", took)
+	}
+	waitProjected := func(seq uint64) time.Duration {
+		for {
+			var last uint64
+			_ = db.QueryRow(ctx, `SELECT last_seq FROM checkpoints WHERE pool = 'worst'`).Scan(&last)
+			if last >= seq {
+				return time.Since(start)
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("projector at %d after 30s, want %d", last, seq)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	projected := waitProjected(res.Events[0].Seq) - took
+	t.Logf("plan projected %v after its append", projected)
+	if projected > time.Second {
+		t.Errorf("projecting the plan took %v, want under 1s", projected)
+	}
+	// Then demand on every leaf, in one event: 64,000 slots granted over
+	// 2,033 leaves and 64 hosts.
+	demands := map[string]int{}
+	for _, l := range leaves {
+		demands[l] = 40
+	}
+	body, _ := json.Marshal(map[string]any{"type": "demand", "data": map[string]any{"demands": demands}})
+	start = time.Now()
+	took, res = post("worst", body)
+	projected = waitProjected(res.Events[0].Seq) - took
+	t.Logf("demand on every leaf: %d bytes, appended in %v, projected %v later", len(body), took, projected)
+	// Not the limit case itself (the plan is): bounded loosely, so a busy
+	// machine does not fail it.
+	if took > 2*time.Second || projected > 2*time.Second {
+		t.Errorf("demand on every leaf: appended in %v, projected %v later; want each under 2s", took, projected)
+	}
+	var rows int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM consumer_state WHERE pool = 'worst'`).Scan(&rows); err != nil || rows != events.MaxPlanConsumers {
+		t.Errorf("consumer_state holds %d rows (%v), want %d", rows, err, events.MaxPlanConsumers)
+	}
+}

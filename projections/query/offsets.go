@@ -1,0 +1,43 @@
+package query
+
+import (
+	"context"
+	"fmt"
+)
+
+// ProjectorOffset is the stream sequence the projector name has
+// committed, 0 before its first commit. With name "" it is the furthest
+// any projector writing this database has committed.
+func ProjectorOffset(ctx context.Context, q Querier, name string) (uint64, error) {
+	var seq int64
+	var err error
+	if name == "" {
+		err = q.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&seq)
+	} else {
+		err = q.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets WHERE name = $1`, name).Scan(&seq)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the projection's offset: %w", err)
+	}
+	return uint64(seq), nil
+}
+
+// HoldsProjection reports whether the database holds any projected event
+// or projector offset (a rebuild needs an empty one).
+func HoldsProjection(ctx context.Context, q Querier) (bool, error) {
+	var held bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events) OR EXISTS (SELECT 1 FROM projector_offsets)`).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("look for a projection: %w", err)
+	}
+	return held, nil
+}
+
+// DecisionCount is the number of rows of decisions, over every pool.
+func DecisionCount(ctx context.Context, q Querier) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM decisions`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count decisions: %w", err)
+	}
+	return n, nil
+}
