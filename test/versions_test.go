@@ -22,7 +22,6 @@ import (
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
-	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

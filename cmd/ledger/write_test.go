@@ -79,8 +79,7 @@ func startService(t *testing.T) service {
 	if err := os.WriteFile(trusted, signing.PublicPEM(signer.Public()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL, trustedKeys: trusted}
-	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL, token: token}
+	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL, trustedKeys: trusted, token: token}
 }
 
 // runLedger runs the ledger command line with args and stdin, its flags
