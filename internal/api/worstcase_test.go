@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/events"
@@ -75,12 +75,8 @@ func TestWorstCasePlan(t *testing.T) {
 	if err := migrations.Up(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	// One connection for the API and the projector: the admin identity.
+	js, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Admin))
 	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
