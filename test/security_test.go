@@ -29,6 +29,7 @@ func TestDevAttacks(t *testing.T) {
 	dev := startDev(t, bin, data, freeAddr(t), freeAddr(t))
 	defer dev.stop(t)
 	base := dev.env["LEDGER_URL"]
+	devToken = dev.env["LEDGER_TOKEN"]
 
 	// A second dev on the same data directory is refused at once.
 	out, err := exec.Command(bin, "dev", "--data", data, "--http", freeAddr(t), "--nats", freeAddr(t)).CombinedOutput()

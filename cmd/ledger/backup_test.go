@@ -19,7 +19,7 @@ import (
 func TestBackupRestoreRoundTrip(t *testing.T) {
 	svc := startService(t)
 	seed, _ := filepath.Glob("../../test/scenarios/seed/*.yaml")
-	if out, errOut, err := runLedger(t, "", append([]string{"load", "--fresh-pool", "--check", "--url", svc.ledgerURL, "--database-url", svc.dbURL}, seed...)...); err != nil {
+	if out, errOut, err := runLedger(t, "", append([]string{"load", "--fresh-pool", "--check", "--url", svc.ledgerURL, "--ledger-token", svc.token, "--database-url", svc.dbURL}, seed...)...); err != nil {
 		t.Fatalf("load: %v\n%s\n%s", err, out, errOut)
 	}
 	file := filepath.Join(t.TempDir(), "ledger.jsonl")

@@ -47,14 +47,16 @@ func TestReadTimeout(t *testing.T) {
 // /healthz says the stream is missing (503) once it is deleted, and
 // reveals no address or error text.
 func TestHealthzStreamDeleted(t *testing.T) {
-	l := newLedger(t, testenv.NATS(t))
+	natsURL := testenv.NATS(t)
+	l := newLedger(t, natsURL)
 	code, h := health(t, l)
 	if code != 200 || h.Status != "ok" || h.Stream != "ok" {
 		t.Fatalf("healthy ledger: %d %+v", code, h)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := l.js.DeleteStream(ctx, stream.Name); err != nil {
+	// Only the admin identity may (the ledger's is refused: TestLeastPrivilege).
+	if err := testenv.JetStream(t, natsURL).DeleteStream(ctx, stream.Name); err != nil {
 		t.Fatal(err)
 	}
 	code, h = health(t, l)

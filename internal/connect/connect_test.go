@@ -59,7 +59,7 @@ func refusedAddr(t *testing.T) (string, int) {
 // says so, connects and migrates.
 func TestPostgresStartedAfterTheConnect(t *testing.T) {
 	_, port := refusedAddr(t)
-	url := fmt.Sprintf("postgres://%s@127.0.0.1:%d/ledger?sslmode=disable", pgcluster.Superuser, port)
+	url := fmt.Sprintf("postgres://%s:testpw@127.0.0.1:%d/ledger?sslmode=disable", pgcluster.Superuser, port)
 	var logs logBuffer
 	w := connect.New("test", logs.logger(), 2*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -99,7 +99,7 @@ func TestPostgresStartedAfterTheConnect(t *testing.T) {
 	var pglog bytes.Buffer
 	started := time.Now()
 	c, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(dir, "data")), pgcluster.WithPort(port),
-		pgcluster.WithFsync(false), pgcluster.WithLog(&pglog))
+		pgcluster.WithFsync(false), pgcluster.WithLog(&pglog), pgcluster.WithSuperuserPassword("testpw"))
 	if err != nil {
 		t.Fatalf("start PostgreSQL: %v\n%s", err, pglog.String())
 	}

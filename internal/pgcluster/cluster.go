@@ -116,7 +116,7 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 				return nil, newErr(ErrStart, err, "server from %s reported running on port %d but does not answer", dataDir, port)
 			}
 		}
-	} else if err := c.initdb(ctx, cfg.fsync); err != nil {
+	} else if err := c.initdb(ctx, cfg.fsync, cfg.superPW); err != nil {
 		return nil, err
 	}
 
@@ -203,8 +203,10 @@ func (c *Cluster) prepareDataDir() error {
 	return nil
 }
 
-func (c *Cluster) initdb(ctx context.Context, fsync bool) error {
-	pw := newPassword()
+func (c *Cluster) initdb(ctx context.Context, fsync bool, pw string) error {
+	if pw == "" {
+		pw = newPassword()
+	}
 	pwPath, done, err := c.pwFile(pw)
 	if err != nil {
 		return err

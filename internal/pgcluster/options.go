@@ -16,6 +16,7 @@ type config struct {
 	log          io.Writer
 	database     string
 	startTimeout time.Duration
+	superPW      string
 }
 
 func defaultConfig() config {
@@ -69,3 +70,8 @@ func WithDatabase(name string) Option { return func(c *config) { c.database = na
 // WithStartTimeout bounds how long Start waits for the server to accept
 // connections when ctx has no earlier deadline (default 60s).
 func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.startTimeout = d } }
+
+// WithSuperuserPassword sets the superuser's password of a new cluster
+// (default: generated). It is kept in SuperuserPasswordFile like a
+// generated one; an existing cluster keeps its own.
+func WithSuperuserPassword(pw string) Option { return func(c *config) { c.superPW = pw } }
