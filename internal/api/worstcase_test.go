@@ -67,7 +67,8 @@ func worstPlan(t *testing.T) (plan []byte, leaves []string) {
 
 // A plan at every limit at once is accepted and appended in under a
 // second, and the projector folds and projects it in under a second,
-// on the real stack (NATS, PostgreSQL, projector).
+// on the real stack (NATS, PostgreSQL, projector), while another pool's
+// events, appended right behind it, keep being projected.
 func TestWorstCasePlan(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -117,9 +118,13 @@ func TestWorstCasePlan(t *testing.T) {
 		hosts = append(hosts, fmt.Sprintf(`{"type":"host_up","data":{"host":"%s%d","slots":1000}}`, strings.Repeat("h", events.MaxHostNameLen-3), i))
 	}
 	post("worst", []byte("["+strings.Join(hosts, ",")+"]"))
+	post("other", []byte(`[{"type":"plan","data":{"plan":{"consumers":[{"path":"/a"},{"path":"/b"}]}}},{"type":"host_up","data":{"host":"o1","slots":8}}]`))
 	plan, leaves := worstPlan(t)
 	start := time.Now()
 	took, res := post("worst", plan)
+	// Another pool's events right behind the worst plan.
+	otherAt := time.Now()
+	_, other := post("other", []byte(`{"type":"demand","data":{"demands":{"/a":3,"/b":5}}}`))
 	t.Logf("plan at every limit: %d bytes, appended in %v", len(plan), took)
 	if took > time.Second {
 		t.Errorf("appending the plan took %v, want under 1s", took)
@@ -142,6 +147,23 @@ func TestWorstCasePlan(t *testing.T) {
 	if projected > time.Second {
 		t.Errorf("projecting the plan took %v, want under 1s", projected)
 	}
+	for {
+		var held int64
+		_ = db.QueryRow(ctx, `SELECT coalesce(sum(allocated), 0) FROM consumer_state WHERE pool = 'other' AND leaf`).Scan(&held)
+		var last uint64
+		_ = db.QueryRow(ctx, `SELECT last_seq FROM checkpoints WHERE pool = 'other'`).Scan(&last)
+		if last >= other.Events[0].Seq {
+			if held != 8 {
+				t.Errorf("the other pool holds %d slots after its demand, want 8", held)
+			}
+			break
+		}
+		if wait := time.Since(otherAt); wait > 2*time.Second {
+			t.Fatalf("the other pool's demand, appended behind the worst plan, is not projected after %v", wait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("the other pool's demand projected %v after its append", time.Since(otherAt))
 	// Then demand on every leaf, in one event: 64,000 slots granted over
 	// 2,033 leaves and 64 hosts.
 	demands := map[string]int{}
