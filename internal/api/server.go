@@ -54,10 +54,6 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // past it the request is answered 503 and the producer retries.
 func WithPublishTimeout(d time.Duration) Option { return func(s *Server) { s.timeout = d } }
 
-// WithMaxAttempts bounds how often one request is re-validated after
-// conflicting appends of other ledger instances (default 10).
-func WithMaxAttempts(n int) Option { return func(s *Server) { s.maxAttempts = n } }
-
 // WithSigner signs every appended event (internal/signing): the
 // projector refuses, as unauthenticated, events no trusted key signed.
 // Without it events are appended unsigned.

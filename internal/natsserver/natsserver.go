@@ -76,10 +76,9 @@ func WithNkeyUsers(users []*server.NkeyUser) Option {
 
 // Server is a running embedded nats-server.
 type Server struct {
-	ns       *server.Server
-	storeDir string
-	sync     Sync
-	once     sync.Once
+	ns   *server.Server
+	sync Sync
+	once sync.Once
 }
 
 // Start starts the server and waits until it accepts connections, ctx's
@@ -164,7 +163,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
-	return &Server{ns: ns, storeDir: storeDir, sync: cfg.sync}, nil
+	return &Server{ns: ns, sync: cfg.sync}, nil
 }
 
 // URL is the client URL, nats://host:port (with a loopback host when the
@@ -186,9 +185,6 @@ func (s *Server) URL() string {
 
 // Sync is the server's sync policy.
 func (s *Server) Sync() Sync { return s.sync }
-
-// StoreDir is the absolute JetStream store directory.
-func (s *Server) StoreDir() string { return s.storeDir }
 
 // NATS returns the underlying server, for what this package does not wrap.
 func (s *Server) NATS() *server.Server { return s.ns }

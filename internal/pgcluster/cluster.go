@@ -154,12 +154,6 @@ func (c *Cluster) URLFor(database string) string { return c.urlAs(Superuser, c.s
 // Port is the TCP port the server listens on at 127.0.0.1.
 func (c *Cluster) Port() int { return c.port }
 
-// DataDir is the absolute data directory.
-func (c *Cluster) DataDir() string { return c.dataDir }
-
-// BinDir is the directory of the PostgreSQL binaries used.
-func (c *Cluster) BinDir() string { return c.binDir }
-
 // Reused reports whether Start found the server already running from the
 // data directory and reused it instead of starting one.
 func (c *Cluster) Reused() bool { return c.reused }

@@ -67,10 +67,6 @@ func WithLog(w io.Writer) Option {
 // (default "ledger").
 func WithDatabase(name string) Option { return func(c *config) { c.database = name } }
 
-// WithStartTimeout bounds how long Start waits for the server to accept
-// connections when ctx has no earlier deadline (default 60s).
-func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.startTimeout = d } }
-
 // WithSuperuserPassword sets the superuser's password of a new cluster
 // (default: generated). It is kept in SuperuserPasswordFile like a
 // generated one; an existing cluster keeps its own.

@@ -145,15 +145,6 @@ func (s *Stored) Payload() (events.Payload, error) {
 	return s.Envelope.Decode()
 }
 
-// Decode turns a stream message into a stored event.
-func Decode(msg jetstream.Msg) (Stored, error) {
-	md, err := msg.Metadata()
-	if err != nil {
-		return Stored{}, fmt.Errorf("message metadata: %w", err)
-	}
-	return DecodeRaw(md.Sequence.Stream, msg.Data())
-}
-
 // DecodeRaw decodes a stored message body at a stream sequence.
 func DecodeRaw(seq uint64, data []byte) (Stored, error) {
 	env, err := events.ParseEnvelope(data)
