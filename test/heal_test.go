@@ -353,22 +353,7 @@ func TestStreamThatDivergedIsNotHealed(t *testing.T) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
-	publishRandomPools(t, nats.js, 2, 40)
-	project := runProjectorInProcess(t, nats.js, db)
-	early := nats.lastSeq(t)
-	waitOffsetAbove(t, db, early-1)
-	_ = project.stop()
-	nats.stop()
-	synced := nats.snapshot()
-	nats.start()
-	rawPool(t, nats.js, "r", 0, 30)
-	project = runProjectorInProcess(t, nats.js, db)
-	full := nats.lastSeq(t)
-	waitOffsetAbove(t, db, full-1)
-	_ = project.stop()
-	nats.stop()
-	nats.restore(synced)
-	nats.start()
+	early, _ := projectThenLoseTail(t, nats, db, func() { publishRandomPools(t, nats.js, 2, 40) }, 0, 30)
 
 	// Another writer gets there first, with other events.
 	for i := range 5 {
@@ -382,7 +367,7 @@ func TestStreamThatDivergedIsNotHealed(t *testing.T) {
 		}
 	}
 	cut := nats.lastSeq(t)
-	project = runProjectorInProcess(t, nats.js, db)
+	project := runProjectorInProcess(t, nats.js, db)
 	select {
 	case err := <-project.done:
 		if !errors.Is(err, projections.ErrDiverged) || !strings.Contains(err.Error(), fmt.Sprintf("at sequence %d:", early+1)) {
@@ -397,6 +382,32 @@ func TestStreamThatDivergedIsNotHealed(t *testing.T) {
 	}
 }
 
+// projectThenLoseTail builds the state a crash leaves: the events appended
+// by before are projected and synced to disk (the snapshot returned), then
+// rawPool's events from..to are appended and projected too, and NATS is
+// stopped and cut back to the snapshot. The projection is then ahead of
+// the stream, which ends at early; full is where it ended before the cut.
+func projectThenLoseTail(t *testing.T, nats *crashNATS, db *pgxpool.Pool, before func(), from, to int) (early, full uint64) {
+	t.Helper()
+	before()
+	project := runProjectorInProcess(t, nats.js, db)
+	early = nats.lastSeq(t)
+	waitOffsetAbove(t, db, early-1)
+	_ = project.stop()
+	nats.stop()
+	synced := nats.snapshot()
+	nats.start()
+	rawPool(t, nats.js, "r", from, to)
+	project = runProjectorInProcess(t, nats.js, db)
+	full = nats.lastSeq(t)
+	waitOffsetAbove(t, db, full-1)
+	_ = project.stop()
+	nats.stop()
+	nats.restore(synced)
+	nats.start()
+	return early, full
+}
+
 // TestStreamNotHealedWithoutStoredMessages: rows projected before
 // migration 0003 have no stored message; the projector says so and
 // appends nothing rather than making messages up.
@@ -404,26 +415,11 @@ func TestStreamNotHealedWithoutStoredMessages(t *testing.T) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
-	rawPool(t, nats.js, "r", 0, 10)
-	project := runProjectorInProcess(t, nats.js, db)
-	early := nats.lastSeq(t)
-	waitOffsetAbove(t, db, early-1)
-	_ = project.stop()
-	nats.stop()
-	synced := nats.snapshot()
-	nats.start()
-	rawPool(t, nats.js, "r", 10, 20)
-	project = runProjectorInProcess(t, nats.js, db)
-	full := nats.lastSeq(t)
-	waitOffsetAbove(t, db, full-1)
-	_ = project.stop()
+	early, _ := projectThenLoseTail(t, nats, db, func() { rawPool(t, nats.js, "r", 0, 10) }, 10, 20)
 	if _, err := db.Exec(ctx, `UPDATE events SET subject = NULL, headers = NULL, body = NULL WHERE seq > $1`, early); err != nil {
 		t.Fatal(err)
 	}
-	nats.stop()
-	nats.restore(synced)
-	nats.start()
-	project = runProjectorInProcess(t, nats.js, db)
+	project := runProjectorInProcess(t, nats.js, db)
 	select {
 	case err := <-project.done:
 		if !errors.Is(err, projections.ErrUnhealable) || !strings.Contains(err.Error(), fmt.Sprintf("at sequence %d", early+1)) {
@@ -576,22 +572,7 @@ func TestLedgerRecover(t *testing.T) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
-	rawPool(t, nats.js, "r", 0, 20)
-	project := runProjectorInProcess(t, nats.js, db)
-	early := nats.lastSeq(t)
-	waitOffsetAbove(t, db, early-1)
-	_ = project.stop()
-	nats.stop()
-	synced := nats.snapshot()
-	nats.start()
-	rawPool(t, nats.js, "r", 20, 45)
-	project = runProjectorInProcess(t, nats.js, db)
-	full := nats.lastSeq(t)
-	waitOffsetAbove(t, db, full-1)
-	_ = project.stop()
-	nats.stop()
-	nats.restore(synced)
-	nats.start()
+	early, full := projectThenLoseTail(t, nats, db, func() { rawPool(t, nats.js, "r", 0, 20) }, 20, 45)
 
 	recover := func() string {
 		cmd := exec.Command(bin, "recover", "--nats-url", nats.srv.URL(), "--nats-creds", testenv.Creds(t, nats.srv.URL(), natsauth.Admin), "--database-url", db.Config().ConnString())
