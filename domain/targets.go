@@ -9,8 +9,9 @@ package domain
 // markPath notes that E changed at a leaf: its path must be revisited.
 func (p *Pool) markPath(id int32) {
 	p.targetsDirty = true
-	for n := id; n != noNode && !p.sh(n).dirty; n = p.t.nodes[n].parent {
-		p.sh(n).dirty = true
+	sh, nodes := p.pub.sh, p.t.nodes
+	for n := id; n != noNode && !sh[n].dirty; n = nodes[n].parent {
+		sh[n].dirty = true
 	}
 }
 
@@ -35,9 +36,12 @@ func (p *Pool) fillInc(id int32, q Slots) {
 	}
 	p.splitChildren(id, q, withDemand, capEffective)
 	var sum Slots
+	sh := p.pub.sh
 	for _, c := range n.children {
-		p.fillInc(c, p.sh(c).tmp)
-		sum += p.sh(c).target
+		if cs := &sh[c]; cs.dirty || cs.tmp != cs.memoQ {
+			p.fillInc(c, cs.tmp)
+		}
+		sum += sh[c].target
 	}
 	s.target = sum
 }
@@ -56,8 +60,13 @@ func (p *Pool) pdynInc(id int32, q Slots) Slots {
 	}
 	p.splitChildren(id, q, withDemand, uncapped)
 	var sum Slots
+	sh := p.pub.sh
 	for _, c := range n.children {
-		sum += p.pdynInc(c, p.sh(c).tmp)
+		if cs := &sh[c]; !cs.dirty && cs.tmp == cs.memoQ {
+			sum += cs.base
+			continue
+		}
+		sum += p.pdynInc(c, sh[c].tmp)
 	}
 	s.base = sum
 	return sum
@@ -77,9 +86,12 @@ func (p *Pool) surplusInc(id int32, u Slots) {
 	}
 	p.splitChildren(id, u, withResidual, capResidual)
 	var sum Slots
+	sh := p.pub.sh
 	for _, c := range n.children {
-		p.surplusInc(c, p.sh(c).tmp)
-		sum += p.sh(c).target
+		if cs := &sh[c]; cs.dirtyU || cs.tmp != cs.memoU {
+			p.surplusInc(c, cs.tmp)
+		}
+		sum += sh[c].target
 	}
 	s.target = sum
 }
