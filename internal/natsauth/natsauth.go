@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cluster-ledger/ledger/internal/secretfile"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -67,24 +68,11 @@ func Init(dir string) (Keys, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := writeNew(path, append(seed, '\n')); err != nil {
+		if err := secretfile.WriteNew(path, append(seed, '\n')); err != nil {
 			return nil, err
 		}
 	}
 	return Load(dir)
-}
-
-// writeNew writes a new file with mode 0600, failing if it exists.
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // Load reads the public keys of every role from dir's seed files.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cluster-ledger/ledger/internal/secretfile"
 	"github.com/nats-io/nats.go"
 )
 
@@ -138,7 +139,7 @@ func Init(dir string) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+	if err := secretfile.WriteNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
 		return nil, err
 	}
 	trusted := filepath.Join(dir, TrustedKeysFile)
@@ -154,18 +155,6 @@ func Init(dir string) (*Signer, error) {
 func PublicPEM(pub ed25519.PublicKey) []byte {
 	der, _ := x509.MarshalPKIXPublicKey(pub)
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-}
-
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // Keyring is a set of trusted public keys by id.
