@@ -11,11 +11,9 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/audit"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )
@@ -33,16 +31,7 @@ func (f *logFlags) register(cmd *cobra.Command) {
 // openLog connects to NATS, failing fast when it is not there: an
 // auditor wants an answer, not a wait.
 func (f *logFlags) openLog() (jetstream.JetStream, func(), error) {
-	nc, err := natsauth.Connect(f.natsURL, f.natsCreds, nats.Name("ledger-audit"), nats.Timeout(5*time.Second))
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return js, nc.Close, nil
+	return openJS(f.natsURL, f.natsCreds, "ledger-audit")
 }
 
 // keyring loads the trusted keys (nil when none are given: events are

@@ -59,6 +59,8 @@ and check it: ledger audit verify.`,
 	root.AddCommand(backupCmd, restoreCmd)
 }
 
+// openJS connects to NATS as the identity in creds, failing fast (5 s)
+// when it is not there: an operator's command wants an answer, not a wait.
 func openJS(url, creds, name string) (jetstream.JetStream, func(), error) {
 	nc, err := natsauth.Connect(url, creds, nats.Name(name), nats.Timeout(5*time.Second))
 	if err != nil {
