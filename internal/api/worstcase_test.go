@@ -148,10 +148,13 @@ func TestWorstCasePlan(t *testing.T) {
 		t.Errorf("projecting the plan took %v, want under 1s", projected)
 	}
 	for {
+		// One statement, so one snapshot: read apart, a commit between the
+		// two reads shows the new checkpoint beside the old allocation.
 		var held int64
-		_ = db.QueryRow(ctx, `SELECT coalesce(sum(allocated), 0) FROM consumer_state WHERE pool = 'other' AND leaf`).Scan(&held)
 		var last uint64
-		_ = db.QueryRow(ctx, `SELECT last_seq FROM checkpoints WHERE pool = 'other'`).Scan(&last)
+		_ = db.QueryRow(ctx, `SELECT
+			(SELECT coalesce(sum(allocated), 0) FROM consumer_state WHERE pool = 'other' AND leaf),
+			coalesce((SELECT last_seq FROM checkpoints WHERE pool = 'other'), 0)`).Scan(&held, &last)
 		if last >= other.Events[0].Seq {
 			if held != 8 {
 				t.Errorf("the other pool holds %d slots after its demand, want 8", held)
