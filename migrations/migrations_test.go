@@ -26,7 +26,7 @@ var schema = map[string][]string{
 	"decisions":          {"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"},
 	"allocation_history": {"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"},
 	"checkpoints":        {"pool", "last_seq", "state_hash", "chain_hash", "updated_at", "rules", "rules_since"},
-	"projector_offsets":  {"name", "stream_seq", "updated_at"},
+	"projector_offsets":  {"name", "stream_seq", "updated_at", "partition", "partitions", "owner"},
 	"snapshots":          {"pool", "seq", "format", "state", "state_hash"},
 	"halted_pools":       {"pool", "seq", "reason", "halted_at"},
 }
