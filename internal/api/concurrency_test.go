@@ -130,7 +130,7 @@ func TestInstanceFarBehindCatchesUp(t *testing.T) {
 	setup(a, "p")
 	b := newLedger(t, natsURL)
 	b.mustPost("p", demand(map[string]int{"/a": 1})) // b knows the pool
-	for i := range 40 {                               // more than one message get per event catches up
+	for i := range 40 {                              // more than one message get per event catches up
 		a.mustPost("p", demand(map[string]int{"/a": i % 5}))
 	}
 	res := b.mustPost("p", demand(map[string]int{"/b": 2}))

@@ -188,7 +188,7 @@ func Permissions(r Role) *server.Permissions {
 		// not delete consumers (the projector's are not its business; its
 		// own expire when idle).
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: append([]string{"ledger.>", apiConsCreate, apiConsCreate1, apiConsNext}, read...)},
+			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>", apiConsCreate, apiConsCreate1, apiConsNext}, read...)},
 			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
 		}
 	case Projector, Auditor:
