@@ -101,6 +101,7 @@ func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) 
 			return nil, err
 		}
 	}
+	from := st.pool.Seq()
 	for range s.maxAttempts {
 		res, done, aerr := a.try(ctx)
 		if done {
@@ -108,6 +109,13 @@ func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) 
 		}
 	}
 	s.log.Warn("append gave up after conflicts", "pool", pool, "attempts", s.maxAttempts)
+	if st.pool.Seq() == from {
+		// JetStream refused the expected sequence each time, yet the pool
+		// has no newer stored event: an earlier append is in flight (its
+		// leader proposed it and cannot commit it yet).
+		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonUnavailable, retryAfter: time.Second,
+			msg: fmt.Sprintf("pool %s: an earlier append is still pending in JetStream (a leader change, or most of its servers down); nothing of this request was stored: retry", pool)}
+	}
 	return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonBusy, retryAfter: time.Second,
 		msg: fmt.Sprintf("pool %s: %d conflicting appends by other ledger instances in a row; retry", pool, s.maxAttempts)}
 }
@@ -178,7 +186,7 @@ func (a *attempt) try(ctx context.Context) (res []Appended, done bool, aerr *api
 		aerr := a.refresh(ctx)
 		return nil, aerr != nil, aerr
 	}
-	return nil, true, publishFailure(err)
+	return nil, true, publishFailure(err, a.s.timeout)
 }
 
 // duplicate handles JetStream calling an event a duplicate of a stored
@@ -381,9 +389,20 @@ func isAtomicDuplicate(err error) bool { return apiCode(err) == errCodeAtomicDup
 
 // publishFailure answers a publish that failed for another reason than a
 // conflict: too large, or JetStream unavailable (retry later, same ids).
-func publishFailure(err error) *apiError {
-	if errors.Is(err, nats.ErrMaxPayload) || apiCode(err) == errCodeMessageTooLarge {
+// On a cluster the two unavailable cases differ: no server leads the
+// stream (nothing was stored), or the leader did not answer in time (the
+// events may be stored, now or once a majority is back; the retry with
+// the same ids is answered with their sequences).
+func publishFailure(err error, timeout time.Duration) *apiError {
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload) || apiCode(err) == errCodeMessageTooLarge:
 		return &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge, msg: err.Error()}
+	case errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse):
+		return unavailable(ReasonUnavailable, fmt.Errorf(
+			"append to JetStream: no server leads stream %s (most of its servers are down, or they are electing a leader); nothing was stored: retry (%w)", stream.Name, err))
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return unavailable(ReasonUnavailable, fmt.Errorf(
+			"append to JetStream: not acknowledged within %v (a leader change, or most of its servers down); the events may be stored or not: retry with the same ids, which stores them once (%w)", timeout, err))
 	}
 	return unavailable(ReasonUnavailable, fmt.Errorf("append to JetStream: %w", err))
 }

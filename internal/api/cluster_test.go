@@ -285,3 +285,177 @@ func TestClusterTwoInstances(t *testing.T) {
 	}
 	checkExactlyOnce(t, p.acks, logged(t, testenv.JetStream(t, c.URL())))
 }
+
+// TestClusterQuorum: with one server of three down appends keep working;
+// with two down there is no majority to store an event, and an append is
+// answered 503 with Retry-After and a JSON reason, whether the survivor
+// was a follower (no leader: JetStream answers at once) or the leader
+// (it cannot commit: the publish times out). Once the servers are back,
+// nothing of the refused events is in the log, and the producer's retry
+// (same ids) stores them once.
+func TestClusterQuorum(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		leaderDown bool
+	}{{"survivor is a follower", true}, {"survivor is the leader", false}} {
+		t.Run(tc.name, func(t *testing.T) { testQuorum(t, tc.leaderDown) })
+	}
+}
+
+func testQuorum(t *testing.T, leaderDown bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := testenv.NATSCluster(t, 3)
+	l := newLedger(t, c.URL())
+	setup(l, "q")
+	admin := testenv.JetStream(t, c.URL())
+
+	leader, err := c.WaitStreamLeader(ctx, stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := []int{(leader + 1) % 3, (leader + 2) % 3}
+	if leaderDown {
+		down[1] = leader
+	}
+	c.Server(down[0]).Shutdown()
+	// The instance's connection may have been to the server that went
+	// down: a request caught in its reconnection is answered 503, and the
+	// producer's retry goes through.
+	retried := 0
+	for i := range 5 {
+		retried += postRetrying(t, l, "q", withID(demand(map[string]int{"/a": i}), fmt.Sprintf("one-down-%d", i)))
+	}
+	retried += postRetrying(t, l, "q", []any{withID(release("/a", 1), "one-down-batch-1"), withID(demand(map[string]int{"/b": 2}), "one-down-batch-2")})
+	t.Logf("1 of 3 down: 6 appends, %d retried after a 503", retried)
+
+	c.Server(down[1]).Shutdown()
+	single := withID(demand(map[string]int{"/a": 9}), "two-down-0")
+	batch := []any{
+		withID(demand(map[string]int{"/a": 3}), "two-down-1"),
+		withID(demand(map[string]int{"/b": 1}), "two-down-2"),
+		withID(demand(map[string]int{"/p/x": 2}), "two-down-3"),
+	}
+	for _, body := range []any{single, batch} {
+		start := time.Now()
+		a, err := postTo(l, "q", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.code != http.StatusServiceUnavailable || a.retryAfter == "" || a.bad.Reason != api.ReasonUnavailable || a.bad.Error == "" {
+			t.Errorf("append with 2 of 3 servers down: %d Retry-After %q %+v; want 503, Retry-After and reason unavailable", a.code, a.retryAfter, a.bad)
+		}
+		t.Logf("2 of 3 down: %d %q in %v", a.code, a.bad.Error, time.Since(start).Round(time.Millisecond))
+	}
+
+	for _, i := range down {
+		if err := c.Restart(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.WaitStreamLeader(ctx, stream.Name); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := c.WaitStreamCurrent(ctx, i, stream.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing half-written: the batch is whole or absent. With no leader
+	// nothing was stored; a leader that timed out may still commit what
+	// it proposed once a majority is back (the retry below answers it).
+	log := logged(t, admin)
+	for i := range 4 {
+		id := fmt.Sprintf("two-down-%d", i)
+		if len(log[id]) > 1 || (leaderDown && len(log[id]) != 0) {
+			t.Errorf("%s, answered 503, is in the log at %v", id, log[id])
+		}
+		if i > 1 && len(log[id]) != len(log["two-down-1"]) {
+			t.Errorf("the batch is half-written: %s at %v, two-down-1 at %v", id, log[id], log["two-down-1"])
+		}
+		if len(log[id]) == 1 {
+			t.Logf("%s, answered 503, was stored once the servers came back", id)
+		}
+	}
+	for _, body := range []any{single, batch} {
+		var res api.EventsResponse
+		waitFor(t, "an append once the servers are back", func() bool {
+			a, err := postTo(l, "q", body)
+			res = a.res
+			return err == nil && a.code == http.StatusOK
+		})
+		log = logged(t, admin)
+		for _, e := range res.Events {
+			if seqs := log[e.ID]; len(seqs) != 1 || seqs[0] != e.Seq {
+				t.Errorf("retried %s: answered %+v, stored at %v", e.ID, e, seqs)
+			}
+		}
+	}
+	checkExactlyOnce(t, nil, log)
+}
+
+// TestClusterRetryAfterLeaderChange: an event stored through one instance
+// and retried through another, whose view of the pool predates it, after
+// the stream's leader changed: the retry is answered with the stored
+// sequence (duplicate) and the log holds the event once. The same for an
+// atomic batch.
+func TestClusterRetryAfterLeaderChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := testenv.NATSCluster(t, 3)
+	a, b := clusterLedgers(t, c)
+	setup(a, "r")
+	b.mustPost("r", withID(demand(map[string]int{"/a": 1}), "seen-by-b"))
+
+	single := withID(demand(map[string]int{"/a": 2}), "retried")
+	batch := []any{withID(demand(map[string]int{"/b": 1}), "retried-batch-1"), withID(release("/a", 1), "retried-batch-2")}
+	first := a.mustPost("r", single)
+	firstBatch := a.mustPost("r", batch)
+
+	leader, err := c.WaitStreamLeader(ctx, stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Server(leader).NATS().JetStreamStepdownStream("$G", stream.Name); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new stream leader", func() bool { l := c.StreamLeader(stream.Name); return l >= 0 && l != leader })
+
+	for _, tc := range []struct {
+		body  any
+		first api.EventsResponse
+	}{{single, first}, {batch, firstBatch}} {
+		var again api.EventsResponse
+		waitFor(t, "the retry to be answered", func() bool {
+			ans, err := postTo(b, "r", tc.body)
+			again = ans.res
+			return err == nil && ans.code == http.StatusOK
+		})
+		for i, e := range again.Events {
+			if !e.Duplicate || e.Seq != tc.first.Events[i].Seq {
+				t.Errorf("retry of %s: %+v, want a duplicate of seq %d", e.ID, e, tc.first.Events[i].Seq)
+			}
+		}
+	}
+	checkExactlyOnce(t, nil, logged(t, testenv.JetStream(t, c.URL())))
+}
+
+// postRetrying posts body until it is answered 200, retrying 503s (same
+// ids) for up to 10s, and returns how many times it retried.
+func postRetrying(t *testing.T, l *ledger, pool string, body any) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for retries := 0; ; retries++ {
+		a, err := postTo(l, pool, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case a.code == http.StatusOK:
+			return retries
+		case a.code != http.StatusServiceUnavailable || time.Now().After(deadline):
+			t.Fatalf("POST %s: %d %+v", pool, a.code, a.bad)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
