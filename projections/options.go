@@ -40,6 +40,9 @@ type config struct {
 	keys          *signing.Keyring
 	healer        jetstream.JetStream
 	foldHook      func(pool string, seq uint64) // tests: runs before each fold (a panic halts the pool)
+	part          *partition                    // nil: every pool (partition.go)
+	instance      string                        // projector_offsets.owner
+	pinnedTTL     time.Duration
 }
 
 func defaults() config {
@@ -50,6 +53,8 @@ func defaults() config {
 		log:           slog.Default(),
 		ackWait:       30 * time.Second,
 		idleWait:      5 * time.Second,
+		instance:      defaultInstance(),
+		pinnedTTL:     DefaultPinnedTTL,
 	}
 }
 
