@@ -48,3 +48,14 @@ func DecisionCount(ctx context.Context, q Querier) (int64, error) {
 	}
 	return n, nil
 }
+
+// FurthestOffset is the furthest stream sequence any projector (or
+// partition) has committed: beyond the stream's end, the stream lost
+// events the projection holds (the append hold waits for the heal).
+func FurthestOffset(ctx context.Context, q Querier) (uint64, error) {
+	var seq int64
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read the projection's offsets: %w", err)
+	}
+	return uint64(seq), nil
+}
