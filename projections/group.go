@@ -28,6 +28,7 @@ type Group struct {
 
 	mu    sync.Mutex
 	parts []*Projector // the current projector of each partition
+	heal  sync.Mutex   // see config.healLock
 }
 
 // restartPause is how long a partition waits before it is opened again
@@ -72,7 +73,7 @@ func (g *Group) Run(ctx context.Context) error {
 // instance, or whose feed ended, is opened again (and waits for its pin).
 func (g *Group) runPartition(ctx context.Context, k int) error {
 	for ctx.Err() == nil {
-		p := New(g.js, g.db, append(g.opts, WithPartition(k, g.n))...)
+		p := New(g.js, g.db, append(g.opts, WithPartition(k, g.n), func(c *config) { c.healLock = &g.heal })...)
 		g.mu.Lock()
 		g.parts[k] = p
 		g.mu.Unlock()

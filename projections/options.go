@@ -2,6 +2,7 @@ package projections
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,6 +44,7 @@ type config struct {
 	part          *partition                    // nil: every pool (partition.go)
 	instance      string                        // projector_offsets.owner
 	pinnedTTL     time.Duration
+	healLock      *sync.Mutex // a Group's partitions heal the stream one at a time
 }
 
 func defaults() config {

@@ -165,6 +165,10 @@ func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
 // checkStream heals a stream that ends before the projection (heal.go)
 // and refuses one whose start was removed.
 func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed uint64) error {
+	if l := p.cfg.healLock; l != nil { // the first partition heals, the others find it healed
+		l.Lock()
+		defer l.Unlock()
+	}
 	s, err := stream.Ensure(ctx, p.js)
 	if err != nil {
 		return err
