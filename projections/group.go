@@ -73,7 +73,7 @@ func (g *Group) Run(ctx context.Context) error {
 // instance, or whose feed ended, is opened again (and waits for its pin).
 func (g *Group) runPartition(ctx context.Context, k int) error {
 	for ctx.Err() == nil {
-		p := New(g.js, g.db, append(g.opts, WithPartition(k, g.n), func(c *config) { c.healLock = &g.heal })...)
+		p := New(g.js, g.db, slices.Concat(g.opts, []Option{WithPartition(k, g.n), func(c *config) { c.healLock = &g.heal }})...)
 		g.mu.Lock()
 		g.parts[k] = p
 		g.mu.Unlock()
