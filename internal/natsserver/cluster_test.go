@@ -58,8 +58,9 @@ func TestRoutesRefuseWithoutCredentials(t *testing.T) {
 	if n := intruder.NATS().NumRoutes(); n != 0 {
 		t.Errorf("a server with the wrong route password has %d routes", n)
 	}
-	if peers := c.Server(0).NATS().JetStreamClusterPeers(); len(peers) != 3 {
-		t.Errorf("cluster peers %v after the intruder tried, want the 3 members", peers)
+	// The meta leader sees exactly the 3 members, not the intruder.
+	if err := c.WaitMetaLeader(ctx); err != nil {
+		t.Errorf("after the intruder tried: %v", err)
 	}
 
 	if _, err := Start(ctx, WithStoreDir(t.TempDir()), WithListen("127.0.0.1:-1"), WithCluster("t", "127.0.0.1:-1", routes...)); !errors.Is(err, ErrNoRouteAuth) {
