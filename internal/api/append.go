@@ -101,14 +101,19 @@ func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) 
 			return nil, err
 		}
 	}
-	from := st.pool.Seq()
-	for range s.maxAttempts {
+	// Conflicts mean other instances are appending to the pool: keep
+	// trying (with a growing random backoff) for the publish timeout, at
+	// least maxAttempts times, so that a slower instance is not starved
+	// into a 5xx. If the pool has not moved after maxAttempts, no other
+	// instance is winning: an earlier append is pending (below).
+	from, start := st.pool.Seq(), time.Now()
+	for n := 0; n < s.maxAttempts || (st.pool.Seq() != from && time.Since(start) < s.timeout); n++ {
 		res, done, aerr := a.try(ctx)
 		if done {
 			return res, aerr
 		}
 	}
-	s.log.Warn("append gave up after conflicts", "pool", pool, "attempts", s.maxAttempts)
+	s.log.Warn("append gave up after conflicts", "pool", pool, "conflicts", a.conflicts)
 	if st.pool.Seq() == from {
 		// JetStream refused the expected sequence each time, yet the pool
 		// has no newer stored event: an earlier append is in flight (its
@@ -117,7 +122,7 @@ func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) 
 			msg: fmt.Sprintf("pool %s: an earlier append is still pending in JetStream (a leader change, or most of its servers down); nothing of this request was stored: retry", pool)}
 	}
 	return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonBusy, retryAfter: time.Second,
-		msg: fmt.Sprintf("pool %s: %d conflicting appends by other ledger instances in a row; retry", pool, s.maxAttempts)}
+		msg: fmt.Sprintf("pool %s: %d conflicting appends by other ledger instances in a row, for %v; retry", pool, a.conflicts, s.timeout)}
 }
 
 // attempt is the retry state of one appendEvents call.
