@@ -87,8 +87,8 @@ or cluster: dev refuses to switch it.`,
 	}
 	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data, credentials and keys")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
-	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
-	cmd.Flags().Var(&cfg.natsSync, "nats-sync", "when JetStream syncs its writes to disk: always (every write, before the publish is acknowledged: an acknowledged event survives a power loss) or interval:DURATION (in the background, faster, but a crash of the machine may lose up to DURATION of acknowledged events)")
+	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens (with --nats-cluster 3: the first server; the others take the two next ports)")
+	cmd.Flags().Var(&cfg.natsSync, "nats-sync", "when JetStream syncs its writes to disk: always (every write, before the publish is acknowledged: an acknowledged event survives a power loss) or interval:DURATION (in the background, faster, but a crash of the machine may lose up to DURATION of acknowledged events); with --nats-cluster 3 it applies to each server, and always means an acknowledged event is synced on two of them")
 	cmd.Flags().IntVar(&cfg.natsCluster, "nats-cluster", 1, "number of embedded JetStream servers: 1, or 3 for a replicated log on loopback")
 	cmd.Flags().IntVar(&cfg.replicas, "replicas", 0, "copies of the LEDGER stream, at most --nats-cluster (default: one per server, 1 or 3); a different count scales the existing stream")
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
