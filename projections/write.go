@@ -188,12 +188,15 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 		return err
 	}
 	switch {
+	case uint64(stored) == b.to || (p.cfg.part == nil && uint64(stored) > b.to):
+		// This batch's commit went through but its answer was lost (or,
+		// partitioned, another instance committed the same range: the
+		// same rows, folded from the same log).
+		return errCommitted
 	case p.cfg.part != nil && uint64(stored) != b.from:
 		// The partition moved to another instance, which committed: this
 		// one's batch is dropped, never written over it.
 		return fmt.Errorf("%w: projector_offsets[%s] is at %d, this instance continues from %d", ErrPartitionLost, p.offsetName(), stored, b.from)
-	case uint64(stored) >= b.to:
-		return errCommitted
 	case uint64(stored) != b.from:
 		return fatalf("projector_offsets[%s] is at %d but this projector continues from %d: another projector with the same name is writing", p.cfg.name, stored, b.from)
 	}
