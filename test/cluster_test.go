@@ -183,7 +183,16 @@ func TestClusterSurvivesLeaderAndProjectorLoss(t *testing.T) {
 	killedAt := prod.n.Load()
 	c.Server(leader).Shutdown()
 	t.Logf("killed server %d (stream leader) after %d acked events", leader, killedAt)
-	time.Sleep(3 * time.Second)
+	// Two servers of three keep the stream: appends go on (after a new
+	// leader is elected) before the lost one comes back.
+	down := time.Now()
+	for prod.n.Load() < killedAt+100 && len(errs) == 0 {
+		if time.Since(down) > 30*time.Second {
+			t.Fatalf("%d events acked in 30s with one server of three down, want 100", prod.n.Load()-killedAt)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("100 events acked %v after the leader's server died", time.Since(down).Round(time.Millisecond))
 	if err := c.Restart(ctx, leader); err != nil {
 		t.Fatal(err)
 	}
