@@ -1,0 +1,455 @@
+package refmodel
+
+// Placement with ownership (allocation-rules.md section 5, "Placement with
+// ownership") and the share_ratio rebalance of an ownership plan: owners
+// first (returns), then section 4's pairing on the layered targets.
+//
+// The model keeps allocations as counts per (leaf, host). Which part of a
+// host a leaf's slots sit in (its own slots, an ancestor's private pool,
+// the public part, or slots someone else owns) is derived each time by
+// attribute, a fixed rule (AMBIGUITIES.md, ownership).
+
+import (
+	"sort"
+)
+
+// parts returns host h's partitions: partition owner -> slots, where the
+// owner is the deepest consumer whose assigned slots hold them (a leaf:
+// its own slots; a parent: its private pool) or root (the public part).
+func (m *Model) parts(h string) map[string]int64 {
+	out := map[string]int64{}
+	if !m.hosts[h].up {
+		return out
+	}
+	out[root] = m.hosts[h].slots
+	var cs []string
+	for c := range m.own {
+		cs = append(cs, c)
+	}
+	sort.Strings(cs)
+	for _, c := range cs {
+		if v := m.own[c][h]; v > 0 {
+			out[c] += v
+			out[parentOf(c)] -= v
+		}
+	}
+	for k, v := range out {
+		if v == 0 {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// mayBorrow reports whether leaf l may use slots of partition n (not its
+// own, an ancestor's or the public part): every consumer that lends them
+// on the way to the pool l draws from (n, then n's ancestors below the
+// nearest common one) has lend true and a lend_grace >= l's reclaim_grace.
+func (m *Model) mayBorrow(l, n string) bool {
+	for q := n; !under(l, q); q = parentOf(q) {
+		c := m.nodes[q]
+		if c == nil || !c.lend || c.lendGrace < m.nodes[l].reclaimGrace {
+			return false
+		}
+	}
+	return true
+}
+
+// tierOf is the placement tier of partition n for leaf l: 0 its own
+// slots, 1.. its ancestors' private pools nearest first, then the public
+// part, then slots lent by others; -1 when l may not use them.
+func (m *Model) tierOf(l, n string) int {
+	if n == l {
+		return 0
+	}
+	for i, a := range chain(l)[1:] {
+		if a == n {
+			return 1 + i
+		}
+	}
+	if n == root {
+		return 1 << 20
+	}
+	if m.mayBorrow(l, n) {
+		return 1<<20 + 1
+	}
+	return -1
+}
+
+// attribute splits the slots each leaf holds on host h over h's
+// partitions: its own first, then its ancestors' private pools nearest
+// first, then the public part, leaves in path order; what is left sits on
+// other partitions, those the leaf may borrow first, partitions in path
+// order. It returns leaf -> partition -> slots and each partition's free.
+func (m *Model) attribute(h string) (map[string]map[string]int64, map[string]int64) {
+	free := m.parts(h)
+	at := map[string]map[string]int64{}
+	left := map[string]int64{}
+	ls := m.leaves()
+	for _, l := range ls {
+		if v := m.alloc[l][h]; v > 0 {
+			left[l] = v
+			at[l] = map[string]int64{}
+		}
+	}
+	put := func(l, n string) {
+		v := min(left[l], free[n])
+		if v > 0 {
+			at[l][n] += v
+			free[n] -= v
+			left[l] -= v
+		}
+	}
+	for _, l := range ls {
+		if left[l] > 0 {
+			put(l, l)
+		}
+	}
+	for _, l := range ls {
+		for _, a := range chain(l)[1:] {
+			if left[l] > 0 {
+				put(l, a)
+			}
+		}
+	}
+	for _, l := range ls {
+		if left[l] > 0 {
+			put(l, root)
+		}
+	}
+	var ns []string
+	for n := range free {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	for _, pass := range []bool{true, false} {
+		for _, l := range ls {
+			for _, n := range ns {
+				if left[l] > 0 && n != root && (m.mayBorrow(l, n) == pass) {
+					put(l, n)
+				}
+			}
+		}
+	}
+	return at, free
+}
+
+// spot is one place a leaf may take slots from: a partition of a host.
+type spot struct {
+	host, part string
+	tier       int
+	free       int64
+}
+
+// spots lists where leaf l may be granted slots, in placement order: its
+// owned hosts by preference, its ancestors' private hosts nearest first,
+// public hosts, hosts lent by others; within a tier most free, then name.
+func (m *Model) spots(l string) []spot {
+	var out []spot
+	for _, h := range m.hostNames() {
+		_, free := m.attribute(h)
+		for n, v := range free {
+			if t := m.tierOf(l, n); t >= 0 && v > 0 {
+				out = append(out, spot{host: h, part: n, tier: t, free: v})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.tier != b.tier {
+			return a.tier < b.tier
+		}
+		if a.tier == 0 {
+			if pa, pb := m.ownPref[l][a.host], m.ownPref[l][b.host]; pa != pb {
+				return pa > pb
+			}
+		}
+		if a.free != b.free {
+			return a.free > b.free
+		}
+		if a.host != b.host {
+			return a.host < b.host
+		}
+		return a.part < b.part
+	})
+	return out
+}
+
+func (m *Model) hostNames() []string {
+	var hs []string
+	for h := range m.hosts {
+		hs = append(hs, h)
+	}
+	sort.Strings(hs)
+	return hs
+}
+
+// grantTiered gives l up to want free slots by placement order; a grant on
+// slots another consumer owns is kind `lend`, from that owner. minTier
+// skips the tiers before it (an owner already took its own free slots).
+func (f *fold) grantTiered(l string, want int64, rule string, minTier int) int64 {
+	m := f.m
+	amt := min(want, f.headroom(l, ""))
+	var got int64
+	for got < amt {
+		var s *spot
+		for _, sp := range m.spots(l) {
+			if sp.tier >= minTier {
+				s = &sp
+				break
+			}
+		}
+		if s == nil {
+			break
+		}
+		take := min(amt-got, s.free)
+		if m.alloc[l] == nil {
+			m.alloc[l] = map[string]int64{}
+		}
+		m.alloc[l][s.host] += take
+		got += take
+		d := Decision{Kind: "grant", Consumer: l, Host: s.host, Slots: take, Rule: rule}
+		if s.tier > 1<<20 {
+			d.Kind, d.From = "lend", s.part
+		}
+		f.emit(d)
+	}
+	f.track()
+	return got
+}
+
+// claimOrder is the hosts in the order claimant c would use them.
+func (m *Model) claimOrder(c string) []string {
+	var hs []string
+	seen := map[string]bool{}
+	for _, sp := range m.allSpots(c) {
+		if !seen[sp.host] {
+			seen[sp.host] = true
+			hs = append(hs, sp.host)
+		}
+	}
+	for _, h := range m.hostNames() {
+		if !seen[h] && m.hosts[h].up {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// allSpots is spots(c) with full partitions included (free 0), so that a
+// reclaim knows the claimant's order even where nothing is free.
+func (m *Model) allSpots(c string) []spot {
+	var out []spot
+	for _, h := range m.hostNames() {
+		for n := range m.parts(h) {
+			if t := m.tierOf(c, n); t >= 0 {
+				out = append(out, spot{host: h, part: n, tier: t})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.tier != b.tier {
+			return a.tier < b.tier
+		}
+		if a.tier == 0 {
+			if pa, pb := m.ownPref[c][a.host], m.ownPref[c][b.host]; pa != pb {
+				return pa > pb
+			}
+		}
+		if a.host != b.host {
+			return a.host < b.host
+		}
+		return a.part < b.part
+	})
+	return out
+}
+
+// moveTiered reclaims amt of victim v's slots for claimant c, from the
+// hosts c would use first, never from v's own slots while others remain.
+func (f *fold) moveTiered(c, v string, amt int64, rule string) {
+	m := f.m
+	for _, ownToo := range []bool{false, true} {
+		for _, h := range m.claimOrder(c) {
+			avail := m.alloc[v][h]
+			if !ownToo {
+				avail -= min(avail, m.own[v][h])
+			}
+			take := min(amt, avail)
+			if take <= 0 {
+				continue
+			}
+			f.shift(v, c, h, take)
+			amt -= take
+			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: h, Slots: take, Rule: rule})
+		}
+	}
+	f.track()
+}
+
+func (f *fold) shift(from, to, h string, n int64) {
+	m := f.m
+	m.alloc[from][h] -= n
+	if m.alloc[from][h] == 0 {
+		delete(m.alloc[from], h)
+	}
+	if m.alloc[to] == nil {
+		m.alloc[to] = map[string]int64{}
+	}
+	m.alloc[to][h] += n
+}
+
+// releaseTiered gives back amt of l's slots: slots lent by others first,
+// then public, then private pools farthest ancestor first, its own last;
+// within a tier the host holding most of its slots, then name.
+func (f *fold) releaseTiered(l string, amt int64, rule string) {
+	m := f.m
+	type piece struct {
+		host string
+		rank int // lower gives first
+		n    int64
+	}
+	var ps []piece
+	for _, h := range m.hostNames() {
+		at, _ := m.attribute(h)
+		for n, v := range at[l] {
+			var rank int
+			switch t := m.tierOf(l, n); {
+			case t == 0:
+				rank = 1 << 21
+			case n == root:
+				rank = 1
+			case t > 0 && t < 1<<20:
+				rank = 1<<20 - t // farthest ancestor (largest t) first
+			default:
+				rank = 0 // lent by others
+			}
+			ps = append(ps, piece{host: h, rank: rank, n: v})
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		if a.rank != b.rank {
+			return a.rank < b.rank
+		}
+		if ha, hb := m.alloc[l][a.host], m.alloc[l][b.host]; ha != hb {
+			return ha > hb
+		}
+		return a.host < b.host
+	})
+	for _, p := range ps {
+		take := min(amt, p.n)
+		if take <= 0 {
+			continue
+		}
+		m.alloc[l][p.host] -= take
+		if m.alloc[l][p.host] == 0 {
+			delete(m.alloc[l], p.host)
+		}
+		amt -= take
+		f.emit(Decision{Kind: "release", Consumer: l, Host: p.host, Slots: take, Rule: rule})
+	}
+	if f.d != nil {
+		f.track()
+	}
+}
+
+// ownUse is how many of l's owned slots l itself holds.
+func (m *Model) ownUse(l string) int64 {
+	var s int64
+	for h, v := range m.own[l] {
+		s += min(v, m.alloc[l][h])
+	}
+	return s
+}
+
+// takeBack returns up to want of owner l's slots on its host h from the
+// borrowers sitting on them: lowest priority first, then most slots on
+// the host, then path. Deadline: time + l's lend_grace.
+func (f *fold) takeBack(l, h string, want int64) int64 {
+	m := f.m
+	var bs []string
+	for _, b := range m.leaves() {
+		if b != l && m.alloc[b][h] > m.own[b][h] {
+			bs = append(bs, b)
+		}
+	}
+	sort.SliceStable(bs, func(i, j int) bool {
+		a, b := bs[i], bs[j]
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa < pb
+		}
+		if ha, hb := m.alloc[a][h], m.alloc[b][h]; ha != hb {
+			return ha > hb
+		}
+		return a < b
+	})
+	var got int64
+	for _, b := range bs {
+		take := min(want-got, m.alloc[b][h]-m.own[b][h])
+		if take <= 0 {
+			continue
+		}
+		f.shift(b, l, h, take)
+		got += take
+		f.emit(Decision{Kind: "return", Consumer: l, From: b, Host: h, Slots: take, Rule: "own.return",
+			Deadline: f.at.Add(m.nodes[l].lendGrace)})
+	}
+	f.track()
+	return got
+}
+
+// ownHosts lists l's owned up hosts, most preferred first, then name.
+func (m *Model) ownHosts(l string) []string {
+	var hs []string
+	for h, v := range m.own[l] {
+		if v > 0 && m.hosts[h].up {
+			hs = append(hs, h)
+		}
+	}
+	sort.Strings(hs)
+	sort.SliceStable(hs, func(i, j int) bool { return m.ownPref[l][hs[i]] > m.ownPref[l][hs[j]] })
+	return hs
+}
+
+// layeredRebalance is the share_ratio rebalance of a plan with ownership.
+// 1. Owners, by rank, get their own-layer part back before any share rule
+// (with or without preemption): free slots on their owned hosts, then
+// (reclaim_for_preference false) idle slots elsewhere, then returns of
+// lent slots. 2. Section 4's pairing on the layered targets.
+func (f *fold) layeredRebalance() {
+	m := f.m
+	ly := m.layered(f.d)
+	ls := m.leaves()
+	m.rankOrder(ls)
+	for _, l := range ls {
+		need := min(ly.own[l]-m.ownUse(l), ly.T[l]-m.held(l), f.headroom(l, ""))
+		if need <= 0 {
+			continue
+		}
+		hosts := m.ownHosts(l)
+		// free slots on its own hosts, most preferred first
+		for _, h := range hosts {
+			take := min(need, m.own[l][h]-m.alloc[l][h], m.hostFree(h))
+			if take > 0 {
+				if m.alloc[l] == nil {
+					m.alloc[l] = map[string]int64{}
+				}
+				m.alloc[l][h] += take
+				need -= take
+				f.emit(Decision{Kind: "grant", Consumer: l, Host: h, Slots: take, Rule: "own.use"})
+				f.track()
+			}
+		}
+		if need > 0 && !m.pol.reclaimForPreference {
+			need -= f.grantTiered(l, need, "own.use", 1)
+		}
+		for _, h := range hosts {
+			if need <= 0 {
+				break
+			}
+			need -= f.takeBack(l, h, min(need, m.own[l][h]-m.alloc[l][h]))
+		}
+	}
+	f.pairing(ly.T, m.pol.preemption)
+}
