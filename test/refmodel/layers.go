@@ -6,6 +6,7 @@ package refmodel
 // Every count is recomputed from scratch from the state.
 
 import (
+	"fmt"
 	"sort"
 	"time"
 )
@@ -26,7 +27,13 @@ type class struct {
 type layers struct {
 	T   map[string]int64
 	own map[string]int64
+	// src: leaf -> source -> slots its layers gave it; a source is "own"
+	// or pool#group (srcKey). groups: pool -> its groups' graces.
+	src    map[string]map[string]int64
+	groups map[string][][]time.Duration
 }
+
+func srcKey(pool string, group int) string { return fmt.Sprintf("%s#%d", pool, group) }
 
 // owned is the number of slots assigned to consumer c (on up hosts).
 func (m *Model) owned(c string) int64 {
@@ -67,7 +74,13 @@ func (m *Model) layered(d *derived) layers {
 	for _, l := range m.leaves() {
 		r[l] = d.E[l]
 	}
-	give := func(l string, v int64) {
+	out := layers{T: map[string]int64{}, own: map[string]int64{}, src: map[string]map[string]int64{},
+		groups: map[string][][]time.Duration{}}
+	give := func(l string, v int64, key string) {
+		if out.src[l] == nil {
+			out.src[l] = map[string]int64{}
+		}
+		out.src[l][key] += v
 		t[l] += v
 		r[l] -= v
 		for _, a := range chain(l) {
@@ -77,7 +90,6 @@ func (m *Model) layered(d *derived) layers {
 		}
 	}
 	// 1. own layer: leaves by rank, each within its ancestors' remaining max
-	out := layers{T: map[string]int64{}, own: map[string]int64{}}
 	ls := m.leaves()
 	m.rankOrder(ls)
 	unused := map[string]int64{} // leaf -> owned slots its own layer left
@@ -91,7 +103,7 @@ func (m *Model) layered(d *derived) layers {
 			u = min(u, rm[a])
 		}
 		u = max(u, 0)
-		give(l, u)
+		give(l, u, "own")
 		out.own[l] = u
 		unused[l] = o - u
 	}
@@ -134,14 +146,14 @@ func (m *Model) layered(d *derived) layers {
 		for _, ch := range m.nodes[x].children {
 			pool = append(pool, lentBy(ch)...)
 		}
-		passed[x] = m.divide(x, pool, r, rm, give)
+		passed[x] = m.divide(x, pool, r, rm, give, out.groups)
 	}
 	// 3. public pool: the public slots and what top-level consumers lend
 	pool := []class{{grace: noGrace, n: m.public()}}
 	for _, ch := range m.nodes[root].children {
 		pool = append(pool, lentBy(ch)...)
 	}
-	m.divide(root, pool, r, rm, give)
+	m.divide(root, pool, r, rm, give, out.groups)
 	for _, p := range m.preorder() {
 		for _, l := range m.leaves() {
 			if under(l, p) {
@@ -157,7 +169,8 @@ func (m *Model) layered(d *derived) layers {
 // borrow them, the most restrictive group first. It returns the leftover,
 // the lent slots with the highest lend_grace passed on first and the
 // pool's own slots last.
-func (m *Model) divide(x string, pool []class, r, rm map[string]int64, give func(string, int64)) []class {
+func (m *Model) divide(x string, pool []class, r, rm map[string]int64, give func(string, int64, string),
+	groups map[string][][]time.Duration) []class {
 	merged := map[time.Duration]int64{}
 	for _, cl := range pool {
 		if cl.n > 0 {
@@ -195,7 +208,9 @@ func (m *Model) divide(x string, pool []class, r, rm map[string]int64, give func
 		for _, g := range graces[i:j] {
 			size += merged[g]
 		}
-		used := m.divideOnce(size, set, r, rm, give)
+		key := srcKey(x, len(groups[x]))
+		groups[x] = append(groups[x], graces[i:j])
+		used := m.divideOnce(size, set, r, rm, func(l string, v int64) { give(l, v, key) })
 		// the pool's own slots are used first, then lent ones, lowest
 		// lend_grace first: the leftover is the highest lend_grace first
 		unused := size - used

@@ -470,6 +470,7 @@ type fold struct {
 	d   *derived
 	seq uint64
 	at  time.Time // the event's time: only return deadlines use it
+	ly  *layers   // the layered fold of this rebalance (ownership plans)
 	out []Decision
 	// Under balance:false, kept for the tests: the allocations when the
 	// rebalance starts (a0), the reclaim targets T0 computed from them,

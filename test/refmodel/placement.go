@@ -184,6 +184,69 @@ func (m *Model) hostNames() []string {
 	return hs
 }
 
+// sourceOf maps partition n, as seen by leaf l, to the fold's source
+// (srcKey) its slots come from: l's own slots, a pool's own slots (an
+// ancestor's private pool, the public pool), or slots lent into the pool
+// where l meets them, in the group of their lend_grace. "" when the last
+// fold had no such group.
+func (m *Model) sourceOf(l, n string, ly *layers) string {
+	if n == l {
+		return "own"
+	}
+	pool, g := n, noGrace
+	if !under(l, n) {
+		g = m.nodes[n].lendGrace
+		for pool = parentOf(n); !under(l, pool); pool = parentOf(pool) {
+			g = min(g, m.nodes[pool].lendGrace)
+		}
+	}
+	for i, gs := range ly.groups[pool] {
+		for _, x := range gs {
+			if x == g {
+				return srcKey(pool, i)
+			}
+		}
+	}
+	return ""
+}
+
+// deficits is, per source, what the last fold gave leaf l there minus
+// what l holds there now.
+func (m *Model) deficits(l string, ly *layers) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range ly.src[l] {
+		out[k] = v
+	}
+	for _, h := range m.hostNames() {
+		at, _ := m.attribute(h)
+		for n, v := range at[l] {
+			out[m.sourceOf(l, n, ly)] -= v
+		}
+	}
+	return out
+}
+
+// placeOrder is spots(l) with the spots of the sources where l is short
+// first (a grant is placed in the tier it comes from), each limited to
+// that shortfall, then every spot in placement order.
+func (m *Model) placeOrder(l string, sp []spot, ly *layers) []spot {
+	if ly == nil {
+		return sp
+	}
+	def := m.deficits(l, ly)
+	var first []spot
+	for _, s := range sp {
+		k := m.sourceOf(l, s.part, ly)
+		if def[k] > 0 {
+			x := s
+			x.free = min(s.free, def[k])
+			def[k] -= x.free
+			first = append(first, x)
+		}
+	}
+	return append(first, sp...)
+}
+
 // grantTiered gives l up to want free slots by placement order; a grant on
 // slots another consumer owns is kind `lend`, from that owner. minTier
 // skips the tiers before it (an owner already took its own free slots).
@@ -193,8 +256,8 @@ func (f *fold) grantTiered(l string, want int64, rule string, minTier int) int64
 	var got int64
 	for got < amt {
 		var s *spot
-		for _, sp := range m.spots(l) {
-			if sp.tier >= minTier {
+		for _, sp := range m.placeOrder(l, m.spots(l), f.ly) {
+			if sp.tier >= minTier && sp.free > 0 {
 				s = &sp
 				break
 			}
@@ -219,10 +282,21 @@ func (f *fold) grantTiered(l string, want int64, rule string, minTier int) int64
 }
 
 // claimOrder is the hosts in the order claimant c would use them.
-func (m *Model) claimOrder(c string) []string {
+func (m *Model) claimOrder(c string, ly *layers) []string {
 	var hs []string
 	seen := map[string]bool{}
-	for _, sp := range m.allSpots(c) {
+	all := m.allSpots(c)
+	if ly != nil {
+		def := m.deficits(c, ly)
+		var first []spot
+		for _, s := range all {
+			if def[m.sourceOf(c, s.part, ly)] > 0 {
+				first = append(first, s)
+			}
+		}
+		all = append(first, all...)
+	}
+	for _, sp := range all {
 		if !seen[sp.host] {
 			seen[sp.host] = true
 			hs = append(hs, sp.host)
@@ -270,7 +344,7 @@ func (m *Model) allSpots(c string) []spot {
 func (f *fold) moveTiered(c, v string, amt int64, rule string) {
 	m := f.m
 	for _, ownToo := range []bool{false, true} {
-		for _, h := range m.claimOrder(c) {
+		for _, h := range m.claimOrder(c, f.ly) {
 			avail := m.alloc[v][h]
 			if !ownToo {
 				avail -= min(avail, m.own[v][h])
@@ -420,6 +494,7 @@ func (m *Model) ownHosts(l string) []string {
 func (f *fold) layeredRebalance() {
 	m := f.m
 	ly := m.layered(f.d)
+	f.ly = &ly
 	ls := m.leaves()
 	m.rankOrder(ls)
 	for _, l := range ls {
