@@ -1,6 +1,9 @@
 package refmodel
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSpecOwnLendReturn runs the spec's own worked example
 // (shared/spec/scenarios-ownership/own-lend-return.yaml, copied verbatim
@@ -104,4 +107,233 @@ steps:
         - {kind: return, consumer: /ml, from: /web, host: g1, deadline: "2026-01-01T00:05:04Z", slots: 6}
         - {kind: reclaim, consumer: /web, from: /batch, host: c1, slots: 1}
 `)
+}
+
+// TestOwnGroupRankAndHostDown: group ownership assigned by rank with the
+// three steps, a host taken whole while the need allows, the remainder
+// partially; a host loss re-assigns and trims a lower-ranked owner.
+func TestOwnGroupRankAndHostDown(t *testing.T) {
+	runYAML(t, `
+plan:
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /hi, priority: 2, own: [{group: gpu, slots: 6}]}
+    - {path: /lo, priority: 1, own: [{group: gpu, slots: 4}]}
+hosts:
+  # g1 up: hi (rank 1) takes g1 whole (need 6 >= 4); lo finds nothing.
+  # g2 up: hi step 1 takes back g1's 4, step 2 the remaining 2 of g2
+  #   partially; lo step 2 takes g2's other 2.
+  # g3 up: hi keeps g1 4 + g2 2 (step 1); lo keeps g2 2 (step 1) and
+  #   takes 2 of g3 (step 2).
+  - {name: g1, group: gpu, slots: 4}
+  - {name: g2, group: gpu, slots: 4}
+  - {name: g3, group: gpu, slots: 4}
+  - {name: c1, slots: 2}
+steps:
+  # lo asks 3: own layer min(3, 4) = 3, placed on its owned hosts (same
+  # preference) by name: g2 2, then g3 1. Workload now g2 2, g3 1.
+  - events: [{type: demand, demands: {/lo: 3}}]
+    expect:
+      allocations: {/lo: 3}
+      owned: {/hi: {g1: 4, g2: 2}, /lo: {g2: 2, g3: 2}}
+      placed: {/lo: {g2: 2, g3: 1}}
+      decisions:
+        - {kind: grant, consumer: /lo, host: g2, rule: own.use, slots: 2}
+        - {kind: grant, consumer: /lo, host: g3, rule: own.use, slots: 1}
+  # g1 down. hi: step 1 keeps g2's 2 (g1 is gone), need 4; step 2 (slots
+  # no sibling holds): g2 has 2 left but lo held them, g3 has 4 - 2 (lo's)
+  # = 2: take g3 2, need 2; step 3 (lo's slots, least workload first):
+  # g3 (workload 1) before g2 (2): take g3's last 2. hi = g2 2, g3 4.
+  # lo: step 1 keeps g2 2 (its g3 slots are gone), nothing else is left in
+  # the group: lo is trimmed to g2 2 (own.trim, a higher-ranked sibling
+  # took g3). Allocations do not move: lo's own layer is min(3, 2) = 2 and
+  # hi is idle and lends its 6, so lo keeps its third slot (now on hi's
+  # slots of g3) from the public pool: c1's 2 + 6 lent, lo wants 1 more.
+  - events: [{type: host_down, host: g1}]
+    expect:
+      allocations: {/lo: 3}
+      owned: {/hi: {g2: 2, g3: 4}, /lo: {g2: 2}}
+      placed: {/lo: {g2: 2, g3: 1}}
+      decisions:
+        - {kind: own, consumer: /hi, host: g1, rule: own.trim, slots: 4}
+        - {kind: own, consumer: /hi, host: g3, rule: own.assign, slots: 4}
+        - {kind: own, consumer: /lo, host: g3, rule: own.trim, slots: 2}
+  # g1 back: hi step 1 keeps g3 4 and g2 2 (most held first); lo keeps
+  # g2 2 (step 1) and takes 2 of g1 (step 2, nobody held them).
+  - events: [{type: host_up, host: g1, group: gpu, slots: 4}]
+    expect:
+      owned: {/hi: {g2: 2, g3: 4}, /lo: {g2: 2, g1: 2}}
+      decisions:
+        - {kind: own, consumer: /lo, host: g1, rule: own.assign, slots: 2}
+  # hi asks 6: own layer 6. Free slots on its hosts first (same preference,
+  # by name): g2 2 (lo holds its own 2 there), g3 3 (lo's third slot sits
+  # on one of hi's). reclaim_for_preference is false, so the sixth comes
+  # from an idle slot elsewhere (public tier, most free then name: c1 and
+  # g1's public part have 2 free each, c1 < g1) rather than a return.
+  # lo: own layer min(3, 4) = 3, it holds 3: nothing to take.
+  - events: [{type: demand, demands: {/hi: 6}}]
+    expect:
+      allocations: {/hi: 6, /lo: 3}
+      placed: {/hi: {g2: 2, g3: 3, c1: 1}, /lo: {g2: 2, g3: 1}}
+      decisions:
+        - {kind: grant, consumer: /hi, rule: own.use, slots: 6}
+        - {kind: return, consumer: /hi, from: /lo, slots: 0}
+`)
+}
+
+// TestOwnPrivatePoolAndLending: a parent's private pool serves its
+// children first; a leaf lends to its siblings through the parent's pool;
+// what the pool does not use is lent upward to the public pool; an owner
+// uses idle slots before taking lent ones back.
+func TestOwnPrivatePoolAndLending(t *testing.T) {
+	runYAML(t, `
+plan:
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /P, own: [{host: p1}, {host: p2}]}
+    - {path: /P/a, own: [{host: p1, slots: 2}]}
+    - {path: /P/b}
+    - {path: /Q}
+hosts:
+  # /P owns p1 and p2 (8); /P/a owns 2 of p1 (from P's); private(P) = 6
+  # (p1's other 2, p2's 4); the public pool is q1.
+  - {name: p1, slots: 4}
+  - {name: p2, slots: 4}
+  - {name: q1, slots: 4}
+steps:
+  # b 8, Q 8, a idle. Own layer: nothing. pool(P) = private 6 + a's 2 lent
+  # (grace 0: every leaf may borrow them, so one class with P's own
+  # slots): b takes 8. The pool has nothing left to lend. Public 4 to Q.
+  # Placement, b: P's private hosts (most free: p2 4, then p1 2), then
+  # a's lent slots on p1 (kind lend, from /P/a). Q: q1.
+  - events: [{type: demand, demands: {/P/b: 8, /Q: 8}}]
+    expect:
+      allocations: {/P/b: 8, /Q: 4}
+      placed: {/P/b: {p1: 4, p2: 4}, /Q: {q1: 4}}
+      owned: {/P: {p1: 4, p2: 4}, /P/a: {p1: 2}}
+      decisions:
+        - {kind: grant, consumer: /P/b, host: p2, slots: 4}
+        - {kind: grant, consumer: /P/b, host: p1, slots: 2}
+        - {kind: lend, consumer: /P/b, from: /P/a, host: p1, slots: 2}
+  # b drops to 2: pool(P) 8 gives b 2 and lends 6 upward (P lends, grace
+  # 0) to the public pool: 4 + 6 for Q, who wants 8: Q 8.
+  # b releases 6: the slots lent by a first (p1 2), then P's private
+  # slots, host holding most of b's slots then name (p1 4 = p2 4: p1 2,
+  # then p2 2). Q grows by 4 on the lent slots, most free then name: p1
+  # (P's 2, a's 2 — a's lent through P, recorded from their owner /P/a).
+  - events: [{type: demand, demands: {/P/b: 2}}]
+    expect:
+      allocations: {/P/b: 2, /Q: 8}
+      placed: {/P/b: {p2: 2}, /Q: {q1: 4, p1: 4}}
+      decisions:
+        - {kind: release, consumer: /P/b, host: p1, slots: 4}
+        - {kind: release, consumer: /P/b, host: p2, slots: 2}
+        - {kind: lend, consumer: /Q, from: /P, host: p1, slots: 2}
+        - {kind: lend, consumer: /Q, from: /P/a, host: p1, slots: 2}
+  # a asks 2: own layer 2; pool(P) private 6 gives b 2, lends 4; Q 4 + 4.
+  # a's own slots on p1 are all used by Q, but 2 slots of p2 are idle:
+  # with reclaim_for_preference false a uses them (P's private tier), and
+  # takes nothing back.
+  - events: [{type: demand, demands: {/P/a: 2}}]
+    expect:
+      allocations: {/P/a: 2, /P/b: 2, /Q: 8}
+      placed: {/P/a: {p2: 2}}
+      decisions:
+        - {kind: grant, consumer: /P/a, host: p2, rule: own.use, slots: 2}
+        - {kind: return, consumer: /P/a, from: /Q, slots: 0}
+`)
+}
+
+// TestOwnLendFalse: unused owned slots of a consumer with lend: false stay
+// idle, for a leaf and for a parent's private pool.
+func TestOwnLendFalse(t *testing.T) {
+	runYAML(t, `
+plan:
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /A, own: [{host: h1}], lend: false}
+    - {path: /P, own: [{host: h3}], lend: false}
+    - {path: /P/x}
+    - {path: /B}
+hosts:
+  - {name: h1, slots: 4}
+  - {name: h2, slots: 2}
+  - {name: h3, slots: 4}
+steps:
+  # A idle, lends nothing: h1's 4 stay idle. pool(P) = h3's 4: x takes 1,
+  # the other 3 are not lent (P's lend is false). Public: h2's 2 to B.
+  - events: [{type: demand, demands: {/B: 10, /P/x: 1}}]
+    expect:
+      allocations: {/B: 2, /P/x: 1}
+      placed: {/B: {h2: 2}, /P/x: {h3: 1}}
+  # A asks 3: its own 3 (free on h1).
+  - events: [{type: demand, demands: {/A: 3}}]
+    expect:
+      allocations: {/A: 3, /B: 2, /P/x: 1}
+      decisions:
+        - {kind: grant, consumer: /A, host: h1, rule: own.use, slots: 3}
+  # A lends again: a plan change to lend: true (ownership unchanged: no
+  # own decision). A's unused 1 goes to the public pool: B 2 + 1.
+  - events:
+      - type: plan
+        plan:
+          policy: {reclaim: share_ratio}
+          consumers:
+            - {path: /A, own: [{host: h1}]}
+            - {path: /P, own: [{host: h3}], lend: false}
+            - {path: /P/x}
+            - {path: /B}
+    expect:
+      allocations: {/A: 3, /B: 3, /P/x: 1}
+      decisions:
+        - {kind: lend, consumer: /B, from: /A, host: h1, slots: 1}
+        - {kind: own, consumer: /A, slots: 0}
+`)
+}
+
+// TestOwnPreference runs one event under both values of
+// reclaim_for_preference: the flag changes which slots move, never how
+// many each consumer holds.
+func TestOwnPreference(t *testing.T) {
+	const tmpl = `
+plan:
+  policy: {reclaim: share_ratio, reclaim_for_preference: FLAG}
+  consumers:
+    - {path: /A, own: [{host: slow, preference: 2}, {host: fast, preference: 9}]}
+    - {path: /B}
+hosts:
+  - {name: fast, slots: 2}
+  - {name: slow, slots: 2}
+  - {name: pub, slots: 2}
+steps:
+  # A idle lends its 4: public 2 + 4 lent, B asks 5: B 5. Placement:
+  # public first (pub 2), then the lent hosts, most free then name: fast 2,
+  # slow 1. One slot of slow stays free.
+  - events: [{type: demand, demands: {/B: 5}}]
+    expect:
+      allocations: {/B: 5}
+      placed: {/B: {pub: 2, fast: 2, slow: 1}}
+  # A asks 2: own layer 2, it lends 2: public 2 + 2 for B: B 4.
+STEP2
+`
+	// false: A uses the idle slot of its less preferred host slow first,
+	// then takes 1 back on fast (its most preferred) from B: B 5 - 1 = 4.
+	runYAML(t, strings.NewReplacer("FLAG", "false", "STEP2", `
+  - events: [{type: demand, demands: {/A: 2}}]
+    expect:
+      allocations: {/A: 2, /B: 4}
+      placed: {/A: {slow: 1, fast: 1}, /B: {pub: 2, fast: 1, slow: 1}}
+      decisions:
+        - {kind: grant, consumer: /A, host: slow, rule: own.use, slots: 1}
+        - {kind: return, consumer: /A, from: /B, host: fast, slots: 1}`).Replace(tmpl))
+	// true: A takes its most preferred slots back (fast 2) although slow
+	// has an idle slot; B, at 3 < 4, is granted that slot (lent by A).
+	runYAML(t, strings.NewReplacer("FLAG", "true", "STEP2", `
+  - events: [{type: demand, demands: {/A: 2}}]
+    expect:
+      allocations: {/A: 2, /B: 4}
+      placed: {/A: {fast: 2}, /B: {pub: 2, slow: 2}}
+      decisions:
+        - {kind: return, consumer: /A, from: /B, host: fast, slots: 2}
+        - {kind: lend, consumer: /B, from: /A, host: slow, slots: 1}`).Replace(tmpl))
 }

@@ -503,8 +503,7 @@ func (f *fold) layeredRebalance() {
 			continue
 		}
 		hosts := m.ownHosts(l)
-		// free slots on its own hosts, most preferred first
-		for _, h := range hosts {
+		useFree := func(h string) {
 			take := min(need, m.own[l][h]-m.alloc[l][h], m.hostFree(h))
 			if take > 0 {
 				if m.alloc[l] == nil {
@@ -516,14 +515,30 @@ func (f *fold) layeredRebalance() {
 				f.track()
 			}
 		}
-		if need > 0 && !m.pol.reclaimForPreference {
+		takeBack := func(h string) {
+			if need > 0 {
+				need -= f.takeBack(l, h, min(need, m.own[l][h]-m.alloc[l][h]))
+			}
+		}
+		if m.pol.reclaimForPreference {
+			// host by host, most preferred first: its free slots, then
+			// its lent ones, before any less preferred host
+			for _, h := range hosts {
+				useFree(h)
+				takeBack(h)
+			}
+			continue
+		}
+		// idle slots first: on its own hosts (most preferred first), then
+		// anywhere it may use; lent slots come back only when none is left
+		for _, h := range hosts {
+			useFree(h)
+		}
+		if need > 0 {
 			need -= f.grantTiered(l, need, "own.use", 1)
 		}
 		for _, h := range hosts {
-			if need <= 0 {
-				break
-			}
-			need -= f.takeBack(l, h, min(need, m.own[l][h]-m.alloc[l][h]))
+			takeBack(h)
 		}
 	}
 	f.pairing(ly.T, m.pol.preemption)
