@@ -31,6 +31,7 @@ type layers struct {
 	// or pool#group (srcKey). groups: pool -> its groups' graces.
 	src    map[string]map[string]int64
 	groups map[string][][]time.Duration
+	order  []string // the sources in the order the fold divided them
 }
 
 func srcKey(pool string, group int) string { return fmt.Sprintf("%s#%d", pool, group) }
@@ -146,14 +147,14 @@ func (m *Model) layered(d *derived) layers {
 		for _, ch := range m.nodes[x].children {
 			pool = append(pool, lentBy(ch)...)
 		}
-		passed[x] = m.divide(x, pool, r, rm, give, out.groups)
+		passed[x] = m.divide(x, pool, r, rm, give, &out)
 	}
 	// 3. public pool: the public slots and what top-level consumers lend
 	pool := []class{{grace: noGrace, n: m.public()}}
 	for _, ch := range m.nodes[root].children {
 		pool = append(pool, lentBy(ch)...)
 	}
-	m.divide(root, pool, r, rm, give, out.groups)
+	m.divide(root, pool, r, rm, give, &out)
 	for _, p := range m.preorder() {
 		for _, l := range m.leaves() {
 			if under(l, p) {
@@ -170,7 +171,8 @@ func (m *Model) layered(d *derived) layers {
 // the lent slots with the highest lend_grace passed on first and the
 // pool's own slots last.
 func (m *Model) divide(x string, pool []class, r, rm map[string]int64, give func(string, int64, string),
-	groups map[string][][]time.Duration) []class {
+	ly *layers) []class {
+	groups := ly.groups
 	merged := map[time.Duration]int64{}
 	for _, cl := range pool {
 		if cl.n > 0 {
@@ -210,6 +212,7 @@ func (m *Model) divide(x string, pool []class, r, rm map[string]int64, give func
 		}
 		key := srcKey(x, len(groups[x]))
 		groups[x] = append(groups[x], graces[i:j])
+		ly.order = append(ly.order, key)
 		used := m.divideOnce(size, set, r, rm, func(l string, v int64) { give(l, v, key) })
 		// the pool's own slots are used first, then lent ones, lowest
 		// lend_grace first: the leftover is the highest lend_grace first

@@ -1,8 +1,11 @@
 // Package refmodel is an independent reference implementation of
 // allocation-rules.md (sections 1-4, 6, 7 and plain host placement, rules
-// versions 1 and 2 of section 8, share_ratio's `balance: false`) plus
+// versions 1 and 2 of section 8, share_ratio's `balance: false`; section
+// 5's ownership, private pools, lending, grace classes and returns under
+// share_ratio: ownership.go, layers.go, placement.go) plus
 // docs/decisions.md, used to cross-check the engine in domain/ by
-// differential testing. It is written for obviousness, not speed: every
+// differential testing. Its readings of what the spec leaves open are in
+// AMBIGUITIES.md. It is written for obviousness, not speed: every
 // derived quantity is recomputed from scratch. Everything it needs comes
 // from the events: the rules version and the policy are read from each plan
 // (Rules reports the version in force).

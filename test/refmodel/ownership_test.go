@@ -1,8 +1,13 @@
 package refmodel
 
 import (
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
 )
 
 // TestSpecOwnLendReturn runs the spec's own worked example
@@ -160,24 +165,26 @@ steps:
         - {kind: own, consumer: /lo, host: g3, rule: own.trim, slots: 2}
   # g1 back: hi step 1 keeps g3 4 and g2 2 (most held first); lo keeps
   # g2 2 (step 1) and takes 2 of g1 (step 2, nobody held them).
+  # lo's own layer is min(3, 4) = 3 but it holds only 2 of its own (its
+  # third slot sits on hi's g3) while its g1 slots are free: it moves onto
+  # its own, giving back the slot on g3 (release.own_moved) for one of g1.
   - events: [{type: host_up, host: g1, group: gpu, slots: 4}]
     expect:
+      allocations: {/lo: 3}
       owned: {/hi: {g2: 2, g3: 4}, /lo: {g2: 2, g1: 2}}
+      placed: {/lo: {g2: 2, g1: 1}}
       decisions:
         - {kind: own, consumer: /lo, host: g1, rule: own.assign, slots: 2}
-  # hi asks 6: own layer 6. Free slots on its hosts first (same preference,
-  # by name): g2 2 (lo holds its own 2 there), g3 3 (lo's third slot sits
-  # on one of hi's). reclaim_for_preference is false, so the sixth comes
-  # from an idle slot elsewhere (public tier, most free then name: c1 and
-  # g1's public part have 2 free each, c1 < g1) rather than a return.
-  # lo: own layer min(3, 4) = 3, it holds 3: nothing to take.
+        - {kind: release, consumer: /lo, host: g3, rule: release.own_moved, slots: 1}
+        - {kind: grant, consumer: /lo, host: g1, rule: own.use, slots: 1}
+  # hi asks 6: own layer 6, all free on its hosts (same preference, by
+  # name): g2 2, g3 4.
   - events: [{type: demand, demands: {/hi: 6}}]
     expect:
       allocations: {/hi: 6, /lo: 3}
-      placed: {/hi: {g2: 2, g3: 3, c1: 1}, /lo: {g2: 2, g3: 1}}
+      placed: {/hi: {g2: 2, g3: 4}, /lo: {g2: 2, g1: 1}}
       decisions:
         - {kind: grant, consumer: /hi, rule: own.use, slots: 6}
-        - {kind: return, consumer: /hi, from: /lo, slots: 0}
 `)
 }
 
@@ -336,4 +343,198 @@ STEP2
       decisions:
         - {kind: return, consumer: /A, from: /B, host: fast, slots: 2}
         - {kind: lend, consumer: /B, from: /A, host: slow, slots: 1}`).Replace(tmpl))
+}
+
+// TestOwnPlanDrop: a plan that no longer gives ownership drops it (own.drop)
+// and the pool folds as one public layer again.
+func TestOwnPlanDrop(t *testing.T) {
+	m := runYAML(t, `
+plan:
+  policy: {reclaim: share_ratio, enforcement: parent}
+  consumers:
+    - {path: /A, share: 3, own: [{host: h1}]}
+    - {path: /B, share: 1, own: [{host: h2}]}
+hosts:
+  - {name: h1, slots: 4}
+  - {name: h2, slots: 4}
+  - {name: h3, slots: 4}
+steps:
+  # As the spec's example: A 7 (h1 4 own, h3 3), B 5 (h2 4 own, h3 1).
+  - events: [{type: demand, demands: {/A: 12, /B: 8}}]
+    expect:
+      allocations: {/A: 7, /B: 5}
+      placed: {/A: {h1: 4, h3: 3}, /B: {h2: 4, h3: 1}}
+  # B's ownership is dropped (own.drop h2 4; A's is unchanged). No
+  # ownership is left for B; A still owns h1: own layer A 4; public 8
+  # (h2, h3), A wants 8 more, B 8, 3:1 water-filled: 6, 2. A 10, B 2.
+  # A reclaims 3 from B, on the hosts A would use first: its own h1 (B is
+  # not there), then the public hosts by name: h2 has 4 of B's: 3 there.
+  - events:
+      - type: plan
+        plan:
+          policy: {reclaim: share_ratio, enforcement: parent}
+          consumers:
+            - {path: /A, share: 3, own: [{host: h1}]}
+            - {path: /B, share: 1}
+    expect:
+      allocations: {/A: 10, /B: 2}
+      owned: {/A: {h1: 4}, /B: {}}
+      decisions:
+        - {kind: own, consumer: /B, host: h2, rule: own.drop, slots: 4}
+        - {kind: reclaim, consumer: /A, from: /B, host: h2, slots: 3}
+  # All ownership removed: A's dropped too; one public layer (sections
+  # 1-4): apportion(12, 3:1, caps 12, 8) = 9, 3. B reclaims 1 from A.
+  - events:
+      - type: plan
+        plan:
+          policy: {reclaim: share_ratio, enforcement: parent}
+          consumers:
+            - {path: /A, share: 3}
+            - {path: /B, share: 1}
+    expect:
+      allocations: {/A: 9, /B: 3}
+      owned: {/A: {}}
+      decisions:
+        - {kind: own, consumer: /A, host: h1, rule: own.drop, slots: 4}
+        - {kind: reclaim, consumer: /B, from: /A, slots: 1}
+`)
+	if m.hasOwnership() || len(m.own) != 0 {
+		t.Errorf("ownership left after a plan without it: %v", m.own)
+	}
+}
+
+// TestOwnValidation: every malformed ownership the spec lists refuses the
+// plan and changes nothing; well-formed edge cases are accepted.
+func TestOwnValidation(t *testing.T) {
+	base := func() *Model {
+		m := New()
+		mustApply(t, m, 1, &OwnedPlan{Plan: plan("share_ratio", "", cons("/A", 1, 0)).Plan,
+			Owners: []Owner{{Path: "/A", Own: []OwnEntry{{Host: "h1"}}}}})
+		mustApply(t, m, 2, &events.HostUp{Host: "h1", Slots: 4})
+		mustApply(t, m, 3, demand("/A", 3))
+		return m
+	}
+	// op builds a share_ratio plan of /P, /P/x, /P/y with the given own lists.
+	op := func(p, x, y []OwnEntry) *OwnedPlan {
+		o := &OwnedPlan{Plan: plan("share_ratio", "", cons("/P", 1, 0), cons("/P/x", 1, 0), cons("/P/y", 1, 0)).Plan}
+		for _, w := range []struct {
+			path string
+			own  []OwnEntry
+		}{{"/P", p}, {"/P/x", x}, {"/P/y", y}} {
+			if w.own != nil {
+				o.Owners = append(o.Owners, Owner{Path: w.path, Own: w.own})
+			}
+		}
+		return o
+	}
+	h := func(name string) OwnEntry { return OwnEntry{Host: name} }
+	hs := func(name string, n int64) OwnEntry { return OwnEntry{Host: name, Slots: i64(n)} }
+	g := func(name string, n int64) OwnEntry { return OwnEntry{Group: name, Slots: i64(n)} }
+	withPref := func(e OwnEntry, p int64) OwnEntry { e.Preference = i64(p); return e }
+	bad := []struct {
+		name string
+		p    events.Payload
+		want error
+	}{
+		{"host and group", op([]OwnEntry{{Host: "h1", Group: "g", Slots: i64(1)}}, nil, nil), ErrMalformedPlan},
+		{"neither host nor group", op([]OwnEntry{{Slots: i64(1)}}, nil, nil), ErrMalformedPlan},
+		{"unknown key", op([]OwnEntry{{Host: "h1", Unknown: []string{"rack"}}}, nil, nil), ErrMalformedPlan},
+		{"slots 0", op([]OwnEntry{hs("h1", 0)}, nil, nil), ErrMalformedPlan},
+		{"slots negative", op([]OwnEntry{g("gpu", -2)}, nil, nil), ErrMalformedPlan},
+		{"group without slots", op([]OwnEntry{{Group: "gpu"}}, nil, nil), ErrMalformedPlan},
+		{"slots overflow", op([]OwnEntry{g("gpu", 1<<40+1)}, nil, nil), ErrOverflow},
+		{"preference 0", op([]OwnEntry{withPref(h("h1"), 0)}, nil, nil), ErrMalformedPlan},
+		{"preference 11", op([]OwnEntry{withPref(h("h1"), 11)}, nil, nil), ErrMalformedPlan},
+		{"same host twice", op([]OwnEntry{h("h1"), hs("h1", 2)}, nil, nil), ErrMalformedPlan},
+		{"child owns, parent none", op(nil, []OwnEntry{h("h1")}, nil), ErrMalformedPlan},
+		{"children over parent's host slots", op([]OwnEntry{hs("h1", 4)}, []OwnEntry{hs("h1", 3)}, []OwnEntry{hs("h1", 2)}), ErrMalformedPlan},
+		{"child whole host, parent part", op([]OwnEntry{hs("h1", 4)}, []OwnEntry{h("h1")}, nil), ErrMalformedPlan},
+		{"two children whole host", op([]OwnEntry{h("h1")}, []OwnEntry{h("h1")}, []OwnEntry{h("h1")}), ErrMalformedPlan},
+		{"whole and part of parent's whole host", op([]OwnEntry{h("h1")}, []OwnEntry{h("h1")}, []OwnEntry{hs("h1", 1)}), ErrMalformedPlan},
+		{"children over parent's group", op([]OwnEntry{g("gpu", 4), g("gpu", 2)}, []OwnEntry{g("gpu", 5)}, []OwnEntry{g("gpu", 2)}), ErrMalformedPlan},
+		{"owner not in plan", &OwnedPlan{Plan: plan("share_ratio", "", cons("/A", 1, 0)).Plan,
+			Owners: []Owner{{Path: "/Z", Own: []OwnEntry{h("h1")}}}}, ErrMalformedPlan},
+		{"owner twice", &OwnedPlan{Plan: plan("share_ratio", "", cons("/A", 1, 0)).Plan,
+			Owners: []Owner{{Path: "/A", Own: []OwnEntry{h("h1")}}, {Path: "/A"}}}, ErrMalformedPlan},
+		{"ownership under priority", &OwnedPlan{Plan: plan("priority", "", cons("/A", 1, 0)).Plan,
+			Owners: []Owner{{Path: "/A", Own: []OwnEntry{h("h1")}}}}, ErrNotModelled},
+		{"ownership with balance false", &OwnedPlan{Plan: planV(0, "share_ratio", "", boolp(false), cons("/A", 1, 0)).Plan,
+			Owners: []Owner{{Path: "/A", Own: []OwnEntry{h("h1")}}}}, ErrNotModelled},
+	}
+	for _, c := range bad {
+		m := base()
+		before := m.clone()
+		ds, err := m.Apply(4, time.Unix(4, 0), c.p)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: err %v, want %v", c.name, err, c.want)
+		}
+		if ds != nil || !reflect.DeepEqual(m, before) {
+			t.Errorf("%s: refused plan changed the model (%v)", c.name, ds)
+		}
+	}
+	good := []struct {
+		name string
+		p    *OwnedPlan
+	}{
+		// the parent's whole host has room for any count: left to assignment
+		{"parts of parent's whole host", op([]OwnEntry{h("h1")}, []OwnEntry{hs("h1", 3)}, []OwnEntry{hs("h1", 3)})},
+		{"children up to parent's slots", op([]OwnEntry{hs("h1", 4)}, []OwnEntry{hs("h1", 3)}, []OwnEntry{hs("h1", 1)})},
+		// a child's host under the parent's group, a group the parent does
+		// not name: left to assignment (they stay short if not given)
+		{"child host under parent group", op([]OwnEntry{g("gpu", 2)}, []OwnEntry{h("g9")}, nil)},
+		{"child group the parent does not name", op([]OwnEntry{h("h1")}, []OwnEntry{g("gpu", 2)}, nil)},
+		{"same group twice", op([]OwnEntry{g("gpu", 1), g("gpu", 2)}, nil, nil)},
+		{"host not up", op([]OwnEntry{h("nowhere")}, nil, nil)},
+		{"preference 1 and 10", op([]OwnEntry{withPref(h("h1"), 1), withPref(g("gpu", 1), 10)}, nil, nil)},
+		{"lend false without own", &OwnedPlan{Plan: plan("priority", "", cons("/A", 1, 0)).Plan,
+			Owners: []Owner{{Path: "/A", Lend: boolp(false)}}}},
+	}
+	for _, c := range good {
+		m := base()
+		if _, err := m.Apply(4, time.Unix(4, 0), c.p); err != nil {
+			t.Errorf("%s: refused: %v", c.name, err)
+		}
+	}
+}
+
+// TestOwnReturnWithoutPreemption: a return is not a reclaim, it happens
+// with preemption: false too; the borrower is not made whole by reclaim.
+func TestOwnReturnWithoutPreemption(t *testing.T) {
+	runYAML(t, `
+plan:
+  policy: {reclaim: share_ratio, preemption: false}
+  consumers:
+    - {path: /A, own: [{host: h1}], lend_grace: 30s}
+    - {path: /B}
+hosts:
+  - {name: h1, slots: 4}
+  - {name: h2, slots: 4}
+steps:
+  # A idle lends h1: B takes all 8 (public h2 first, then h1 lent by A).
+  - events: [{type: demand, demands: {/B: 8}}]
+    expect:
+      allocations: {/B: 8}
+      decisions:
+        - {kind: grant, consumer: /B, host: h2, slots: 4}
+        - {kind: lend, consumer: /B, from: /A, host: h1, slots: 4}
+  # seq 5 at 00:00:04: A asks 3: own layer 3, A lends 1, B's target 5.
+  # No slot is free: A takes 3 back (return, deadline 00:00:04 + 30s)
+  # although preemption is off.
+  - events: [{type: demand, demands: {/A: 3}}]
+    expect:
+      allocations: {/A: 3, /B: 5}
+      decisions:
+        - {kind: return, consumer: /A, from: /B, host: h1, deadline: "2026-01-01T00:00:34Z", slots: 3}
+  # A asks 4, B drops to 2 in the same event: B releases 3 (the slot lent
+  # by A first, then public h2 slots), A takes its last own slot, free.
+  # Only a grant, no reclaim, fills the rest: B's target is 2.
+  - events: [{type: demand, demands: {/A: 4, /B: 2}}]
+    expect:
+      allocations: {/A: 4, /B: 2}
+      placed: {/A: {h1: 4}, /B: {h2: 2}}
+      decisions:
+        - {kind: release, consumer: /B, host: h1, slots: 1}
+        - {kind: release, consumer: /B, host: h2, slots: 2}
+        - {kind: grant, consumer: /A, host: h1, rule: own.use, slots: 1}
+`)
 }

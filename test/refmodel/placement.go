@@ -131,6 +131,40 @@ func (m *Model) attribute(h string) (map[string]map[string]int64, map[string]int
 			}
 		}
 	}
+	// Repair: a slot that landed where its leaf may not be is swapped,
+	// one at a time, with a slot of another leaf that may be there and
+	// whose place the first leaf may use.
+	for swapped := true; swapped; {
+		swapped = false
+		for _, l := range ls {
+			for _, n := range ns {
+				if at[l][n] == 0 || m.tierOf(l, n) >= 0 {
+					continue
+				}
+				for _, l2 := range ls {
+					if l2 == l || m.tierOf(l2, n) < 0 {
+						continue
+					}
+					for _, n2 := range ns {
+						if at[l2][n2] > 0 && n2 != l2 && m.tierOf(l, n2) >= 0 && !swapped {
+							at[l][n]--
+							at[l][n2]++
+							at[l2][n2]--
+							at[l2][n]++
+							swapped = true
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, a := range at {
+		for n, v := range a {
+			if v == 0 {
+				delete(a, n)
+			}
+		}
+	}
 	return at, free
 }
 
@@ -345,9 +379,14 @@ func (f *fold) moveTiered(c, v string, amt int64, rule string) {
 	m := f.m
 	for _, ownToo := range []bool{false, true} {
 		for _, h := range m.claimOrder(c, f.ly) {
-			avail := m.alloc[v][h]
-			if !ownToo {
-				avail -= min(avail, m.own[v][h])
+			// only slots the claimant may hold: v's own slots on the
+			// second pass only
+			at, _ := m.attribute(h)
+			var avail int64
+			for n, x := range at[v] {
+				if m.tierOf(c, n) >= 0 && (ownToo || n != v) {
+					avail += x
+				}
 			}
 			take := min(amt, avail)
 			if take <= 0 {
@@ -379,9 +418,9 @@ func (f *fold) shift(from, to, h string, n int64) {
 func (f *fold) releaseTiered(l string, amt int64, rule string) {
 	m := f.m
 	type piece struct {
-		host string
-		rank int // lower gives first
-		n    int64
+		host, part string
+		rank       int // lower gives first
+		n          int64
 	}
 	var ps []piece
 	for _, h := range m.hostNames() {
@@ -398,7 +437,7 @@ func (f *fold) releaseTiered(l string, amt int64, rule string) {
 			default:
 				rank = 0 // lent by others
 			}
-			ps = append(ps, piece{host: h, rank: rank, n: v})
+			ps = append(ps, piece{host: h, part: n, rank: rank, n: v})
 		}
 	}
 	sort.SliceStable(ps, func(i, j int) bool {
@@ -409,7 +448,10 @@ func (f *fold) releaseTiered(l string, amt int64, rule string) {
 		if ha, hb := m.alloc[l][a.host], m.alloc[l][b.host]; ha != hb {
 			return ha > hb
 		}
-		return a.host < b.host
+		if a.host != b.host {
+			return a.host < b.host
+		}
+		return a.part < b.part
 	})
 	for _, p := range ps {
 		take := min(amt, p.n)
@@ -460,7 +502,7 @@ func (f *fold) takeBack(l, h string, want int64) int64 {
 	})
 	var got int64
 	for _, b := range bs {
-		take := min(want-got, m.alloc[b][h]-m.own[b][h])
+		take := min(want-got, m.alloc[b][h]-m.own[b][h], f.headroom(l, b))
 		if take <= 0 {
 			continue
 		}
@@ -495,16 +537,61 @@ func (f *fold) layeredRebalance() {
 	m := f.m
 	ly := m.layered(f.d)
 	f.ly = &ly
+	// Rounds until one changes nothing (at most rebalanceRounds): each
+	// step is greedy and can undo a little of an earlier one (a reclaim
+	// takes an owner's idle slot, an attribution moves a victim's slot).
+	for round := 0; round < rebalanceRounds; round++ {
+		n := len(f.out)
+		f.round(ly)
+		if len(f.out) == n {
+			return
+		}
+	}
+}
+
+// rebalanceRounds bounds layeredRebalance's rounds.
+const rebalanceRounds = 3
+
+// round: revoke what leaves may no longer borrow, owners by rank take
+// their own layer, the pairing source by source, then on the totals.
+func (f *fold) round(ly layers) {
+	m := f.m
+	f.revoke()
 	ls := m.leaves()
 	m.rankOrder(ls)
 	for _, l := range ls {
-		need := min(ly.own[l]-m.ownUse(l), ly.T[l]-m.held(l), f.headroom(l, ""))
+		hosts := m.ownHosts(l)
+		// An owner below its own layer that holds other slots while some
+		// of its own are free moves onto its own: it gives back as many
+		// other slots (release tiers: its own last) as it takes of its
+		// own. Its count does not change.
+		var freeOwn int64
+		for _, h := range hosts {
+			freeOwn += max(0, min(m.own[l][h]-m.alloc[l][h], m.hostFree(h)))
+		}
+		if mv := min(ly.own[l]-m.ownUse(l), m.held(l)-m.ownUse(l), freeOwn); mv > 0 {
+			f.releaseTiered(l, mv, "release.own_moved")
+			for _, h := range hosts {
+				take := min(mv, m.own[l][h]-m.alloc[l][h], m.hostFree(h))
+				if take > 0 {
+					if m.alloc[l] == nil {
+						m.alloc[l] = map[string]int64{}
+					}
+					m.alloc[l][h] += take
+					mv -= take
+					f.emit(Decision{Kind: "grant", Consumer: l, Host: h, Slots: take, Rule: "own.use"})
+				}
+			}
+			f.track()
+		}
+		// max headroom is checked per take: a return from a borrower in
+		// the same subtree does not change the shared ancestors' total
+		need := min(ly.own[l]-m.ownUse(l), ly.T[l]-m.held(l))
 		if need <= 0 {
 			continue
 		}
-		hosts := m.ownHosts(l)
 		useFree := func(h string) {
-			take := min(need, m.own[l][h]-m.alloc[l][h], m.hostFree(h))
+			take := min(need, m.own[l][h]-m.alloc[l][h], m.hostFree(h), f.headroom(l, ""))
 			if take > 0 {
 				if m.alloc[l] == nil {
 					m.alloc[l] = map[string]int64{}
@@ -534,12 +621,250 @@ func (f *fold) layeredRebalance() {
 		for _, h := range hosts {
 			useFree(h)
 		}
-		if need > 0 {
-			need -= f.grantTiered(l, need, "own.use", 1)
+		// idle: free slots the targets of the others leave unused
+		idle := m.freeTotal()
+		for _, o := range m.leaves() {
+			if o != l {
+				idle -= max(0, ly.T[o]-m.held(o))
+			}
+		}
+		if k := min(need, idle); k > 0 {
+			need -= f.grantTiered(l, k, "own.use", 1)
 		}
 		for _, h := range hosts {
 			takeBack(h)
 		}
 	}
+	for _, src := range ly.order {
+		f.pairSource(src)
+	}
+	// What placement could not match source by source (the attribution
+	// of a host's slots is a fixed rule, not a record) is settled on the
+	// totals, as section 4's pairing.
 	f.pairing(ly.T, m.pol.preemption)
+}
+
+// holdIn is how many slots leaf l holds that come from source src.
+func (m *Model) holdIn(l, src string, ly *layers) int64 {
+	var s int64
+	for _, h := range m.hostNames() {
+		at, _ := m.attribute(h)
+		for n, v := range at[l] {
+			if m.sourceOf(l, n, ly) == src {
+				s += v
+			}
+		}
+	}
+	return s
+}
+
+// pairSource is section 4's share_ratio pairing inside one source (a
+// layer, or a class group of a pool): claimants below their target there
+// take its free slots, then (with preemption) the slots of leaves above
+// their target there. Claimants by (target - held) / share, priority desc,
+// path; victims by (held - target) / share, lowest priority, path.
+func (f *fold) pairSource(src string) {
+	m, ly := f.m, f.ly
+	tgt := func(l string) int64 { return ly.src[l][src] }
+	var claimants []string
+	for _, l := range m.leaves() {
+		if m.holdIn(l, src, ly) < tgt(l) {
+			claimants = append(claimants, l)
+		}
+	}
+	gap := map[string]int64{}
+	for _, l := range claimants {
+		gap[l] = tgt(l) - m.holdIn(l, src, ly)
+	}
+	sort.SliceStable(claimants, func(i, j int) bool {
+		a, b := claimants[i], claimants[j]
+		na, nb := m.nodes[a], m.nodes[b]
+		if x, y := gap[a]*nb.share, gap[b]*na.share; x != y {
+			return x > y
+		}
+		if na.priority != nb.priority {
+			return na.priority > nb.priority
+		}
+		return a < b
+	})
+	for _, c := range claimants {
+		// never above its effective demand; a leaf that holds slots of
+		// another source beyond its target there may go above its total
+		// target for a while: a later source takes them (it is a victim
+		// there), or the pairing on the totals does
+		need := min(tgt(c)-m.holdIn(c, src, ly), f.d.E[c]-m.held(c), f.headroom(c, ""))
+		need -= f.grantSource(c, src, need)
+		for need > 0 && m.pol.preemption {
+			_, give := f.sourceVictim(c, src, need)
+			if give <= 0 {
+				break
+			}
+			need -= give
+		}
+	}
+}
+
+// grantSource grants c up to want free slots of source src, in placement order.
+func (f *fold) grantSource(c, src string, want int64) int64 {
+	m := f.m
+	var got int64
+	for got < want {
+		var s *spot
+		for _, sp := range m.spots(c) {
+			if m.sourceOf(c, sp.part, f.ly) == src {
+				s = &sp
+				break
+			}
+		}
+		if s == nil {
+			break
+		}
+		take := min(want-got, s.free)
+		if m.alloc[c] == nil {
+			m.alloc[c] = map[string]int64{}
+		}
+		m.alloc[c][s.host] += take
+		got += take
+		d := Decision{Kind: "grant", Consumer: c, Host: s.host, Slots: take, Rule: "share_ratio.grant"}
+		if s.tier > 1<<20 {
+			d.Kind, d.From = "lend", s.part
+		}
+		f.emit(d)
+	}
+	f.track()
+	return got
+}
+
+// sourceVictim moves to c, from the first victim of source src, up to
+// need slots. A victim's slot qualifies when c sees it in src (and may
+// hold it) and the victim holds more than its target in the source it
+// sees the slot in (sources of lent slots depend on who looks). Victims
+// by qualifying slots per share, largest first, then lowest priority,
+// then path. It returns the victim and how many slots moved.
+func (f *fold) sourceVictim(c, src string, need int64) (string, int64) {
+	m, ly := f.m, f.ly
+	takeable := func(v string) map[string]map[string]int64 { // host -> partition -> slots
+		over := map[string]int64{}
+		for s, t := range ly.src[v] {
+			over[s] -= t
+		}
+		out := map[string]map[string]int64{}
+		for _, h := range m.hostNames() {
+			at, _ := m.attribute(h)
+			for n, x := range at[v] {
+				over[m.sourceOf(v, n, ly)] += x
+			}
+		}
+		for _, h := range m.hostNames() {
+			at, _ := m.attribute(h)
+			for _, n := range sortedKeys(at[v]) {
+				sv := m.sourceOf(v, n, ly)
+				if m.sourceOf(c, n, ly) != src || m.tierOf(c, n) < 0 || over[sv] <= 0 {
+					continue
+				}
+				k := min(at[v][n], over[sv])
+				over[sv] -= k
+				if out[h] == nil {
+					out[h] = map[string]int64{}
+				}
+				out[h][n] += k
+			}
+		}
+		return out
+	}
+	total := func(t map[string]map[string]int64) int64 {
+		var s int64
+		for _, ps := range t {
+			for _, v := range ps {
+				s += v
+			}
+		}
+		return s
+	}
+	var vs []string
+	tk := map[string]map[string]map[string]int64{}
+	amount := map[string]int64{}
+	for _, l := range m.leaves() {
+		if l == c {
+			continue
+		}
+		if t := takeable(l); total(t) > 0 {
+			vs = append(vs, l)
+			tk[l], amount[l] = t, total(t)
+		}
+	}
+	sort.SliceStable(vs, func(i, j int) bool {
+		a, b := vs[i], vs[j]
+		na, nb := m.nodes[a], m.nodes[b]
+		if x, y := amount[a]*nb.share, amount[b]*na.share; x != y {
+			return x > y
+		}
+		if na.priority != nb.priority {
+			return na.priority < nb.priority
+		}
+		return a < b
+	})
+	for _, v := range vs {
+		give := min(need, amount[v], f.headroom(c, v))
+		var moved int64
+		for _, h := range m.claimOrder(c, ly) {
+			var k int64
+			for _, x := range tk[v][h] {
+				k += x
+			}
+			k = min(k, give-moved)
+			if k <= 0 {
+				continue
+			}
+			f.shift(v, c, h, k)
+			moved += k
+			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: h, Slots: k, Rule: "share_ratio.reclaim"})
+		}
+		if moved > 0 {
+			f.track()
+			return v, moved
+		}
+	}
+	return "", 0
+}
+
+func sortedKeys(m map[string]int64) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// revoke releases the slots a leaf holds on partitions it may no longer
+// borrow (a plan changed lend or the grace periods, or ownership moved
+// under it): "the lending out grace period is enforced and may override
+// the grace period of borrowers who have existing allocations" (seed
+// 004). Leaves in path order, hosts by name; the pairing then grants the
+// leaf what it may use up to its target.
+func (f *fold) revoke() bool {
+	m := f.m
+	any := false
+	for _, h := range m.hostNames() {
+		at, _ := m.attribute(h)
+		for _, l := range m.leaves() {
+			var n int64
+			for part, v := range at[l] {
+				if m.tierOf(l, part) < 0 {
+					n += v
+				}
+			}
+			if n > 0 {
+				m.alloc[l][h] -= n
+				if m.alloc[l][h] == 0 {
+					delete(m.alloc[l], h)
+				}
+				f.emit(Decision{Kind: "release", Consumer: l, Host: h, Slots: n, Rule: "release.lend_revoked"})
+				f.track()
+				any = true
+			}
+		}
+	}
+	return any
 }

@@ -326,7 +326,7 @@ func runYAML(t *testing.T, src string) *Model {
 			}
 		}
 		checkInvariants(t, name, m)
-		checkOwnership(t, name, m)
+		checkOwnership(t, name, m, true)
 	}
 	return m
 }
@@ -372,11 +372,14 @@ func loadFile(t *testing.T, path string) string {
 
 func errorsIsNotModelled(err error) bool { return errors.Is(err, ErrNotModelled) }
 
-// checkOwnership checks section 5's properties that the state shows.
-func checkOwnership(t *testing.T, name string, m *Model) {
+// checkOwnership checks section 5's properties that the state shows. With
+// exact, every leaf must hold its layered target (share_ratio with
+// preemption); without, it returns how many leaves do not (the model's
+// greedy placement can leave a leaf short: AMBIGUITIES.md, ownership).
+func checkOwnership(t *testing.T, name string, m *Model, exact bool) int {
 	t.Helper()
 	if !m.planned {
-		return
+		return 0
 	}
 	for _, h := range m.hostNames() {
 		var top int64
@@ -411,8 +414,9 @@ func checkOwnership(t *testing.T, name string, m *Model) {
 		}
 	}
 	if !m.hasOwnership() {
-		return
+		return 0
 	}
+	off := 0
 	d := m.derive()
 	ly := m.layered(d)
 	for _, l := range m.leaves() {
@@ -420,7 +424,11 @@ func checkOwnership(t *testing.T, name string, m *Model) {
 			t.Errorf("%s: owner %s holds %d < its own layer %d", name, l, m.held(l), ly.own[l])
 		}
 		if m.pol.reclaim == events.ReclaimShareRatio && m.pol.preemption && m.held(l) != ly.T[l] {
-			t.Errorf("%s: %s holds %d, layered target %d", name, l, m.held(l), ly.T[l])
+			off++
+			if exact {
+				t.Errorf("%s: %s holds %d, layered target %d", name, l, m.held(l), ly.T[l])
+			}
 		}
 	}
+	return off
 }
