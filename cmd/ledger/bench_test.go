@@ -35,7 +35,7 @@ func TestBenchQuick(t *testing.T) {
 	}
 	// Phase 1: five measures under each sync policy, beside each other,
 	// two ratios between the policies and three under the default.
-	want := map[string]int{"1 append": 15, "2 projection": 4, "3 latency": 3, "4 replay": 6}
+	want := map[string]int{"1 append": 15, "2 projection": 4, "3 latency": 3, "4 replay": 6, "5 partitions": 5}
 	got := map[string]int{}
 	policies := map[string]int{}
 	for _, r := range rep.Results {
@@ -60,8 +60,8 @@ func TestBenchQuick(t *testing.T) {
 	if policies["[sync always]"] != 5 || policies["[unsynced, interval:2m0s]"] != 5 {
 		t.Errorf("append measures per sync policy: %v, want 5 of each", policies)
 	}
-	if len(rep.Phases) != 4 {
-		t.Errorf("%d phase times, want 4", len(rep.Phases))
+	if len(rep.Phases) != 5 {
+		t.Errorf("%d phase times, want 5", len(rep.Phases))
 	}
 	if rep.TempDir == "" {
 		t.Error("no temporary directory reported")

@@ -65,24 +65,27 @@ const (
 
 // sizes are the numbers of one run.
 type sizes struct {
-	clients       int // concurrent clients of the append phase, each on its own pool
-	singles       int // events sent one per request
-	arrays        int // requests of arrayLen events
-	arrayLen      int
-	project       int
-	latencyRate   int // events/s
-	latencyFor    time.Duration
-	latencyPools  int
-	replay        int
-	publishBatch  int // async publishes in flight before waiting for the acks
-	projectorName string
+	clients      int // concurrent clients of the append phase, each on its own pool
+	singles      int // events sent one per request
+	arrays       int // requests of arrayLen events
+	arrayLen     int
+	project      int
+	latencyRate  int // events/s
+	latencyFor   time.Duration
+	latencyPools int
+	replay       int
+	publishBatch int // async publishes in flight before waiting for the acks
+	// partitionEvents is the events per pool of phase 5's 64 pools.
+	partitionEvents int
+	projectorName   string
 }
 
 func (c Config) sizes() sizes {
 	s := sizes{clients: 4, singles: 3000, arrays: 100, arrayLen: 100, project: DefaultEventsProject,
-		latencyRate: 1000, latencyFor: 10 * time.Second, latencyPools: 8, replay: DefaultEventsReplay, publishBatch: 1000}
+		latencyRate: 1000, latencyFor: 10 * time.Second, latencyPools: 8, replay: DefaultEventsReplay, publishBatch: 1000,
+		partitionEvents: 1000}
 	if c.Quick {
-		s.singles, s.arrays, s.project, s.latencyFor, s.replay = 200, 8, 2000, time.Second, 5000
+		s.singles, s.arrays, s.project, s.latencyFor, s.replay, s.partitionEvents = 200, 8, 2000, time.Second, 5000, 20
 	}
 	if c.EventsProject > 0 {
 		s.project = c.EventsProject
@@ -160,6 +163,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		{"1 append", b.appends},
 		{"3 latency", b.latency},
 		{"4 replay", b.replay},
+		{"5 partitions", b.partitions},
 	}
 	for _, ph := range phases {
 		b.progress("phase %s: start", ph.name)

@@ -171,6 +171,7 @@ const (
 	apiConsList    = "$JS.API.CONSUMER.LIST.LEDGER"
 	apiConsNames   = "$JS.API.CONSUMER.NAMES.LEDGER"
 	apiAck         = "$JS.ACK.LEDGER.>"
+	apiConsUnpin   = "$JS.API.CONSUMER.UNPIN.LEDGER.>"
 	inbox          = "_INBOX.>"
 )
 
@@ -188,9 +189,13 @@ func Permissions(r Role) *server.Permissions {
 			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
 		}
 	case Projector, Auditor:
+		allow := append(read, apiConsCreate, apiConsCreate1, apiConsDurable,
+			apiConsInfo, apiConsNext, apiConsDelete, apiConsList, apiConsNames, apiAck)
+		if r == Projector { // partitioned projectors hand partitions over (projections.Group)
+			allow = append(allow, apiConsUnpin)
+		}
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: append(read, apiConsCreate, apiConsCreate1, apiConsDurable,
-				apiConsInfo, apiConsNext, apiConsDelete, apiConsList, apiConsNames, apiAck)},
+			Publish:   &server.SubjectPermission{Allow: allow},
 			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
 		}
 	}
