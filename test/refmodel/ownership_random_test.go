@@ -1,6 +1,7 @@
 package refmodel
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/cluster-ledger/ledger/events"
 )
+
+var ownRuns = flag.Int("own.runs", 120, "random ownership logs folded by TestOwnRandomInvariants")
 
 // TestOwnRandomInvariants folds random share_ratio logs with ownership
 // (whole, partial and group entries, preferences, lend and grace
@@ -75,7 +78,7 @@ func TestOwnRandomInvariants(t *testing.T) {
 		return op
 	}
 	seen := map[string]int{}
-	for run := 0; run < 200; run++ {
+	for run := 0; run < *ownRuns; run++ {
 		m := New()
 		var seq uint64
 		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -135,8 +138,8 @@ func TestOwnRandomInvariants(t *testing.T) {
 		}
 	}
 	// The greedy placement can leave a leaf off its layered target where
-	// lent-slot eligibility and earlier placements conflict (AMBIGUITIES.md,
-	// ownership); it must stay rare.
+	// lent-slot eligibility, a shared max and earlier placements conflict
+	// (AMBIGUITIES.md, ownership 20); it must stay rare.
 	if seen["events off target"]*100 > seen["events"] {
 		t.Errorf("%d of %d events end off the layered targets", seen["events off target"], seen["events"])
 	}

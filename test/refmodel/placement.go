@@ -392,12 +392,29 @@ func (f *fold) moveTiered(c, v string, amt int64, rule string) {
 			if take <= 0 {
 				continue
 			}
+			before := m.ineligible(c, h)
 			f.shift(v, c, h, take)
+			if m.ineligible(c, h) > before { // the slots would land where c may not be
+				f.shift(c, v, h, take)
+				continue
+			}
 			amt -= take
 			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: h, Slots: take, Rule: rule})
 		}
 	}
 	f.track()
+}
+
+// ineligible is how many of l's slots on h sit where l may not be.
+func (m *Model) ineligible(l, h string) int64 {
+	at, _ := m.attribute(h)
+	var n int64
+	for part, v := range at[l] {
+		if m.tierOf(l, part) < 0 {
+			n += v
+		}
+	}
+	return n
 }
 
 func (f *fold) shift(from, to, h string, n int64) {
@@ -816,7 +833,12 @@ func (f *fold) sourceVictim(c, src string, need int64) (string, int64) {
 			if k <= 0 {
 				continue
 			}
+			before := m.ineligible(c, h)
 			f.shift(v, c, h, k)
+			if m.ineligible(c, h) > before {
+				f.shift(c, v, h, k)
+				continue
+			}
 			moved += k
 			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: h, Slots: k, Rule: "share_ratio.reclaim"})
 		}
