@@ -538,3 +538,43 @@ steps:
         - {kind: grant, consumer: /A, host: h1, rule: own.use, slots: 1}
 `)
 }
+
+// TestOwnChildHostUnderParentGroup: a child's host entry under its
+// parent's group entry is left to assignment: the child stays short while
+// the parent was not given that host.
+func TestOwnChildHostUnderParentGroup(t *testing.T) {
+	runYAML(t, `
+plan:
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /P, own: [{group: gpu, slots: 4}]}
+    - {path: /P/a, own: [{host: g2}]}
+    - {path: /P/b}
+hosts:
+  # g1 up: P takes 4 of the group: g1, whole. a names g2: not up.
+  # g2 up: P keeps g1 (step 1); a's g2 is not among P's slots: short.
+  - {name: g1, group: gpu, slots: 4}
+  - {name: g2, group: gpu, slots: 4}
+steps:
+  - events: [{type: demand, demands: {/P/a: 2}}]
+    # a owns nothing: it draws on P's private pool (g1), 2 slots.
+    expect:
+      allocations: {/P/a: 2}
+      owned: {/P: {g1: 4}, /P/a: {}}
+      placed: {/P/a: {g1: 2}}
+  # g1 down: a's 2 slots are lost. P step 1 finds nothing, step 2 takes g2
+  # (least workload, whole); a's host entry now finds g2 in P's slots and
+  # takes all of it. a's own layer is min(2, 4) = 2: granted on g2.
+  - events: [{type: host_down, host: g1}]
+    expect:
+      allocations: {/P/a: 2}
+      owned: {/P: {g2: 4}, /P/a: {g2: 4}}
+      placed: {/P/a: {g2: 2}}
+      decisions:
+        - {kind: trim, consumer: /P/a, host: g1, slots: 2}
+        - {kind: own, consumer: /P, host: g1, rule: own.trim, slots: 4}
+        - {kind: own, consumer: /P, host: g2, rule: own.assign, slots: 4}
+        - {kind: own, consumer: /P/a, host: g2, rule: own.assign, slots: 4}
+        - {kind: grant, consumer: /P/a, host: g2, rule: own.use, slots: 2}
+`)
+}
