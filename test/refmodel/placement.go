@@ -545,11 +545,8 @@ func (m *Model) ownHosts(l string) []string {
 	return hs
 }
 
-// layeredRebalance is the share_ratio rebalance of a plan with ownership.
-// 1. Owners, by rank, get their own-layer part back before any share rule
-// (with or without preemption): free slots on their owned hosts, then
-// (reclaim_for_preference false) idle slots elsewhere, then returns of
-// lent slots. 2. Section 4's pairing on the layered targets.
+// layeredRebalance is the share_ratio rebalance of a plan with ownership,
+// in rounds (round).
 func (f *fold) layeredRebalance() {
 	m := f.m
 	ly := m.layered(f.d)
@@ -569,88 +566,16 @@ func (f *fold) layeredRebalance() {
 // rebalanceRounds bounds layeredRebalance's rounds.
 const rebalanceRounds = 3
 
-// round: revoke what leaves may no longer borrow, owners by rank take
-// their own layer, the pairing source by source, then on the totals.
+// round: revoke what leaves may no longer borrow; owners by rank take
+// their own layer before any share rule (with or without preemption);
+// then section 4's pairing source by source, then on the totals.
 func (f *fold) round(ly layers) {
 	m := f.m
 	f.revoke()
 	ls := m.leaves()
 	m.rankOrder(ls)
 	for _, l := range ls {
-		hosts := m.ownHosts(l)
-		// An owner below its own layer that holds other slots while some
-		// of its own are free moves onto its own: it gives back as many
-		// other slots (release tiers: its own last) as it takes of its
-		// own. Its count does not change.
-		var freeOwn int64
-		for _, h := range hosts {
-			freeOwn += max(0, min(m.own[l][h]-m.alloc[l][h], m.hostFree(h)))
-		}
-		if mv := min(ly.own[l]-m.ownUse(l), m.held(l)-m.ownUse(l), freeOwn); mv > 0 {
-			f.releaseTiered(l, mv, "release.own_moved")
-			for _, h := range hosts {
-				take := min(mv, m.own[l][h]-m.alloc[l][h], m.hostFree(h))
-				if take > 0 {
-					if m.alloc[l] == nil {
-						m.alloc[l] = map[string]int64{}
-					}
-					m.alloc[l][h] += take
-					mv -= take
-					f.emit(Decision{Kind: "grant", Consumer: l, Host: h, Slots: take, Rule: "own.use"})
-				}
-			}
-			f.track()
-		}
-		// max headroom is checked per take: a return from a borrower in
-		// the same subtree does not change the shared ancestors' total
-		need := min(ly.own[l]-m.ownUse(l), ly.T[l]-m.held(l))
-		if need <= 0 {
-			continue
-		}
-		useFree := func(h string) {
-			take := min(need, m.own[l][h]-m.alloc[l][h], m.hostFree(h), f.headroom(l, ""))
-			if take > 0 {
-				if m.alloc[l] == nil {
-					m.alloc[l] = map[string]int64{}
-				}
-				m.alloc[l][h] += take
-				need -= take
-				f.emit(Decision{Kind: "grant", Consumer: l, Host: h, Slots: take, Rule: "own.use"})
-				f.track()
-			}
-		}
-		takeBack := func(h string) {
-			if need > 0 {
-				need -= f.takeBack(l, h, min(need, m.own[l][h]-m.alloc[l][h]))
-			}
-		}
-		if m.pol.reclaimForPreference {
-			// host by host, most preferred first: its free slots, then
-			// its lent ones, before any less preferred host
-			for _, h := range hosts {
-				useFree(h)
-				takeBack(h)
-			}
-			continue
-		}
-		// idle slots first: on its own hosts (most preferred first), then
-		// anywhere it may use; lent slots come back only when none is left
-		for _, h := range hosts {
-			useFree(h)
-		}
-		// idle: free slots the targets of the others leave unused
-		idle := m.freeTotal()
-		for _, o := range m.leaves() {
-			if o != l {
-				idle -= max(0, ly.T[o]-m.held(o))
-			}
-		}
-		if k := min(need, idle); k > 0 {
-			need -= f.grantTiered(l, k, "own.use", 1)
-		}
-		for _, h := range hosts {
-			takeBack(h)
-		}
+		f.ownerTakes(l, ly)
 	}
 	for _, src := range ly.order {
 		f.pairSource(src)
@@ -659,6 +584,87 @@ func (f *fold) round(ly layers) {
 	// of a host's slots is a fixed rule, not a record) is settled on the
 	// totals, as section 4's pairing.
 	f.pairing(ly.T, m.pol.preemption)
+}
+
+// ownerTakes gives leaf l its own layer: it moves onto its own free slots,
+// then takes free ones on its hosts, (reclaim_for_preference false) idle
+// slots elsewhere, and slots lent out back (returns).
+func (f *fold) ownerTakes(l string, ly layers) {
+	m := f.m
+	hosts := m.ownHosts(l)
+	// An owner below its own layer that holds other slots while some
+	// of its own are free moves onto its own: it gives back as many
+	// other slots (release tiers: its own last) as it takes of its
+	// own. Its count does not change.
+	var freeOwn int64
+	for _, h := range hosts {
+		freeOwn += max(0, min(m.own[l][h]-m.alloc[l][h], m.hostFree(h)))
+	}
+	if mv := min(ly.own[l]-m.ownUse(l), m.held(l)-m.ownUse(l), freeOwn); mv > 0 {
+		f.releaseTiered(l, mv, "release.own_moved")
+		for _, h := range hosts {
+			take := min(mv, m.own[l][h]-m.alloc[l][h], m.hostFree(h))
+			if take > 0 {
+				if m.alloc[l] == nil {
+					m.alloc[l] = map[string]int64{}
+				}
+				m.alloc[l][h] += take
+				mv -= take
+				f.emit(Decision{Kind: "grant", Consumer: l, Host: h, Slots: take, Rule: "own.use"})
+			}
+		}
+		f.track()
+	}
+	// max headroom is checked per take: a return from a borrower in
+	// the same subtree does not change the shared ancestors' total
+	need := min(ly.own[l]-m.ownUse(l), ly.T[l]-m.held(l))
+	if need <= 0 {
+		return
+	}
+	useFree := func(h string) {
+		take := min(need, m.own[l][h]-m.alloc[l][h], m.hostFree(h), f.headroom(l, ""))
+		if take > 0 {
+			if m.alloc[l] == nil {
+				m.alloc[l] = map[string]int64{}
+			}
+			m.alloc[l][h] += take
+			need -= take
+			f.emit(Decision{Kind: "grant", Consumer: l, Host: h, Slots: take, Rule: "own.use"})
+			f.track()
+		}
+	}
+	takeBack := func(h string) {
+		if need > 0 {
+			need -= f.takeBack(l, h, min(need, m.own[l][h]-m.alloc[l][h]))
+		}
+	}
+	if m.pol.reclaimForPreference {
+		// host by host, most preferred first: its free slots, then
+		// its lent ones, before any less preferred host
+		for _, h := range hosts {
+			useFree(h)
+			takeBack(h)
+		}
+		return
+	}
+	// idle slots first: on its own hosts (most preferred first), then
+	// anywhere it may use; lent slots come back only when none is left
+	for _, h := range hosts {
+		useFree(h)
+	}
+	// idle: free slots the targets of the others leave unused
+	idle := m.freeTotal()
+	for _, o := range m.leaves() {
+		if o != l {
+			idle -= max(0, ly.T[o]-m.held(o))
+		}
+	}
+	if k := min(need, idle); k > 0 {
+		need -= f.grantTiered(l, k, "own.use", 1)
+	}
+	for _, h := range hosts {
+		takeBack(h)
+	}
 }
 
 // holdIn is how many slots leaf l holds that come from source src.
