@@ -184,8 +184,12 @@ func Permissions(r Role) *server.Permissions {
 	case Admin:
 		return nil // no restriction
 	case Ledger:
+		// An instance far behind on a pool catches up with an ephemeral
+		// consumer (internal/api): it may create one and fetch from it, but
+		// not delete consumers (the projector's are not its business; its
+		// own expire when idle).
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>"}, read...)},
+			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>", apiConsCreate, apiConsCreate1, apiConsNext}, read...)},
 			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
 		}
 	case Projector, Auditor:
