@@ -325,11 +325,16 @@ func testStreamCutBackIsHealed(t *testing.T, partitions int) {
 // while NATS crashes and comes back without its unsynced tail; it sees the
 // reconnection, heals the stream, and projects what comes next.
 func TestRunningProjectorHealsAfterNATSRestart(t *testing.T) {
+	t.Run("one projector", func(t *testing.T) { testRunningProjectorHeals(t, 0) })
+	t.Run("3 partitions", func(t *testing.T) { testRunningProjectorHeals(t, 3) })
+}
+
+func testRunningProjectorHeals(t *testing.T, partitions int) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
 	rawPool(t, nats.js, "r", 0, 20)
-	project := runProjectorInProcess(t, nats.js, db)
+	project := runPartitionedInProcess(t, nats.js, db, partitions)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	nats.stop()
