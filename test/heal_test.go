@@ -467,6 +467,37 @@ func TestStreamNotHealedWithoutStoredMessages(t *testing.T) {
 // folds from the restored checkpoint and catches up, and the result
 // equals the projection that was lost and passes the audit.
 func TestPostgresRestoredFromOlderDump(t *testing.T) {
+	t.Run("one projector", func(t *testing.T) { testPostgresRestoredFromOlderDump(t, 0) })
+	// The partition consumers have delivered past the restored offsets:
+	// the partitions fill the gap from the stream.
+	t.Run("3 partitions", func(t *testing.T) { testPostgresRestoredFromOlderDump(t, 3) })
+}
+
+// projectAll runs a projector (partitions > 0: a group) until the whole
+// stream is projected into db.
+func projectAll(t *testing.T, s *stack, db *pgxpool.Pool, partitions int) {
+	t.Helper()
+	if partitions == 0 {
+		s.project(t, db, projections.WithSnapshotEvery(25))
+		return
+	}
+	rp := runPartitionedInProcess(t, s.js, db, partitions)
+	waitOffsetAbove(t, db, lastSeqOf(t, s.js)-1)
+	if err := rp.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastSeqOf(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	st, err := js.Stream(context.Background(), stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.LastSeq
+}
+
+func testPostgresRestoredFromOlderDump(t *testing.T, partitions int) {
 	bin, err := findPGBin("pg_dump")
 	if err != nil {
 		t.Skip(err)
@@ -475,13 +506,13 @@ func TestPostgresRestoredFromOlderDump(t *testing.T) {
 	s := newStack(t)
 	publishRandomPools(t, s.js, 3, 60)
 	rawPool(t, s.js, "r", 0, 40)
-	s.project(t, s.db, projections.WithSnapshotEvery(25))
+	projectAll(t, s, s.db, partitions)
 	dump := filepath.Join(t.TempDir(), "older.sql")
 	if out, err := exec.Command(bin, "--no-owner", "--no-privileges", "-f", dump, s.db.Config().ConnString()).CombinedOutput(); err != nil {
 		t.Fatalf("pg_dump: %v\n%s", err, out)
 	}
 	rawPool(t, s.js, "r", 40, 100) // the stream goes on past the dump
-	s.project(t, s.db, projections.WithSnapshotEvery(25))
+	projectAll(t, s, s.db, partitions)
 	want, err := pgdump.Tables(ctx, s.db)
 	if err != nil {
 		t.Fatal(err)
@@ -500,7 +531,7 @@ func TestPostgresRestoredFromOlderDump(t *testing.T) {
 	if offset(t, restored) >= offset(t, s.db) {
 		t.Fatalf("the dump is not older: offset %d, live %d", offset(t, restored), offset(t, s.db))
 	}
-	s.project(t, restored, projections.WithSnapshotEvery(25))
+	projectAll(t, s, restored, partitions)
 	got, err := pgdump.Tables(ctx, restored)
 	if err != nil {
 		t.Fatal(err)
