@@ -173,14 +173,17 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 // in normal use acknowledges only after the commit, so it is never
 // ahead, and is left alone.
 func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
-	var committed int64
-	err := p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
+	// The consumer first: what it acknowledged was committed before, so
+	// the offset read after it is at least as far unless the database
+	// went back.
 	info, err := p.cons.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", p.offsetName(), err)
+	}
+	var committed int64
+	err = p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
 	}
 	fresh := info.Delivered.Stream == 0 && committed > 0
 	ahead := info.AckFloor.Stream > uint64(committed)
