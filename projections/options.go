@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
@@ -40,6 +41,8 @@ type config struct {
 	keys          *signing.Keyring
 	healer        jetstream.JetStream
 	foldHook      func(pool string, seq uint64) // tests: runs before each fold (a panic halts the pool)
+
+	metrics *metrics.Projector // nil: no figures recorded (metrics.go)
 }
 
 func defaults() config {

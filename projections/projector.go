@@ -178,6 +178,7 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if b.to > b.from {
 		f = b.finish() // the rows are fixed now: the next fold may go on
 	}
+	p.observeFold(b, msgs)
 	p.folded = b.to
 	if err := p.writer.submit(writeJob{b: b, f: f, last: last}); err != nil {
 		return err
@@ -261,6 +262,7 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	if b.to == b.from {
 		return nil
 	}
+	start := time.Now()
 	err := p.retry(ctx, "write batch", func() error {
 		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { return p.writeTx(ctx, tx, b, f) })
 		if errors.Is(err, errCommitted) {
@@ -275,6 +277,7 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	for name, pb := range b.pools {
 		p.setApplied(name, pb.lastSeq)
 	}
+	p.observeCommit(b, time.Since(start))
 	return p.fail(StageAfterCommitBeforeAck)
 }
 
