@@ -14,21 +14,36 @@ import (
 // Without it nothing is recorded.
 func WithMetrics(rec *metrics.Projector) Option { return func(c *config) { c.metrics = rec } }
 
-// The projector reports to its recorder at four places: start
+// The projector reports to its recorder at five places: start
 // (observeStart, observeRebuilt), process (observeFold, in the folding
 // goroutine, which alone may read the pools), commit (observeCommit, in
-// the writer, from what observeFold stored in the batch).
+// the writer, from what observeFold stored in the batch), the end of Run
+// (observeStop). Its label is offsetName(): one per partition.
+
+// observeStop: Run ends (shutdown, a partition given away or lost): the
+// projector's lag and its pools' gauges are no longer this process's to
+// report (another instance may fold them now).
+func (p *Projector) observeStop() {
+	if p.cfg.metrics == nil {
+		return
+	}
+	pools := make([]string, 0, len(p.pools))
+	for name := range p.pools {
+		pools = append(pools, name)
+	}
+	p.cfg.metrics.Stopped(p.offsetName(), pools)
+}
 
 // observeStart: the rebuild of pools pools begins.
 func (p *Projector) observeStart(pools int) {
-	p.cfg.metrics.Started(p.cfg.name, p.Halted)
-	p.cfg.metrics.Replay(p.cfg.name, pools, 0, 0)
+	p.cfg.metrics.Started(p.offsetName(), p.Halted)
+	p.cfg.metrics.Replay(p.offsetName(), pools, 0, 0)
 }
 
 // observeRebuilt: done pools of pools are rebuilt, the last by folding
 // events events again.
 func (p *Projector) observeRebuilt(pools, done, events int) {
-	p.cfg.metrics.Replay(p.cfg.name, pools, done, events)
+	p.cfg.metrics.Replay(p.offsetName(), pools, done, events)
 }
 
 // observeFold records a folded batch (its new messages, the stream's
@@ -46,7 +61,7 @@ func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
 	if md, err := msgs[len(msgs)-1].Metadata(); err == nil {
 		last, pending = md.Timestamp, md.NumPending
 	}
-	p.cfg.metrics.Folded(p.cfg.name, b.to-b.from, first, last, pending)
+	p.cfg.metrics.Folded(p.offsetName(), b.to-b.from, first, last, pending)
 	if b.to == b.from {
 		return
 	}
@@ -66,7 +81,7 @@ func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
 
 // observeCommit records a committed batch.
 func (p *Projector) observeCommit(b *batch, d time.Duration) {
-	p.cfg.metrics.Committed(p.cfg.name, len(b.events), b.to, d, b.figures)
+	p.cfg.metrics.Committed(p.offsetName(), len(b.events), b.to, d, b.figures)
 }
 
 // poolFigures are a pool's totals: capacity of the hosts up, slots held,

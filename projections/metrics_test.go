@@ -9,7 +9,9 @@ import (
 )
 
 // A halted pool shows in the projector's figures (ledger_pool_halted,
-// ledger_projector_halted_pools) while the other pools' gauges go on.
+// ledger_projector_halted_pools) while the other pools' gauges go on;
+// once the projector stops, its lag and pool gauges are gone (another
+// instance may fold those pools now), its counters stay.
 func TestMetricsNameHaltedPool(t *testing.T) {
 	js := connectNATS(t, testenv.NATS(t))
 	db := newDB(t)
@@ -31,9 +33,6 @@ func TestMetricsNameHaltedPool(t *testing.T) {
 	}
 	r := start(p)
 	if err := r.waitFor(t, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
 	fams, err := reg.Gatherer().Gather()
@@ -63,5 +62,24 @@ func TestMetricsNameHaltedPool(t *testing.T) {
 	}
 	if pools < 2 {
 		t.Fatalf("allocated gauges of %d pools; the mix projects several", pools)
+	}
+
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if fams, err = reg.Gatherer().Gather(); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, f := range fams {
+		left[f.GetName()] = len(f.GetMetric()) > 0
+	}
+	for _, gone := range []string{"ledger_pool_allocated_slots", "ledger_projector_lag_events", "ledger_pool_halted", "ledger_projector_committed_sequence"} {
+		if left[gone] {
+			t.Errorf("%s still exported after the projector stopped", gone)
+		}
+	}
+	if !left["ledger_projector_events_total"] {
+		t.Error("the events counter went with the projector")
 	}
 }

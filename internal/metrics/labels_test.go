@@ -70,6 +70,7 @@ func TestNilRecordersAreNoOps(t *testing.T) {
 	reg.Projector().Folded("p", 1, time.Now(), time.Now(), 0)
 	reg.Projector().Committed("p", 1, 1, time.Millisecond, nil)
 	reg.Projector().ForgetPool("a")
+	reg.Projector().Stopped("p", []string{"a"})
 	if reg.API() != nil || reg.Projector() != nil {
 		t.Fatal("a nil registry gave recorders")
 	}

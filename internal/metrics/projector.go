@@ -174,6 +174,24 @@ func (p *Projector) Committed(name string, events int, seq uint64, d time.Durati
 	}
 }
 
+// Stopped forgets what the projector name reported that is no longer
+// its own once it stops: its lag, halted pools, position, and the gauges
+// of pools (another instance may fold them now). Its counters stay.
+func (p *Projector) Stopped(name string, pools []string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.state, name)
+	p.mu.Unlock()
+	for _, g := range []*prometheus.GaugeVec{p.committed, p.lastCommit, p.replayAll, p.replayDone, p.replaying} {
+		g.DeleteLabelValues(name)
+	}
+	for _, pool := range pools {
+		p.ForgetPool(pool)
+	}
+}
+
 // ForgetPool drops a pool's gauges (a projector that hands the pool over
 // to another stops reporting it).
 func (p *Projector) ForgetPool(pool string) {
