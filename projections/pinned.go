@@ -29,6 +29,9 @@ var errReleased = errors.New("projector: partition released to another instance"
 // PostgreSQL whenever it becomes the pinned instance (again), and folds
 // what it is given.
 func (p *Projector) runPartition(ctx context.Context) error {
+	if err := p.healIfBehind(ctx); err != nil {
+		return err
+	}
 	if err := p.retry(ctx, "open the partition consumer", func() error { return p.ensurePartitionConsumer(ctx) }); err != nil {
 		return err
 	}
@@ -56,9 +59,17 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 		return err
 	}
 	if rc := p.js.Conn().Stats().Reconnects; rc != p.reconnects {
-		// The server may have restarted without its unsynced tail:
-		// rebuild from PostgreSQL (and heal) before folding more.
+		// The server may have restarted without its unsynced tail: heal
+		// it now (appends are held until then, so no message may come to
+		// wake a partition), and rebuild from PostgreSQL before folding
+		// more.
 		p.reconnects, p.pin = rc, ""
+		if err := p.writer.drain(); err != nil {
+			return err
+		}
+		if err := p.healIfBehind(ctx); err != nil {
+			return err
+		}
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -70,6 +81,21 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 		p.pin = pin
 	}
 	return p.process(ctx, msgs)
+}
+
+// healIfBehind heals a stream that ends before the furthest offset of
+// the projection, whoever holds the partitions: the API holds appends
+// until then, so waiting for a partition's next message would wait
+// forever. The partitions of a group heal one at a time.
+func (p *Projector) healIfBehind(ctx context.Context) error {
+	return p.retry(ctx, "check the stream against the projection", func() error {
+		if l := p.cfg.healLock; l != nil {
+			l.Lock()
+			defer l.Unlock()
+		}
+		_, err := p.Heal(ctx)
+		return err
+	})
 }
 
 // takeOver rebuilds the partition's pools from what PostgreSQL holds:

@@ -121,11 +121,27 @@ type inProcessProjector struct {
 }
 
 func runProjectorInProcess(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool) *inProcessProjector {
+	return runPartitionedInProcess(t, js, db, 0)
+}
+
+// runPartitionedInProcess is runProjectorInProcess with the pools in
+// partitions (0: unpartitioned).
+func runPartitionedInProcess(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, partitions int) *inProcessProjector {
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rp := &inProcessProjector{done: make(chan error, 1)}
+	opts := []projections.Option{projections.WithLogger(quiet), projections.WithSnapshotEvery(25), projections.WithBatchSize(40),
+		projections.WithPinnedTTL(2 * time.Second)}
 	go func() {
-		rp.done <- projections.New(js, db, projections.WithLogger(quiet), projections.WithSnapshotEvery(25), projections.WithBatchSize(40)).Run(ctx)
+		if partitions == 0 {
+			rp.done <- projections.New(js, db, opts...).Run(ctx)
+			return
+		}
+		g, err := projections.NewGroup(js, db, partitions, opts...)
+		if err == nil {
+			err = g.Run(ctx)
+		}
+		rp.done <- err
 	}()
 	var err error
 	stopped := false
@@ -177,6 +193,13 @@ func apiPool(t *testing.T, c *client.Client, pool string, demands int) {
 // a fresh projection of the healed stream equals the one that was there,
 // and appends continue after the healed sequence.
 func TestStreamCutBackIsHealed(t *testing.T) {
+	t.Run("one projector", func(t *testing.T) { testStreamCutBackIsHealed(t, 0) })
+	// Each partition finds the stream behind its own offset; one heals it,
+	// the others find it healed.
+	t.Run("3 partitions", func(t *testing.T) { testStreamCutBackIsHealed(t, 3) })
+}
+
+func testStreamCutBackIsHealed(t *testing.T, partitions int) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
@@ -191,7 +214,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 
 	publishRandomPools(t, nats.js, 3, 80)
 	apiPool(t, c, "early", 10)
-	project := runProjectorInProcess(t, nats.js, db)
+	project := runPartitionedInProcess(t, nats.js, db, partitions)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	if err := project.stop(); err != nil {
@@ -204,7 +227,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 
 	apiPool(t, c, "late", 30)
 	apiPool(t, c, "early2", 5)
-	project = runProjectorInProcess(t, nats.js, db)
+	project = runPartitionedInProcess(t, nats.js, db, partitions)
 	full := nats.lastSeq(t)
 	waitOffsetAbove(t, db, full-1)
 	if err := project.stop(); err != nil {
@@ -232,7 +255,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 		t.Fatalf("a held append reached the stream: it ends at %d, want %d", got, early)
 	}
 
-	project = runProjectorInProcess(t, nats.js, db)
+	project = runPartitionedInProcess(t, nats.js, db, partitions)
 	deadline := time.Now().Add(60 * time.Second)
 	for nats.lastSeq(t) < full {
 		select {
@@ -302,11 +325,16 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 // while NATS crashes and comes back without its unsynced tail; it sees the
 // reconnection, heals the stream, and projects what comes next.
 func TestRunningProjectorHealsAfterNATSRestart(t *testing.T) {
+	t.Run("one projector", func(t *testing.T) { testRunningProjectorHeals(t, 0) })
+	t.Run("3 partitions", func(t *testing.T) { testRunningProjectorHeals(t, 3) })
+}
+
+func testRunningProjectorHeals(t *testing.T, partitions int) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
 	rawPool(t, nats.js, "r", 0, 20)
-	project := runProjectorInProcess(t, nats.js, db)
+	project := runPartitionedInProcess(t, nats.js, db, partitions)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	nats.stop()
