@@ -63,11 +63,13 @@ func (p *Projector) start(ctx context.Context) error {
 		return err
 	}
 	p.pools, p.committed = map[string]*poolState{}, committed
-	for _, cp := range cps {
+	p.observeStart(len(cps))
+	for i, cp := range cps {
 		ps, err := p.rebuild(ctx, cp)
 		if err != nil {
 			return err
 		}
+		p.observeRebuilt(len(cps), i+1, ps.sinceSnap)
 		if cp.halted != nil {
 			ps.halted = true
 			p.cfg.log.Warn("projector: pool stays halted (rebuild the projection with fixed code to resume it)", "pool", cp.pool, "seq", cp.halted.seq)
