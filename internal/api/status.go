@@ -70,7 +70,9 @@ func (s *Server) natsStatus(ctx context.Context) (NATSStatus, *StreamStatus) {
 	n.Server, n.URL, n.Cluster = s.nc.ConnectedServerName(), s.nc.ConnectedUrlRedacted(), s.nc.ConnectedClusterName()
 	st, err := s.streamStatus(ctx)
 	if err != nil {
-		n.Error = timedOut(ctx, err)
+		// Connected, but JetStream did not answer for the stream: most
+		// often a stream without a leader (no quorum of its copies).
+		n.Error = "stream " + stream.Name + ": " + timedOut(ctx, err)
 	}
 	return n, st
 }
@@ -79,7 +81,7 @@ func (s *Server) natsStatus(ctx context.Context) (NATSStatus, *StreamStatus) {
 func (s *Server) streamStatus(ctx context.Context) (*StreamStatus, error) {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", stream.Name, err)
+		return nil, err
 	}
 	st := &StreamStatus{
 		Name: info.Config.Name, Replicas: max(info.Config.Replicas, 1),
@@ -185,7 +187,7 @@ func problems(res StatusResponse) []string {
 	if !res.NATS.Connected {
 		out = append(out, "NATS: "+res.NATS.Error)
 	} else if res.Stream == nil {
-		out = append(out, "NATS: "+res.NATS.Error)
+		out = append(out, res.NATS.Error+" (a replicated stream answers only while a quorum of its copies is up)")
 	}
 	if st := res.Stream; st != nil {
 		if st.Leader == "" {
