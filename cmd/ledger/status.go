@@ -22,7 +22,7 @@ const exitDegraded = 2
 
 func init() {
 	var ledgerURL, token string
-	var asJSON bool
+	var asJSON, healthz bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -40,19 +40,28 @@ For a partition, the lag in events counts every event after its offset,
 other partitions' too: an upper bound.
 
 Exit status: 0 when everything is ok, 2 when the deployment is degraded
-(the problems are listed), 1 when the ledger cannot be asked.`,
+(the problems are listed), 1 when the ledger cannot be asked.
+
+With --healthz it asks GET /healthz instead (no token needed) and exits 0
+while this ledger instance can serve (ok or degraded), 1 when it cannot
+(NATS, the stream or PostgreSQL down): a container healthcheck for the
+distroless image, which has no shell or HTTP client of its own.`,
 		Example: `  ledger status
   LEDGER_URL=https://ledger.example:8080 ledger status --json | jq .projectors`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			if healthz {
+				return runHealthz(ctx, cmd.OutOrStdout(), ledgerURL)
+			}
 			return runStatus(ctx, cmd.OutOrStdout(), client.New(ledgerURL, client.WithToken(token)), asJSON)
 		},
 	}
 	addLedgerURLFlag(cmd, &ledgerURL)
 	addLedgerTokenFlag(cmd, &token)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ledger's JSON answer (indented) instead of the summary")
+	cmd.Flags().BoolVar(&healthz, "healthz", false, "probe GET /healthz (no token): exit 0 while this instance can serve, 1 otherwise")
 	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Second, "how long to wait for the ledger's answer")
 	root.AddCommand(cmd)
 }
@@ -81,6 +90,17 @@ func runStatus(ctx context.Context, out io.Writer, c *client.Client, asJSON bool
 	if res.Status != "ok" {
 		return exitError{code: exitDegraded}
 	}
+	return nil
+}
+
+// runHealthz probes /healthz: 200 (ok or degraded) is healthy, anything
+// else (503 with the failing part named) is not.
+func runHealthz(ctx context.Context, out io.Writer, ledgerURL string) error {
+	var h api.HealthResponse
+	if err := client.New(ledgerURL).Get(ctx, "/healthz", &h); err != nil {
+		return fmt.Errorf("healthz: %w", err)
+	}
+	fmt.Fprintf(out, "%s (nats %s, stream %s, postgres %s)\n", h.Status, h.NATS, h.Stream, h.Postgres)
 	return nil
 }
 

@@ -74,6 +74,16 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("with a halted pool: exit %d\n%s", exitCode(err), out)
 	}
 
+	// The container healthcheck: no token needed, 0 while it can serve.
+	out, _, err = runLedger(t, "", "status", url, "--healthz")
+	if err != nil || !strings.HasPrefix(out, "degraded (nats ok, stream ok, postgres ok)") {
+		t.Errorf("status --healthz: %v %q", err, out)
+	}
+	_, _, err = runLedger(t, "", "status", "--ledger-url=http://"+freePort(t), "--healthz")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "no ledger listening") {
+		t.Errorf("status --healthz with no ledger: %v", err)
+	}
+
 	// Without a token: refused, exit 1, saying what to set.
 	_, _, err = runLedger(t, "", "status", url)
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "LEDGER_TOKEN") {
