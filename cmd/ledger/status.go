@@ -139,7 +139,7 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  COPY\tROLE\tSTATE\tSEEN\tLAG (OPS)")
 		for _, r := range st.ReplicasDetail {
-			role, state, seen := "follower", "current", fmt.Sprintf("%dms ago", r.ActiveMS)
+			role, state, seen := "follower", "current", (time.Duration(r.ActiveMS) * time.Millisecond).String() + " ago"
 			if r.Leader {
 				role, seen = "leader", "-"
 			}
@@ -177,7 +177,7 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 				lagEv = fmt.Sprint(*p.LagEvents)
 			}
 			if p.LagSeconds != nil {
-				lagS = fmt.Sprintf("%.1f", *p.LagSeconds)
+				lagS = fmt.Sprintf("%.2f", *p.LagSeconds)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s ago\n", p.Name, part, owner, p.Seq, lagEv, lagS, ago(res.Time, p.UpdatedAt))
 		}
