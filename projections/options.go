@@ -2,6 +2,7 @@ package projections
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,6 +41,10 @@ type config struct {
 	keys          *signing.Keyring
 	healer        jetstream.JetStream
 	foldHook      func(pool string, seq uint64) // tests: runs before each fold (a panic halts the pool)
+	part          *partition                    // nil: every pool (partition.go)
+	instance      string                        // projector_offsets.owner
+	pinnedTTL     time.Duration
+	healLock      *sync.Mutex // a Group's partitions heal the stream one at a time
 }
 
 func defaults() config {
@@ -50,6 +55,8 @@ func defaults() config {
 		log:           slog.Default(),
 		ackWait:       30 * time.Second,
 		idleWait:      5 * time.Second,
+		instance:      defaultInstance(),
+		pinnedTTL:     DefaultPinnedTTL,
 	}
 }
 

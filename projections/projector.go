@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,12 @@ type Projector struct {
 	// reconnects is the NATS connection's reconnect count when the stream
 	// was last known to hold everything committed (see afterReconnect).
 	reconnects uint64
+	// pin is the partition consumer's pin this instance last folded
+	// under; a message with another pin means the partition came back
+	// to it and must be rebuilt from PostgreSQL first (pinned.go).
+	pin     string
+	holding atomic.Bool   // a partition folded here (pinned.go)
+	release chan struct{} // Group.rebalance asks the partition to move
 
 	mu      sync.Mutex
 	applied map[string]uint64
@@ -52,7 +59,7 @@ func New(js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) *Projector {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}, halted: map[string]uint64{}}
+	return &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}, halted: map[string]uint64{}, release: make(chan struct{}, 1)}
 }
 
 // Applied returns the sequence of the last event of pool that is committed
@@ -76,9 +83,14 @@ func (p *Projector) setApplied(pool string, seq uint64) {
 // the recorded checkpoint, a row PostgreSQL rejects, another projector
 // writing the same offset) or when a failpoint fires.
 func (p *Projector) Run(ctx context.Context) error {
+	if err := p.checkPartition(); err != nil {
+		return fatal(err)
+	}
 	p.reconnects = p.js.Conn().Stats().Reconnects
-	err := p.retry(ctx, "start", func() error { return p.start(ctx) })
-	if err == nil {
+	var err error
+	if p.cfg.part != nil {
+		err = p.runPartition(ctx)
+	} else if err = p.retry(ctx, "start", func() error { return p.start(ctx) }); err == nil {
 		p.folded = p.committed
 		p.writer = p.startWriter(ctx)
 		for err == nil && ctx.Err() == nil {
@@ -165,6 +177,12 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 			last = m
 			continue
 		}
+		if seq != b.to+1 && p.cfg.part != nil {
+			// A partition consumer is shared: fill the gap from the stream.
+			if stop = p.fill(ctx, b, seq); stop != nil {
+				break
+			}
+		}
 		if seq != b.to+1 {
 			gap = true
 			break
@@ -232,6 +250,9 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 }
 
 func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) error {
+	if pool, err := stream.PoolOf(m.Subject()); err == nil && !p.mine(pool) {
+		return nil // another partition's event
+	}
 	name, st, ok := DecodeMessage(seq, m.Subject(), stored, m.Data())
 	Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
 	if !ok {
@@ -242,6 +263,11 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 	if ps == nil {
 		ps = newPoolState(newDomainPool(name), zeroHash)
 		p.pools[name] = ps
+	}
+	if seq <= ps.lastSeq {
+		// Folded before: a partition's offset can trail its pools'
+		// checkpoints (a new partitioning starts its rows at 0).
+		return nil
 	}
 	if err := b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotEvery, p.cfg.foldHook); err != nil {
 		return err

@@ -80,10 +80,12 @@ func (p *Projector) start(ctx context.Context) error {
 		ps.halted = true
 		p.pools[name] = ps
 	}
-	if err := p.resetConsumer(ctx); err != nil {
-		return err
+	if p.cfg.part == nil { // a partition's consumer is shared: never reset
+		if err := p.resetConsumer(ctx); err != nil {
+			return err
+		}
 	}
-	p.cfg.log.Info("projector: resumed", "name", p.cfg.name, "committed_seq", committed, "pools", len(cps))
+	p.cfg.log.Info("projector: resumed", "name", p.offsetName(), "committed_seq", committed, "pools", len(cps))
 	return nil
 }
 
@@ -95,7 +97,10 @@ func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, 
 	var halted map[string]halt
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(ctx, p.db, opts, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.cfg.name).Scan(&committed)
+		if err := p.checkPartitioning(ctx, tx); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
 		if err != nil && err != pgx.ErrNoRows {
 			return err
 		}
@@ -113,6 +118,7 @@ func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, 
 		if err != nil {
 			return err
 		}
+		cps = slices.DeleteFunc(cps, func(c checkpoint) bool { return !p.mine(c.pool) })
 		return loadOpen(ctx, tx, cps)
 	})
 	for i := range cps {
@@ -128,6 +134,9 @@ func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, 
 	p.mu.Unlock()
 	p.haltedNoCheckpoint = nil
 	for name := range halted {
+		if !p.mine(name) {
+			continue
+		}
 		if !slices.ContainsFunc(cps, func(c checkpoint) bool { return c.pool == name }) {
 			p.haltedNoCheckpoint = append(p.haltedNoCheckpoint, name)
 		}
@@ -156,6 +165,10 @@ func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
 // checkStream heals a stream that ends before the projection (heal.go)
 // and refuses one whose start was removed.
 func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed uint64) error {
+	if l := p.cfg.healLock; l != nil { // the first partition heals, the others find it healed
+		l.Lock()
+		defer l.Unlock()
+	}
 	s, err := stream.Ensure(ctx, p.js)
 	if err != nil {
 		return err

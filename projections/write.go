@@ -140,8 +140,9 @@ ON CONFLICT (pool, name) DO UPDATE SET grp = EXCLUDED.grp, slots = EXCLUDED.slot
 SELECT z.*, now() FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bytea[], $5::int[], $6::bigint[]) AS z
 ON CONFLICT (pool) DO UPDATE SET last_seq = EXCLUDED.last_seq, state_hash = EXCLUDED.state_hash,
   chain_hash = EXCLUDED.chain_hash, rules = EXCLUDED.rules, rules_since = EXCLUDED.rules_since, updated_at = EXCLUDED.updated_at`
-	sqlUpsertOffset = `INSERT INTO projector_offsets (name, stream_seq, updated_at) VALUES ($1, $2, now())
-ON CONFLICT (name) DO UPDATE SET stream_seq = EXCLUDED.stream_seq, updated_at = EXCLUDED.updated_at`
+	sqlUpsertOffset = `INSERT INTO projector_offsets (name, stream_seq, updated_at, partition, partitions, owner) VALUES ($1, $2, now(), $3, $4, $5)
+ON CONFLICT (name) DO UPDATE SET stream_seq = EXCLUDED.stream_seq, updated_at = EXCLUDED.updated_at,
+  partition = EXCLUDED.partition, partitions = EXCLUDED.partitions, owner = EXCLUDED.owner`
 )
 
 // writeTx writes a whole batch in the transaction tx, in this order:
@@ -182,13 +183,20 @@ func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRo
 // does not follow the committed offset (another writer) is not written.
 func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error {
 	var stored int64
-	err := tx.QueryRow(ctx, sqlLockOffset, p.cfg.name).Scan(&stored)
+	err := tx.QueryRow(ctx, sqlLockOffset, p.offsetName()).Scan(&stored)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
 	switch {
-	case uint64(stored) >= b.to:
+	case uint64(stored) == b.to || (p.cfg.part == nil && uint64(stored) > b.to):
+		// This batch's commit went through but its answer was lost (or,
+		// partitioned, another instance committed the same range: the
+		// same rows, folded from the same log).
 		return errCommitted
+	case p.cfg.part != nil && uint64(stored) != b.from:
+		// The partition moved to another instance, which committed: this
+		// one's batch is dropped, never written over it.
+		return fmt.Errorf("%w: projector_offsets[%s] is at %d, this instance continues from %d", ErrPartitionLost, p.offsetName(), stored, b.from)
 	case uint64(stored) != b.from:
 		return fatalf("projector_offsets[%s] is at %d but this projector continues from %d: another projector with the same name is writing", p.cfg.name, stored, b.from)
 	}
@@ -238,7 +246,8 @@ func (p *Projector) writeCurrent(ctx context.Context, tx pgx.Tx, b *batch, f *fi
 	queue(sqlDeleteAlloc, f.allocDel[:])
 	queue(sqlUpsertHosts, f.hosts[:])
 	queue(sqlUpsertCheckpoints, f.checkpoints[:])
-	q.Queue(sqlUpsertOffset, p.cfg.name, int64(b.to))
+	part, parts := p.partitionCols()
+	q.Queue(sqlUpsertOffset, p.offsetName(), int64(b.to), part, parts, p.cfg.instance)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("upsert current state: %w", err)
 	}

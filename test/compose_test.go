@@ -85,14 +85,6 @@ func envNames(t *testing.T, n yaml.Node) []string {
 	return names
 }
 
-// pendingFlags are flags docker-compose.yml uses that other branches of
-// issue 11 add: while a binary lacks one, the check says so in the log
-// instead of failing. Delete an entry once its branch is merged.
-var pendingFlags = map[string]string{
-	"ledger nats setup --replicas": "the cluster branch (stream replicas)",
-	"projector --partitions":       "the partitioned projectors",
-}
-
 // TestDockerCompose checks the production shape of docker-compose.yml:
 // three clustered NATS servers whose configuration nats-server itself
 // loads with what `ledger nats init` writes (identities, authenticated
@@ -155,11 +147,6 @@ func TestDockerCompose(t *testing.T) {
 			flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			re := regexp.MustCompile(`(?m)^\s+(-\w, )?--?` + regexp.QuoteMeta(flag) + `\b`)
 			if re.Match(help) {
-				continue
-			}
-			key := strings.Join(append([]string{command[0]}, sub...), " ") + " --" + flag
-			if why, ok := pendingFlags[key]; ok {
-				t.Logf("%s: %s is not in this build yet (%s)", name, key, why)
 				continue
 			}
 			t.Errorf("%s: %s has no flag --%s:\n%s", name, strings.Join(append([]string{command[0]}, sub...), " "), flag, help)

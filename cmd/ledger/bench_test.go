@@ -33,14 +33,14 @@ func TestBenchQuick(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, out.String())
 	}
-	// Phase 1: five measures under each sync policy, beside each other,
-	// two ratios between the policies and three under the default.
-	want := map[string]int{"1 append": 15, "2 projection": 4, "3 latency": 3, "4 replay": 6}
+	// Phase 1: five measures on each server (sync always, unsynced, R3),
+	// beside each other, six ratios between them and three under the default.
+	want := map[string]int{"1 append": 24, "2 projection": 4, "3 latency": 3, "4 replay": 6, "5 partitions": 5}
 	got := map[string]int{}
 	policies := map[string]int{}
 	for _, r := range rep.Results {
 		got[r.Phase]++
-		for _, p := range []string{"[sync always]", "[unsynced, interval:2m0s]"} {
+		for _, p := range []string{"[sync always]", "[unsynced, interval:2m0s]", "[R3, interval:2m0s]"} {
 			if strings.HasSuffix(r.Name, p) {
 				policies[p]++
 			}
@@ -57,11 +57,11 @@ func TestBenchQuick(t *testing.T) {
 			t.Errorf("phase %s: %d results, want %d", phase, got[phase], n)
 		}
 	}
-	if policies["[sync always]"] != 5 || policies["[unsynced, interval:2m0s]"] != 5 {
-		t.Errorf("append measures per sync policy: %v, want 5 of each", policies)
+	if policies["[sync always]"] != 5 || policies["[unsynced, interval:2m0s]"] != 5 || policies["[R3, interval:2m0s]"] != 5 {
+		t.Errorf("append measures per server: %v, want 5 of each", policies)
 	}
-	if len(rep.Phases) != 4 {
-		t.Errorf("%d phase times, want 4", len(rep.Phases))
+	if len(rep.Phases) != 5 {
+		t.Errorf("%d phase times, want 5", len(rep.Phases))
 	}
 	if rep.TempDir == "" {
 		t.Error("no temporary directory reported")

@@ -34,13 +34,14 @@ const (
 type devConfig struct {
 	data, httpAddr, natsAddr, databaseURL string
 	snapshotEvery                         int
+	natsCluster, replicas                 int
 	duplicateWindow                       time.Duration
 	natsSync                              natsserver.Sync
 	origins                               []string
 }
 
 func init() {
-	cfg := devConfig{natsSync: natsserver.SyncAlways}
+	cfg := devConfig{natsSync: natsserver.SyncAlways, natsCluster: 1}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole service on this machine (what `make run` starts)",
@@ -68,7 +69,17 @@ token (every scope, every pool) kept in DATA/admin.token (mode 0600); the
 API accepts the tokens of DATA/tokens.jsonl (add more with 'ledger token
 add'). A second run reuses DATA: nothing is lost on restart. A second dev on
 the same DATA is refused (a lock on DATA/ledger.lock). Ctrl-C stops
-everything cleanly.`,
+everything cleanly.
+
+With --nats-cluster 3, dev runs three JetStream servers in the process
+instead of one, a cluster on loopback to try failover on one machine: they
+listen for clients on --nats and the two next ports, for each other on free
+ports of 127.0.0.1 with routes authenticated by DATA/nats-auth/route.secret
+(0600), and keep their stores in DATA/nats-cluster/ledger-{1,2,3}. The
+LEDGER stream then has 3 replicas (--replicas): an append is acknowledged
+once two servers stored it, and the log survives the loss of any one.
+NATS_URL lists the three servers. A DATA directory is either single-server
+or cluster: dev refuses to switch it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cfg)
@@ -76,8 +87,10 @@ everything cleanly.`,
 	}
 	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data, credentials and keys")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
-	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens")
-	cmd.Flags().Var(&cfg.natsSync, "nats-sync", "when JetStream syncs its writes to disk: always (every write, before the publish is acknowledged: an acknowledged event survives a power loss) or interval:DURATION (in the background, faster, but a crash of the machine may lose up to DURATION of acknowledged events)")
+	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens (with --nats-cluster 3: the first server; the others take the two next ports)")
+	cmd.Flags().Var(&cfg.natsSync, "nats-sync", "when JetStream syncs its writes to disk: always (every write, before the publish is acknowledged: an acknowledged event survives a power loss) or interval:DURATION (in the background, faster, but a crash of the machine may lose up to DURATION of acknowledged events); with --nats-cluster 3 it applies to each server, and always means an acknowledged event is synced on two of them")
+	cmd.Flags().IntVar(&cfg.natsCluster, "nats-cluster", 1, "number of embedded JetStream servers: 1, or 3 for a replicated log on loopback")
+	cmd.Flags().IntVar(&cfg.replicas, "replicas", 0, "copies of the LEDGER stream, at most --nats-cluster (default: one per server, 1 or 3); a different count scales the existing stream")
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
 	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
 		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
@@ -88,6 +101,9 @@ everything cleanly.`,
 
 func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := cfg.checkCluster(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.data, 0o755); err != nil {
 		return err
 	}
@@ -118,13 +134,13 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
-	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(data, "nats")), natsserver.WithListen(cfg.natsAddr),
-		natsserver.WithNkeyUsers(natsauth.Users(keys)), natsserver.WithSync(cfg.natsSync))
+	natsURL, stopNATS, err := startDevNATS(ctx, cfg, data, keys)
 	if err != nil {
-		return fmt.Errorf("start NATS: %w", err)
+		return err
 	}
-	defer ns.Shutdown()
-	if err := setupStream(ctx, ns.URL(), natsauth.SeedFile(authDir, natsauth.Admin), cfg.duplicateWindow); err != nil {
+	defer stopNATS()
+	if err := setupStream(ctx, natsURL, natsauth.SeedFile(authDir, natsauth.Admin),
+		stream.Settings{Window: cfg.duplicateWindow, Replicas: cfg.replicas, Servers: cfg.natsCluster}); err != nil {
 		return err
 	}
 	dbURL := cfg.databaseURL
@@ -138,15 +154,15 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		dbURL = pg.URL()
 	}
 	return runServices(ctx, out, log, services{
-		natsURL: ns.URL(), authDir: authDir, dbURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
+		natsURL: natsURL, authDir: authDir, dbURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
 		signer: signer, trusted: trusted, trustedPath: trustedPath,
 		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)},
 	})
 }
 
-// setupStream creates the LEDGER stream (or sets its duplicate window)
-// as admin, the only identity allowed to.
-func setupStream(ctx context.Context, url, adminCreds string, window time.Duration) error {
+// setupStream creates the LEDGER stream (or sets its duplicate window
+// and replicas) as admin, the only identity allowed to.
+func setupStream(ctx context.Context, url, adminCreds string, set stream.Settings) error {
 	nc, err := natsauth.Connect(url, adminCreds, nats.Name("ledger-admin"), nats.Timeout(5*time.Second))
 	if err != nil {
 		return err
@@ -156,7 +172,7 @@ func setupStream(ctx context.Context, url, adminCreds string, window time.Durati
 	if err != nil {
 		return err
 	}
-	_, err = stream.EnsureWindow(ctx, js, window)
+	_, err = stream.Setup(ctx, js, set)
 	return err
 }
 

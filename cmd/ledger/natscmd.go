@@ -70,20 +70,30 @@ configuration is rewritten from them.`,
 
 	var url, creds string
 	var window time.Duration
+	var replicas int
 	setupCmd := &cobra.Command{
 		Use:   "setup",
-		Short: "Create the LEDGER stream, or set its duplicate window (admin identity)",
+		Short: "Create the LEDGER stream, or set its duplicate window and replicas (admin identity)",
 		Long: `setup creates the LEDGER stream (file storage, kept forever, deletes and
 purges denied, atomic batches allowed) when it is missing, and sets its
 duplicate window: how long JetStream recognises a retried event id and
 stores it once. A retry that comes later is stored, and the projector refuses
-it (duplicate_id). Only the admin identity may do this; the ledger, the
-projector and the auditors cannot create, change, purge or delete the stream.`,
+it (duplicate_id). --replicas is how many servers of a NATS cluster keep a
+copy of the log (an append is acknowledged once a majority stored it; 3
+survives the loss of one server); more than the cluster has servers is
+refused. Given for an existing stream, it scales the stream to that many
+replicas; omitted, an existing stream keeps its own. Only the admin identity
+may do this; the ledger, the projector and the auditors cannot create,
+change, purge or delete the stream.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			if err := setupStream(ctx, url, creds, window); err != nil {
+			set := stream.Settings{Window: window}
+			if cmd.Flags().Changed("replicas") {
+				set.Replicas = replicas
+			}
+			if err := setupStream(ctx, url, creds, set); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stream %s ready (duplicate window %v)\n", stream.Name, window)
@@ -93,6 +103,8 @@ projector and the auditors cannot create, change, purge or delete the stream.`,
 	addNATSURLFlag(setupCmd, &url)
 	addNATSCredsFlag(setupCmd, &creds)
 	setupCmd.Flags().DurationVar(&window, "duplicate-window", stream.DuplicateWindow, "how long a retried event id is recognised and stored once")
+	setupCmd.Flags().IntVar(&replicas, "replicas", 1,
+		"copies of the stream, one per NATS server (1 to 5, at most the cluster's size); scales an existing stream only when given")
 	natsCmd.AddCommand(initCmd, setupCmd)
 	root.AddCommand(natsCmd)
 }

@@ -36,9 +36,6 @@ has not projected); the halted pools; and whether PostgreSQL and NATS
 answer. A part that does not answer is reported, not waited for (the
 ledger bounds the whole report to a few seconds).
 
-For a partition, the lag in events counts every event after its offset,
-other partitions' too: an upper bound.
-
 Exit status: 0 when everything is ok, 2 when the deployment is degraded
 (the problems are listed), 1 when the ledger cannot be asked.
 
@@ -139,7 +136,7 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  COPY\tROLE\tSTATE\tSEEN\tLAG (OPS)")
 		for _, r := range st.ReplicasDetail {
-			role, state, seen := "follower", "current", (time.Duration(r.ActiveMS) * time.Millisecond).String() + " ago"
+			role, state, seen := "follower", "current", (time.Duration(r.ActiveMS)*time.Millisecond).String()+" ago"
 			if r.Leader {
 				role, seen = "leader", "-"
 			}

@@ -6,7 +6,13 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--connect-timeout D]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D]
+//
+// With --partitions N, any number of projectors share the pools: they are
+// hashed into N partitions, each a JetStream consumer whose pinned-client
+// priority group gives it to one instance at a time; a new instance is
+// given its share, and a stopped one's partitions move to the others
+// after --pinned-ttl.
 //
 // The addresses default to $NATS_URL and $DATABASE_URL. At start it applies
 // the schema migrations, waiting (and saying so) while PostgreSQL or NATS
@@ -53,9 +59,9 @@ func main() {
 }
 
 type flags struct {
-	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name string
-	batch, snapshotEvery                                          int
-	connectWait                                                   time.Duration
+	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name, instance string
+	batch, snapshotEvery, partitions                                        int
+	connectWait, pinnedTTL                                                  time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -70,6 +76,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
 	fs.StringVar(&f.name, "name", projections.DefaultName, "durable consumer name and projector_offsets key")
+	fs.IntVar(&f.partitions, "partitions", 0, fmt.Sprintf("hash the pools into N partitions (1 to %d) shared by every projector started with the same N: each partition is folded by one instance at a time, and an instance that stops hands its partitions over within --pinned-ttl; 0: this projector alone folds every pool", projections.MaxPartitions))
+	fs.StringVar(&f.instance, "instance", "", "this instance's name in projector_offsets.owner (default host:pid)")
+	fs.DurationVar(&f.pinnedTTL, "pinned-ttl", projections.DefaultPinnedTTL, "with --partitions: how long a partition stays with an instance that stopped pulling (the hand-over time; at least 2s)")
 	fs.DurationVar(&f.connectWait, "connect-timeout", connect.DefaultWait, "how long to wait at start for PostgreSQL and NATS to answer before giving up (0: until stopped)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -81,6 +90,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, errors.New("no NATS address: set NATS_URL or --nats-url")
 	case f.databaseURL == "":
 		return f, errors.New("no PostgreSQL address: set DATABASE_URL or --database-url")
+	case f.partitions < 0 || f.partitions > projections.MaxPartitions:
+		return f, fmt.Errorf("--partitions %d: want 0 (unpartitioned) or 1 to %d", f.partitions, projections.MaxPartitions)
+	case f.pinnedTTL < 2*time.Second:
+		return f, fmt.Errorf("--pinned-ttl %v: want 2s or more", f.pinnedTTL)
 	}
 	return f, nil
 }
@@ -116,7 +129,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery),
-		projections.WithName(f.name), projections.WithLogger(log)}
+		projections.WithName(f.name), projections.WithLogger(log), projections.WithInstance(f.instance), projections.WithPinnedTTL(f.pinnedTTL)}
 	if f.trustedKeys != "" {
 		keys, err := signing.LoadKeyring(f.trustedKeys)
 		if err != nil {
@@ -142,9 +155,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		opts = append(opts, projections.WithHealer(hjs))
 	}
-	p := projections.New(js, db, opts...)
-	log.Info("projector: running", "name", f.name, "batch", f.batch, "snapshot_every", f.snapshotEvery)
-	err = p.Run(ctx)
+	log.Info("projector: running", "name", f.name, "partitions", f.partitions, "batch", f.batch, "snapshot_every", f.snapshotEvery)
+	if f.partitions > 0 {
+		g, gerr := projections.NewGroup(js, db, f.partitions, opts...)
+		if gerr != nil {
+			return gerr
+		}
+		err = g.Run(ctx)
+	} else {
+		err = projections.New(js, db, opts...).Run(ctx)
+	}
 	if err == nil {
 		log.Info("projector: stopped")
 	}

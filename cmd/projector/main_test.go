@@ -215,3 +215,60 @@ func TestGivesUpAfterConnectTimeout(t *testing.T) {
 		t.Errorf("no progress line:\n%s", logs.String())
 	}
 }
+
+func TestPartitionFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{{"--partitions", "-1"}, {"--partitions", "100000"}, {"--partitions", "2", "--pinned-ttl", "1s"}} {
+		var buf bytes.Buffer
+		err := run(context.Background(), append([]string{"--nats-url", "nats://127.0.0.1:1", "--database-url", "postgres://x"}, args...), &buf)
+		if err == nil || !strings.Contains(err.Error(), args[len(args)-2]) {
+			t.Errorf("run %v: %v, want an error naming %s", args, err, args[len(args)-2])
+		}
+	}
+}
+
+// Two commands with --partitions share the pools with the projector's own
+// NATS identity (which may create partition consumers and unpin them).
+func TestTwoPartitionedProjectors(t *testing.T) {
+	dbURL := testenv.Postgres(t)
+	url := testenv.NATS(t)
+	creds := testenv.Creds(t, url, natsauth.Projector)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs [2]syncBuffer
+	done := make(chan error, 2)
+	for i := range logs {
+		go func() {
+			done <- run(ctx, []string{"--nats-url", url, "--nats-creds", creds, "--database-url", dbURL,
+				"--partitions", "3", "--pinned-ttl", "2s", "--instance", fmt.Sprintf("i%d", i)}, &logs[i])
+		}()
+	}
+	last := publishSeed(t, url)
+	ctxq := context.Background()
+	conn, err := pgx.Connect(ctxq, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctxq)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		err := conn.QueryRow(ctxq, `SELECT count(*) FROM projector_offsets WHERE partitions = 3 AND stream_seq >= $1`, int64(last)).Scan(&n)
+		if err == nil && n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 3 partitions did not reach %d within 60s\n%s\n%s", last, logs[0].String(), logs[1].String())
+		}
+	}
+	checkAllocations(t, dbURL)
+	cancel()
+	for range logs {
+		if err := <-done; err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	}
+	for i := range logs {
+		if s := logs[i].String(); strings.Contains(s, "Permissions Violation") || strings.Contains(s, "unpin failed") {
+			t.Errorf("instance %d was refused something:\n%s", i, s)
+		}
+	}
+}

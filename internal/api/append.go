@@ -101,15 +101,28 @@ func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) 
 			return nil, err
 		}
 	}
-	for range s.maxAttempts {
+	// Conflicts mean other instances are appending to the pool: keep
+	// trying (with a growing random backoff) for the publish timeout, at
+	// least maxAttempts times, so that a slower instance is not starved
+	// into a 5xx. If the pool has not moved after maxAttempts, no other
+	// instance is winning: an earlier append is pending (below).
+	from, start := st.pool.Seq(), time.Now()
+	for n := 0; n < s.maxAttempts || (st.pool.Seq() != from && time.Since(start) < s.timeout); n++ {
 		res, done, aerr := a.try(ctx)
 		if done {
 			return res, aerr
 		}
 	}
-	s.log.Warn("append gave up after conflicts", "pool", pool, "attempts", s.maxAttempts)
+	s.log.Warn("append gave up after conflicts", "pool", pool, "conflicts", a.conflicts)
+	if st.pool.Seq() == from {
+		// JetStream refused the expected sequence each time, yet the pool
+		// has no newer stored event: an earlier append is in flight (its
+		// leader proposed it and cannot commit it yet).
+		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonUnavailable, retryAfter: time.Second,
+			msg: fmt.Sprintf("pool %s: an earlier append is still pending in JetStream (a leader change, or most of its servers down); nothing of this request was stored: retry", pool)}
+	}
 	return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonBusy, retryAfter: time.Second,
-		msg: fmt.Sprintf("pool %s: %d conflicting appends by other ledger instances in a row; retry", pool, s.maxAttempts)}
+		msg: fmt.Sprintf("pool %s: %d conflicting appends by other ledger instances in a row, for %v; retry", pool, a.conflicts, s.timeout)}
 }
 
 // attempt is the retry state of one appendEvents call.
@@ -178,7 +191,7 @@ func (a *attempt) try(ctx context.Context) (res []Appended, done bool, aerr *api
 		aerr := a.refresh(ctx)
 		return nil, aerr != nil, aerr
 	}
-	return nil, true, publishFailure(err)
+	return nil, true, publishFailure(err, a.s.timeout)
 }
 
 // duplicate handles JetStream calling an event a duplicate of a stored
@@ -381,9 +394,20 @@ func isAtomicDuplicate(err error) bool { return apiCode(err) == errCodeAtomicDup
 
 // publishFailure answers a publish that failed for another reason than a
 // conflict: too large, or JetStream unavailable (retry later, same ids).
-func publishFailure(err error) *apiError {
-	if errors.Is(err, nats.ErrMaxPayload) || apiCode(err) == errCodeMessageTooLarge {
+// On a cluster the two unavailable cases differ: no server leads the
+// stream (nothing was stored), or the leader did not answer in time (the
+// events may be stored, now or once a majority is back; the retry with
+// the same ids is answered with their sequences).
+func publishFailure(err error, timeout time.Duration) *apiError {
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload) || apiCode(err) == errCodeMessageTooLarge:
 		return &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge, msg: err.Error()}
+	case errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse):
+		return unavailable(ReasonUnavailable, fmt.Errorf(
+			"append to JetStream: no server leads stream %s (most of its servers are down, or they are electing a leader); nothing was stored: retry (%w)", stream.Name, err))
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return unavailable(ReasonUnavailable, fmt.Errorf(
+			"append to JetStream: not acknowledged within %v (a leader change, or most of its servers down); the events may be stored or not: retry with the same ids, which stores them once (%w)", timeout, err))
 	}
 	return unavailable(ReasonUnavailable, fmt.Errorf("append to JetStream: %w", err))
 }

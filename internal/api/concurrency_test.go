@@ -120,3 +120,25 @@ func postUntilValid(t *testing.T, l *ledger, body any) []uint64 {
 	t.Error("host never came up")
 	return nil
 }
+
+// An instance far behind on a pool (a new `ledger serve`, or one that was
+// cut off while another appended) catches up with a consumer, which the
+// ledger's own NATS identity may create: its append is answered 200.
+func TestInstanceFarBehindCatchesUp(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	a := newLedger(t, natsURL)
+	setup(a, "p")
+	b := newLedger(t, natsURL)
+	b.mustPost("p", demand(map[string]int{"/a": 1})) // b knows the pool
+	for i := range 40 {                              // more than one message get per event catches up
+		a.mustPost("p", demand(map[string]int{"/a": i % 5}))
+	}
+	res := b.mustPost("p", demand(map[string]int{"/b": 2}))
+	if got := res.Events[0].Seq; got != 2+1+40+1 {
+		t.Errorf("b appended at seq %d, want %d", got, 2+1+40+1)
+	}
+	fresh := newLedger(t, natsURL)
+	if res := fresh.mustPost("p", demand(map[string]int{"/b": 3})); res.Events[0].Seq != 2+1+40+2 {
+		t.Errorf("a new instance appended at seq %d", res.Events[0].Seq)
+	}
+}

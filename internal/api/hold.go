@@ -80,7 +80,7 @@ func (s *Server) streamAndProjection(ctx context.Context) (last, projected uint6
 	if err != nil {
 		return 0, 0, fmt.Errorf("stream info: %w", err)
 	}
-	p, err := query.ProjectorOffset(ctx, s.db, "")
+	p, err := query.FurthestOffset(ctx, s.db)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -170,48 +170,52 @@ func (s *Server) readPoolByConsumer(ctx context.Context, st *poolState, last uin
 	cons, err := s.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		FilterSubject: stream.PoolFilter(st.name), DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq: st.pool.Seq() + 1, AckPolicy: jetstream.AckNonePolicy,
-		InactiveThreshold: time.Minute, MemoryStorage: true,
+		// The ledger's identity may not delete consumers (internal/natsauth):
+		// the server removes this one once it is idle.
+		InactiveThreshold: 5 * time.Second, MemoryStorage: true,
 	})
 	if err != nil {
 		return fmt.Errorf("read pool %s: %w", st.name, err)
 	}
-	defer func() {
-		// Best effort: the inactive threshold removes it anyway.
-		_ = s.stream.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name)
-	}()
+	// Ask for no more than the consumer holds: a fetch returns as soon as
+	// it has what it asked for, rather than waiting for a full batch.
+	pending := cons.CachedInfo().NumPending
 	for st.pool.Seq() < last {
-		if err := s.fetchInto(ctx, st, cons); err != nil {
+		want := int(min(max(pending, 1), 256))
+		n, err := s.fetchInto(ctx, st, cons, want)
+		if err != nil {
 			return err
 		}
+		pending -= min(pending, uint64(n))
 	}
 	return nil
 }
 
-func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Consumer) error {
+func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Consumer, want int) (int, error) {
 	wait := time.Second
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 		wait = max(time.Until(dl), time.Millisecond)
 	}
-	batch, err := cons.Fetch(256, jetstream.FetchMaxWait(wait))
+	batch, err := cons.Fetch(want, jetstream.FetchMaxWait(wait))
 	if err != nil {
-		return fmt.Errorf("read pool %s: %w", st.name, err)
+		return 0, fmt.Errorf("read pool %s: %w", st.name, err)
 	}
 	n := 0
 	for msg := range batch.Messages() {
 		md, err := msg.Metadata()
 		if err != nil {
-			return fmt.Errorf("read pool %s: %w", st.name, err)
+			return n, fmt.Errorf("read pool %s: %w", st.name, err)
 		}
 		s.foldRaw(st, md.Sequence.Stream, msg.Data())
 		n++
 	}
 	if err := batch.Error(); err != nil {
-		return fmt.Errorf("read pool %s: %w", st.name, err)
+		return n, fmt.Errorf("read pool %s: %w", st.name, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("read pool %s: no event after %d", st.name, st.pool.Seq())
+		return 0, fmt.Errorf("read pool %s: no event after %d", st.name, st.pool.Seq())
 	}
-	return nil
+	return n, nil
 }
 
 // foldRaw folds a stored message; one that is not an envelope (written by

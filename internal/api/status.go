@@ -210,58 +210,26 @@ func problems(res StatusResponse) []string {
 	} else if res.Postgres.Error != "" {
 		out = append(out, "PostgreSQL: "+res.Postgres.Error)
 	}
-	out = append(out, lagProblems(res.Projectors, res.Time)...)
+	out = append(out, lagProblems(res.Projectors)...)
 	for _, h := range res.Halted {
 		out = append(out, fmt.Sprintf("pool %s halted at sequence %d (rebuild it once the cause is fixed)", h.Pool, h.Seq))
 	}
 	return out
 }
 
-// lagProblems flags projectors ahead of the stream or stale. An
-// unpartitioned projector is stale when the first event it has not
-// projected is older than StaleLag. A partition's offset only moves when
-// an event of its own pools arrives, so an old first unprojected event
-// says nothing about it (that event may be another partition's);
-// partitions are flagged only together: when none of a deployment's
-// partitions has committed for StaleLag while events wait after all
-// of them.
-func lagProblems(ps []ProjectorStatus, now time.Time) []string {
+// lagProblems flags projectors ahead of the stream or stale: the first
+// event a projector (or partition) has not projected is older than
+// StaleLag. Every partition consumer reads the whole stream and its
+// offset moves past other partitions' events, so an idle partition is
+// not behind and is not flagged.
+func lagProblems(ps []ProjectorStatus) []string {
 	var out []string
-	type group struct {
-		rows, waiting int
-		last          time.Time
-	}
-	groups := map[int]*group{}
-	var order []int
 	for _, p := range ps {
-		if p.LagEvents != nil && *p.LagEvents < 0 {
+		switch {
+		case p.LagEvents != nil && *p.LagEvents < 0:
 			out = append(out, fmt.Sprintf("projector %s is %d events ahead of the stream: the stream lost its tail; the projector appends those events again (`ledger recover --help`)", p.Name, -*p.LagEvents))
-			continue
-		}
-		if p.Partitions == nil {
-			if p.LagSeconds != nil && *p.LagSeconds > StaleLag.Seconds() {
-				out = append(out, fmt.Sprintf("projector %s is %.0fs behind the stream (%d events)", p.Name, *p.LagSeconds, *p.LagEvents))
-			}
-			continue
-		}
-		g, ok := groups[*p.Partitions]
-		if !ok {
-			g = &group{}
-			groups[*p.Partitions] = g
-			order = append(order, *p.Partitions)
-		}
-		g.rows++
-		if p.LagSeconds != nil && *p.LagSeconds > StaleLag.Seconds() {
-			g.waiting++
-		}
-		if p.UpdatedAt.After(g.last) {
-			g.last = p.UpdatedAt
-		}
-	}
-	for _, n := range order {
-		g := groups[n]
-		if g.waiting == g.rows && now.Sub(g.last) > StaleLag {
-			out = append(out, fmt.Sprintf("no projector of the %d partitions has committed for %.0fs while events wait", n, now.Sub(g.last).Seconds()))
+		case p.LagSeconds != nil && *p.LagSeconds > StaleLag.Seconds():
+			out = append(out, fmt.Sprintf("projector %s is %.0fs behind the stream (%d events)", p.Name, *p.LagSeconds, *p.LagEvents))
 		}
 	}
 	return out

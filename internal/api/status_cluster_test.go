@@ -2,104 +2,28 @@ package api_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/api"
-	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
-// cluster3 starts three clustered JetStream servers n0, n1, n2 on
-// 127.0.0.1 (routes to each other, no client authentication: this test
-// is about what status reads, the cluster work tests the secured shape)
-// and returns them with a client URL list naming all three.
-func cluster3(t *testing.T) ([]*server.Server, string) {
-	t.Helper()
-	ports := make([]int, 3)
-	var routes []string
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-	}
-	var servers []*server.Server
-	var urls []string
-	for i := range ports {
-		s, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "ledger", Host: "127.0.0.1", Port: ports[i]},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("n%d not ready", i)
-		}
-		servers = append(servers, s)
-		urls = append(urls, s.ClientURL())
-	}
-	return servers, strings.Join(urls, ",")
-}
-
 // On an R3 stream: three copies, a leader among the servers, every copy
-// current; a follower shut down is reported offline or behind; with two
-// of three down (no quorum) status still answers in time, naming the
-// stream as the failing part.
+// current; a follower shut down is reported offline or behind, and
+// current again once restarted; with two of three down (no quorum)
+// status still answers in time, naming the stream as the failing part.
 func TestStatusReplicated(t *testing.T) {
-	servers, urls := cluster3(t)
-	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := stream.Config()
-	cfg.Replicas = 3
-	deadline := time.Now().Add(30 * time.Second)
-	for { // the meta leader is elected a moment after the servers start
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err = js.CreateStream(ctx, cfg)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create the R3 stream: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	token, tokens := testenv.AdminToken(t)
-	srv, err := api.New(context.Background(), js, nil, api.WithTokens(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	l := &ledger{t: t, url: hs.URL, token: token}
+	c := testenv.NATSCluster(t, 3) // authenticated routes, the R3 stream
+	l, _, _ := statusLedger(t, c.URL(), testenv.Postgres(t))
 	setup(l, "p")
-
-	names := []string{"n0", "n1", "n2"}
+	var names []string
+	for i := range c.Size() {
+		names = append(names, c.Server(i).NATS().Name())
+	}
 	var res api.StatusResponse
 	waitStatus := func(what string, ok func(api.StatusResponse) bool) {
 		t.Helper()
@@ -121,7 +45,7 @@ func TestStatusReplicated(t *testing.T) {
 	}
 	waitStatus("three current copies", func(r api.StatusResponse) bool {
 		st := r.Stream
-		if st == nil || st.Replicas != 3 || st.Cluster != "ledger" || !slices.Contains(names, st.Leader) ||
+		if st == nil || st.Replicas != 3 || st.Cluster != "test" || !slices.Contains(names, st.Leader) ||
 			len(st.ReplicasDetail) != 3 || st.LastSeq != 2 {
 			return false
 		}
@@ -130,39 +54,39 @@ func TestStatusReplicated(t *testing.T) {
 				return false
 			}
 		}
-		return r.NATS.Cluster == "ledger" && r.Postgres.Error != ""
+		return r.NATS.Cluster == "test" && r.Status == "ok"
 	})
 	leader := res.Stream.Leader
 	t.Logf("R3: leader %s, copies %+v", leader, res.Stream.ReplicasDetail)
 
 	// Shut a follower down: still a leader, the copy is reported.
-	var follower *server.Server
-	for _, s := range servers {
-		if s.Name() != leader {
-			follower = s
-			break
-		}
-	}
-	follower.Shutdown()
-	follower.WaitForShutdown()
+	follower := slices.IndexFunc(names, func(n string) bool { return n != leader })
+	c.Server(follower).Shutdown()
 	waitStatus("a follower down", func(r api.StatusResponse) bool {
-		if r.Stream == nil || r.Stream.Leader != leader {
+		if r.Stream == nil || r.Stream.Leader != leader || r.Status != "degraded" {
 			return false
 		}
 		for _, p := range r.Problems {
-			if strings.Contains(p, "stream copy on "+follower.Name()) {
+			if strings.Contains(p, "stream copy on "+names[follower]) {
 				return true
 			}
 		}
 		return false
 	})
 	t.Logf("a follower down: %v", res.Problems)
+	l.mustPost("p", demand(map[string]int{"/a": 1})) // R3 with one copy down still appends
 
-	// And the leader: one of three left, no quorum.
-	for _, s := range servers {
-		if s.Name() == leader {
-			s.Shutdown()
-			s.WaitForShutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Restart(ctx, follower); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("the follower back", func(r api.StatusResponse) bool { return r.Status == "ok" && r.Stream.LastSeq == 3 })
+
+	// Two of three down: no quorum.
+	for i, n := range names {
+		if n == leader || i == follower {
+			c.Server(i).Shutdown()
 		}
 	}
 	waitStatus("two of three down", func(r api.StatusResponse) bool {

@@ -90,9 +90,16 @@ func project(t *testing.T, natsURL string, db *pgxpool.Pool, last uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runProjector(t, projections.New(js, db).Run, db, last)
+}
+
+// runProjector runs run until every projector_offsets row (the slowest
+// partition) has reached last, then stops it.
+func runProjector(t *testing.T, run func(context.Context) error, db *pgxpool.Pool, last uint64) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- projections.New(js, db).Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -171,6 +178,44 @@ func TestStatusSingleNode(t *testing.T) {
 	errorOf(t, "status as writer", resp, raw, http.StatusForbidden, api.ReasonMissingScope)
 	if resp, _ := send(t, http.MethodGet, l.url+"/v1/status", "", "", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("no token: %d, want 401", resp.StatusCode)
+	}
+}
+
+// A partitioned projector (4 partitions, one instance): a row per
+// partition with its owner, lag 0 once caught up; an event of one pool
+// while it is stopped is lag 1 for every partition (each reads the whole
+// stream).
+func TestStatusPartitioned(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	l, db, _ := statusLedger(t, natsURL, testenv.Postgres(t))
+	for _, pool := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		setup(l, pool)
+	}
+	js, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := projections.NewGroup(js, db, 4, projections.WithInstance("inst-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runProjector(t, g.Run, db, 10)
+	res, _ := status(t, l)
+	if len(res.Projectors) != 4 || res.Status != "ok" {
+		t.Fatalf("partitioned: %s %v %+v", res.Status, res.Problems, res.Projectors)
+	}
+	for k, p := range res.Projectors {
+		if p.Name != projections.PartitionName(projections.DefaultName, k, 4) || p.Partition == nil || *p.Partition != k ||
+			p.Partitions == nil || *p.Partitions != 4 || p.Owner != "inst-a" || p.Seq != 10 || *p.LagEvents != 0 {
+			t.Errorf("partition %d: %+v", k, p)
+		}
+	}
+	l.mustPost("p1", demand(map[string]int{"/a": 1}))
+	res, _ = status(t, l)
+	for k, p := range res.Projectors {
+		if p.LagEvents == nil || *p.LagEvents != 1 || p.LagSeconds == nil || *p.LagSeconds <= 0 {
+			t.Errorf("partition %d after one more event: %+v", k, p)
+		}
 	}
 }
 

@@ -168,11 +168,11 @@ type ProjectorStatus struct {
 	Owner      string    `json:"owner"`
 	Seq        uint64    `json:"seq"`
 	UpdatedAt  time.Time `json:"updated_at"`
-	// LagEvents is the stream's last sequence minus Seq: an upper bound
-	// for a partition (the messages after Seq may belong to other
-	// partitions). Negative when the projection is ahead of the stream
-	// (the stream lost its tail; the projector heals it). Null when the
-	// stream could not be asked.
+	// LagEvents is the stream's last sequence minus Seq: the events the
+	// projector (a partition reads every event, skipping other
+	// partitions') has still to read. Negative when the projection is
+	// ahead of the stream (the stream lost its tail; the projector heals
+	// it). Null when the stream could not be asked.
 	LagEvents *int64 `json:"lag_events"`
 	// LagSeconds is the age of the first message after Seq, 0 when
 	// LagEvents <= 0; null when unknown.

@@ -250,11 +250,17 @@ func (b *bench) appends(ctx context.Context) error {
 				Detail: fmt.Sprintf("%s (the better of %d rounds)", f.details[k], appendRounds)})
 		}
 	}
-	if len(targets) == 2 {
-		safe, fast := figs[0], figs[1]
+	if len(targets) == 3 {
+		safe, fast, r3 := figs[0], figs[1], figs[2]
 		b.add(Result{Phase: "1 append", Name: "API single: sync always / unsynced", Value: safe.apiSingle / fast.apiSingle, Unit: "ratio",
 			Detail: "what syncing every acknowledged write costs a producer sending one event at a time"})
 		b.add(Result{Phase: "1 append", Name: "API arrays: sync always / unsynced", Value: safe.apiArray / fast.apiArray, Unit: "ratio"})
+		b.add(Result{Phase: "1 append", Name: "API single: R3 / R1 sync always", Value: r3.apiSingle / safe.apiSingle, Unit: "ratio",
+			Detail: "the quorum of three servers in place of a synced disk, one event at a time"})
+		b.add(Result{Phase: "1 append", Name: "API arrays: R3 / R1 sync always", Value: r3.apiArray / safe.apiArray, Unit: "ratio"})
+		b.add(Result{Phase: "1 append", Name: "raw sync publish: R3 / R1 sync always", Value: r3.rawSync / safe.rawSync, Unit: "ratio",
+			Detail: "the same comparison without the API: what replication itself costs"})
+		b.add(Result{Phase: "1 append", Name: "R3: API single / raw sync", Value: r3.apiSingle / r3.rawSync, Unit: "ratio"})
 	}
 	f := figs[0] // ratios under the default policy
 	b.add(Result{Phase: "1 append", Name: "API single / raw sync", Value: f.apiSingle / f.rawSync, Unit: "ratio"})

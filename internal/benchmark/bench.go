@@ -65,24 +65,27 @@ const (
 
 // sizes are the numbers of one run.
 type sizes struct {
-	clients       int // concurrent clients of the append phase, each on its own pool
-	singles       int // events sent one per request
-	arrays        int // requests of arrayLen events
-	arrayLen      int
-	project       int
-	latencyRate   int // events/s
-	latencyFor    time.Duration
-	latencyPools  int
-	replay        int
-	publishBatch  int // async publishes in flight before waiting for the acks
-	projectorName string
+	clients      int // concurrent clients of the append phase, each on its own pool
+	singles      int // events sent one per request
+	arrays       int // requests of arrayLen events
+	arrayLen     int
+	project      int
+	latencyRate  int // events/s
+	latencyFor   time.Duration
+	latencyPools int
+	replay       int
+	publishBatch int // async publishes in flight before waiting for the acks
+	// partitionEvents is the events per pool of phase 5's 64 pools.
+	partitionEvents int
+	projectorName   string
 }
 
 func (c Config) sizes() sizes {
 	s := sizes{clients: 4, singles: 3000, arrays: 100, arrayLen: 100, project: DefaultEventsProject,
-		latencyRate: 1000, latencyFor: 10 * time.Second, latencyPools: 8, replay: DefaultEventsReplay, publishBatch: 1000}
+		latencyRate: 1000, latencyFor: 10 * time.Second, latencyPools: 8, replay: DefaultEventsReplay, publishBatch: 1000,
+		partitionEvents: 1000}
 	if c.Quick {
-		s.singles, s.arrays, s.project, s.latencyFor, s.replay = 200, 8, 2000, time.Second, 5000
+		s.singles, s.arrays, s.project, s.latencyFor, s.replay, s.partitionEvents = 200, 8, 2000, time.Second, 5000, 20
 	}
 	if c.EventsProject > 0 {
 		s.project = c.EventsProject
@@ -116,6 +119,7 @@ type bench struct {
 	// embedded); appendServers are those this run started.
 	appendTargets []appendTarget
 	appendServers []*natsserver.Server
+	appendCluster *natsserver.Cluster
 
 	apiURL   string
 	apiToken string // admin token of the API the harness runs
@@ -160,6 +164,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		{"1 append", b.appends},
 		{"3 latency", b.latency},
 		{"4 replay", b.replay},
+		{"5 partitions", b.partitions},
 	}
 	for _, ph := range phases {
 		b.progress("phase %s: start", ph.name)
@@ -264,8 +269,9 @@ var unsynced = natsserver.Sync{Interval: 2 * time.Minute}
 
 // openAppendTargets starts phase 1's servers, each with the LEDGER stream
 // and a database of its own for its API (whose hold check compares that
-// stream with that database's projector offsets: none). Fresh servers, so
-// that the two policies are compared on equal streams.
+// stream with that database's projector offsets: none): one server per
+// sync policy, and a 3-server cluster with the stream at 3 replicas.
+// Fresh servers, so that they are compared on equal streams.
 func (b *bench) openAppendTargets(ctx context.Context) error {
 	if b.ns == nil {
 		b.appendTargets = []appendTarget{{label: "the server's own sync policy", natsURL: b.natsURL, dbURL: b.dbURL, nc: b.nc, js: b.js}}
@@ -279,29 +285,45 @@ func (b *bench) openAppendTargets(ctx context.Context) error {
 			return fmt.Errorf("start NATS: %w", err)
 		}
 		b.appendServers = append(b.appendServers, ns)
-		t := appendTarget{label: "unsynced, " + policy.String(), natsURL: ns.URL()}
+		label := "unsynced, " + policy.String()
 		if policy.Always {
-			t.label = "sync always"
+			label = "sync always"
 		}
-		if t.dbURL, err = b.createDatabase(ctx, fmt.Sprintf("bench_%s_append%d", b.runID, k)); err != nil {
-			return err
-		}
-		if err := migrations.Up(ctx, t.dbURL); err != nil {
-			return err
-		}
-		if t.nc, err = b.connect(t.natsURL, nats.Name("ledger-bench-append"), nats.Timeout(5*time.Second)); err != nil {
-			return fmt.Errorf("NATS %s: %w", t.natsURL, err)
-		}
-		b.appendTargets = append(b.appendTargets, t)
-		if t.js, err = jetstream.New(t.nc); err != nil {
-			return err
-		}
-		b.appendTargets[len(b.appendTargets)-1].js = t.js
-		if _, err := stream.Ensure(ctx, t.js); err != nil {
+		if err := b.addAppendTarget(ctx, label, ns.URL(), 1); err != nil {
 			return err
 		}
 	}
-	return nil
+	dir := filepath.Join(b.dir, "nats-append-r3")
+	b.progress("starting a 3-server embedded NATS cluster for phase 1, sync %s (JetStream in %s)", unsynced, dir)
+	c, err := natsserver.StartCluster(ctx, natsserver.ClusterSpec{Name: "bench", Size: 3, Dir: dir},
+		natsserver.WithSync(unsynced), natsserver.WithRouteAuth("bench", randomHex(16)))
+	if err != nil {
+		return fmt.Errorf("start NATS cluster: %w", err)
+	}
+	b.appendCluster = c
+	return b.addAppendTarget(ctx, "R3, "+unsynced.String(), c.URL(), 3)
+}
+
+// addAppendTarget opens a phase 1 target: a connection to natsURL, the
+// stream with replicas, and a database for its API.
+func (b *bench) addAppendTarget(ctx context.Context, label, natsURL string, replicas int) error {
+	t := appendTarget{label: label, natsURL: natsURL}
+	var err error
+	if t.dbURL, err = b.createDatabase(ctx, fmt.Sprintf("bench_%s_append%d", b.runID, len(b.appendTargets))); err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, t.dbURL); err != nil {
+		return err
+	}
+	if t.nc, err = b.connect(t.natsURL, nats.Name("ledger-bench-append"), nats.Timeout(5*time.Second)); err != nil {
+		return fmt.Errorf("NATS %s: %w", t.natsURL, err)
+	}
+	if t.js, err = jetstream.New(t.nc); err != nil {
+		return err
+	}
+	b.appendTargets = append(b.appendTargets, t)
+	_, err = stream.Setup(ctx, t.js, stream.Settings{Replicas: replicas, Servers: replicas})
+	return err
 }
 
 // createDatabase creates an empty database on the PostgreSQL server and
@@ -351,6 +373,9 @@ func (b *bench) close() error {
 	}
 	for _, ns := range b.appendServers {
 		ns.Shutdown()
+	}
+	if b.appendCluster != nil {
+		b.appendCluster.Shutdown()
 	}
 	if b.db != nil {
 		b.db.Close()

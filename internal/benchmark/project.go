@@ -44,6 +44,11 @@ type logStats struct {
 // the stream, asynchronously in batches (waiting for a batch's acks
 // before the next). Generation is timed apart from publishing.
 func (b *bench) writeLog(ctx context.Context, pool string, seed uint64, n int) (logStats, error) {
+	return b.writeLogTo(ctx, b.js, pool, seed, n)
+}
+
+// writeLogTo is writeLog on another stream's server.
+func (b *bench) writeLogTo(ctx context.Context, js jetstream.JetStream, pool string, seed uint64, n int) (logStats, error) {
 	var st logStats
 	t := time.Now()
 	g := newGenerator(seed)
@@ -73,7 +78,7 @@ func (b *bench) writeLog(ctx context.Context, pool string, seed uint64, n int) (
 		}
 		st.gen += time.Since(t)
 		t = time.Now()
-		if err := publishAsync(ctx, b.js, msgs); err != nil {
+		if err := publishAsync(ctx, js, msgs); err != nil {
 			return st, err
 		}
 		st.publish += time.Since(t)

@@ -67,7 +67,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "ledger bench (%s): %d CPUs, %s; NATS %s; %s\n\n", mode, r.CPUs, r.GoVersion, r.NATS, r.Postgres)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PHASE\tMEASURE\tVALUE\tUNIT\tTARGET\tDETAIL")
-	for _, ph := range []string{"1 append", "2 projection", "3 latency", "4 replay"} {
+	for _, ph := range []string{"1 append", "2 projection", "3 latency", "4 replay", "5 partitions"} {
 		for _, res := range r.Results {
 			if res.Phase != ph {
 				continue

@@ -171,6 +171,7 @@ const (
 	apiConsList    = "$JS.API.CONSUMER.LIST.LEDGER"
 	apiConsNames   = "$JS.API.CONSUMER.NAMES.LEDGER"
 	apiAck         = "$JS.ACK.LEDGER.>"
+	apiConsUnpin   = "$JS.API.CONSUMER.UNPIN.LEDGER.>"
 	inbox          = "_INBOX.>"
 )
 
@@ -183,14 +184,22 @@ func Permissions(r Role) *server.Permissions {
 	case Admin:
 		return nil // no restriction
 	case Ledger:
+		// An instance far behind on a pool catches up with an ephemeral
+		// consumer (internal/api): it may create one and fetch from it, but
+		// not delete consumers (the projector's are not its business; its
+		// own expire when idle).
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>"}, read...)},
+			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>", apiConsCreate, apiConsCreate1, apiConsNext}, read...)},
 			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
 		}
 	case Projector, Auditor:
+		allow := append(read, apiConsCreate, apiConsCreate1, apiConsDurable,
+			apiConsInfo, apiConsNext, apiConsDelete, apiConsList, apiConsNames, apiAck)
+		if r == Projector { // partitioned projectors hand partitions over (projections.Group)
+			allow = append(allow, apiConsUnpin)
+		}
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: append(read, apiConsCreate, apiConsCreate1, apiConsDurable,
-				apiConsInfo, apiConsNext, apiConsDelete, apiConsList, apiConsNames, apiAck)},
+			Publish:   &server.SubjectPermission{Allow: allow},
 			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
 		}
 	}

@@ -8,6 +8,15 @@
 // program owns SIGINT/SIGTERM). JetStream syncs every write to disk
 // before it acknowledges it ([SyncAlways], the default; [WithSync] and
 // [ParseSync] choose a background interval instead, which is faster but
-// may lose acknowledged writes in a power loss). Errors match [ErrNoStoreDir],
-// [ErrBadListen], [ErrBadSync], [ErrStart] and [ErrNotReady] with errors.Is.
+// may lose acknowledged writes in a power loss).
+//
+// A server may be a member of a JetStream cluster ([WithCluster]); its
+// routes are then always authenticated ([WithRouteAuth]; a route without
+// the credentials is refused). [StartCluster] runs a whole cluster in
+// this process on loopback (`ledger dev --nats-cluster 3`, tests): it
+// waits for JetStream's meta leader, and [Cluster.Restart] brings a
+// member back on its store and ports.
+//
+// Errors match [ErrNoStoreDir], [ErrBadListen], [ErrBadSync], [ErrStart],
+// [ErrNotReady], [ErrNoRouteAuth] and [ErrBadCluster] with errors.Is.
 package natsserver

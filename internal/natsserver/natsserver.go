@@ -44,6 +44,9 @@ type config struct {
 	readyTimeout time.Duration
 	users        []*server.NkeyUser
 	sync         Sync
+	cluster      *clusterConfig
+	routeUser    string
+	routePass    string
 }
 
 // WithStoreDir sets the JetStream file store directory (required). It is
@@ -113,13 +116,9 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		host = "0.0.0.0"
 	}
 	if port > 0 {
-		// nats-server reports a failed listen through its logger, whose
-		// Fatalf exits the process when logging is on: check first.
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-		if err != nil {
-			return nil, fmt.Errorf("%w: cannot listen on %s: %w", ErrStart, cfg.listen, err)
+		if err := canListen(net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
+			return nil, err
 		}
-		l.Close()
 	}
 	sopts := &server.Options{
 		ServerName: cfg.name,
@@ -134,6 +133,9 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		// interval stays for the background flush of other files.
 		SyncAlways:   cfg.sync.Always,
 		SyncInterval: cmp.Or(cfg.sync.Interval, 2*time.Minute),
+	}
+	if err := cfg.applyCluster(sopts); err != nil {
+		return nil, err
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
@@ -164,6 +166,17 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
 	return &Server{ns: ns, sync: cfg.sync}, nil
+}
+
+// canListen checks that addr is free: nats-server reports a failed
+// listen through its logger, whose Fatalf exits the process when logging
+// is on.
+func canListen(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%w: cannot listen on %s: %w", ErrStart, addr, err)
+	}
+	return l.Close()
 }
 
 // URL is the client URL, nats://host:port (with a loopback host when the

@@ -82,20 +82,43 @@ var ErrMissing = errors.New("stream LEDGER does not exist (the admin identity cr
 // a new stream, an existing one unchanged); an existing stream with
 // another window is updated to it, which needs the admin identity.
 func EnsureWindow(ctx context.Context, js jetstream.JetStream, window time.Duration) (jetstream.Stream, error) {
+	return Setup(ctx, js, Settings{Window: window})
+}
+
+// Settings are what the admin chooses of the stream's configuration.
+type Settings struct {
+	// Window is the duplicate window (0: DuplicateWindow for a new
+	// stream, an existing one unchanged).
+	Window time.Duration
+	// Replicas is how many servers keep a copy of the log (0: 1 for a
+	// new stream, an existing one unchanged). An acknowledged append is
+	// stored on a majority of them.
+	Replicas int
+	// Servers is the size of the NATS cluster when the caller knows it
+	// (`ledger dev` started it): more replicas are refused without
+	// asking the server. 0: the server's refusal tells.
+	Servers int
+}
+
+// Setup creates the stream with set when it is missing, or updates an
+// existing stream to the window and replicas set asks for (docs/decisions.md:
+// the admin scales a stream rather than being refused). Both need the
+// admin identity. More replicas than servers are refused with a
+// *ReplicasError (errors.Is ErrTooManyReplicas).
+func Setup(ctx context.Context, js jetstream.JetStream, set Settings) (jetstream.Stream, error) {
+	if err := checkReplicas(js.Conn(), set); err != nil {
+		return nil, err
+	}
 	cfg := Config()
-	if window > 0 {
-		cfg.Duplicates = window
+	if set.Window > 0 {
+		cfg.Duplicates = set.Window
+	}
+	if set.Replicas > 0 {
+		cfg.Replicas = set.Replicas
 	}
 	s, err := js.Stream(ctx, Name)
 	if err == nil {
-		if window > 0 && s.CachedInfo().Config.Duplicates != window {
-			info := s.CachedInfo().Config
-			info.Duplicates = window
-			if s, err = js.UpdateStream(ctx, info); err != nil {
-				return nil, fmt.Errorf("set the duplicate window of stream %s to %v: %w", Name, window, err)
-			}
-		}
-		return s, nil
+		return update(ctx, js, s, set)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("look up stream %s: %w", Name, err)
@@ -109,7 +132,29 @@ func EnsureWindow(ctx context.Context, js jetstream.JetStream, window time.Durat
 		return nil, fmt.Errorf("%w: create: %w", ErrMissing, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", Name, err)
+		return nil, fmt.Errorf("create stream %s: %w", Name, replicasRefusal(js.Conn(), set, err))
+	}
+	return s, nil
+}
+
+// update sets an existing stream's window and replicas to set's, when
+// set names them and they differ.
+func update(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, set Settings) (jetstream.Stream, error) {
+	cfg := s.CachedInfo().Config
+	changed := false
+	if set.Window > 0 && cfg.Duplicates != set.Window {
+		cfg.Duplicates, changed = set.Window, true
+	}
+	if set.Replicas > 0 && max(cfg.Replicas, 1) != set.Replicas {
+		cfg.Replicas, changed = set.Replicas, true
+	}
+	if !changed {
+		return s, nil
+	}
+	s, err := js.UpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("set stream %s to a duplicate window of %v and %d replica(s): %w",
+			Name, cfg.Duplicates, max(cfg.Replicas, 1), replicasRefusal(js.Conn(), set, err))
 	}
 	return s, nil
 }

@@ -299,6 +299,50 @@ func StartNATS(t testing.TB, dir, listen string, opts ...natsserver.Option) *nat
 	return s
 }
 
+// NATSCluster starts a JetStream cluster of n embedded servers on
+// 127.0.0.1 (free ports, stores in t.TempDir(), routes authenticated with
+// a route secret beside the seed files), shut down when the test ends, and
+// creates the LEDGER stream with n replicas as admin. Every member knows
+// the same identities: c.URL() (all members' URLs, comma-joined) works
+// with Creds, Connect and JetStream. Tests may shut members down and
+// restart them (c.Server(i).Shutdown(), c.Restart).
+func NATSCluster(t testing.TB, n int, opts ...natsserver.Option) *natsserver.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	authDir := filepath.Join(dir, "auth")
+	keys, err := natsauth.Init(authDir)
+	if err != nil {
+		t.Fatalf("testenv.NATSCluster: %v", err)
+	}
+	route, err := natsauth.InitRoute(authDir)
+	if err != nil {
+		t.Fatalf("testenv.NATSCluster: %v", err)
+	}
+	c, err := natsserver.StartCluster(ctx, natsserver.ClusterSpec{Name: "test", Size: n, Dir: filepath.Join(dir, "store")},
+		append([]natsserver.Option{natsserver.WithNkeyUsers(natsauth.Users(keys)),
+			natsserver.WithRouteAuth(route.User, route.Password)}, opts...)...)
+	if err != nil {
+		t.Fatalf("testenv.NATSCluster: %v", err)
+	}
+	t.Cleanup(c.Shutdown)
+	credsMu.Lock()
+	credsDirs[c.URL()] = authDir
+	for _, u := range c.URLs() {
+		credsDirs[u] = authDir
+	}
+	credsMu.Unlock()
+	js, err := jetstream.New(Connect(t, c.URL(), natsauth.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Setup(ctx, js, stream.Settings{Replicas: n, Servers: n}); err != nil {
+		t.Fatalf("testenv.NATSCluster: %v", err)
+	}
+	return c
+}
+
 var (
 	credsMu   sync.Mutex
 	credsDirs = map[string]string{} // NATS URL -> directory of its seed files

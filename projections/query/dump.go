@@ -6,9 +6,10 @@ import (
 )
 
 // dumpQueries list every projection table in a canonical order, without
-// wall-clock columns. The projector_offsets row is keyed by the
-// projector's name, which differs between a live projection and a
-// rebuild, so only its sequence is kept.
+// wall-clock columns. The projector_offsets rows are keyed by projector
+// (or partition) names, which differ between a live projection and a
+// rebuild, so only the furthest sequence is kept: at rest every
+// partition has read the whole stream.
 var dumpQueries = []string{
 	`SELECT pool, seq, id, type, v, time, producer, data::text, refused, encode(prev_hash, 'hex'), encode(hash, 'hex') FROM events ORDER BY pool, seq`,
 	`SELECT * FROM consumers ORDER BY pool, path`,
@@ -18,7 +19,7 @@ var dumpQueries = []string{
 	`SELECT * FROM decisions ORDER BY pool, event_seq, ordinal`,
 	`SELECT * FROM allocation_history ORDER BY pool, consumer, valid_from_seq`,
 	`SELECT pool, last_seq, encode(state_hash, 'hex'), encode(chain_hash, 'hex') FROM checkpoints ORDER BY pool`,
-	`SELECT stream_seq FROM projector_offsets ORDER BY stream_seq`,
+	`SELECT max(stream_seq) FROM projector_offsets`,
 	`SELECT pool, seq, format, encode(sha256(state), 'hex'), encode(state_hash, 'hex') FROM snapshots ORDER BY pool, seq`,
 }
 

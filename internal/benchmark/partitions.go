@@ -1,0 +1,186 @@
+package benchmark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/natsserver"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
+)
+
+// Phase 5: the same log of many pools projected by one unpartitioned
+// projector (the baseline), by one instance of a partitioned projector,
+// and by two instances sharing the partitions.
+
+const (
+	partitionPools = 64
+	partitionCount = 8
+)
+
+// partitionSetup is one way of projecting phase 5's log.
+type partitionSetup struct {
+	name      string
+	instances int // 0: one unpartitioned projector
+}
+
+var partitionSetups = []partitionSetup{
+	{"1 projector, unpartitioned", 0},
+	{fmt.Sprintf("1 instance, %d partitions", partitionCount), 1},
+	{fmt.Sprintf("2 instances, %d partitions", partitionCount), 2},
+}
+
+func (b *bench) partitions(ctx context.Context) error {
+	url, js, stop, err := b.partitionStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	per := b.n.partitionEvents
+	b.progress("writing %d pools of %d events each", partitionPools, per)
+	for i := range partitionPools {
+		if _, err := b.writeLogTo(ctx, js, fmt.Sprintf("part-%s-%d", b.runID, i), uint64(100+i), per); err != nil {
+			return err
+		}
+	}
+	s, err := js.Stream(ctx, stream.Name)
+	if err != nil {
+		return err
+	}
+	last := s.CachedInfo().State.LastSeq
+	rates := make([]float64, len(partitionSetups))
+	for k, setup := range partitionSetups {
+		b.progress("projecting %d events: %s", last, setup.name)
+		rate, err := b.projectWith(ctx, url, k, setup, last)
+		if err != nil {
+			return fmt.Errorf("%s: %w", setup.name, err)
+		}
+		rates[k] = rate
+		r := Result{Phase: "5 partitions", Name: "projector, " + setup.name, Value: rate, Unit: "events/s",
+			Detail: fmt.Sprintf("%d events over %d pools, fresh database", last, partitionPools)}
+		if k == 0 {
+			r.Detail += " (the baseline)"
+		}
+		b.add(r)
+	}
+	b.add(Result{Phase: "5 partitions", Name: "1 partitioned instance / unpartitioned", Value: rates[1] / rates[0], Unit: "ratio",
+		Detail: "the cost of every partition reading the whole stream"})
+	b.add(Result{Phase: "5 partitions", Name: "2 instances / 1 instance", Value: rates[2] / rates[1], Unit: "ratio",
+		Detail: fmt.Sprintf("on %d cores, shared with PostgreSQL and NATS", b.report.CPUs)})
+	return nil
+}
+
+// partitionStream is a fresh embedded server for phase 5 (so its log holds
+// only its pools), or the run's own server when it is not embedded.
+func (b *bench) partitionStream(ctx context.Context) (string, jetstream.JetStream, func(), error) {
+	if b.ns == nil {
+		b.report.Notes = append(b.report.Notes, "with --nats-url, phase 5 projects the whole stream of that server")
+		return b.natsURL, b.js, func() {}, nil
+	}
+	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats-partitions")),
+		natsserver.WithListen("127.0.0.1:0"), natsserver.WithSync(unsynced))
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("start NATS: %w", err)
+	}
+	nc, err := b.connect(ns.URL(), nats.Name("ledger-bench-partitions"))
+	if err != nil {
+		ns.Shutdown()
+		return "", nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		_, err = stream.Ensure(ctx, js)
+	}
+	if err != nil {
+		nc.Close()
+		ns.Shutdown()
+		return "", nil, nil, err
+	}
+	return ns.URL(), js, func() { nc.Close(); ns.Shutdown() }, nil
+}
+
+// projectWith projects the stream at url into a fresh database with the
+// setup's instances, each on its own NATS connection, and returns events/s.
+func (b *bench) projectWith(ctx context.Context, url string, k int, setup partitionSetup, last uint64) (float64, error) {
+	dbURL, err := b.createDatabase(ctx, fmt.Sprintf("bench_%s_part%d", b.runID, k))
+	if err != nil {
+		return 0, err
+	}
+	if err := migrations.Up(ctx, dbURL); err != nil {
+		return 0, err
+	}
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, max(setup.instances, 1))
+	name := fmt.Sprintf("bench-%s-part%d", b.runID, k)
+	start := time.Now()
+	for i := range max(setup.instances, 1) {
+		nc, err := b.connect(url, nats.Name(fmt.Sprintf("ledger-bench-projector-%d", i)))
+		if err != nil {
+			cancel()
+			return 0, err
+		}
+		js, _ := jetstream.New(nc)
+		opts := []projections.Option{projections.WithName(name), projections.WithLogger(b.log), projections.WithInstance(fmt.Sprintf("i%d", i))}
+		wg.Go(func() {
+			defer nc.Close()
+			var err error
+			if setup.instances == 0 {
+				err = projections.New(js, db, opts...).Run(pctx)
+			} else {
+				var g *projections.Group
+				if g, err = projections.NewGroup(js, db, partitionCount, opts...); err == nil {
+					err = g.Run(pctx)
+				}
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	var elapsed time.Duration
+	for {
+		seq, err := query.ProjectorOffset(ctx, db, "")
+		if err == nil && seq >= last {
+			elapsed = time.Since(start)
+			break
+		}
+		select {
+		case err := <-errs:
+			cancel()
+			wg.Wait()
+			return 0, err
+		case <-ctx.Done():
+			cancel()
+			wg.Wait()
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	if elapsed <= 0 {
+		return 0, errors.New("no time measured")
+	}
+	return float64(last) / elapsed.Seconds(), nil
+}

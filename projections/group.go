@@ -1,0 +1,187 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// Group is one projector instance of a partitioned deployment: it takes
+// part in every partition's priority group and folds the partitions NATS
+// pins to it. Start as many instances as wanted, with the same number of
+// partitions; they share the partitions and take over those of an
+// instance that stops.
+type Group struct {
+	js   jetstream.JetStream
+	db   *pgxpool.Pool
+	n    int
+	opts []Option
+	ttl  time.Duration // the partitions' pinned TTL
+
+	mu    sync.Mutex
+	parts []*Projector // the current projector of each partition
+	heal  sync.Mutex   // see config.healLock
+}
+
+// restartPause is how long a partition waits before it is opened again
+// after it was lost or its feed ended.
+const restartPause = 500 * time.Millisecond
+
+// NewGroup returns an instance folding the partitions, out of n, that it
+// is given. n must be in 1..MaxPartitions.
+func NewGroup(js jetstream.JetStream, db *pgxpool.Pool, n int, opts ...Option) (*Group, error) {
+	if n < 1 || n > MaxPartitions {
+		return nil, fmt.Errorf("%w: %d partitions (want 1 to %d)", ErrBadPartition, n, MaxPartitions)
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Group{js: js, db: db, n: n, opts: opts, ttl: cfg.pinnedTTL, parts: make([]*Projector, n)}, nil
+}
+
+// Run runs every partition until ctx is done (then it returns nil) or one
+// fails for good (then it stops the others and returns that error).
+func (g *Group) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() { g.rebalance(ctx) })
+	for k := range g.n {
+		wg.Go(func() {
+			if err := g.runPartition(ctx, k); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// runPartition keeps partition k open: a partition lost to another
+// instance, or whose feed ended, is opened again (and waits for its pin).
+func (g *Group) runPartition(ctx context.Context, k int) error {
+	for ctx.Err() == nil {
+		p := New(g.js, g.db, slices.Concat(g.opts, []Option{WithPartition(k, g.n), func(c *config) { c.healLock = &g.heal }})...)
+		g.mu.Lock()
+		g.parts[k] = p
+		g.mu.Unlock()
+		err := p.Run(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrPartitionLost), errors.Is(err, errFeed), errors.Is(err, errReleased):
+			p.cfg.log.Info("projector: partition left; waiting to be given it again", "partition", p.offsetName(), "reason", err)
+		default:
+			return err
+		}
+		pause := restartPause
+		if errors.Is(err, errReleased) {
+			// Stay out of the group long enough for another instance's
+			// request to be the one the next message pins.
+			pause = 3 * p.cfg.pinnedTTL
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+	}
+	return nil
+}
+
+// Applied returns the sequence of pool's last event committed by this
+// instance (0 when this instance has not folded it).
+func (g *Group) Applied(pool string) uint64 {
+	g.mu.Lock()
+	p := g.parts[PartitionOf(pool, g.n)]
+	g.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.Applied(pool)
+}
+
+// Halted returns the pools halted, as the partitions of this instance
+// last read them from PostgreSQL or halted them.
+func (g *Group) Halted() map[string]uint64 {
+	out := map[string]uint64{}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.parts {
+		if p == nil {
+			continue
+		}
+		for name, seq := range p.Halted() {
+			out[name] = seq
+		}
+	}
+	return out
+}
+
+// rebalance gives partitions away while this instance holds more than its
+// share: ceil(n / instances), where instances is the fewest pull
+// requests waiting on any partition consumer (every live instance keeps
+// one waiting on each; the fewest never overcounts). One partition per
+// round, so the group settles without moving more than needed.
+func (g *Group) rebalance(ctx context.Context) {
+	t := time.NewTicker(g.ttl)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		held, instances := g.holdings(ctx)
+		if len(held) == 0 || instances < 2 {
+			continue
+		}
+		share := (g.n + instances - 1) / instances
+		if len(held) <= share {
+			continue
+		}
+		p := held[len(held)-1]
+		select {
+		case p.release <- struct{}{}:
+			p.cfg.log.Info("projector: giving a partition away", "partition", p.offsetName(), "held", len(held), "instances", instances, "share", share)
+		default:
+		}
+	}
+}
+
+// holdings returns the partitions this instance folds and how many
+// instances pull from the group (0 when it cannot tell).
+func (g *Group) holdings(ctx context.Context) ([]*Projector, int) {
+	g.mu.Lock()
+	parts := slices.Clone(g.parts)
+	g.mu.Unlock()
+	var held []*Projector
+	instances := 0
+	for _, p := range parts {
+		if p == nil {
+			return nil, 0
+		}
+		if p.holding.Load() {
+			held = append(held, p)
+		}
+		info, err := p.js.Consumer(ctx, stream.Name, p.offsetName())
+		if err != nil {
+			return nil, 0
+		}
+		if w := info.CachedInfo().NumWaiting; instances == 0 || w < instances {
+			instances = w
+		}
+	}
+	return held, instances
+}

@@ -1,0 +1,272 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// pinHeader is the header the server puts on each message of a
+// pinned-client consumer: the pin of the instance it is delivered to.
+const pinHeader = "Nats-Pin-Id"
+
+// errFeed: the partition's message feed ended (consumer deleted, bad
+// request); the partition is opened again.
+var errFeed = errors.New("projector: partition feed ended")
+
+// errReleased: the instance gave the partition up (Group.rebalance) so
+// that another one takes it.
+var errReleased = errors.New("projector: partition released to another instance")
+
+// runPartition is Run for one partition (partition.go): it pulls in the
+// partition's priority group, rebuilds the partition's pools from
+// PostgreSQL whenever it becomes the pinned instance (again), and folds
+// what it is given.
+func (p *Projector) runPartition(ctx context.Context) error {
+	if err := p.retry(ctx, "open the partition consumer", func() error { return p.ensurePartitionConsumer(ctx) }); err != nil {
+		return err
+	}
+	f, err := p.openFeed()
+	if err != nil {
+		return err
+	}
+	defer f.stop()
+	p.writer = p.startWriter(ctx)
+	for err == nil && ctx.Err() == nil {
+		err = p.stepPartition(ctx, f)
+	}
+	if werr := p.writer.stop(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
+	msgs, err := f.next(ctx, p.release, p.cfg.batchSize, p.cfg.idleWait)
+	if errors.Is(err, errReleased) {
+		return p.giveUp(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if rc := p.js.Conn().Stats().Reconnects; rc != p.reconnects {
+		// The server may have restarted without its unsynced tail:
+		// rebuild from PostgreSQL (and heal) before folding more.
+		p.reconnects, p.pin = rc, ""
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if pin := msgs[0].Headers().Get(pinHeader); pin == "" || pin != p.pin {
+		if err := p.takeOver(ctx); err != nil {
+			return err
+		}
+		p.pin = pin
+	}
+	return p.process(ctx, msgs)
+}
+
+// takeOver rebuilds the partition's pools from what PostgreSQL holds:
+// another instance may have folded the partition since this one last did.
+func (p *Projector) takeOver(ctx context.Context) error {
+	if err := p.writer.drain(); err != nil {
+		return err
+	}
+	if err := p.retry(ctx, "take the partition over", func() error { return p.start(ctx) }); err != nil {
+		return err
+	}
+	p.folded = p.committed
+	p.holding.Store(true)
+	p.cfg.log.Info("projector: holds partition", "partition", p.offsetName(), "instance", p.cfg.instance, "from_seq", p.committed+1)
+	return nil
+}
+
+// giveUp commits what was folded, unpins the partition so that the next
+// message goes to another instance, and ends Run with errReleased.
+func (p *Projector) giveUp(ctx context.Context) error {
+	if err := p.writer.drain(); err != nil {
+		return err
+	}
+	p.holding.Store(false)
+	s, err := p.js.Stream(ctx, stream.Name)
+	if err == nil {
+		err = s.UnpinConsumer(ctx, p.offsetName(), PriorityGroup)
+	}
+	if err != nil {
+		// Not unpinned: the pin lapses by itself after the pinned TTL.
+		p.cfg.log.Warn("projector: unpin failed", "partition", p.offsetName(), "err", err)
+	}
+	p.cfg.log.Info("projector: released partition", "partition", p.offsetName(), "instance", p.cfg.instance, "at_seq", p.committed)
+	return errReleased
+}
+
+// ensurePartitionConsumer opens the partition's durable consumer, making
+// it (from the partition's committed offset) when it does not exist.
+func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
+	name := p.offsetName()
+	cons, err := p.js.Consumer(ctx, stream.Name, name)
+	if err == nil {
+		p.cons = cons
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("look up consumer %s: %w", name, err)
+	}
+	var committed int64
+	err = p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, name).Scan(&committed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	pt := p.cfg.part
+	cons, err = p.js.CreateConsumer(ctx, stream.Name, jetstream.ConsumerConfig{
+		Durable:        name,
+		Description:    fmt.Sprintf("ledger projector: partition %d of %d", pt.k, pt.n),
+		FilterSubject:  "ledger.>",
+		AckPolicy:      jetstream.AckAllPolicy,
+		AckWait:        p.cfg.ackWait,
+		MaxAckPending:  4 * p.cfg.batchSize,
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    uint64(committed) + 1,
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{PriorityGroup},
+		PinnedTTL:      p.cfg.pinnedTTL,
+	})
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		cons, err = p.js.Consumer(ctx, stream.Name, name) // another instance made it first
+	}
+	if err != nil {
+		return fmt.Errorf("create consumer %s: %w", name, err)
+	}
+	p.cons = cons
+	return nil
+}
+
+// fill folds into b the messages b.to+1 .. to-1 that the partition
+// consumer did not deliver in order (an instance that died had them in
+// flight; they come again later and are skipped), read from the stream
+// with an ordered consumer.
+func (p *Projector) fill(ctx context.Context, b *batch, to uint64) error {
+	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"ledger.>"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    b.to + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("read the stream from %d: %w", b.to+1, err)
+	}
+	for b.to+1 < to {
+		mb, err := cons.Fetch(min(int(to-b.to-1), p.cfg.batchSize), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return fmt.Errorf("read the stream from %d: %w", b.to+1, err)
+		}
+		n := 0
+		for m := range mb.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			if seq := md.Sequence.Stream; seq == b.to+1 && seq < to {
+				if err := p.fold(b, m, seq, md.Timestamp); err != nil {
+					return fatal(err)
+				}
+				b.to = seq
+			}
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return fmt.Errorf("read the stream from %d: %w", b.to+1, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("read the stream from %d: no message before %d", b.to+1, to)
+		}
+	}
+	return nil
+}
+
+// feed turns the partition consumer's pull iterator into batches: the
+// first message waited for, then whatever else is already buffered.
+type feed struct {
+	it   jetstream.MessagesContext
+	msgs chan jetstream.Msg
+	errs chan error
+	done chan struct{}
+}
+
+func (p *Projector) openFeed() (*feed, error) {
+	// Pull requests expire well within the pinned TTL: each new one
+	// renews the pin, so an idle but live instance keeps its partitions.
+	// Heartbeats: 500ms at least, half the expiry at most (nats.go's
+	// bounds).
+	expiry := p.cfg.pinnedTTL / 2
+	it, err := p.cons.Messages(jetstream.PullPriorityGroup(PriorityGroup), jetstream.PullMaxMessages(2*p.cfg.batchSize),
+		jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(max(expiry/4, 500*time.Millisecond)))
+	if err != nil {
+		return nil, fmt.Errorf("pull from consumer %s: %w", p.offsetName(), err)
+	}
+	f := &feed{it: it, msgs: make(chan jetstream.Msg, p.cfg.batchSize), errs: make(chan error, 1), done: make(chan struct{})}
+	go f.run()
+	return f, nil
+}
+
+func (f *feed) run() {
+	defer close(f.done)
+	for {
+		m, err := f.it.Next()
+		switch {
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrBadRequest):
+			f.errs <- fmt.Errorf("%w: %w", errFeed, err)
+			return
+		case err != nil:
+			continue // missed heartbeats, pin changes, leader changes: the iterator goes on by itself
+		}
+		f.msgs <- m
+	}
+}
+
+// next returns the next messages: it waits up to idle for one, then takes
+// what is buffered, up to max.
+func (f *feed) next(ctx context.Context, release <-chan struct{}, max int, idle time.Duration) ([]jetstream.Msg, error) {
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	var msgs []jetstream.Msg
+	select {
+	case <-release:
+		return nil, errReleased
+	case m := <-f.msgs:
+		msgs = append(msgs, m)
+	case err := <-f.errs:
+		return nil, err
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
+	for len(msgs) < max {
+		select {
+		case m := <-f.msgs:
+			msgs = append(msgs, m)
+		default:
+			return msgs, nil
+		}
+	}
+	return msgs, nil
+}
+
+func (f *feed) stop() {
+	f.it.Stop()
+	for {
+		select {
+		case <-f.msgs: // unblock run
+		case <-f.done:
+			return
+		}
+	}
+}
