@@ -65,10 +65,17 @@ func worstPlan(t *testing.T) (plan []byte, leaves []string) {
 	return b, leaves
 }
 
-// A plan at every limit at once is accepted and appended in under a
-// second, and the projector folds and projects it in under a second,
-// on the real stack (NATS, PostgreSQL, projector), while another pool's
-// events, appended right behind it, keep being projected.
+// A plan at every limit at once is accepted, appended, folded and
+// projected on the real stack (NATS, PostgreSQL, projector) in bounded
+// time, while another pool's events, appended right behind it, keep being
+// projected. The figures are logged (about 0.1 s to append, 0.3 s to
+// project here); the bounds are generous because `go test ./...` runs
+// packages side by side on two cores, and what they catch is work out of
+// proportion to the input (before the limits such a plan took 11 s and
+// 12 GB). Speed itself is measured by `make bench`.
+// worstBound bounds each step of TestWorstCasePlan.
+const worstBound = 5 * time.Second
+
 func TestWorstCasePlan(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -126,8 +133,8 @@ func TestWorstCasePlan(t *testing.T) {
 	otherAt := time.Now()
 	_, other := post("other", []byte(`{"type":"demand","data":{"demands":{"/a":3,"/b":5}}}`))
 	t.Logf("plan at every limit: %d bytes, appended in %v", len(plan), took)
-	if took > time.Second {
-		t.Errorf("appending the plan took %v, want under 1s", took)
+	if took > worstBound {
+		t.Errorf("appending the plan took %v, want under %v", took, worstBound)
 	}
 	waitProjected := func(seq uint64) time.Duration {
 		for {
@@ -144,8 +151,8 @@ func TestWorstCasePlan(t *testing.T) {
 	}
 	projected := waitProjected(res.Events[0].Seq) - took
 	t.Logf("plan projected %v after its append", projected)
-	if projected > time.Second {
-		t.Errorf("projecting the plan took %v, want under 1s", projected)
+	if projected > worstBound {
+		t.Errorf("projecting the plan took %v, want under %v", projected, worstBound)
 	}
 	for {
 		// One statement, so one snapshot: read apart, a commit between the
@@ -161,7 +168,7 @@ func TestWorstCasePlan(t *testing.T) {
 			}
 			break
 		}
-		if wait := time.Since(otherAt); wait > 2*time.Second {
+		if wait := time.Since(otherAt); wait > worstBound {
 			t.Fatalf("the other pool's demand, appended behind the worst plan, is not projected after %v", wait)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -178,10 +185,8 @@ func TestWorstCasePlan(t *testing.T) {
 	took, res = post("worst", body)
 	projected = waitProjected(res.Events[0].Seq) - took
 	t.Logf("demand on every leaf: %d bytes, appended in %v, projected %v later", len(body), took, projected)
-	// Not the limit case itself (the plan is): bounded loosely, so a busy
-	// machine does not fail it.
-	if took > 2*time.Second || projected > 2*time.Second {
-		t.Errorf("demand on every leaf: appended in %v, projected %v later; want each under 2s", took, projected)
+	if took > worstBound || projected > worstBound {
+		t.Errorf("demand on every leaf: appended in %v, projected %v later; want each under %v", took, projected, worstBound)
 	}
 	var rows int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM consumer_state WHERE pool = 'worst'`).Scan(&rows); err != nil || rows != events.MaxPlanConsumers {
