@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -272,10 +273,11 @@ func (p *Projector) fill(ctx context.Context, b *batch, to uint64) error {
 // feed turns the partition consumer's pull iterator into batches: the
 // first message waited for, then whatever else is already buffered.
 type feed struct {
-	it   jetstream.MessagesContext
-	msgs chan jetstream.Msg
-	errs chan error
-	done chan struct{}
+	it       jetstream.MessagesContext
+	msgs     chan jetstream.Msg
+	errs     chan error
+	done     chan struct{}
+	stopping atomic.Bool
 }
 
 func (p *Projector) openFeed() (*feed, error) {
@@ -300,6 +302,9 @@ func (f *feed) run() {
 		m, err := f.it.Next()
 		switch {
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			if !f.stopping.Load() { // closed under us (the connection closed)
+				f.errs <- fmt.Errorf("%w: %w", errFeed, err)
+			}
 			return
 		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrBadRequest):
 			f.errs <- fmt.Errorf("%w: %w", errFeed, err)
@@ -341,6 +346,7 @@ func (f *feed) next(ctx context.Context, release <-chan struct{}, max int, idle 
 }
 
 func (f *feed) stop() {
+	f.stopping.Store(true)
 	f.it.Stop()
 	for {
 		select {
