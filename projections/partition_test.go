@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"log/slog"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,7 +125,22 @@ func waitProjected(t *testing.T, db *pgxpool.Pool, m *model, within time.Duratio
 			return time.Since(begin)
 		}
 		if time.Since(begin) > within {
-			t.Fatalf("not projected within %v", within)
+			var behind []string
+			for pool, last := range m.last {
+				if seqs[pool] < last {
+					behind = append(behind, fmt.Sprintf("%s(p%d) at %d of %d", pool, PartitionOf(pool, 4), seqs[pool], last))
+				}
+			}
+			offs := column(t, db, `SELECT name || '=' || stream_seq || ' by ' || owner FROM projector_offsets ORDER BY name`)
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			var stacks []string
+			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+				if strings.Contains(g, "projections.(*") {
+					stacks = append(stacks, g)
+				}
+			}
+			t.Fatalf("not projected within %v: behind %v; offsets %v (stream at %d)\n%s", within, behind, offs, m.lastSeq, strings.Join(stacks, "\n\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

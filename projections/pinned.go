@@ -73,8 +73,9 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 		}
 	}
 	if len(msgs) == 0 {
-		return nil
+		return p.watchStall(ctx)
 	}
+	p.stalledAt = 0
 	if pin := msgs[0].Headers().Get(pinHeader); pin == "" || pin != p.pin {
 		if err := p.takeOver(ctx); err != nil {
 			return err
@@ -169,11 +170,41 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	return p.alignPartitionConsumer(ctx)
 }
 
+// watchStall runs when this instance's feed of the partition stayed idle
+// for a while. If the stream holds events after the partition's offset
+// and the offset did not move since the previous idle spell, nobody is
+// folding them: messages may be stuck as pending on an instance that died
+// (until the ack wait), or held by a reset the server did not act on.
+// The partition is then handed back (delivered again from its offset),
+// which costs a live holder only skipped redeliveries. Whatever the
+// cause, a partition cannot stay stuck longer than two idle spells.
+func (p *Projector) watchStall(ctx context.Context) error {
+	var committed int64
+	err := p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil // PostgreSQL is down: the commit path reports it
+	}
+	last, err := p.streamLast(ctx)
+	if err != nil || last <= uint64(committed) {
+		p.stalledAt = 0
+		return nil
+	}
+	if p.stalledAt != uint64(committed)+1 {
+		p.stalledAt = uint64(committed) + 1 // seen once: wait one more spell
+		return nil
+	}
+	p.cfg.log.Warn("projector: partition stalled behind the stream; delivering again from its offset",
+		"partition", p.offsetName(), "committed", committed, "stream_last_seq", last)
+	p.handBack(ctx)
+	p.stalledAt = 0
+	return nil
+}
+
 // handBack resets the partition's consumer to the offset PostgreSQL holds
-// + 1 when this instance leaves the partition alive (taken over,
-// released, feed ended): the messages it had in flight are delivered
-// again at once, to whoever holds the partition now, instead of after
-// AckWait. A holder skips those it folded already.
+// + 1, so that everything after it is delivered again, to whoever holds
+// the partition (who skips what it folded already). Only for a stalled
+// partition (watchStall): a reset under a consumer that is being read
+// and acknowledged mixes delivery sequences from before and after it.
 func (p *Projector) handBack(ctx context.Context) {
 	var committed int64
 	err := p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
