@@ -10,6 +10,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -46,6 +47,8 @@ type batch struct {
 	snapshots [][]any
 	pools     map[string]*poolBatch
 	halts     map[string]halt // pools halted in this batch
+
+	figures []metrics.PoolFigures // totals of the pools after the batch, for metrics (metrics.go)
 }
 
 // poolBatch is what changed in one pool during the batch; its final rows

@@ -60,7 +60,7 @@ const healWindow = 256
 // when it starts. A stream that is not behind the projection is left
 // alone (the report says so: Republished 0).
 func (p *Projector) Heal(ctx context.Context) (HealReport, error) {
-	committed, cps, err := p.loadCheckpoints(ctx)
+	committed, cps, err := p.loadCheckpoints(ctx, true)
 	if err != nil {
 		return HealReport{}, err
 	}

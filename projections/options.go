@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
@@ -45,6 +46,8 @@ type config struct {
 	instance      string                        // projector_offsets.owner
 	pinnedTTL     time.Duration
 	healLock      *sync.Mutex // a Group's partitions heal the stream one at a time
+
+	metrics *metrics.Projector // nil: no figures recorded (metrics.go)
 }
 
 func defaults() config {

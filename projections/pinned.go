@@ -29,6 +29,9 @@ var errReleased = errors.New("projector: partition released to another instance"
 // PostgreSQL whenever it becomes the pinned instance (again), and folds
 // what it is given.
 func (p *Projector) runPartition(ctx context.Context) error {
+	if err := p.healIfBehind(ctx); err != nil {
+		return err
+	}
 	if err := p.retry(ctx, "open the partition consumer", func() error { return p.ensurePartitionConsumer(ctx) }); err != nil {
 		return err
 	}
@@ -56,9 +59,17 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 		return err
 	}
 	if rc := p.js.Conn().Stats().Reconnects; rc != p.reconnects {
-		// The server may have restarted without its unsynced tail:
-		// rebuild from PostgreSQL (and heal) before folding more.
+		// The server may have restarted without its unsynced tail: heal
+		// it now (appends are held until then, so no message may come to
+		// wake a partition), and rebuild from PostgreSQL before folding
+		// more.
 		p.reconnects, p.pin = rc, ""
+		if err := p.writer.drain(); err != nil {
+			return err
+		}
+		if err := p.healIfBehind(ctx); err != nil {
+			return err
+		}
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -70,6 +81,21 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 		p.pin = pin
 	}
 	return p.process(ctx, msgs)
+}
+
+// healIfBehind heals a stream that ends before the furthest offset of
+// the projection, whoever holds the partitions: the API holds appends
+// until then, so waiting for a partition's next message would wait
+// forever. The partitions of a group heal one at a time.
+func (p *Projector) healIfBehind(ctx context.Context) error {
+	return p.retry(ctx, "check the stream against the projection", func() error {
+		if l := p.cfg.healLock; l != nil {
+			l.Lock()
+			defer l.Unlock()
+		}
+		_, err := p.Heal(ctx)
+		return err
+	})
 }
 
 // takeOver rebuilds the partition's pools from what PostgreSQL holds:
@@ -106,44 +132,75 @@ func (p *Projector) giveUp(ctx context.Context) error {
 	return errReleased
 }
 
-// ensurePartitionConsumer opens the partition's durable consumer, making
-// it (from the partition's committed offset) when it does not exist.
+// ensurePartitionConsumer opens the partition's durable consumer (making
+// it when it does not exist) and aligns it with the partition's offset
+// in PostgreSQL (alignPartitionConsumer).
 func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	name := p.offsetName()
 	cons, err := p.js.Consumer(ctx, stream.Name, name)
-	if err == nil {
-		p.cons = cons
-		return nil
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		pt := p.cfg.part
+		cons, err = p.js.CreateConsumer(ctx, stream.Name, jetstream.ConsumerConfig{
+			Durable:       name,
+			Description:   fmt.Sprintf("ledger projector: partition %d of %d", pt.k, pt.n),
+			FilterSubject: "ledger.>",
+			AckPolicy:     jetstream.AckAllPolicy,
+			AckWait:       p.cfg.ackWait,
+			MaxAckPending: 4 * p.cfg.batchSize,
+			// DeliverAll, so that the consumer may be reset to any
+			// sequence (JetStream refuses one below a start sequence).
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+			PriorityPolicy: jetstream.PriorityPolicyPinned,
+			PriorityGroups: []string{PriorityGroup},
+			PinnedTTL:      p.cfg.pinnedTTL,
+		})
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = p.js.Consumer(ctx, stream.Name, name) // another instance made it first
+		}
 	}
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("look up consumer %s: %w", name, err)
+	if err != nil {
+		return fmt.Errorf("open consumer %s: %w", name, err)
+	}
+	p.cons = cons
+	return p.alignPartitionConsumer(ctx)
+}
+
+// alignPartitionConsumer resets the partition's consumer to the
+// partition's offset + 1 when it is new (so it does not deliver what is
+// projected already) or when it has acknowledged more than PostgreSQL
+// holds (the database was restored from an older backup): otherwise no
+// message would ever come again for what the database lost. A consumer
+// in normal use acknowledges only after the commit, so it is never
+// ahead, and is left alone.
+func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
+	// The consumer first: what it acknowledged was committed before, so
+	// the offset read after it is at least as far unless the database
+	// went back.
+	info, err := p.cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", p.offsetName(), err)
 	}
 	var committed int64
-	err = p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, name).Scan(&committed)
+	err = p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	pt := p.cfg.part
-	cons, err = p.js.CreateConsumer(ctx, stream.Name, jetstream.ConsumerConfig{
-		Durable:        name,
-		Description:    fmt.Sprintf("ledger projector: partition %d of %d", pt.k, pt.n),
-		FilterSubject:  "ledger.>",
-		AckPolicy:      jetstream.AckAllPolicy,
-		AckWait:        p.cfg.ackWait,
-		MaxAckPending:  4 * p.cfg.batchSize,
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    uint64(committed) + 1,
-		PriorityPolicy: jetstream.PriorityPolicyPinned,
-		PriorityGroups: []string{PriorityGroup},
-		PinnedTTL:      p.cfg.pinnedTTL,
-	})
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = p.js.Consumer(ctx, stream.Name, name) // another instance made it first
+	fresh := info.Delivered.Stream == 0 && committed > 0
+	ahead := info.AckFloor.Stream > uint64(committed)
+	if !fresh && !ahead {
+		return nil
+	}
+	s, err := p.js.Stream(ctx, stream.Name)
+	if err == nil {
+		_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), uint64(committed)+1)
 	}
 	if err != nil {
-		return fmt.Errorf("create consumer %s: %w", name, err)
+		return fmt.Errorf("reset consumer %s to %d: %w", p.offsetName(), committed+1, err)
 	}
-	p.cons = cons
+	if ahead {
+		p.cfg.log.Warn("projector: partition consumer was ahead of PostgreSQL (restored from an older backup?); delivering again after the offset",
+			"partition", p.offsetName(), "acked", info.AckFloor.Stream, "committed", committed)
+	}
 	return nil
 }
 

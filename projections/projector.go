@@ -87,6 +87,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		return fatal(err)
 	}
 	p.reconnects = p.js.Conn().Stats().Reconnects
+	defer p.observeStop()
 	var err error
 	if p.cfg.part != nil {
 		err = p.runPartition(ctx)
@@ -196,6 +197,7 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if b.to > b.from {
 		f = b.finish() // the rows are fixed now: the next fold may go on
 	}
+	p.observeFold(b, msgs)
 	p.folded = b.to
 	if err := p.writer.submit(writeJob{b: b, f: f, last: last}); err != nil {
 		return err
@@ -287,6 +289,7 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	if b.to == b.from {
 		return nil
 	}
+	start := time.Now()
 	err := p.retry(ctx, "write batch", func() error {
 		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { return p.writeTx(ctx, tx, b, f) })
 		if errors.Is(err, errCommitted) {
@@ -301,6 +304,7 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	for name, pb := range b.pools {
 		p.setApplied(name, pb.lastSeq)
 	}
+	p.observeCommit(b, time.Since(start))
 	return p.fail(StageAfterCommitBeforeAck)
 }
 

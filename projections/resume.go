@@ -55,7 +55,7 @@ WHERE h.valid_to_seq IS NULL`
 // start rebuilds every pool to the committed sequence and (re)creates the
 // durable consumer after it.
 func (p *Projector) start(ctx context.Context) error {
-	committed, cps, err := p.loadCheckpoints(ctx)
+	committed, cps, err := p.loadCheckpoints(ctx, false)
 	if err != nil {
 		return classify(err)
 	}
@@ -63,11 +63,13 @@ func (p *Projector) start(ctx context.Context) error {
 		return err
 	}
 	p.pools, p.committed = map[string]*poolState{}, committed
-	for _, cp := range cps {
+	p.observeStart(len(cps))
+	for i, cp := range cps {
 		ps, err := p.rebuild(ctx, cp)
 		if err != nil {
 			return err
 		}
+		p.observeRebuilt(len(cps), i+1, ps.sinceSnap)
 		if cp.halted != nil {
 			ps.halted = true
 			p.cfg.log.Warn("projector: pool stays halted (rebuild the projection with fixed code to resume it)", "pool", cp.pool, "seq", cp.halted.seq)
@@ -90,17 +92,21 @@ func (p *Projector) start(ctx context.Context) error {
 }
 
 // loadCheckpoints reads the offset and the checkpoints in one snapshot of
-// the database.
-func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, error) {
+// the database: this projector's (or partition's) offset and pools, or,
+// with whole, the furthest offset of any projector and every pool (what
+// healing the stream needs, whatever the partitioning).
+func (p *Projector) loadCheckpoints(ctx context.Context, whole bool) (uint64, []checkpoint, error) {
 	var committed int64
 	var cps []checkpoint
 	var halted map[string]halt
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(ctx, p.db, opts, func(tx pgx.Tx) error {
-		if err := p.checkPartitioning(ctx, tx); err != nil {
-			return err
+		var err error
+		if whole {
+			err = tx.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&committed)
+		} else if err = p.checkPartitioning(ctx, tx); err == nil {
+			err = tx.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
 		}
-		err := tx.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
 		if err != nil && err != pgx.ErrNoRows {
 			return err
 		}
@@ -118,7 +124,9 @@ func (p *Projector) loadCheckpoints(ctx context.Context) (uint64, []checkpoint, 
 		if err != nil {
 			return err
 		}
-		cps = slices.DeleteFunc(cps, func(c checkpoint) bool { return !p.mine(c.pool) })
+		if !whole {
+			cps = slices.DeleteFunc(cps, func(c checkpoint) bool { return !p.mine(c.pool) })
+		}
 		return loadOpen(ctx, tx, cps)
 	})
 	for i := range cps {

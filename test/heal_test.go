@@ -121,11 +121,27 @@ type inProcessProjector struct {
 }
 
 func runProjectorInProcess(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool) *inProcessProjector {
+	return runPartitionedInProcess(t, js, db, 0)
+}
+
+// runPartitionedInProcess is runProjectorInProcess with the pools in
+// partitions (0: unpartitioned).
+func runPartitionedInProcess(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, partitions int) *inProcessProjector {
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rp := &inProcessProjector{done: make(chan error, 1)}
+	opts := []projections.Option{projections.WithLogger(quiet), projections.WithSnapshotEvery(25), projections.WithBatchSize(40),
+		projections.WithPinnedTTL(2 * time.Second)}
 	go func() {
-		rp.done <- projections.New(js, db, projections.WithLogger(quiet), projections.WithSnapshotEvery(25), projections.WithBatchSize(40)).Run(ctx)
+		if partitions == 0 {
+			rp.done <- projections.New(js, db, opts...).Run(ctx)
+			return
+		}
+		g, err := projections.NewGroup(js, db, partitions, opts...)
+		if err == nil {
+			err = g.Run(ctx)
+		}
+		rp.done <- err
 	}()
 	var err error
 	stopped := false
@@ -177,6 +193,13 @@ func apiPool(t *testing.T, c *client.Client, pool string, demands int) {
 // a fresh projection of the healed stream equals the one that was there,
 // and appends continue after the healed sequence.
 func TestStreamCutBackIsHealed(t *testing.T) {
+	t.Run("one projector", func(t *testing.T) { testStreamCutBackIsHealed(t, 0) })
+	// Each partition finds the stream behind its own offset; one heals it,
+	// the others find it healed.
+	t.Run("3 partitions", func(t *testing.T) { testStreamCutBackIsHealed(t, 3) })
+}
+
+func testStreamCutBackIsHealed(t *testing.T, partitions int) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
@@ -191,7 +214,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 
 	publishRandomPools(t, nats.js, 3, 80)
 	apiPool(t, c, "early", 10)
-	project := runProjectorInProcess(t, nats.js, db)
+	project := runPartitionedInProcess(t, nats.js, db, partitions)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	if err := project.stop(); err != nil {
@@ -204,7 +227,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 
 	apiPool(t, c, "late", 30)
 	apiPool(t, c, "early2", 5)
-	project = runProjectorInProcess(t, nats.js, db)
+	project = runPartitionedInProcess(t, nats.js, db, partitions)
 	full := nats.lastSeq(t)
 	waitOffsetAbove(t, db, full-1)
 	if err := project.stop(); err != nil {
@@ -232,7 +255,7 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 		t.Fatalf("a held append reached the stream: it ends at %d, want %d", got, early)
 	}
 
-	project = runProjectorInProcess(t, nats.js, db)
+	project = runPartitionedInProcess(t, nats.js, db, partitions)
 	deadline := time.Now().Add(60 * time.Second)
 	for nats.lastSeq(t) < full {
 		select {
@@ -302,11 +325,16 @@ func TestStreamCutBackIsHealed(t *testing.T) {
 // while NATS crashes and comes back without its unsynced tail; it sees the
 // reconnection, heals the stream, and projects what comes next.
 func TestRunningProjectorHealsAfterNATSRestart(t *testing.T) {
+	t.Run("one projector", func(t *testing.T) { testRunningProjectorHeals(t, 0) })
+	t.Run("3 partitions", func(t *testing.T) { testRunningProjectorHeals(t, 3) })
+}
+
+func testRunningProjectorHeals(t *testing.T, partitions int) {
 	ctx := context.Background()
 	nats := newCrashNATS(t)
 	db := newDB(t)
 	rawPool(t, nats.js, "r", 0, 20)
-	project := runProjectorInProcess(t, nats.js, db)
+	project := runPartitionedInProcess(t, nats.js, db, partitions)
 	early := nats.lastSeq(t)
 	waitOffsetAbove(t, db, early-1)
 	nats.stop()
@@ -439,6 +467,37 @@ func TestStreamNotHealedWithoutStoredMessages(t *testing.T) {
 // folds from the restored checkpoint and catches up, and the result
 // equals the projection that was lost and passes the audit.
 func TestPostgresRestoredFromOlderDump(t *testing.T) {
+	t.Run("one projector", func(t *testing.T) { testPostgresRestoredFromOlderDump(t, 0) })
+	// The partition consumers have delivered past the restored offsets:
+	// the partitions fill the gap from the stream.
+	t.Run("3 partitions", func(t *testing.T) { testPostgresRestoredFromOlderDump(t, 3) })
+}
+
+// projectAll runs a projector (partitions > 0: a group) until the whole
+// stream is projected into db.
+func projectAll(t *testing.T, s *stack, db *pgxpool.Pool, partitions int) {
+	t.Helper()
+	if partitions == 0 {
+		s.project(t, db, projections.WithSnapshotEvery(25))
+		return
+	}
+	rp := runPartitionedInProcess(t, s.js, db, partitions)
+	waitOffsetAbove(t, db, lastSeqOf(t, s.js)-1)
+	if err := rp.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastSeqOf(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	st, err := js.Stream(context.Background(), stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.LastSeq
+}
+
+func testPostgresRestoredFromOlderDump(t *testing.T, partitions int) {
 	bin, err := findPGBin("pg_dump")
 	if err != nil {
 		t.Skip(err)
@@ -447,13 +506,13 @@ func TestPostgresRestoredFromOlderDump(t *testing.T) {
 	s := newStack(t)
 	publishRandomPools(t, s.js, 3, 60)
 	rawPool(t, s.js, "r", 0, 40)
-	s.project(t, s.db, projections.WithSnapshotEvery(25))
+	projectAll(t, s, s.db, partitions)
 	dump := filepath.Join(t.TempDir(), "older.sql")
 	if out, err := exec.Command(bin, "--no-owner", "--no-privileges", "-f", dump, s.db.Config().ConnString()).CombinedOutput(); err != nil {
 		t.Fatalf("pg_dump: %v\n%s", err, out)
 	}
 	rawPool(t, s.js, "r", 40, 100) // the stream goes on past the dump
-	s.project(t, s.db, projections.WithSnapshotEvery(25))
+	projectAll(t, s, s.db, partitions)
 	want, err := pgdump.Tables(ctx, s.db)
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +531,7 @@ func TestPostgresRestoredFromOlderDump(t *testing.T) {
 	if offset(t, restored) >= offset(t, s.db) {
 		t.Fatalf("the dump is not older: offset %d, live %d", offset(t, restored), offset(t, s.db))
 	}
-	s.project(t, restored, projections.WithSnapshotEvery(25))
+	projectAll(t, s, restored, partitions)
 	got, err := pgdump.Tables(ctx, restored)
 	if err != nil {
 		t.Fatal(err)

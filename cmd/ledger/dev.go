@@ -17,6 +17,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
@@ -60,7 +61,8 @@ func init() {
     binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
     runs as root), unless --database-url or DATABASE_URL names one;
   - the schema migrations, the projector and the HTTP API on --http, with
-    the web console at http://ADDR/console/.
+    the web console at http://ADDR/console/ and the Prometheus metrics of
+    both at http://ADDR/metrics (the admin token may read them).
 
 Once ready it prints LEDGER_URL=, LEDGER_TOKEN=, NATS_URL=, NATS_CREDS= (the
 auditor's identity, for audit, replay and explain), LEDGER_TRUSTED_KEYS= and
@@ -153,7 +155,7 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		defer stopPostgres(pg)
 		dbURL = pg.URL()
 	}
-	return runServices(ctx, out, log, services{
+	return runServices(ctx, out, log, services{metrics: metrics.New(),
 		natsURL: natsURL, authDir: authDir, dbURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
 		signer: signer, trusted: trusted, trustedPath: trustedPath,
 		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)},
@@ -183,8 +185,9 @@ type services struct {
 	signer                            *signing.Signer
 	trusted                           *signing.Keyring
 	trustedPath                       string
-	token                             string       // the admin token to print
-	options                           []api.Option // who may use the API
+	token                             string            // the admin token to print
+	options                           []api.Option      // who may use the API
+	metrics                           *metrics.Registry // the API's and the projector's, served at the API's /metrics
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
@@ -199,7 +202,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	go func() {
 		defer wg.Done()
 		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: sv.httpAddr, NATSURL: sv.natsURL, DatabaseURL: sv.dbURL, Migrate: true, Logger: log,
-			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: append([]api.Option{api.WithSigner(sv.signer)}, sv.options...),
+			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: append([]api.Option{api.WithSigner(sv.signer), api.WithMetrics(sv.metrics)}, sv.options...),
 			Ready: func(addr string) { ready <- addr }})
 	}()
 	go func() {
@@ -264,7 +267,7 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 		return err
 	}
 	err = projections.New(js, db, projections.WithLogger(log), projections.WithSnapshotEvery(sv.snapshotEvery),
-		projections.WithTrustedKeys(sv.trusted), projections.WithHealer(hjs)).Run(ctx)
+		projections.WithTrustedKeys(sv.trusted), projections.WithHealer(hjs), projections.WithMetrics(sv.metrics.Projector())).Run(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}

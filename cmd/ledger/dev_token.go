@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cluster-ledger/ledger/internal/auth"
@@ -43,8 +44,18 @@ func devTokens(data string) (string, *auth.Tokens, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if _, ok := tokens.Authenticate(token); !ok {
+	id, ok := tokens.Authenticate(token)
+	if !ok {
 		return "", nil, fmt.Errorf("%s is not in %s: remove %s to create a new admin token", adminPath, tokensPath, adminPath)
+	}
+	if id.Name == devAdminName && slices.ContainsFunc(auth.Scopes, func(s auth.Scope) bool { return !id.Has(s) }) {
+		// An admin token made before a scope existed (metrics) gets every scope.
+		if err := auth.GrantFile(tokensPath, devAdminName, auth.Scopes...); err != nil {
+			return "", nil, fmt.Errorf("%s: %w", tokensPath, err)
+		}
+		if tokens, err = auth.Load(tokensPath); err != nil {
+			return "", nil, err
+		}
 	}
 	return token, tokens, nil
 }

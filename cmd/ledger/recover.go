@@ -14,7 +14,6 @@ import (
 
 func init() {
 	var f logFlags
-	var name string
 	cmd := &cobra.Command{
 		Use:   "recover",
 		Short: "Give the stream back the events it lost, from the projection in PostgreSQL",
@@ -25,7 +24,9 @@ event's stored message (subject, headers, body), so recover first compares
 the part of the stream that survived with it (from the oldest snapshot the
 projector would fold from) and then appends the missing events again, in
 order, with their original ids, each expecting the stream to end just
-before it: every event gets back exactly its original sequence.
+before it: every event gets back exactly its original sequence. The
+projection's end is the furthest offset any projector (or partition) has
+committed.
 
 If the stream and the projection disagree in content, not only in length,
 recover stops before appending anything and names the first sequence where
@@ -38,15 +39,14 @@ starting the services.`,
 		Example: `  ledger recover --nats-url nats://127.0.0.1:4222 --database-url postgres://...`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRecover(cmd.Context(), cmd.OutOrStdout(), f, name)
+			return runRecover(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&name, "name", projections.DefaultName, "the projector whose committed offset (projector_offsets) the stream must reach")
 	root.AddCommand(cmd)
 }
 
-func runRecover(ctx context.Context, out io.Writer, f logFlags, name string) error {
+func runRecover(ctx context.Context, out io.Writer, f logFlags) error {
 	db, err := f.openDB(ctx, true)
 	if err != nil {
 		return err
@@ -58,15 +58,15 @@ func runRecover(ctx context.Context, out io.Writer, f logFlags, name string) err
 	}
 	defer closeLog()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rep, err := projections.New(js, db, projections.WithName(name), projections.WithLogger(log)).Heal(ctx)
+	rep, err := projections.New(js, db, projections.WithLogger(log)).Heal(ctx)
 	if err != nil {
 		return err
 	}
 	if rep.Republished == 0 {
-		fmt.Fprintf(out, "nothing to recover: the stream ends at %d, the projection %s is at %d\n", rep.StreamLast, name, rep.Committed)
+		fmt.Fprintf(out, "nothing to recover: the stream ends at %d, the projection is at %d\n", rep.StreamLast, rep.Committed)
 		return nil
 	}
-	fmt.Fprintf(out, "recovered %d events: the stream ended at %d, it now ends at %d like the projection %s (%d surviving messages compared)\n",
-		rep.Republished, rep.StreamLast, rep.Committed, name, rep.Compared)
+	fmt.Fprintf(out, "recovered %d events: the stream ended at %d, it now ends at %d like the projection (%d surviving messages compared)\n",
+		rep.Republished, rep.StreamLast, rep.Committed, rep.Compared)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
@@ -32,11 +33,12 @@ it is missing, applies the schema migrations, and serves:
   GET  /v1/pools/{pool}/allocations   the projected allocation state
   GET  /v1/pools/{pool}/decisions     ?from_seq=N&limit=M
   GET  /healthz                       NATS, stream and PostgreSQL status
+  GET  /metrics                       Prometheus metrics (token with the metrics scope)
 
 Every request but /healthz needs a bearer token (Authorization: Bearer
 ...) listed in the --tokens file, with the scope it needs: append
 (demand, release), plan (plan, host_up, host_down) or read, on the pool
-it names. Create tokens with 'ledger token add'. The token's name is
+it names; metrics for /metrics. Create tokens with 'ledger token add'. The token's name is
 recorded as the producer of the events it appends. POST bodies must be
 Content-Type: application/json; a request from a browser page (Origin
 header) is refused unless its origin is given with --allow-origin.
@@ -71,7 +73,8 @@ cleanly on SIGINT or SIGTERM.`,
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Migrate = !noMigrate
 			var signingKey string
-			cfg.Options = []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(origins...), api.WithReadTimeout(readTimeout)}
+			cfg.Options = []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(origins...), api.WithReadTimeout(readTimeout),
+				api.WithMetrics(metrics.New())}
 			if signingKey != "" {
 				sg, err := signing.LoadSigner(signingKey)
 				if err != nil {

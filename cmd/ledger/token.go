@@ -33,6 +33,7 @@ Scopes (comma-separated, or all):
   append   demand and release events
   plan     plan, host_up and host_down events
   read     allocations, decisions (and the console)
+  metrics  GET /metrics of every process (Prometheus; figures of all pools)
 Pools: comma-separated pool names, or * for every pool.`,
 		Example: `  ledger token add --file tokens.jsonl --name scheduler --scopes append --pools gpu,cpu
   ledger token add --file tokens.jsonl --name ops --scopes all --pools '*'`,
@@ -41,7 +42,7 @@ Pools: comma-separated pool names, or * for every pool.`,
 	}
 	add.Flags().StringVar(&f.file, "file", "", "tokens file to append to (required)")
 	add.Flags().StringVar(&f.name, "name", "", "identity of the token: recorded as the producer of its events (required)")
-	add.Flags().StringVar(&f.scopes, "scopes", "", "append, plan, read (comma-separated), or all (required)")
+	add.Flags().StringVar(&f.scopes, "scopes", "", "append, plan, read, metrics (comma-separated), or all (required)")
 	add.Flags().StringVar(&f.pools, "pools", "", "pools the token may use (comma-separated), or * for all (required)")
 	for _, n := range []string{"file", "name", "scopes", "pools"} {
 		_ = add.MarkFlagRequired(n)

@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE]
 //
 // With --partitions N, any number of projectors share the pools: they are
 // hashed into N partitions, each a JetStream consumer whose pinned-client
@@ -25,6 +25,10 @@
 // appends those events again from PostgreSQL at their original sequences
 // before going on, or stops naming the first sequence where stream and
 // projection differ (see `ledger recover --help`).
+//
+// With --metrics-listen it serves its figures in the Prometheus format at
+// GET /metrics on that address (internal/metrics), to bearer tokens of
+// --metrics-tokens holding the metrics scope; off by default.
 package main
 
 import (
@@ -42,7 +46,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/projections"
@@ -62,6 +68,7 @@ type flags struct {
 	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name, instance string
 	batch, snapshotEvery, partitions                                        int
 	connectWait, pinnedTTL                                                  time.Duration
+	metricsListen, metricsTokens                                            string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -80,6 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.instance, "instance", "", "this instance's name in projector_offsets.owner (default host:pid)")
 	fs.DurationVar(&f.pinnedTTL, "pinned-ttl", projections.DefaultPinnedTTL, "with --partitions: how long a partition stays with an instance that stopped pulling (the hand-over time; at least 2s)")
 	fs.DurationVar(&f.connectWait, "connect-timeout", connect.DefaultWait, "how long to wait at start for PostgreSQL and NATS to answer before giving up (0: until stopped)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on this address, e.g. 127.0.0.1:9464 (default off; needs --metrics-tokens)")
+	fs.StringVar(&f.metricsTokens, "metrics-tokens", os.Getenv("LEDGER_METRICS_TOKENS"), "tokens file (as 'ledger token add' writes it); /metrics answers only tokens with the metrics scope (default $LEDGER_METRICS_TOKENS)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -94,6 +103,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, fmt.Errorf("--partitions %d: want 0 (unpartitioned) or 1 to %d", f.partitions, projections.MaxPartitions)
 	case f.pinnedTTL < 2*time.Second:
 		return f, fmt.Errorf("--pinned-ttl %v: want 2s or more", f.pinnedTTL)
+	case f.metricsListen != "" && f.metricsTokens == "":
+		return f, errors.New("--metrics-listen needs --metrics-tokens FILE: /metrics is never open to anyone (create a token with 'ledger token add --scopes metrics')")
 	}
 	return f, nil
 }
@@ -105,6 +116,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	reg, err := serveMetrics(ctx, f, log)
+	if err != nil {
+		return err
+	}
 	w := connect.New("projector", log, f.connectWait)
 	db, err := w.Postgres(ctx, f.databaseURL, true) // then lazy: an outage is retried by Run
 	if err != nil {
@@ -129,7 +144,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery),
-		projections.WithName(f.name), projections.WithLogger(log), projections.WithInstance(f.instance), projections.WithPinnedTTL(f.pinnedTTL)}
+		projections.WithName(f.name), projections.WithLogger(log), projections.WithInstance(f.instance), projections.WithPinnedTTL(f.pinnedTTL),
+		projections.WithMetrics(reg.Projector())}
 	if f.trustedKeys != "" {
 		keys, err := signing.LoadKeyring(f.trustedKeys)
 		if err != nil {
@@ -176,4 +192,33 @@ func ignoreStop(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// serveMetrics starts the /metrics listener of --metrics-listen, if set,
+// and returns the registry the projector records in (nil Projector()
+// recorder when off). A listener that cannot start is an error at once.
+func serveMetrics(ctx context.Context, f flags, log *slog.Logger) (*metrics.Registry, error) {
+	if f.metricsListen == "" {
+		return nil, nil
+	}
+	tokens, err := auth.Load(f.metricsTokens)
+	if err != nil {
+		return nil, err
+	}
+	reg := metrics.New()
+	ready, errc := make(chan struct{}), make(chan error, 1)
+	go func() {
+		errc <- metrics.Serve(ctx, f.metricsListen, reg, tokens, log, func(string) { close(ready) })
+	}()
+	select {
+	case <-ready:
+		go func() {
+			if err := <-errc; err != nil {
+				log.Error("projector: metrics listener stopped", "err", err)
+			}
+		}()
+		return reg, nil
+	case err := <-errc:
+		return nil, err
+	}
 }

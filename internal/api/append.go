@@ -19,49 +19,59 @@ import (
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
-// postEvents appends a request's events. Checks run cheapest first:
-// origin and token, any write scope on the pool, Content-Type, pool name,
-// then the body, streamed under its size limit (each event's scope, size
-// limits and form as it is read), then the engine's validation.
+// postEvents appends a request's events and records the request's
+// figures (metrics.go).
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
-	pool := r.PathValue("pool")
+	start := time.Now()
+	pool, ins, res, aerr := s.appendRequest(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+	} else {
+		writeJSON(w, http.StatusOK, EventsResponse{Pool: pool, Events: res})
+	}
+	s.observeAppend(pool, ins, res, aerr, time.Since(start))
+}
+
+// appendRequest checks and appends a request's events. Checks run
+// cheapest first: origin and token, any write scope on the pool,
+// Content-Type, pool name, then the body, streamed under its size limit
+// (each event's scope, size limits and form as it is read), then the
+// engine's validation. pool is "" until the token may write to it and
+// the name is valid.
+func (s *Server) appendRequest(w http.ResponseWriter, r *http.Request) (pool string, ins []incoming, res []Appended, aerr *apiError) {
+	name := r.PathValue("pool")
 	id, aerr := s.authenticate(r)
-	if aerr == nil && !id.Allows(auth.ScopeAppend, pool) && !id.Allows(auth.ScopePlan, pool) {
-		aerr = allow(id, auth.ScopeAppend, pool)
+	if aerr == nil && !id.Allows(auth.ScopeAppend, name) && !id.Allows(auth.ScopePlan, name) {
+		aerr = allow(id, auth.ScopeAppend, name)
 		if id.Has(auth.ScopeAppend) || id.Has(auth.ScopePlan) {
-			aerr = allow(id, writeScopeOf(id), pool)
+			aerr = allow(id, writeScopeOf(id), name)
 		}
 	}
 	if aerr == nil {
 		aerr = requireJSON(r)
 	}
-	if aerr == nil {
-		if err := stream.ValidatePool(pool); err != nil {
+	if aerr == nil || aerr.reason == ReasonUnsupportedMedia {
+		if err := stream.ValidatePool(name); err == nil {
+			pool = name // allowed and valid: a label for the figures
+		} else if aerr == nil {
 			aerr = refusal(err, nil)
 		}
 	}
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return pool, nil, nil, aerr
 	}
 	dec := decoder{producer: id.Name, authorize: func(t events.Type, i int) *apiError {
-		aerr := allow(id, scopeOf(t), pool)
+		aerr := allow(id, scopeOf(t), name)
 		if aerr != nil {
 			aerr.index = at(i)
 		}
 		return aerr
 	}}
-	ins, aerr := dec.decode(http.MaxBytesReader(w, r.Body, MaxBody))
-	if aerr != nil {
-		writeError(w, aerr)
-		return
+	if ins, aerr = dec.decode(http.MaxBytesReader(w, r.Body, MaxBody)); aerr != nil {
+		return name, nil, nil, aerr
 	}
-	res, aerr := s.appendEvents(r.Context(), pool, ins)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	writeJSON(w, http.StatusOK, EventsResponse{Pool: pool, Events: res})
+	res, aerr = s.appendEvents(r.Context(), name, ins)
+	return name, ins, res, aerr
 }
 
 // scopeOf is the scope an event type needs: demand and release change

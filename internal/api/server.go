@@ -17,6 +17,7 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/console"
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -92,6 +93,7 @@ type Server struct {
 	readAuth    func(http.Handler) http.Handler
 	halted      func(context.Context) (map[string]string, error)
 	console     *console.Console
+	metrics     *metrics.Registry
 
 	hold hold // appends held while the stream heals (hold.go)
 
@@ -129,7 +131,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	}
 	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Halted: s.halted, Logger: s.log})
 	s.console.Register(s.mux)
-	s.handler = s.cors(s.mux)
+	s.handler = s.cors(s.mountMetrics(s.mux))
 	return s, nil
 }
 

@@ -29,10 +29,13 @@ const (
 	ScopePlan Scope = "plan"
 	// ScopeRead: the read endpoints (allocations, decisions, console).
 	ScopeRead Scope = "read"
+	// ScopeMetrics: GET /metrics of every process (figures of every
+	// pool, no consumer's allocation); the token's pools do not narrow it.
+	ScopeMetrics Scope = "metrics"
 )
 
 // Scopes lists every scope.
-var Scopes = []Scope{ScopeAppend, ScopePlan, ScopeRead}
+var Scopes = []Scope{ScopeAppend, ScopePlan, ScopeRead, ScopeMetrics}
 
 // AllPools in an entry's pools grants every pool.
 const AllPools = "*"
@@ -282,4 +285,47 @@ func AppendFile(path string, e Entry) error {
 		return err
 	}
 	return f.Close()
+}
+
+// GrantFile adds scopes to the entry name of the tokens file at path,
+// rewriting the file (mode 0600) through a temporary file renamed over
+// it. `ledger dev` uses it to give an admin token created before a scope
+// existed every scope.
+func GrantFile(path, name string, scopes ...Scope) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	t, err := Parse(b)
+	if err != nil {
+		return fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	var out bytes.Buffer
+	found := false
+	for _, e := range t.entries {
+		if e.Name == name {
+			found = true
+			for _, s := range scopes {
+				if !slices.Contains(e.Scopes, s) {
+					e.Scopes = append(slices.Clone(e.Scopes), s)
+				}
+			}
+		}
+		line, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		out.Write(append(line, '\n'))
+	}
+	if !found {
+		return fmt.Errorf("%w: no entry %q in %s", ErrInvalidEntry, name, path)
+	}
+	if _, err := Parse(out.Bytes()); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, out.Bytes(), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -172,6 +172,7 @@ const (
 	apiConsNames   = "$JS.API.CONSUMER.NAMES.LEDGER"
 	apiAck         = "$JS.ACK.LEDGER.>"
 	apiConsUnpin   = "$JS.API.CONSUMER.UNPIN.LEDGER.>"
+	apiConsReset   = "$JS.API.CONSUMER.RESET.LEDGER.>"
 	inbox          = "_INBOX.>"
 )
 
@@ -195,8 +196,8 @@ func Permissions(r Role) *server.Permissions {
 	case Projector, Auditor:
 		allow := append(read, apiConsCreate, apiConsCreate1, apiConsDurable,
 			apiConsInfo, apiConsNext, apiConsDelete, apiConsList, apiConsNames, apiAck)
-		if r == Projector { // partitioned projectors hand partitions over (projections.Group)
-			allow = append(allow, apiConsUnpin)
+		if r == Projector { // partitioned projectors hand partitions over and realign them (projections.Group)
+			allow = append(allow, apiConsUnpin, apiConsReset)
 		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: allow},

@@ -1,8 +1,11 @@
 // Package refmodel is an independent reference implementation of
 // allocation-rules.md (sections 1-4, 6, 7 and plain host placement, rules
-// versions 1 and 2 of section 8, share_ratio's `balance: false`) plus
+// versions 1 and 2 of section 8, share_ratio's `balance: false`; section
+// 5's ownership, private pools, lending, grace classes and returns under
+// share_ratio: ownership.go, layers.go, placement.go) plus
 // docs/decisions.md, used to cross-check the engine in domain/ by
-// differential testing. It is written for obviousness, not speed: every
+// differential testing. Its readings of what the spec leaves open are in
+// AMBIGUITIES.md. It is written for obviousness, not speed: every
 // derived quantity is recomputed from scratch. Everything it needs comes
 // from the events: the rules version and the policy are read from each plan
 // (Rules reports the version in force).
@@ -24,6 +27,9 @@ type Decision struct {
 	Kind, Consumer, From, Host string
 	Slots                      int64
 	Rule                       string
+	// Deadline is set on `return` decisions only: time + the lender's
+	// lend_grace (section 6). Reclaim deadlines are not modelled.
+	Deadline time.Time
 }
 
 type node struct {
@@ -34,6 +40,10 @@ type node struct {
 	max         *events.Max
 	borrowLimit *int64
 	depth       int
+	// ownership (section 5); lend defaults to true
+	own                     []ownEntry
+	lend                    bool
+	lendGrace, reclaimGrace time.Duration
 }
 
 type host struct {
@@ -52,12 +62,15 @@ type Model struct {
 	alloc   map[string]map[string]int64 // leaf -> host -> slots
 	waiting map[string]bool             // leaf -> unmet demand > 0 at the last check
 	since   map[string]uint64           // leaf -> waiting since
+	own     map[string]map[string]int64 // consumer -> host -> owned slots assigned
+	ownPref map[string]map[string]int64 // consumer -> host -> preference of its slots there
 }
 
 // New returns an empty model: no plan, no hosts.
 func New() *Model {
 	return &Model{hosts: map[string]*host{}, demand: map[string]int64{}, alloc: map[string]map[string]int64{},
-		waiting: map[string]bool{}, since: map[string]uint64{}}
+		waiting: map[string]bool{}, since: map[string]uint64{}, own: map[string]map[string]int64{},
+		ownPref: map[string]map[string]int64{}}
 }
 
 func (m *Model) clone() *Model {
@@ -81,6 +94,14 @@ func (m *Model) clone() *Model {
 	}
 	for k, v := range m.since {
 		c.since[k] = v
+	}
+	for _, pair := range [][2]map[string]map[string]int64{{m.own, c.own}, {m.ownPref, c.ownPref}} {
+		for k, hs := range pair[0] {
+			pair[1][k] = map[string]int64{}
+			for h, v := range hs {
+				pair[1][k][h] = v
+			}
+		}
 	}
 	return c
 }
@@ -302,17 +323,23 @@ func (m *Model) guarantees(d *derived, order []string) {
 // balance:false reclaim demands give T0. It returns every node's target;
 // a parent's is the sum of its leaves' (decisions.md #14).
 func (m *Model) targets(d *derived, e map[string]int64) map[string]int64 {
+	return m.targetsC(d.C, e)
+}
+
+// targetsC is targets for a capacity c: the layered fold divides each
+// pool (of c slots) with it.
+func (m *Model) targetsC(c int64, e map[string]int64) map[string]int64 {
 	order := m.preorder()
 	withE := func(p string) []string { return m.childrenWith(e, p) }
 	capE := func(p string) int64 { return e[p] }
 	t := map[string]int64{}
 	if m.pol.enforcement == events.EnforcementParent {
-		t[root] = d.C
+		t[root] = c
 		for _, p := range order {
 			m.split(t, t[p], withE(p), capE)
 		}
 	} else {
-		pdyn := map[string]int64{root: d.C}
+		pdyn := map[string]int64{root: c}
 		for _, p := range order {
 			m.split(pdyn, pdyn[p], withE(p), noCap)
 		}
@@ -345,7 +372,7 @@ func (m *Model) targets(d *derived, e map[string]int64) map[string]int64 {
 			b[p] = s
 		}
 		// surplus over branches with residual need E - B > 0
-		u := map[string]int64{root: min(d.C, e[root]) - b[root]}
+		u := map[string]int64{root: min(c, e[root]) - b[root]}
 		for _, p := range order {
 			var kids []string
 			for _, ch := range m.nodes[p].children {
@@ -376,7 +403,7 @@ func (m *Model) targets(d *derived, e map[string]int64) map[string]int64 {
 // error and leaves the model unchanged.
 func (m *Model) Apply(seq uint64, at time.Time, p events.Payload) ([]Decision, error) {
 	c := m.clone()
-	f, err := c.apply(seq, p)
+	f, err := c.applyAt(seq, at, p)
 	if err != nil {
 		return nil, err
 	}
@@ -445,6 +472,8 @@ type fold struct {
 	m   *Model
 	d   *derived
 	seq uint64
+	at  time.Time // the event's time: only return deadlines use it
+	ly  *layers   // the layered fold of this rebalance (ownership plans)
 	out []Decision
 	// Under balance:false, kept for the tests: the allocations when the
 	// rebalance starts (a0), the reclaim targets T0 computed from them,
@@ -455,7 +484,16 @@ type fold struct {
 // apply folds one event into m (a clone: Apply discards it on error) and
 // returns the fold, whose out holds the decisions.
 func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
-	f := &fold{m: m, seq: seq}
+	return m.applyAt(seq, time.Time{}, p)
+}
+
+func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, error) {
+	f := &fold{m: m, seq: seq, at: at}
+	var oldNodes map[string]*node // set on a plan: ownership decisions compare with it
+	reassign := false
+	if e, ok := p.(*events.PlanChange); ok && e != nil { // a plan without ownership
+		p = &OwnedPlan{Plan: e.Plan}
+	}
 	switch e := p.(type) {
 	case *events.Demand:
 		if e == nil {
@@ -502,7 +540,7 @@ func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
 		}
 		f.release(e.Consumer, e.Slots, "release.finished")
 		m.demand[e.Consumer] -= e.Slots // demand >= held >= slots, so it stays >= 0
-	case *events.PlanChange:
+	case *OwnedPlan:
 		if e == nil {
 			return nil, ErrBadPayload
 		}
@@ -510,6 +548,17 @@ func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := applyOwnership(nodes, &pol, e); err != nil {
+			return nil, err
+		}
+		if len(e.Owners) > 0 && (pol.reclaim == events.ReclaimPriority || (!pol.balance && pol.preemption)) {
+			for _, n := range nodes {
+				if len(n.own) > 0 {
+					return nil, fmt.Errorf("%w: ownership under reclaim %s, balance %v", ErrNotModelled, pol.reclaim, pol.balance)
+				}
+			}
+		}
+		oldNodes, reassign = m.nodes, true
 		if m.planned {
 			for _, l := range m.leaves() { // gone, or now a parent (decisions.md #16)
 				if n, ok := nodes[l]; ok && len(n.children) == 0 {
@@ -549,6 +598,7 @@ func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
 			g = "default"
 		}
 		m.hosts[e.Host] = &host{group: g, slots: e.Slots, up: true}
+		reassign = true
 	case *events.HostDown:
 		if e == nil {
 			return nil, ErrBadPayload
@@ -561,6 +611,7 @@ func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
 			return nil, fmt.Errorf("%w: %s", ErrHostDown, e.Host)
 		}
 		h.up = false
+		reassign = true
 	default:
 		return nil, fmt.Errorf("%w: %T", ErrBadPayload, p)
 	}
@@ -575,11 +626,22 @@ func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
 		// cost a leaf twice.
 		f.releaseExcess()
 		f.trim()
+		if reassign {
+			f.assign(oldNodes)
+		}
 	} else {
 		// Version 2 (section 4): slots on down hosts are lost first; the
-		// excess is measured after that loss.
+		// excess is measured after that loss. Ownership is re-assigned
+		// after the loss (section 5, host.down), before the release.
 		f.trim()
+		if reassign {
+			f.assign(oldNodes)
+		}
 		f.releaseExcess()
+	}
+	if m.hasOwnership() {
+		f.layeredRebalance()
+		return f, nil
 	}
 	if m.pol.reclaim == events.ReclaimShareRatio {
 		f.shareRatio()
@@ -622,6 +684,10 @@ func (f *fold) emit(d Decision) {
 // release takes slots from the host where l holds most, then name (decisions.md #15).
 func (f *fold) release(l string, amt int64, rule string) {
 	m := f.m
+	if m.hasOwnership() {
+		f.releaseTiered(l, amt, rule)
+		return
+	}
 	for amt > 0 {
 		best := ""
 		for h, v := range m.alloc[l] {
@@ -676,6 +742,9 @@ func (f *fold) headroom(c, victim string) int64 {
 // grant gives l up to want free slots; it returns what was granted.
 func (f *fold) grant(l string, want int64, rule string) int64 {
 	m := f.m
+	if m.hasOwnership() {
+		return f.grantTiered(l, want, rule, 0)
+	}
 	amt := min(want, m.freeTotal(), f.headroom(l, ""))
 	if amt <= 0 {
 		return 0
@@ -701,6 +770,10 @@ func (f *fold) grant(l string, want int64, rule string) int64 {
 // claimant's preference order (decisions.md #15).
 func (f *fold) move(c, v string, amt int64, rule string) {
 	m := f.m
+	if m.hasOwnership() {
+		f.moveTiered(c, v, amt, rule)
+		return
+	}
 	for _, h := range m.hostsByFree() {
 		take := min(amt, m.alloc[v][h])
 		if take <= 0 {

@@ -77,6 +77,9 @@ type policy struct {
 	balance bool
 	// rules is the rules version: the plan's, 1 when it names none.
 	rules int
+	// reclaimForPreference (section 5): owners take back their most
+	// preferred slots even while idle slots exist elsewhere.
+	reclaimForPreference bool
 }
 
 // buildPlan validates a plan and returns its tree (root included) and policy.
@@ -143,7 +146,8 @@ func buildPlan(pl events.Plan) (map[string]*node, policy, error) {
 				return nil, pol, fmt.Errorf("%w: %s: negative grace period", ErrMalformedPlan, c.Path)
 			}
 		}
-		n := &node{path: c.Path, share: share, priority: c.Priority, borrowLimit: c.BorrowLimit}
+		n := &node{path: c.Path, share: share, priority: c.Priority, borrowLimit: c.BorrowLimit, lend: true}
+		n.lendGrace, n.reclaimGrace = graceOf(c)
 		if c.Max != nil {
 			mx := *c.Max
 			n.max = &mx
@@ -158,7 +162,7 @@ func buildPlan(pl events.Plan) (map[string]*node, policy, error) {
 	for _, p := range listed {
 		for q := parentOf(p); p != root && q != root; q = parentOf(q) {
 			if _, ok := nodes[q]; !ok {
-				nodes[q] = &node{path: q, share: 1}
+				nodes[q] = &node{path: q, share: 1, lend: true}
 			}
 		}
 	}

@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cluster-ledger/ledger/internal/auth"
+)
+
+// Protect serves h only to a request with a bearer token of tokens
+// holding the metrics scope: 401 without a known token, 403 without the
+// scope. Without tokens every request is refused.
+func Protect(tokens *auth.Tokens, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		id, known := tokens.Authenticate(strings.TrimSpace(token))
+		switch {
+		case !ok || !known:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ledger"`)
+			http.Error(w, "unauthenticated: send Authorization: Bearer <token with the metrics scope>", http.StatusUnauthorized)
+		case !id.Has(auth.ScopeMetrics):
+			http.Error(w, fmt.Sprintf("missing_scope: token %s lacks the %s scope", id.Name, auth.ScopeMetrics), http.StatusForbidden)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// Serve listens on addr and serves GET /metrics (reg's handler behind
+// Protect) until ctx ends. ready, when set, is called with the address
+// listened on. It is the projector's own listener; the API serves
+// /metrics on its HTTP server.
+func Serve(ctx context.Context, addr string, reg *Registry, tokens *auth.Tokens, log *slog.Logger, ready func(addr string)) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", Protect(tokens, reg.Handler()))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 16 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	log.Info("metrics listening", "addr", l.Addr().String(), "path", "/metrics")
+	if ready != nil {
+		ready(l.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: shutdown: %w", err)
+	}
+	return nil
+}

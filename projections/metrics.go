@@ -1,0 +1,106 @@
+package projections
+
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/internal/metrics"
+)
+
+// WithMetrics records the projector's figures in rec (events projected,
+// commit latency, lag, halted pools, rebuild progress, per-pool gauges).
+// Without it nothing is recorded.
+func WithMetrics(rec *metrics.Projector) Option { return func(c *config) { c.metrics = rec } }
+
+// The projector reports to its recorder at five places: start
+// (observeStart, observeRebuilt), process (observeFold, in the folding
+// goroutine, which alone may read the pools), commit (observeCommit, in
+// the writer, from what observeFold stored in the batch), the end of Run
+// (observeStop). Its label is offsetName(): one per partition.
+
+// observeStop: Run ends (shutdown, a partition given away or lost): the
+// projector's lag and its pools' gauges are no longer this process's to
+// report (another instance may fold them now).
+func (p *Projector) observeStop() {
+	if p.cfg.metrics == nil {
+		return
+	}
+	pools := make([]string, 0, len(p.pools))
+	for name := range p.pools {
+		pools = append(pools, name)
+	}
+	p.cfg.metrics.Stopped(p.offsetName(), pools)
+}
+
+// observeStart: the rebuild of pools pools begins.
+func (p *Projector) observeStart(pools int) {
+	p.cfg.metrics.Started(p.offsetName(), p.Halted)
+	p.cfg.metrics.Replay(p.offsetName(), pools, 0, 0)
+}
+
+// observeRebuilt: done pools of pools are rebuilt, the last by folding
+// events events again.
+func (p *Projector) observeRebuilt(pools, done, events int) {
+	p.cfg.metrics.Replay(p.offsetName(), pools, done, events)
+}
+
+// observeFold records a folded batch (its new messages, the stream's
+// pending count after the last fetched) and, when the batch has rows,
+// the totals of the pools it touched, for observeCommit.
+func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
+	if p.cfg.metrics == nil || len(msgs) == 0 {
+		return
+	}
+	var first, last time.Time
+	var pending uint64
+	if md, err := msgs[0].Metadata(); err == nil {
+		first = md.Timestamp
+	}
+	if md, err := msgs[len(msgs)-1].Metadata(); err == nil {
+		last, pending = md.Timestamp, md.NumPending
+	}
+	p.cfg.metrics.Folded(p.offsetName(), b.to-b.from, first, last, pending)
+	if b.to == b.from {
+		return
+	}
+	reclaims := map[string]int{}
+	for _, d := range b.decisions { // decisionRow: pool, seq, ordinal, kind, ...
+		if d[3] == string(domain.KindReclaim) {
+			reclaims[d[0].(string)]++
+		}
+	}
+	b.figures = make([]metrics.PoolFigures, 0, len(b.pools))
+	for name, pb := range b.pools {
+		f := poolFigures(pb.state.pool)
+		f.Pool, f.Reclaims = name, reclaims[name]
+		b.figures = append(b.figures, f)
+	}
+}
+
+// observeCommit records a committed batch.
+func (p *Projector) observeCommit(b *batch, d time.Duration) {
+	p.cfg.metrics.Committed(p.offsetName(), len(b.events), b.to, d, b.figures)
+}
+
+// poolFigures are a pool's totals: capacity of the hosts up, slots held,
+// and over the leaves borrowed slots, demand and demand not met.
+func poolFigures(pool *domain.Pool) metrics.PoolFigures {
+	var f metrics.PoolFigures
+	for _, h := range pool.Hosts() {
+		if h.Up {
+			f.Capacity += h.Slots
+		}
+		f.Allocated += h.Allocated
+	}
+	for _, c := range pool.Consumers() {
+		if !c.Leaf {
+			continue
+		}
+		f.Borrowed += c.Borrowed
+		f.Demand += c.Demand
+		f.Unmet += max(0, c.Demand-c.Allocated)
+	}
+	return f
+}

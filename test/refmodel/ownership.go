@@ -1,0 +1,388 @@
+package refmodel
+
+// Ownership in the plan (allocation-rules.md section 5, "Ownership in the
+// plan"): the input types, their validation, and the assignment of
+// ownership to concrete host slots. events.Plan does not carry these
+// fields yet, so the model has its own plan payload, OwnedPlan, whose field
+// names follow the spec; the lead maps events to it.
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// ErrNotModelled: the plan combines ownership with a policy this model does
+// not implement (reclaim: priority, or share_ratio with balance: false and
+// preemption). The model is unchanged; a differential test skips the log.
+var ErrNotModelled = errors.New("not modelled by the reference model")
+
+// OwnedPlan is a plan event with the ownership fields of section 5: the
+// policy's reclaim_for_preference, and per consumer `own` and `lend`
+// (lend_grace and reclaim_grace are already in events.Consumer).
+type OwnedPlan struct {
+	Plan                 events.Plan
+	ReclaimForPreference *bool
+	Owners               []Owner
+}
+
+// EventType makes OwnedPlan a plan payload.
+func (*OwnedPlan) EventType() events.Type { return events.TypePlan }
+
+// Owner is the ownership part of one consumer of the plan, by path.
+type Owner struct {
+	Path string
+	Own  []OwnEntry
+	Lend *bool // default true
+}
+
+// OwnEntry is one `own` entry: exactly one of Host and Group; Slots is
+// required with Group, optional with Host (absent: the whole host).
+type OwnEntry struct {
+	Host, Group string
+	Slots       *int64
+	Preference  *int64 // 1..10, default 5
+	// Unknown lists keys the entry named that the spec does not know
+	// (what a strict decoder would see); any one refuses the plan.
+	Unknown []string
+}
+
+// ownEntry is a validated entry; slots 0 means "the whole host".
+type ownEntry struct {
+	host, group string
+	slots       int64
+	pref        int64
+}
+
+// applyOwnership validates the ownership fields against the tree built by
+// buildPlan and stores them in its nodes and policy.
+func applyOwnership(nodes map[string]*node, pol *policy, op *OwnedPlan) error {
+	pol.reclaimForPreference = op.ReclaimForPreference != nil && *op.ReclaimForPreference
+	listed := map[string]bool{}
+	for _, c := range op.Plan.Consumers {
+		listed[c.Path] = true
+	}
+	seen := map[string]bool{}
+	for _, o := range op.Owners {
+		if !listed[o.Path] {
+			return fmt.Errorf("%w: ownership for %q, which the plan does not list", ErrMalformedPlan, o.Path)
+		}
+		if seen[o.Path] {
+			return fmt.Errorf("%w: ownership for %s given twice", ErrMalformedPlan, o.Path)
+		}
+		seen[o.Path] = true
+		n := nodes[o.Path]
+		if o.Lend != nil {
+			n.lend = *o.Lend
+		}
+		hosts := map[string]bool{}
+		for i, e := range o.Own {
+			where := fmt.Sprintf("%s: own[%d]", o.Path, i)
+			if len(e.Unknown) > 0 {
+				return fmt.Errorf("%w: %s: unknown keys %v", ErrMalformedPlan, where, e.Unknown)
+			}
+			if (e.Host == "") == (e.Group == "") {
+				return fmt.Errorf("%w: %s: exactly one of host and group", ErrMalformedPlan, where)
+			}
+			if e.Group != "" && e.Slots == nil {
+				return fmt.Errorf("%w: %s: a group entry needs slots", ErrMalformedPlan, where)
+			}
+			var slots int64
+			if e.Slots != nil {
+				slots = *e.Slots
+				if slots < 1 {
+					return fmt.Errorf("%w: %s: slots %d not positive", ErrMalformedPlan, where, slots)
+				}
+				if slots > limitSlots {
+					return fmt.Errorf("%w: %s: slots %d", ErrOverflow, where, slots)
+				}
+			}
+			pref := int64(5)
+			if e.Preference != nil {
+				pref = *e.Preference
+			}
+			if pref < 1 || pref > 10 {
+				return fmt.Errorf("%w: %s: preference %d outside 1..10", ErrMalformedPlan, where, pref)
+			}
+			if e.Host != "" {
+				if hosts[e.Host] {
+					return fmt.Errorf("%w: %s: host %s named twice", ErrMalformedPlan, where, e.Host)
+				}
+				hosts[e.Host] = true
+			}
+			n.own = append(n.own, ownEntry{host: e.Host, group: e.Group, slots: slots, pref: pref})
+		}
+	}
+	return checkOwnTree(nodes)
+}
+
+// checkOwnTree refuses a child owning anything under a parent that owns
+// nothing, and children that statically own more than their parent, per
+// host and per group the parent names (section 5, validation).
+func checkOwnTree(nodes map[string]*node) error {
+	var paths []string
+	for p := range nodes {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		n := nodes[p]
+		if p == root || len(n.own) == 0 {
+			continue
+		}
+		if par := parentOf(p); par != root && len(nodes[par].own) == 0 {
+			return fmt.Errorf("%w: %s owns resources, its parent %s owns none", ErrMalformedPlan, p, par)
+		}
+		// per host the parent names: a whole host is more than any count
+		for _, pe := range n.own {
+			if pe.host == "" {
+				continue
+			}
+			var sum int64
+			wholes, named := 0, 0
+			for _, ch := range n.children {
+				for _, ce := range nodes[ch].own {
+					if ce.host != pe.host {
+						continue
+					}
+					named++
+					if ce.slots == 0 {
+						wholes++
+					}
+					sum += ce.slots
+				}
+			}
+			switch {
+			case pe.slots == 0 && wholes > 0 && named > 1:
+				return fmt.Errorf("%w: children of %s own more of host %s than all of it", ErrMalformedPlan, p, pe.host)
+			case pe.slots > 0 && wholes > 0:
+				return fmt.Errorf("%w: a child of %s owns all of host %s, %s owns %d slots of it", ErrMalformedPlan, p, pe.host, p, pe.slots)
+			case pe.slots > 0 && sum > pe.slots:
+				return fmt.Errorf("%w: children of %s own %d slots of host %s, %s owns %d", ErrMalformedPlan, p, sum, pe.host, p, pe.slots)
+			}
+		}
+		// per group the parent names
+		groups := map[string]int64{}
+		for _, pe := range n.own {
+			if pe.group != "" {
+				groups[pe.group] += pe.slots
+			}
+		}
+		for g, have := range groups {
+			var sum int64
+			for _, ch := range n.children {
+				for _, ce := range nodes[ch].own {
+					if ce.group == g {
+						sum += ce.slots
+					}
+				}
+			}
+			if sum > have {
+				return fmt.Errorf("%w: children of %s own %d slots of group %s, %s owns %d", ErrMalformedPlan, p, sum, g, p, have)
+			}
+		}
+	}
+	return nil
+}
+
+// hasOwnership reports whether the plan gives anyone ownership; a plan
+// without it folds exactly as sections 1-4.
+func (m *Model) hasOwnership() bool {
+	for _, n := range m.nodes {
+		if len(n.own) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// rankOrder sorts paths by rank: priority desc, then path.
+func (m *Model) rankOrder(ps []string) {
+	sort.SliceStable(ps, func(i, j int) bool {
+		a, b := m.nodes[ps[i]], m.nodes[ps[j]]
+		if a.priority != b.priority {
+			return a.priority > b.priority
+		}
+		return a.path < b.path
+	})
+}
+
+// workload is the number of allocated slots on host h.
+func (m *Model) workload(h string) int64 {
+	var s int64
+	for _, hs := range m.alloc {
+		s += hs[h]
+	}
+	return s
+}
+
+// assign re-runs the assignment of ownership to host slots (section 5,
+// "Assignment") and emits one `own` decision per changed (consumer, host).
+// old holds the nodes of the plan before this event (nil when the event
+// is not a plan).
+func (f *fold) assign(old map[string]*node) {
+	m := f.m
+	prev := m.own
+	next := map[string]map[string]int64{}
+	pref := map[string]map[string]int64{}
+	avail := map[string]int64{}
+	for name, h := range m.hosts {
+		if h.up {
+			avail[name] = h.slots
+		}
+	}
+	m.assignChildren(root, avail, prev, next, pref)
+	var cs []string
+	for c := range prev {
+		cs = append(cs, c)
+	}
+	for c := range next {
+		if _, ok := prev[c]; !ok {
+			cs = append(cs, c)
+		}
+	}
+	sort.Strings(cs)
+	for _, c := range cs {
+		var hs []string
+		for h := range prev[c] {
+			hs = append(hs, h)
+		}
+		for h := range next[c] {
+			if _, ok := prev[c][h]; !ok {
+				hs = append(hs, h)
+			}
+		}
+		sort.Strings(hs)
+		for _, h := range hs {
+			delta := next[c][h] - prev[c][h]
+			switch {
+			case delta > 0:
+				f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: delta, Rule: "own.assign"})
+			case delta < 0:
+				rule := "own.trim"
+				if old != nil && m.hosts[h].up && !sameOwn(old[c], m.nodes[c]) {
+					rule = "own.drop" // the plan changed what this consumer owns
+				}
+				f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: -delta, Rule: rule})
+			}
+		}
+	}
+	m.own, m.ownPref = next, pref
+}
+
+func sameOwn(a, b *node) bool {
+	if a == nil || b == nil || len(a.own) != len(b.own) {
+		return false
+	}
+	for i := range a.own {
+		if a.own[i] != b.own[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// assignChildren assigns ownership to the children of parent from avail
+// (host -> slots): the up hosts for the root, the parent's own slots
+// otherwise. Siblings are served by rank.
+func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next, pref map[string]map[string]int64) {
+	kids := append([]string(nil), m.nodes[parent].children...)
+	m.rankOrder(kids)
+	rem := map[string]int64{}
+	for h, v := range avail {
+		rem[h] = v
+	}
+	for i, k := range kids {
+		n := m.nodes[k]
+		if len(n.own) == 0 {
+			continue
+		}
+		lower := kids[i+1:]
+		got := map[string]int64{}
+		entries := append([]ownEntry(nil), n.own...)
+		sort.SliceStable(entries, func(a, b int) bool { return entries[a].pref > entries[b].pref })
+		take := func(h string, amt int64, p int64) {
+			if amt <= 0 {
+				return
+			}
+			got[h] += amt
+			rem[h] -= amt
+			if pref[k] == nil {
+				pref[k] = map[string]int64{}
+			}
+			pref[k][h] = max(pref[k][h], p)
+		}
+		for _, e := range entries {
+			if e.host != "" {
+				amt := rem[e.host]
+				if e.slots > 0 {
+					amt = min(amt, e.slots)
+				}
+				take(e.host, amt, e.pref)
+				continue
+			}
+			need := e.slots
+			inGroup := func() []string {
+				var hs []string
+				for h, v := range rem {
+					if v > 0 && m.hosts[h].group == e.group {
+						hs = append(hs, h)
+					}
+				}
+				sort.Strings(hs)
+				return hs
+			}
+			byWorkload := func(hs []string) {
+				sort.SliceStable(hs, func(a, b int) bool { return m.workload(hs[a]) < m.workload(hs[b]) })
+			}
+			// 1. what it was assigned before, most held first, then name
+			hs := inGroup()
+			sort.SliceStable(hs, func(a, b int) bool { return prev[k][hs[a]] > prev[k][hs[b]] })
+			for _, h := range hs {
+				amt := min(need, rem[h], max(0, prev[k][h]-got[h]))
+				take(h, amt, e.pref)
+				need -= max(amt, 0)
+			}
+			// 2. slots no sibling holds: least workload first, then name
+			hs = inGroup()
+			byWorkload(hs)
+			for _, h := range hs {
+				free := rem[h]
+				for _, s := range lower {
+					free -= prev[s][h]
+				}
+				amt := min(need, free)
+				take(h, amt, e.pref)
+				need -= max(amt, 0)
+			}
+			// 3. slots lower-ranked siblings held, lowest rank first
+			for j := len(lower) - 1; j >= 0 && need > 0; j-- {
+				hs = inGroup()
+				byWorkload(hs)
+				for _, h := range hs {
+					amt := min(need, rem[h], prev[lower[j]][h])
+					take(h, amt, e.pref)
+					need -= max(amt, 0)
+				}
+			}
+		}
+		if len(got) > 0 {
+			next[k] = got
+		}
+		m.assignChildren(k, got, prev, next, pref)
+	}
+}
+
+// graceOf returns a consumer's lend_grace and reclaim_grace.
+func graceOf(c events.Consumer) (lend, reclaim time.Duration) {
+	if c.LendGrace != nil {
+		lend = c.LendGrace.Duration
+	}
+	if c.ReclaimGrace != nil {
+		reclaim = c.ReclaimGrace.Duration
+	}
+	return lend, reclaim
+}
