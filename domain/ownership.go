@@ -455,12 +455,12 @@ func (a *assigner) result(previous []ownSlot) ownResult {
 }
 
 // ownDecisions compares the previous assignment with the new one, pair by
-// pair (consumer path, then host name). Losses come first, then gains
-// (decisions.md #90): slots leave an owner before they reach another.
+// pair in (consumer path, host name) order, the order of the assignment
+// itself (decisions.md #90): one decision per changed pair, or an own.drop
+// then an own.trim when a loss has both causes.
 func (a *assigner) ownDecisions(previous, next []ownSlot) []Decision {
 	prev := mergeOwnSlots(previous)
-	var losses []Decision
-	gains := make([]Decision, 0, len(next))
+	ds := make([]Decision, 0, len(next))
 	budget := map[string]Slots{} // per consumer: what the plan stopped giving, not yet spent
 	i, j := 0, 0
 	for i < len(prev) || j < len(next) {
@@ -482,15 +482,12 @@ func (a *assigner) ownDecisions(previous, next []ownSlot) []Decision {
 		switch {
 		case n.slots > p.slots:
 			d.Rule, d.Slots = RuleOwnAssign, int64(n.slots-p.slots)
-			gains = append(gains, d)
+			ds = append(ds, d)
 		case n.slots < p.slots:
-			losses = append(losses, a.classifyLoss(d, p.slots-n.slots, budget)...)
+			ds = append(ds, a.classifyLoss(d, p.slots-n.slots, budget)...)
 		}
 	}
-	if len(losses) == 0 {
-		return gains
-	}
-	return append(losses, gains...)
+	return ds
 }
 
 // classifyLoss names the rule of k slots of ownership lost on one host

@@ -182,7 +182,7 @@ func TestOwnershipAssignment(t *testing.T) {
 			hosts:     "h1:g:4:0 h2:g:4:0",
 			prev:      "/B h1 4, /C h2 4",
 			want:      "/A h1 2, /A h2 4, /B h1 2",
-			decisions: "own.trim /B h1 2, own.trim /C h2 4, own.assign /A h1 2, own.assign /A h2 4",
+			decisions: "own.assign /A h1 2, own.assign /A h2 4, own.trim /B h1 2, own.trim /C h2 4",
 			short:     "/B 2[], /C 4[]",
 		},
 		{
@@ -193,7 +193,7 @@ func TestOwnershipAssignment(t *testing.T) {
 			consumers: []ownConsumer{oc("/A", 9, oGroup("g", 2)), oc("/B", 0, oGroup("g", 4))},
 			hosts:     "h1:g:2:6 h2:g:2:1",
 			prev:      "/B h1 2, /B h2 2",
-			want:      "/A h2 2, /B h1 2", decisions: "own.trim /B h2 2, own.assign /A h2 2", short: "/B 2[]",
+			want:      "/A h2 2, /B h1 2", decisions: "own.assign /A h2 2, own.trim /B h2 2", short: "/B 2[]",
 		},
 		{
 			// Children from their parent's slots only. P owns 8 of g: h1
@@ -226,7 +226,7 @@ func TestOwnershipAssignment(t *testing.T) {
 			consumers: []ownConsumer{oc("/A", 9, oWhole("h1")), oc("/B", 0, oWhole("h1"))},
 			hosts:     "h1:g:8:0",
 			prev:      "/B h1 8",
-			want:      "/A h1 8", decisions: "own.trim /B h1 8, own.assign /A h1 8", short: "/B 8[]",
+			want:      "/A h1 8", decisions: "own.assign /A h1 8, own.trim /B h1 8", short: "/B 8[]",
 		},
 		{
 			// The plan no longer gives it: A lost its entries, C left the
@@ -235,7 +235,7 @@ func TestOwnershipAssignment(t *testing.T) {
 			consumers: []ownConsumer{oc("/A", 0), oc("/B", 0, oWhole("h2"))},
 			hosts:     "h1:g:4:0 h2:x:4:0 h3:g:4:0",
 			prev:      "/A h1 2, /B h1 2, /C h3 4",
-			want:      "/B h2 4", decisions: "own.drop /A h1 2, own.drop /B h1 2, own.drop /C h3 4, own.assign /B h2 4",
+			want:      "/B h2 4", decisions: "own.drop /A h1 2, own.drop /B h1 2, own.assign /B h2 4, own.drop /C h3 4",
 			public: 8,
 		},
 		{
@@ -248,7 +248,7 @@ func TestOwnershipAssignment(t *testing.T) {
 			hosts:     "h2:g:4:5 h3:g:4:0",
 			prev:      "/P h1 4, /P h2 4, /P/a h1 4",
 			want:      "/P h2 4, /P h3 4, /P/a h3 4",
-			decisions: "own.trim /P h1 4, own.trim /P/a h1 4, own.assign /P h3 4, own.assign /P/a h3 4",
+			decisions: "own.trim /P h1 4, own.assign /P h3 4, own.trim /P/a h1 4, own.assign /P/a h3 4",
 		},
 		{
 			// A group entry leaves its owner's host entry that host (#84):
@@ -281,7 +281,7 @@ func TestOwnershipAssignment(t *testing.T) {
 			hosts:     "h1:g:4:0 h2:g:4:0",
 			prev:      "/B h1 4, /B h2 4",
 			want:      "/A h2 4, /B h1 4",
-			decisions: "own.drop /B h2 2, own.trim /B h2 2, own.assign /A h2 4",
+			decisions: "own.assign /A h2 4, own.drop /B h2 2, own.trim /B h2 2",
 			short:     "/B 2[]",
 		},
 	}
