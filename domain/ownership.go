@@ -32,7 +32,7 @@ import (
 //   - what cannot be found stays short; every change of a consumer's
 //     owned slots on a host is an own decision (assign, drop, trim).
 //
-// Orders the spec leaves open are docs/decisions.md #88-#91.
+// Orders the spec leaves open are docs/decisions.md #90-#93.
 
 // ownConsumer is a consumer as assignment sees it. Its parent is the
 // consumer named by its path's parent; a parent missing from the input
@@ -305,7 +305,7 @@ func (a *assigner) assignOne(c int32, lower []int32, byGroup map[string][]int32)
 	// and 3) up to the host entry's claim. Otherwise the group entry would
 	// eat its owner's host entry, which then takes other slots, and the
 	// assignment would drift from run to run instead of staying put
-	// (decisions.md #89).
+	// (decisions.md #91).
 	var pending map[int32]Slots
 	for _, e := range entries {
 		if h, up := a.hostIdx[e.Host]; e.Host != "" && up {
@@ -456,7 +456,7 @@ func (a *assigner) result(previous []ownSlot) ownResult {
 
 // ownDecisions compares the previous assignment with the new one, pair by
 // pair in (consumer path, host name) order, the order of the assignment
-// itself (decisions.md #90): one decision per changed pair, or an own.drop
+// itself (decisions.md #92): one decision per changed pair, or an own.drop
 // then an own.trim when a loss has both causes.
 func (a *assigner) ownDecisions(previous, next []ownSlot) []Decision {
 	prev := mergeOwnSlots(previous)
@@ -491,7 +491,7 @@ func (a *assigner) ownDecisions(previous, next []ownSlot) []Decision {
 }
 
 // classifyLoss names the rule of k slots of ownership lost on one host
-// (decisions.md #91): own.trim when the host is down; own.drop when the
+// (decisions.md #93): own.trim when the host is down; own.drop when the
 // consumer left the plan or no entry of it can cover the host any more;
 // otherwise own.drop up to what the plan stopped giving the consumer
 // (its previous covered slots above what its entries name), own.trim for

@@ -83,6 +83,7 @@ func (g *Group) runPartition(ctx context.Context, k int) error {
 			return nil
 		case errors.Is(err, ErrPartitionLost), errors.Is(err, errFeed), errors.Is(err, errReleased):
 			p.cfg.log.Info("projector: partition left; waiting to be given it again", "partition", p.offsetName(), "reason", err)
+			p.handBack(ctx)
 		default:
 			return err
 		}

@@ -1,11 +1,14 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,9 +58,31 @@ type group struct {
 	done   chan error
 }
 
+// logsOnFailure is a logger whose lines the test prints if it fails.
+func logsOnFailure(t *testing.T, instance string) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("instance %s logged:\n%s", instance, buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(b)
+	}), nil))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
 func startGroup(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, n int, instance string) *group {
 	t.Helper()
-	g, err := NewGroup(js, db, n, WithLogger(quietLog()), WithBatchSize(20), WithInstance(instance), WithPinnedTTL(2*time.Second))
+	g, err := NewGroup(js, db, n, WithLogger(logsOnFailure(t, instance)), WithBatchSize(20), WithInstance(instance), WithPinnedTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,10 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 			Description:   fmt.Sprintf("ledger projector: partition %d of %d", pt.k, pt.n),
 			FilterSubject: "ledger.>",
 			AckPolicy:     jetstream.AckAllPolicy,
-			AckWait:       p.cfg.ackWait,
+			// What a dead instance had in flight comes again after
+			// AckWait: short, so that a quiet partition does not wait
+			// long for it (redeliveries to a live holder are skipped).
+			AckWait:       4 * p.cfg.pinnedTTL,
 			MaxAckPending: 4 * p.cfg.batchSize,
 			// DeliverAll, so that the consumer may be reset to any
 			// sequence (JetStream refuses one below a start sequence).
@@ -163,6 +166,26 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	}
 	p.cons = cons
 	return p.alignPartitionConsumer(ctx)
+}
+
+// handBack resets the partition's consumer to the offset PostgreSQL holds
+// + 1 when this instance leaves the partition alive (taken over,
+// released, feed ended): the messages it had in flight are delivered
+// again at once, to whoever holds the partition now, instead of after
+// AckWait. A holder skips those it folded already.
+func (p *Projector) handBack(ctx context.Context) {
+	var committed int64
+	err := p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return // AckWait will do it
+	}
+	s, err := p.js.Stream(ctx, stream.Name)
+	if err == nil {
+		_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), uint64(committed)+1)
+	}
+	if err != nil {
+		p.cfg.log.Warn("projector: could not hand the partition's messages back; they come again after the ack wait", "partition", p.offsetName(), "err", err)
+	}
 }
 
 // alignPartitionConsumer resets the partition's consumer to the

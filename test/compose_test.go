@@ -1,8 +1,10 @@
 package test
 
 import (
-	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"flag"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 )
 
 // composeFile is the part of docker-compose.yml the checks read.
@@ -22,6 +26,7 @@ type composeFile struct {
 		Environment yaml.Node `yaml:"environment"`
 		Volumes     []string  `yaml:"volumes"`
 		Ports       []string  `yaml:"ports"`
+		Restart     string    `yaml:"restart"`
 		Healthcheck *struct {
 			Test []string `yaml:"test"`
 		} `yaml:"healthcheck"`
@@ -80,61 +85,233 @@ func envNames(t *testing.T, n yaml.Node) []string {
 	return names
 }
 
+// TestDockerCompose checks the production shape of docker-compose.yml:
+// three clustered NATS servers whose configuration nats-server itself
+// loads with what `ledger nats init` writes (identities, authenticated
+// routes to each other), two ledgers, two partitioned projectors,
+// PostgreSQL reached through a role that is no superuser, healthchecks
+// and restart policies; and every flag of every command exists in the
+// binary it runs (nats-server's by its own flag parser).
 func TestDockerCompose(t *testing.T) {
 	var c composeFile
 	if err := yaml.Unmarshal(readRepoFile(t, "docker-compose.yml"), &c); err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
-	for _, name := range []string{"nats", "postgres", "ledger", "projector"} {
-		if _, ok := c.Services[name]; !ok {
-			t.Errorf("service %s missing", name)
+	var natsNames, ledgers, projectors []string
+	for name, svc := range c.Services {
+		switch {
+		case strings.HasPrefix(svc.Image, "nats:"):
+			natsNames = append(natsNames, name)
+		case slices.Equal(first(svc.Command, 2), []string{"ledger", "serve"}):
+			ledgers = append(ledgers, name)
+		case len(svc.Command) > 0 && svc.Command[0] == "projector":
+			projectors = append(projectors, name)
 		}
 	}
-
-	nats := c.Services["nats"]
-	if !strings.HasPrefix(nats.Image, "nats:2.12") || !slices.Contains(nats.Command, "-js") || len(nats.Volumes) == 0 {
-		t.Errorf("nats: want image nats:2.12 (atomic batch publish) with -js and a volume, got %q %v %v", nats.Image, nats.Command, nats.Volumes)
+	slices.Sort(natsNames)
+	if len(natsNames) != 3 || len(ledgers) != 2 || len(projectors) != 2 {
+		t.Fatalf("want 3 NATS servers, 2 ledgers, 2 projectors; got %v, %v, %v", natsNames, ledgers, projectors)
 	}
-	testComposeNATSSync(t, c, nats.Command)
-	pg := c.Services["postgres"]
-	if !strings.HasPrefix(pg.Image, "postgres:15") || len(pg.Volumes) == 0 || pg.Healthcheck == nil || len(pg.Healthcheck.Test) == 0 {
+	pg, ok := c.Services["postgres"]
+	if !ok || !strings.HasPrefix(pg.Image, "postgres:15") || len(pg.Volumes) == 0 || pg.Healthcheck == nil || len(pg.Healthcheck.Test) == 0 {
 		t.Errorf("postgres: want image postgres:15 with a volume and a healthcheck")
 	}
-	for _, v := range append(append([]string{}, nats.Volumes...), pg.Volumes...) {
-		volume, _, _ := strings.Cut(v, ":")
-		if _, ok := c.Volumes[volume]; !ok {
-			t.Errorf("volume %s used but not declared under volumes:", volume)
+
+	ledgerBin, projectorBin := ledgerBinary(t), projectorBinary(t)
+	checkFlags := func(name string, command []string) {
+		t.Helper()
+		if len(command) == 0 {
+			return
+		}
+		var bin string
+		switch command[0] {
+		case "ledger":
+			bin = ledgerBin
+		case "projector":
+			bin = projectorBin
+		default:
+			return // nats-server and postgres: checked below
+		}
+		sub := []string{}
+		for _, a := range command[1:] {
+			if strings.HasPrefix(a, "-") {
+				break
+			}
+			sub = append(sub, a)
+		}
+		help, _ := exec.Command(bin, append(slices.Clone(sub), "--help")...).CombinedOutput() // projector's -h exits 2
+		for _, a := range command[1:] {
+			if !strings.HasPrefix(a, "-") {
+				continue
+			}
+			flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			re := regexp.MustCompile(`(?m)^\s+(-\w, )?--?` + regexp.QuoteMeta(flag) + `\b`)
+			if re.Match(help) {
+				continue
+			}
+			t.Errorf("%s: %s has no flag --%s:\n%s", name, strings.Join(append([]string{command[0]}, sub...), " "), flag, help)
+		}
+	}
+	for name, svc := range c.Services {
+		checkFlags(name, svc.Command)
+		if svc.Healthcheck != nil && len(svc.Healthcheck.Test) > 1 && svc.Healthcheck.Test[0] == "CMD" {
+			checkFlags(name+" healthcheck", svc.Healthcheck.Test[1:])
+		}
+		_, long := map[string]bool{"secrets": true, "nats-setup": true, "migrate": true}[name]
+		if !long && svc.Restart != "unless-stopped" && svc.Restart != "always" {
+			t.Errorf("%s: restart %q, want unless-stopped (it must come back after a crash)", name, svc.Restart)
+		}
+		for _, v := range svc.Volumes {
+			volume, _, _ := strings.Cut(v, ":")
+			if _, ok := c.Volumes[volume]; !ok {
+				t.Errorf("%s: volume %s used but not declared under volumes:", name, volume)
+			}
 		}
 	}
 
-	// The names of service.md, the identity and the key of each.
+	// What the secrets service writes, made by the binary with its own
+	// arguments, then each NATS server's configuration loaded by
+	// nats-server from the compose config beside it.
+	secrets := c.Services["secrets"].Command
+	dir := t.TempDir()
+	args := slices.Clone(secrets[1:])
+	if i := slices.Index(args, "--dir"); i < 0 || args[i+1] != "/secrets" {
+		t.Fatalf("secrets: %v does not write /secrets", secrets)
+	} else {
+		args[i+1] = filepath.Join(dir, "secrets")
+	}
+	if out, err := exec.Command(ledgerBin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", secrets, err, out)
+	}
+	conf := c.Configs["nats-conf"].Content
+	if err := os.WriteFile(filepath.Join(dir, "ledger.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var volumes []string
+	for _, name := range natsNames {
+		svc := c.Services[name]
+		if !strings.HasPrefix(svc.Image, "nats:2.12") {
+			t.Errorf("%s: image %s, want nats:2.12+ (atomic batch publish)", name, svc.Image)
+		}
+		if svc.Healthcheck == nil || len(svc.Healthcheck.Test) == 0 {
+			t.Errorf("%s: no healthcheck", name)
+		}
+		i := slices.Index(svc.Command, "-c")
+		if i < 0 || i+1 >= len(svc.Command) || !slices.Contains(svc.Volumes, "secrets:"+filepath.Dir(svc.Command[i+1])+"/secrets:ro") {
+			t.Errorf("%s: command %v must load a config (-c) beside the secrets volume (%v)", name, svc.Command, svc.Volumes)
+			continue
+		}
+		// nats-server's own flag parsing, with the file where the test has it.
+		cmdArgs := slices.Clone(svc.Command)
+		cmdArgs[i+1] = filepath.Join(dir, "ledger.conf")
+		fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		opts, err := server.ConfigureOptions(fs, cmdArgs, func() {}, func() {}, func() {})
+		if err != nil {
+			t.Errorf("%s: nats-server refuses %v: %v", name, svc.Command, err)
+			continue
+		}
+		if opts.ServerName != name || !opts.JetStream || opts.StoreDir == "" || !opts.SyncAlways || opts.HTTPPort == 0 {
+			t.Errorf("%s: server name %q (want the service's), jetstream %v, store %q, sync always %v, monitor %d",
+				name, opts.ServerName, opts.JetStream, opts.StoreDir, opts.SyncAlways, opts.HTTPPort)
+		}
+		if len(opts.Nkeys) != len(natsauth.Roles) || opts.Users != nil {
+			t.Errorf("%s: %d nkey identities, want %d and no anonymous access", name, len(opts.Nkeys), len(natsauth.Roles))
+		}
+		if opts.Cluster.Name != "ledger" || opts.Cluster.Port != 6222 || opts.Cluster.Username == "" || len(opts.Cluster.Password) < 32 {
+			t.Errorf("%s: cluster %q on %d, route user %q: want cluster ledger on 6222 with authenticated routes",
+				name, opts.Cluster.Name, opts.Cluster.Port, opts.Cluster.Username)
+		}
+		var routed []string
+		for _, r := range opts.Routes {
+			pw, _ := r.User.Password()
+			if r.User.Username() != opts.Cluster.Username || pw != opts.Cluster.Password {
+				t.Errorf("%s: route %s does not carry the route credentials", name, r.Host)
+			}
+			routed = append(routed, r.Hostname())
+		}
+		slices.Sort(routed)
+		if !slices.Equal(routed, natsNames) {
+			t.Errorf("%s: routes to %v, want to every NATS service %v", name, routed, natsNames)
+		}
+		volumes = append(volumes, svc.Volumes[0])
+	}
+	if slices.Sort(volumes); len(slices.Compact(volumes)) != 3 {
+		t.Errorf("the NATS servers must each have their own store volume: %v", volumes)
+	}
+
+	// The services reach every NATS server and PostgreSQL as the
+	// application role, never as the superuser.
 	wantEnvs := map[string][]string{
 		"ledger":    {"DATABASE_URL", "LEDGER_SIGNING_KEY", "NATS_CREDS", "NATS_URL"},
 		"projector": {"DATABASE_URL", "LEDGER_TRUSTED_KEYS", "NATS_CREDS", "NATS_HEAL_CREDS", "NATS_URL"},
 	}
-	if !slices.Contains(nats.Command, "-c") {
-		t.Errorf("nats: no -c: the server must load the authorization of `ledger nats init`: %v", nats.Command)
+	for kind, names := range map[string][]string{"ledger": ledgers, "projector": projectors} {
+		for _, name := range names {
+			svc := c.Services[name]
+			ctx, dockerfile := buildOf(svc.Build)
+			if ctx != "." || dockerfile != "Dockerfile" {
+				t.Errorf("%s: build = (%q, %q), want (\".\", \"Dockerfile\")", name, ctx, dockerfile)
+			}
+			if got := envNames(t, svc.Environment); !slices.Equal(got, wantEnvs[kind]) {
+				t.Errorf("%s: environment names = %v, want %v", name, got, wantEnvs[kind])
+			}
+			env := envMap(svc.Environment)
+			for _, n := range natsNames {
+				if !strings.Contains(env["NATS_URL"], "nats://"+n+":4222") {
+					t.Errorf("%s: NATS_URL %q lacks %s", name, env["NATS_URL"], n)
+				}
+			}
+			if !strings.HasPrefix(env["DATABASE_URL"], "postgres://ledger:") {
+				t.Errorf("%s: DATABASE_URL %q: want the ledger role", name, env["DATABASE_URL"])
+			}
+		}
 	}
-	for name, wantCmd := range map[string][]string{
-		"ledger":    {"ledger", "serve", "--http", "0.0.0.0:8080", "--tokens", "/run/secrets/ledger_tokens"},
-		"projector": {"projector"},
-	} {
-		wantEnv := wantEnvs[name]
+	for _, name := range projectors {
+		cmd := c.Services[name].Command
+		if i := slices.Index(cmd, "--partitions"); i < 0 || i+1 >= len(cmd) || cmd[i+1] != "8" {
+			t.Errorf("%s: command %v, want --partitions 8 (the same on every projector)", name, cmd)
+		}
+	}
+	for _, name := range ledgers {
 		svc := c.Services[name]
-		ctx, dockerfile := buildOf(svc.Build)
-		if ctx != "." || dockerfile != "Dockerfile" {
-			t.Errorf("%s: build = (%q, %q), want (\".\", \"Dockerfile\")", name, ctx, dockerfile)
+		if !slices.ContainsFunc(svc.Ports, func(p string) bool { return strings.HasSuffix(p, ":8080") }) {
+			t.Errorf("%s: port 8080 not published: %v", name, svc.Ports)
 		}
-		if !slices.Equal(svc.Command, wantCmd) {
-			t.Errorf("%s: command = %v, want %v", name, svc.Command, wantCmd)
-		}
-		if got := envNames(t, svc.Environment); !slices.Equal(got, wantEnv) {
-			t.Errorf("%s: environment names = %v, want %v", name, got, wantEnv)
+		if svc.Healthcheck == nil || !slices.Contains(svc.Healthcheck.Test, "--healthz") {
+			t.Errorf("%s: want the healthcheck `ledger status --healthz`", name)
 		}
 	}
-	if !slices.ContainsFunc(c.Services["ledger"].Ports, func(p string) bool { return strings.HasSuffix(p, ":8080") || p == "8080" }) {
-		t.Errorf("ledger: port 8080 not published: %v", c.Services["ledger"].Ports)
+	if pgEnv := envMap(pg.Environment); pgEnv["POSTGRES_USER"] == "ledger" {
+		t.Errorf("postgres: the services' role must not be the superuser POSTGRES_USER")
 	}
+	if roles := c.Configs["pg-roles"].Content; !strings.Contains(roles, "CREATE ROLE ledger LOGIN NOSUPERUSER") {
+		t.Errorf("postgres: no init script creating the ledger role:\n%s", roles)
+	}
+}
+
+// first returns at most n leading elements of xs.
+func first(xs []string, n int) []string { return xs[:min(n, len(xs))] }
+
+// envMap returns an environment mapping's values (list form: NAME=value).
+func envMap(n yaml.Node) map[string]string {
+	m := map[string]string{}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			v := n.Content[i+1]
+			if v.Kind == yaml.AliasNode { // NATS_URL: *nats-urls
+				v = v.Alias
+			}
+			m[n.Content[i].Value] = v.Value
+		}
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			k, v, _ := strings.Cut(item.Value, "=")
+			m[k] = v
+		}
+	}
+	return m
 }
 
 func TestDockerfile(t *testing.T) {
@@ -149,52 +326,5 @@ func TestDockerfile(t *testing.T) {
 		if !want.MatchString(df) {
 			t.Errorf("Dockerfile does not match %s", want)
 		}
-	}
-}
-
-// testComposeNATSSync requires the NATS service to sync every write (a
-// single node has no other copy of the log): its command loads a config
-// that nats-server itself reads as sync_interval: always.
-func testComposeNATSSync(t *testing.T, c composeFile, command []string) {
-	i := slices.Index(command, "-c")
-	if i < 0 || i+1 >= len(command) {
-		t.Errorf("nats: command %v loads no config (-c FILE) setting sync_interval: always", command)
-		return
-	}
-	conf, ok := "", false
-	for _, cfg := range c.Configs {
-		conf, ok = cfg.Content, true
-	}
-	if !ok || len(c.Configs) != 1 {
-		t.Errorf("nats: want one config with the server configuration, got %d", len(c.Configs))
-		return
-	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "ledger.conf")
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// What `ledger nats init` writes into the secrets volume, mounted
-	// beside the configuration.
-	keys, err := natsauth.Init(filepath.Join(dir, "secrets", "nats-auth"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var auth strings.Builder
-	if err := natsauth.WriteServerConfig(&auth, keys); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "secrets", "nats-auth.conf"), []byte(auth.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(file)
-	if err != nil {
-		t.Fatalf("nats config: %v", err)
-	}
-	if len(opts.Nkeys) != len(natsauth.Roles) {
-		t.Errorf("nats config gives %d identities, want %d (anonymous clients must be refused)", len(opts.Nkeys), len(natsauth.Roles))
-	}
-	if !opts.SyncAlways {
-		t.Errorf("nats config does not set sync_interval: always:\n%s", conf)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,10 +20,22 @@ import (
 // writes beside the credentials.
 const NATSConfigFile = "nats-auth.conf"
 
+// NATSClusterFile is the nats-server cluster block `ledger nats init
+// --routes` writes beside it (it holds the route password: 0600).
+const NATSClusterFile = "nats-cluster.conf"
+
+// natsInitFlags are the options of `ledger nats init`.
+type natsInitFlags struct {
+	dir         string
+	routes      []string
+	clusterName string
+	routeListen string
+}
+
 func init() {
 	natsCmd := &cobra.Command{Use: "nats", Short: "Set up a standalone NATS for the ledger (what `ledger dev` does for its embedded one)"}
 
-	var dir string
+	var f natsInitFlags
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create the NATS identities, the signing key and a nats-server configuration in --dir",
@@ -33,13 +46,27 @@ func init() {
   DIR/signing/trusted.pub                             the public keys the projector trusts
   DIR/nats-auth.conf                                  nats-server authorization for the identities
 
+With --routes (a NATS cluster, e.g. the three servers of docker-compose.yml):
+
+  DIR/nats-auth/route.secret                          the routes' user and password (0600)
+  DIR/nats-cluster.conf                               the cluster block: name, listener, and the
+                                                      authenticated routes to every server (0600)
+
 Start nats-server with -c DIR/nats-auth.conf (plus -js): it then refuses
-anonymous connections and gives each identity only its rights. Existing
-keys are kept; the configuration is rewritten from them.`,
+anonymous connections and gives each identity only its rights; a cluster
+member's configuration includes nats-cluster.conf too, and each server
+gets its own --name. Existing keys and the route password are kept; the
+configuration is rewritten from them.`,
+		Example: `  ledger nats init --dir /secrets
+  ledger nats init --dir /secrets --routes nats-1:6222,nats-2:6222,nats-3:6222`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runNATSInit(cmd.OutOrStdout(), dir) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runNATSInit(cmd.OutOrStdout(), f) },
 	}
-	initCmd.Flags().StringVar(&dir, "dir", "./.ledger", "directory for the credentials, keys and configuration")
+	initCmd.Flags().StringVar(&f.dir, "dir", "./.ledger", "directory for the credentials, keys and configuration")
+	initCmd.Flags().StringSliceVar(&f.routes, "routes", nil,
+		"host:port of every NATS cluster member's route listener (comma-separated); writes "+NATSClusterFile+" with authenticated routes")
+	initCmd.Flags().StringVar(&f.clusterName, "cluster-name", "ledger", "NATS cluster name (with --routes)")
+	initCmd.Flags().StringVar(&f.routeListen, "route-listen", "0.0.0.0:6222", "where each server listens for the other members' routes (with --routes)")
 
 	var url, creds string
 	var window time.Duration
@@ -82,7 +109,15 @@ change, purge or delete the stream.`,
 	root.AddCommand(natsCmd)
 }
 
-func runNATSInit(out io.Writer, dir string) error {
+func runNATSInit(out io.Writer, flags natsInitFlags) error {
+	dir := flags.dir
+	cluster := natsauth.Cluster{Name: flags.clusterName, Listen: flags.routeListen, Routes: flags.routes}
+	if len(flags.routes) > 0 {
+		// Bad routes are refused before anything is written.
+		if err := cluster.Validate(); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -106,5 +141,30 @@ func runNATSInit(out io.Writer, dir string) error {
 		return err
 	}
 	fmt.Fprintf(out, "wrote %s, %s/*.nk and %s/\nstart: nats-server -js -c %s\n", path, filepath.Join(dir, devAuthDir), filepath.Join(dir, devSigningDir), path)
+	if len(flags.routes) == 0 {
+		return nil
+	}
+	return writeClusterConfig(out, dir, cluster)
+}
+
+// writeClusterConfig writes DIR/nats-cluster.conf from the route
+// credentials (created once, kept after: a restarted member still joins).
+func writeClusterConfig(out io.Writer, dir string, c natsauth.Cluster) error {
+	route, err := natsauth.InitRoute(filepath.Join(dir, devAuthDir))
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	if err := natsauth.WriteClusterConfig(&b, c, route); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, NATSClusterFile)
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	if err := os.Chmod(path, 0o600); err != nil { // an older file kept its mode
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s (cluster %s, %d routes): include it in each member's configuration\n", path, c.Name, len(c.Routes))
 	return nil
 }

@@ -72,7 +72,6 @@ cleanly on SIGINT or SIGTERM.`,
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Migrate = !noMigrate
-			var signingKey string
 			cfg.Options = []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(origins...), api.WithReadTimeout(readTimeout),
 				api.WithMetrics(metrics.New())}
 			if signingKey != "" {

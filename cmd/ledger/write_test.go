@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
+	"github.com/cluster-ledger/ledger/internal/stream"
 	"io"
 	"log/slog"
 	"net"
@@ -280,7 +281,13 @@ func TestServe(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	args := []string{"serve", "--http", addr, "--nats-url", natsURL, "--nats-creds", testenv.Creds(t, natsURL, natsauth.Ledger), "--database-url", dbURL, "--tokens", tokensFile}
+	keyDir := t.TempDir()
+	signer, err := signing.Init(keyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--http", addr, "--nats-url", natsURL, "--nats-creds", testenv.Creds(t, natsURL, natsauth.Ledger), "--database-url", dbURL, "--tokens", tokensFile,
+		"--signing-key", filepath.Join(keyDir, signing.PrivateKeyFile)}
 	if cmd, _, err := root.Find(args); err == nil {
 		cmd.SetContext(ctx) // cobra keeps a subcommand's first context otherwise
 	}
@@ -321,6 +328,21 @@ func TestServe(t *testing.T) {
 	}
 	if code := do(http.MethodGet, "/v1/pools/s/allocations", ""); code != 200 {
 		t.Fatalf("allocations through serve (migrated schema): %d", code)
+	}
+	// --signing-key signs what serve appends.
+	st, err := testenv.JetStream(t, natsURL).Stream(context.Background(), stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.GetLastMsgForSubject(context.Background(), "ledger.s.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msg.Header.Get(signing.HeaderKeyID); got != signer.ID() {
+		t.Errorf("appended event signed by key %q, want %q (--signing-key)", got, signer.ID())
+	}
+	if err := signing.NewKeyring(signer.Public()).Verify(msg.Subject, msg.Header, msg.Data); err != nil {
+		t.Errorf("appended event's signature: %v", err)
 	}
 	cancel()
 	select {

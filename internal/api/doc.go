@@ -42,4 +42,12 @@
 //
 // Reads (allocations, decisions) come from the projector's tables, under
 // a read timeout; /healthz reports NATS, the stream and PostgreSQL.
+//
+// Status (status.go). GET /v1/status is the operator's report (read
+// scope; `ledger status` prints it): the stream's copies, leader and
+// their lag, each projector (or partition) with its owner and its lag
+// behind the stream in events and seconds, the halted pools, and whether
+// PostgreSQL and NATS answer. It asks NATS and PostgreSQL at the same
+// time under StatusTimeout and always answers 200 while the ledger runs:
+// "ok", or "degraded" with the problems in words.
 package api

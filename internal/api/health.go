@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // healthTimeout bounds each check of /healthz.
@@ -89,21 +89,21 @@ func (s *Server) streamWritable(ctx context.Context) (string, error) {
 	return "ok", nil
 }
 
-// haltedPools reads halted_pools (none when the table is missing: a
-// database not migrated yet).
+// maxHalted bounds how many halted pools /healthz, /v1/status and the
+// console list: a few are an incident, thousands a bug to fix first.
+const maxHalted = 1000
+
+// haltedPools reads halted_pools (none when it cannot: a database not
+// migrated yet, or down; /healthz reports PostgreSQL on its own).
 func (s *Server) haltedPools(ctx context.Context) []HaltedPool {
-	rows, err := s.db.Query(ctx, `SELECT pool, seq, left(reason, 500) FROM halted_pools ORDER BY pool`)
+	rows, err := query.HaltedPools(ctx, s.db, maxHalted)
 	if err != nil {
 		return nil
 	}
-	var out []HaltedPool
-	var h HaltedPool
-	var seq int64
-	_, _ = pgx.ForEachRow(rows, []any{&h.Pool, &seq, &h.Reason}, func() error {
-		h.Seq = uint64(seq)
-		out = append(out, h)
-		return nil
-	})
+	out := make([]HaltedPool, len(rows))
+	for i, h := range rows {
+		out[i] = HaltedPool{Pool: h.Pool, Seq: h.Seq, Reason: h.Reason}
+	}
 	return out
 }
 

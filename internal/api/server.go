@@ -121,6 +121,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.mux.HandleFunc("POST /v1/pools/{pool}/events", s.postEvents)
 	s.HandleRead("GET /v1/pools/{pool}/allocations", s.timed(s.getAllocations))
 	s.HandleRead("GET /v1/pools/{pool}/decisions", s.timed(s.getDecisions))
+	s.HandleRead("GET /v1/status", http.HandlerFunc(s.getStatus)) // bounded by StatusTimeout
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	if s.halted == nil && db != nil {
 		s.halted = s.haltedByPool // the projector's halted_pools table

@@ -111,3 +111,93 @@ type HaltedPool struct {
 	Seq    uint64 `json:"seq"`
 	Reason string `json:"reason"`
 }
+
+// StatusResponse is the body of GET /v1/status: the operator's view of
+// the deployment as this ledger instance sees it. It is answered 200
+// whenever the ledger itself runs, even with NATS or PostgreSQL down:
+// Status says "ok" or "degraded", Problems why, and the part that could
+// not be asked holds its error.
+type StatusResponse struct {
+	Status   string    `json:"status"` // ok | degraded
+	Problems []string  `json:"problems,omitempty"`
+	Time     time.Time `json:"time"` // when this instance answered
+	// Stream is nil when NATS could not be asked.
+	Stream     *StreamStatus     `json:"stream"`
+	Projectors []ProjectorStatus `json:"projectors"`
+	Halted     []HaltedStatus    `json:"halted"`
+	Postgres   PostgresStatus    `json:"postgres"`
+	NATS       NATSStatus        `json:"nats"`
+}
+
+// StreamStatus is the LEDGER stream as JetStream reports it.
+type StreamStatus struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"` // configured copies (1 on a single node)
+	Leader   string `json:"leader"`   // server that orders and acknowledges appends
+	Cluster  string `json:"cluster,omitempty"`
+	Messages uint64 `json:"messages"`
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	// LastTime is when the last message was stored (zero when none).
+	LastTime time.Time `json:"last_time"`
+	// ReplicasDetail lists every copy, the leader first.
+	ReplicasDetail []ReplicaStatus `json:"replicas_detail"`
+}
+
+// ReplicaStatus is one copy of the stream.
+type ReplicaStatus struct {
+	Name   string `json:"name"`
+	Leader bool   `json:"leader"`
+	// Current: the copy has every operation the leader has committed.
+	Current bool `json:"current"`
+	Offline bool `json:"offline"`
+	// ActiveMS is how long ago the leader last heard from the copy
+	// (milliseconds; 0 for the leader itself).
+	ActiveMS int64 `json:"active_ms"`
+	// Lag is how many operations the copy is behind the leader.
+	Lag uint64 `json:"lag"`
+}
+
+// ProjectorStatus is a row of projector_offsets with its lag behind the
+// stream. Partition and Partitions are null for an unpartitioned
+// projector.
+type ProjectorStatus struct {
+	Name       string    `json:"name"`
+	Partition  *int      `json:"partition"`
+	Partitions *int      `json:"partitions"`
+	Owner      string    `json:"owner"`
+	Seq        uint64    `json:"seq"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	// LagEvents is the stream's last sequence minus Seq: the events the
+	// projector (a partition reads every event, skipping other
+	// partitions') has still to read. Negative when the projection is
+	// ahead of the stream (the stream lost its tail; the projector heals
+	// it). Null when the stream could not be asked.
+	LagEvents *int64 `json:"lag_events"`
+	// LagSeconds is the age of the first message after Seq, 0 when
+	// LagEvents <= 0; null when unknown.
+	LagSeconds *float64 `json:"lag_seconds"`
+}
+
+// HaltedStatus is a halted pool, with when it halted.
+type HaltedStatus struct {
+	Pool     string    `json:"pool"`
+	Seq      uint64    `json:"seq"`
+	Reason   string    `json:"reason"`
+	HaltedAt time.Time `json:"halted_at"`
+}
+
+// PostgresStatus says whether the projection's database answered.
+type PostgresStatus struct {
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// NATSStatus is this instance's connection to NATS.
+type NATSStatus struct {
+	Connected bool   `json:"connected"`
+	Server    string `json:"server,omitempty"` // the server's name
+	URL       string `json:"url,omitempty"`    // its address, without credentials
+	Cluster   string `json:"cluster,omitempty"`
+	Error     string `json:"error,omitempty"`
+}

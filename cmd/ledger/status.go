@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/client"
+)
+
+// exitDegraded is status's exit code when the deployment answers but is
+// not ok: scripts and probes tell "degraded" from "cannot ask" (1).
+const exitDegraded = 2
+
+func init() {
+	var ledgerURL, token string
+	var asJSON, healthz bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the deployment's health: stream copies, projectors' lag, halted pools, PostgreSQL, NATS",
+		Long: `status asks a ledger (GET /v1/status, read scope) how the deployment stands
+and prints it: the LEDGER stream's copies (replicas), which server leads
+it and how far each copy is behind; each projector, or each partition of
+a partitioned deployment, with the instance that owns it and its lag
+behind the stream in events and in seconds (the age of the first event it
+has not projected); the halted pools; and whether PostgreSQL and NATS
+answer. A part that does not answer is reported, not waited for (the
+ledger bounds the whole report to a few seconds).
+
+Exit status: 0 when everything is ok, 2 when the deployment is degraded
+(the problems are listed), 1 when the ledger cannot be asked.
+
+With --healthz it asks GET /healthz instead (no token needed) and exits 0
+while this ledger instance can serve (ok or degraded), 1 when it cannot
+(NATS, the stream or PostgreSQL down): a container healthcheck for the
+distroless image, which has no shell or HTTP client of its own.`,
+		Example: `  ledger status
+  LEDGER_URL=https://ledger.example:8080 ledger status --json | jq .projectors`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			if healthz {
+				return runHealthz(ctx, cmd.OutOrStdout(), ledgerURL)
+			}
+			return runStatus(ctx, cmd.OutOrStdout(), client.New(ledgerURL, client.WithToken(token)), asJSON)
+		},
+	}
+	addLedgerURLFlag(cmd, &ledgerURL)
+	addLedgerTokenFlag(cmd, &token)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ledger's JSON answer (indented) instead of the summary")
+	cmd.Flags().BoolVar(&healthz, "healthz", false, "probe GET /healthz (no token): exit 0 while this instance can serve, 1 otherwise")
+	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Second, "how long to wait for the ledger's answer")
+	root.AddCommand(cmd)
+}
+
+func runStatus(ctx context.Context, out io.Writer, c *client.Client, asJSON bool) error {
+	var raw json.RawMessage
+	if err := c.Get(ctx, "/v1/status", &raw); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	var res api.StatusResponse
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("status: the ledger's answer: %w", err)
+	}
+	if asJSON {
+		var b bytes.Buffer
+		if err := json.Indent(&b, raw, "", "  "); err != nil {
+			return err
+		}
+		b.WriteByte('\n')
+		if _, err := out.Write(b.Bytes()); err != nil {
+			return err
+		}
+	} else if err := printStatus(out, res); err != nil {
+		return err
+	}
+	if res.Status != "ok" {
+		return exitError{code: exitDegraded}
+	}
+	return nil
+}
+
+// runHealthz probes /healthz: 200 (ok or degraded) is healthy, anything
+// else (503 with the failing part named) is not.
+func runHealthz(ctx context.Context, out io.Writer, ledgerURL string) error {
+	var h api.HealthResponse
+	if err := client.New(ledgerURL).Get(ctx, "/healthz", &h); err != nil {
+		return fmt.Errorf("healthz: %w", err)
+	}
+	fmt.Fprintf(out, "%s (nats %s, stream %s, postgres %s)\n", h.Status, h.NATS, h.Stream, h.Postgres)
+	return nil
+}
+
+// printStatus writes the summary: one block per part, problems first.
+func printStatus(w io.Writer, res api.StatusResponse) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status: %s (at %s)\n", res.Status, res.Time.Format(time.RFC3339))
+	for _, p := range res.Problems {
+		fmt.Fprintf(&b, "  ! %s\n", p)
+	}
+
+	b.WriteString("\nnats: ")
+	if res.NATS.Connected {
+		fmt.Fprintf(&b, "connected to %s (server %s", res.NATS.URL, res.NATS.Server)
+		if res.NATS.Cluster != "" {
+			fmt.Fprintf(&b, ", cluster %s", res.NATS.Cluster)
+		}
+		b.WriteString(")\n")
+	} else {
+		fmt.Fprintf(&b, "NOT CONNECTED: %s\n", res.NATS.Error)
+	}
+	if st := res.Stream; st != nil {
+		leader := st.Leader
+		if leader == "" {
+			leader = "NONE"
+		}
+		fmt.Fprintf(&b, "stream %s: %d replica(s), leader %s", st.Name, st.Replicas, leader)
+		if st.Cluster != "" {
+			fmt.Fprintf(&b, " in cluster %s", st.Cluster)
+		}
+		fmt.Fprintf(&b, "; %d messages, sequences %d..%d", st.Messages, st.FirstSeq, st.LastSeq)
+		if !st.LastTime.IsZero() {
+			fmt.Fprintf(&b, ", last stored %s ago", ago(res.Time, st.LastTime))
+		}
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  COPY\tROLE\tSTATE\tSEEN\tLAG (OPS)")
+		for _, r := range st.ReplicasDetail {
+			role, state, seen := "follower", "current", (time.Duration(r.ActiveMS)*time.Millisecond).String()+" ago"
+			if r.Leader {
+				role, seen = "leader", "-"
+			}
+			switch {
+			case r.Offline:
+				state = "OFFLINE"
+			case !r.Current:
+				state = "catching up"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", r.Name, role, state, seen, r.Lag)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	b.WriteString("\nprojectors:")
+	if len(res.Projectors) == 0 {
+		b.WriteString(" none has committed yet\n")
+	} else {
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NAME\tPARTITION\tOWNER\tSEQ\tLAG (EVENTS)\tLAG (S)\tCOMMITTED")
+		for _, p := range res.Projectors {
+			part := "all pools"
+			if p.Partition != nil && p.Partitions != nil {
+				part = fmt.Sprintf("%d of %d", *p.Partition, *p.Partitions)
+			}
+			owner := p.Owner
+			if owner == "" {
+				owner = "-"
+			}
+			lagEv, lagS := "?", "?"
+			if p.LagEvents != nil {
+				lagEv = fmt.Sprint(*p.LagEvents)
+			}
+			if p.LagSeconds != nil {
+				lagS = fmt.Sprintf("%.2f", *p.LagSeconds)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s ago\n", p.Name, part, owner, p.Seq, lagEv, lagS, ago(res.Time, p.UpdatedAt))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	b.WriteString("\nhalted pools:")
+	if len(res.Halted) == 0 {
+		b.WriteString(" none\n")
+	} else {
+		b.WriteString("\n")
+		for _, h := range res.Halted {
+			fmt.Fprintf(&b, "  %s at sequence %d, %s ago: %s\n", h.Pool, h.Seq, ago(res.Time, h.HaltedAt), h.Reason)
+		}
+	}
+
+	b.WriteString("\npostgres: ")
+	switch {
+	case res.Postgres.Reachable && res.Postgres.Error == "":
+		b.WriteString("reachable\n")
+	case res.Postgres.Reachable:
+		fmt.Fprintf(&b, "reachable, but: %s\n", res.Postgres.Error)
+	default:
+		fmt.Fprintf(&b, "NOT REACHABLE: %s\n", res.Postgres.Error)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ago is how long before now t was, rounded for reading.
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ledger status prints the summary (exit 0 when ok), --json the API's
+// JSON, and exits 2 naming the problem when a pool is halted.
+func TestStatusCommand(t *testing.T) {
+	svc := startService(t)
+	url, tok := "--ledger-url="+svc.ledgerURL, "--ledger-token="+svc.token
+	batch := `[{"type":"plan","data":{"plan":{"consumers":[{"path":"/A"}]}}},{"type":"host_up","data":{"host":"h1","slots":4}}]`
+	if _, errOut, err := runLedger(t, batch, "publish", url, tok, "--pool", "p", "--file", "-"); err != nil {
+		t.Fatalf("publish: %v %s", err, errOut)
+	}
+	// The projector runs: wait until it has caught up.
+	var doc map[string]any
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, errOut, err := runLedger(t, "", "status", url, tok, "--json")
+		if jerr := json.Unmarshal([]byte(out), &doc); jerr != nil {
+			t.Fatalf("status --json: %v (%v, %s): %q", jerr, err, errOut, out)
+		}
+		ps, _ := doc["projectors"].([]any)
+		if len(ps) == 1 && ps[0].(map[string]any)["lag_events"] == float64(0) && err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("projector not caught up after 30s: %s (%v)", out, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := doc["stream"].(map[string]any)
+	for _, k := range []string{"name", "replicas", "leader", "messages", "first_seq", "last_seq", "replicas_detail"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("stream lacks %q: %v", k, st)
+		}
+	}
+	for _, k := range []string{"status", "projectors", "halted", "postgres", "nats"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("status lacks %q: %v", k, doc)
+		}
+	}
+
+	out, _, err := runLedger(t, "", "status", url, tok)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"status: ok", "stream LEDGER: 1 replica(s), leader test", "2 messages, sequences 1..2",
+		"projector  all pools", "halted pools: none", "postgres: reachable", "nats: connected to"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("ledger status:\n%s", out)
+
+	conn, err := pgx.Connect(context.Background(), svc.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `INSERT INTO halted_pools (pool, seq, reason) VALUES ('bad', 7, 'fold failed: boom')`); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runLedger(t, "", "status", url, tok)
+	if exitCode(err) != exitDegraded || !strings.Contains(out, "status: degraded") || !strings.Contains(out, "! pool bad halted at sequence 7") ||
+		!strings.Contains(out, "bad at sequence 7") {
+		t.Errorf("with a halted pool: exit %d\n%s", exitCode(err), out)
+	}
+
+	// The container healthcheck: no token needed, 0 while it can serve.
+	out, _, err = runLedger(t, "", "status", url, "--healthz")
+	if err != nil || !strings.HasPrefix(out, "degraded (nats ok, stream ok, postgres ok)") {
+		t.Errorf("status --healthz: %v %q", err, out)
+	}
+	_, _, err = runLedger(t, "", "status", "--ledger-url=http://"+freePort(t), "--healthz")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "no ledger listening") {
+		t.Errorf("status --healthz with no ledger: %v", err)
+	}
+
+	// Without a token: refused, exit 1, saying what to set.
+	_, _, err = runLedger(t, "", "status", url)
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "LEDGER_TOKEN") {
+		t.Errorf("status without a token: %v", err)
+	}
+}

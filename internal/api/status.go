@@ -1,0 +1,236 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections/query"
+)
+
+// StatusTimeout bounds the whole of GET /v1/status: NATS and PostgreSQL
+// are asked at the same time, and a part that has not answered by then
+// is reported as failing rather than waited for.
+const StatusTimeout = 3 * time.Second
+
+// StaleLag is how far behind the stream (the age of its first
+// unprojected event) a projector may be before status calls it a
+// problem: a projector keeps up within a second or two under load, so a
+// minute means it is stopped, stuck or overwhelmed.
+const StaleLag = time.Minute
+
+// maxProjectors bounds the projector_offsets rows listed (one per
+// partition: a few dozen in any sane deployment).
+const maxProjectors = 1024
+
+// getStatus answers GET /v1/status (status.go's StatusResponse). It
+// needs the read scope: unlike /healthz it names servers, addresses and
+// errors.
+func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), StatusTimeout)
+	defer cancel()
+	res := StatusResponse{Time: time.Now().UTC(), Projectors: []ProjectorStatus{}, Halted: []HaltedStatus{}}
+	var offsets []query.Offset
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		res.NATS, res.Stream = s.natsStatus(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		res.Postgres, offsets, res.Halted = s.postgresStatus(ctx)
+	}()
+	wg.Wait()
+	res.Projectors = s.projectorStatus(ctx, res.Stream, offsets)
+	res.Problems = problems(res)
+	res.Status = "ok"
+	if len(res.Problems) > 0 {
+		res.Status = "degraded"
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// natsStatus reports the connection and, when connected, the stream.
+func (s *Server) natsStatus(ctx context.Context) (NATSStatus, *StreamStatus) {
+	n := NATSStatus{Connected: s.nc.IsConnected()}
+	if !n.Connected {
+		n.Error = "not connected (" + s.nc.Status().String() + ")"
+		if err := s.nc.LastError(); err != nil {
+			n.Error += ": " + err.Error()
+		}
+		return n, nil
+	}
+	n.Server, n.URL, n.Cluster = s.nc.ConnectedServerName(), s.nc.ConnectedUrlRedacted(), s.nc.ConnectedClusterName()
+	st, err := s.streamStatus(ctx)
+	if err != nil {
+		// Connected, but JetStream did not answer for the stream: most
+		// often a stream without a leader (no quorum of its copies).
+		n.Error = "stream " + stream.Name + ": " + timedOut(ctx, err)
+	}
+	return n, st
+}
+
+// streamStatus asks JetStream for the stream's state and its copies.
+func (s *Server) streamStatus(ctx context.Context) (*StreamStatus, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &StreamStatus{
+		Name: info.Config.Name, Replicas: max(info.Config.Replicas, 1),
+		Messages: info.State.Msgs, FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq,
+		LastTime:       info.State.LastTime.UTC(),
+		ReplicasDetail: []ReplicaStatus{},
+	}
+	if c := info.Cluster; c != nil {
+		st.Leader, st.Cluster = c.Leader, c.Name
+		if c.Leader != "" {
+			st.ReplicasDetail = append(st.ReplicasDetail, ReplicaStatus{Name: c.Leader, Leader: true, Current: true})
+		}
+		// JetStream lists the followers only.
+		for _, p := range c.Replicas {
+			st.ReplicasDetail = append(st.ReplicasDetail, ReplicaStatus{
+				Name: p.Name, Current: p.Current, Offline: p.Offline, ActiveMS: p.Active.Milliseconds(), Lag: p.Lag,
+			})
+		}
+	}
+	return st, nil
+}
+
+// postgresStatus pings PostgreSQL and reads the projector offsets and
+// the halted pools.
+func (s *Server) postgresStatus(ctx context.Context) (PostgresStatus, []query.Offset, []HaltedStatus) {
+	halted := []HaltedStatus{}
+	if s.db == nil {
+		return PostgresStatus{Error: "not configured (no DATABASE_URL)"}, nil, halted
+	}
+	if err := s.db.Ping(ctx); err != nil {
+		return PostgresStatus{Error: timedOut(ctx, err)}, nil, halted
+	}
+	offsets, err := query.ProjectorOffsets(ctx, s.db, maxProjectors)
+	if err != nil {
+		return PostgresStatus{Reachable: true, Error: timedOut(ctx, err)}, nil, halted
+	}
+	rows, err := query.HaltedPools(ctx, s.db, maxHalted)
+	if err != nil {
+		return PostgresStatus{Reachable: true, Error: timedOut(ctx, err)}, offsets, halted
+	}
+	for _, h := range rows {
+		halted = append(halted, HaltedStatus{Pool: h.Pool, Seq: h.Seq, Reason: h.Reason, HaltedAt: h.HaltedAt.UTC()})
+	}
+	return PostgresStatus{Reachable: true}, offsets, halted
+}
+
+// projectorStatus gives each offset its lag behind the stream (unknown
+// when the stream could not be asked). The age of the first unprojected
+// event is read once per distinct offset.
+func (s *Server) projectorStatus(ctx context.Context, st *StreamStatus, offsets []query.Offset) []ProjectorStatus {
+	out := make([]ProjectorStatus, 0, len(offsets))
+	ages := map[uint64]*float64{}
+	for _, o := range offsets {
+		p := ProjectorStatus{Name: o.Name, Partition: o.Partition, Partitions: o.Partitions, Owner: o.Owner,
+			Seq: o.Seq, UpdatedAt: o.UpdatedAt.UTC()}
+		if st != nil {
+			lag := int64(st.LastSeq) - int64(o.Seq)
+			p.LagEvents = &lag
+			if lag <= 0 {
+				zero := 0.0
+				p.LagSeconds = &zero
+			} else {
+				age, ok := ages[o.Seq]
+				if !ok {
+					age = s.unprojectedAge(ctx, o.Seq)
+					ages[o.Seq] = age
+				}
+				p.LagSeconds = age
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// unprojectedAge is how long ago the first message after seq was stored
+// (nil when it cannot be read in time). The lookup is "next at or after
+// seq+1": a gap in the sequence does not make it fail.
+func (s *Server) unprojectedAge(ctx context.Context, seq uint64) *float64 {
+	m, err := s.stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject("ledger.>"))
+	if err != nil {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("status: first unprojected message", "after", seq, "err", err)
+		}
+		return nil
+	}
+	age := max(time.Since(m.Time).Seconds(), 0)
+	return &age
+}
+
+// timedOut words err, saying so when it is the status deadline that
+// passed (a hung server, a stream without a quorum).
+func timedOut(ctx context.Context, err error) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Sprintf("no answer within %v (%v)", StatusTimeout, err)
+	}
+	return err.Error()
+}
+
+// problems lists, in words, what makes the deployment less than ok.
+func problems(res StatusResponse) []string {
+	var out []string
+	if !res.NATS.Connected {
+		out = append(out, "NATS: "+res.NATS.Error)
+	} else if res.Stream == nil {
+		out = append(out, res.NATS.Error+" (a replicated stream answers only while a quorum of its copies is up)")
+	}
+	if st := res.Stream; st != nil {
+		if st.Leader == "" {
+			out = append(out, fmt.Sprintf("stream %s has no leader: appends wait for an election (a quorum of its %d copies must be up)", st.Name, st.Replicas))
+		}
+		for _, r := range st.ReplicasDetail {
+			switch {
+			case r.Offline:
+				out = append(out, fmt.Sprintf("stream copy on %s is offline", r.Name))
+			case !r.Current:
+				out = append(out, fmt.Sprintf("stream copy on %s is catching up (%d operations behind)", r.Name, r.Lag))
+			}
+		}
+		if n := len(st.ReplicasDetail); n > 0 && n < st.Replicas {
+			out = append(out, fmt.Sprintf("stream %s has %d of its %d copies", st.Name, n, st.Replicas))
+		}
+	}
+	if !res.Postgres.Reachable {
+		out = append(out, "PostgreSQL: "+res.Postgres.Error)
+	} else if res.Postgres.Error != "" {
+		out = append(out, "PostgreSQL: "+res.Postgres.Error)
+	}
+	out = append(out, lagProblems(res.Projectors)...)
+	for _, h := range res.Halted {
+		out = append(out, fmt.Sprintf("pool %s halted at sequence %d (rebuild it once the cause is fixed)", h.Pool, h.Seq))
+	}
+	return out
+}
+
+// lagProblems flags projectors ahead of the stream or stale: the first
+// event a projector (or partition) has not projected is older than
+// StaleLag. Every partition consumer reads the whole stream and its
+// offset moves past other partitions' events, so an idle partition is
+// not behind and is not flagged.
+func lagProblems(ps []ProjectorStatus) []string {
+	var out []string
+	for _, p := range ps {
+		switch {
+		case p.LagEvents != nil && *p.LagEvents < 0:
+			out = append(out, fmt.Sprintf("projector %s is %d events ahead of the stream: the stream lost its tail; the projector appends those events again (`ledger recover --help`)", p.Name, -*p.LagEvents))
+		case p.LagSeconds != nil && *p.LagSeconds > StaleLag.Seconds():
+			out = append(out, fmt.Sprintf("projector %s is %.0fs behind the stream (%d events)", p.Name, *p.LagSeconds, *p.LagEvents))
+		}
+	}
+	return out
+}

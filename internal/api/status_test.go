@@ -1,0 +1,346 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+	"github.com/cluster-ledger/ledger/migrations"
+	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
+)
+
+// statusLedger is a ledger with a database; its token has every scope,
+// and writer is a token of the same server with the append scope only.
+func statusLedger(t *testing.T, natsURL, dbURL string) (l *ledger, db *pgxpool.Pool, writer string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := migrations.Up(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err = pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	nc := testenv.Connect(t, natsURL, natsauth.Ledger)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, admin, err := auth.Generate("admin", auth.Scopes, []string{auth.AllPools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A writer may append but not read: status is refused to it.
+	var wr auth.Entry
+	writer, wr, err = auth.Generate("writer", []auth.Scope{auth.ScopeAppend}, []string{auth.AllPools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.New(admin, wr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(ctx, js, db, api.WithTokens(tokens), api.WithPublishTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return &ledger{t: t, nc: nc, js: js, srv: srv, url: hs.URL, token: token}, db, writer
+}
+
+// status asks GET /v1/status and says how long it took.
+func status(t *testing.T, l *ledger) (api.StatusResponse, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	resp, raw := l.request(http.MethodGet, "/v1/status", "", nil)
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/status: %d %s", resp.StatusCode, raw)
+	}
+	var res api.StatusResponse
+	mustUnmarshal(t, raw, &res)
+	return res, took
+}
+
+// project runs a projector until it has committed the stream's last
+// sequence, then stops it.
+func project(t *testing.T, natsURL string, db *pgxpool.Pool, last uint64) {
+	t.Helper()
+	js, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runProjector(t, projections.New(js, db).Run, db, last)
+}
+
+// runProjector runs run until every projector_offsets row (the slowest
+// partition) has reached last, then stops it.
+func runProjector(t *testing.T, run func(context.Context) error, db *pgxpool.Pool, last uint64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("projector: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		seq, err := query.ProjectorOffset(context.Background(), db, "")
+		if err == nil && seq >= last {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("projector at %d after 30s, want %d (%v)", seq, last, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// On one node: the stream has one copy, led by the server; the projector
+// row shows lag 0 once it has projected everything and the events
+// appended since while it is stopped (and their age); a halted pool is
+// listed; status needs the read scope.
+func TestStatusSingleNode(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	l, db, writer := statusLedger(t, natsURL, testenv.Postgres(t))
+
+	res, _ := status(t, l)
+	if res.Status != "ok" || res.Stream == nil || res.Stream.Replicas != 1 || res.Stream.Leader != "test" ||
+		len(res.Stream.ReplicasDetail) != 1 || !res.Stream.ReplicasDetail[0].Leader || len(res.Projectors) != 0 ||
+		!res.Postgres.Reachable || !res.NATS.Connected || res.NATS.Server != "test" {
+		t.Fatalf("fresh deployment: %+v", res)
+	}
+
+	setup(l, "p")
+	l.mustPost("p", demand(map[string]int{"/a": 4}))
+	res, _ = status(t, l)
+	if res.Stream.LastSeq != 3 || res.Stream.Messages != 3 || res.Stream.FirstSeq != 1 {
+		t.Fatalf("after 3 events: %+v", res.Stream)
+	}
+	project(t, natsURL, db, 3)
+	res, _ = status(t, l)
+	if len(res.Projectors) != 1 {
+		t.Fatalf("projectors: %+v", res.Projectors)
+	}
+	p := res.Projectors[0]
+	if p.Name != projections.DefaultName || p.Partition != nil || p.Partitions != nil || p.Seq != 3 ||
+		p.LagEvents == nil || *p.LagEvents != 0 || p.LagSeconds == nil || *p.LagSeconds != 0 ||
+		time.Since(p.UpdatedAt) > time.Minute || res.Status != "ok" {
+		t.Fatalf("caught up: %s %+v", res.Status, p)
+	}
+
+	// The projector is stopped: two more events wait.
+	l.mustPost("p", demand(map[string]int{"/b": 2}))
+	l.mustPost("p", release("/a", 1))
+	time.Sleep(200 * time.Millisecond)
+	res, _ = status(t, l)
+	p = res.Projectors[0]
+	if p.LagEvents == nil || *p.LagEvents != 2 || p.LagSeconds == nil || *p.LagSeconds < 0.2 || *p.LagSeconds > 30 {
+		t.Fatalf("behind by two events: %+v (lag %v s)", p, p.LagSeconds)
+	}
+	if res.Status != "ok" { // behind by less than StaleLag is normal
+		t.Fatalf("a projector 0.2s behind: %s %v", res.Status, res.Problems)
+	}
+
+	exec(t, db, `INSERT INTO halted_pools (pool, seq, reason) VALUES ('bad', 42, 'fold failed at sequence 42: boom')`)
+	res, _ = status(t, l)
+	if len(res.Halted) != 1 || res.Halted[0].Pool != "bad" || res.Halted[0].Seq != 42 ||
+		!strings.Contains(res.Halted[0].Reason, "boom") || res.Status != "degraded" || len(res.Problems) != 1 ||
+		!strings.Contains(res.Problems[0], "pool bad halted at sequence 42") {
+		t.Fatalf("with a halted pool: %s %v %+v", res.Status, res.Problems, res.Halted)
+	}
+
+	// The read scope is required.
+	resp, raw := send(t, http.MethodGet, l.url+"/v1/status", "", writer, nil)
+	errorOf(t, "status as writer", resp, raw, http.StatusForbidden, api.ReasonMissingScope)
+	if resp, _ := send(t, http.MethodGet, l.url+"/v1/status", "", "", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", resp.StatusCode)
+	}
+}
+
+// A partitioned projector (4 partitions, one instance): a row per
+// partition with its owner, lag 0 once caught up; an event of one pool
+// while it is stopped is lag 1 for every partition (each reads the whole
+// stream).
+func TestStatusPartitioned(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	l, db, _ := statusLedger(t, natsURL, testenv.Postgres(t))
+	for _, pool := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		setup(l, pool)
+	}
+	js, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := projections.NewGroup(js, db, 4, projections.WithInstance("inst-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runProjector(t, g.Run, db, 10)
+	res, _ := status(t, l)
+	if len(res.Projectors) != 4 || res.Status != "ok" {
+		t.Fatalf("partitioned: %s %v %+v", res.Status, res.Problems, res.Projectors)
+	}
+	for k, p := range res.Projectors {
+		if p.Name != projections.PartitionName(projections.DefaultName, k, 4) || p.Partition == nil || *p.Partition != k ||
+			p.Partitions == nil || *p.Partitions != 4 || p.Owner != "inst-a" || p.Seq != 10 || *p.LagEvents != 0 {
+			t.Errorf("partition %d: %+v", k, p)
+		}
+	}
+	l.mustPost("p1", demand(map[string]int{"/a": 1}))
+	res, _ = status(t, l)
+	for k, p := range res.Projectors {
+		if p.LagEvents == nil || *p.LagEvents != 1 || p.LagSeconds == nil || *p.LagSeconds <= 0 {
+			t.Errorf("partition %d after one more event: %+v", k, p)
+		}
+	}
+}
+
+// Partitioned rows carry their partition, partitions and owner; a
+// projection ahead of the stream is a problem that says so.
+func TestStatusPartitionsAndAhead(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	l, db, _ := statusLedger(t, natsURL, testenv.Postgres(t))
+	setup(l, "p")
+	for i := range 8 {
+		exec(t, db, `INSERT INTO projector_offsets (name, stream_seq, updated_at, partition, partitions, owner)
+VALUES ($1, $2, now(), $3, 8, 'host-a:12')`, fmt.Sprintf("projector-p%dof8", i), 1+i%2, i)
+	}
+	res, _ := status(t, l)
+	if len(res.Projectors) != 8 {
+		t.Fatalf("projectors: %+v", res.Projectors)
+	}
+	for i, p := range res.Projectors {
+		if p.Partition == nil || *p.Partition != i || p.Partitions == nil || *p.Partitions != 8 || p.Owner != "host-a:12" ||
+			p.LagEvents == nil || *p.LagEvents != int64(2-p.Seq) {
+			t.Errorf("row %d: %+v", i, p)
+		}
+	}
+	if res.Status != "ok" {
+		t.Errorf("partitions a little behind: %s %v", res.Status, res.Problems)
+	}
+	exec(t, db, `INSERT INTO projector_offsets (name, stream_seq, updated_at) VALUES ('projector', 9, now())`)
+	res, _ = status(t, l)
+	if res.Status != "degraded" || len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "projector projector is 7 events ahead") {
+		t.Fatalf("ahead: %s %v", res.Status, res.Problems)
+	}
+}
+
+// PostgreSQL stopped, then NATS stopped: status still answers 200,
+// quickly, naming the part that failed.
+func TestStatusPartsDown(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ledger-status-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as nobody
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(dir, "data")), pgcluster.WithFsync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	natsSrv := testenv.StartNATS(t, t.TempDir(), "127.0.0.1:-1")
+	l, _, _ := statusLedger(t, natsSrv.URL(), pg.URL())
+	setup(l, "p")
+	if res, _ := status(t, l); res.Status != "ok" || !res.Postgres.Reachable {
+		t.Fatalf("all up: %+v", res)
+	}
+
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, took := status(t, l)
+	if res.Postgres.Reachable || res.Postgres.Error == "" || res.Status != "degraded" || took > api.StatusTimeout+time.Second ||
+		res.Stream == nil || res.Stream.LastSeq != 2 || !res.NATS.Connected {
+		t.Fatalf("PostgreSQL stopped (%v): %+v", took, res)
+	}
+	t.Logf("PostgreSQL stopped: answered in %v: %v", took, res.Problems)
+
+	natsSrv.Shutdown()
+	// Until the client notices the lost connection the stream is asked
+	// and does not answer: either way, degraded within the bound.
+	res, took = status(t, l)
+	if res.Stream != nil || res.NATS.Error == "" || res.Status != "degraded" || took > api.StatusTimeout+time.Second {
+		t.Fatalf("NATS stopped too (%v): %+v", took, res)
+	}
+	t.Logf("NATS stopped: answered in %v: %v", took, res.Problems)
+	for deadline := time.Now().Add(10 * time.Second); l.nc.IsConnected(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the ledger's connection still up 10s after NATS stopped")
+		}
+	}
+	res, took = status(t, l)
+	if res.NATS.Connected || res.Stream != nil || took > time.Second {
+		t.Fatalf("NATS stopped, the client knows (%v): %+v", took, res)
+	}
+}
+
+// A PostgreSQL that accepts connections and never answers (a hung
+// server, a black-holed route) costs status StatusTimeout, not a hang.
+func TestStatusPostgresHangs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() }) // held open, never answered
+		}
+	}()
+	db, err := pgxpool.New(context.Background(), "postgres://ledger:x@"+ln.Addr().String()+"/ledger?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	natsURL := testenv.NATS(t)
+	js, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Ledger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, tokens := testenv.AdminToken(t)
+	srv, err := api.New(context.Background(), js, db, api.WithTokens(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	res, took := status(t, &ledger{t: t, url: hs.URL, token: token})
+	if res.Postgres.Reachable || res.Status != "degraded" || res.Stream == nil || took < api.StatusTimeout-time.Second ||
+		took > api.StatusTimeout+time.Second {
+		t.Fatalf("hung PostgreSQL (%v): %+v", took, res)
+	}
+	t.Logf("hung PostgreSQL: answered in %v: %v", took, res.Problems)
+}

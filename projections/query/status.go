@@ -1,0 +1,76 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Offset is a row of projector_offsets: where one projector (or one
+// partition of a partitioned deployment) has committed to.
+type Offset struct {
+	Name string
+	// Partition and Partitions are nil for an unpartitioned projector,
+	// which folds every pool.
+	Partition  *int
+	Partitions *int
+	// Owner is the instance that committed the row last ("" before
+	// migration 0005's projectors wrote it).
+	Owner     string
+	Seq       uint64
+	UpdatedAt time.Time
+}
+
+// ProjectorOffsets lists projector_offsets in name order, at most limit
+// rows (a deployment has one per partition, so a few dozen at most).
+func ProjectorOffsets(ctx context.Context, q Querier, limit int) ([]Offset, error) {
+	rows, err := q.Query(ctx, `SELECT name, partition, partitions, owner, stream_seq, updated_at
+FROM projector_offsets ORDER BY partitions NULLS FIRST, partition NULLS FIRST, name LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("projector offsets: %w", err)
+	}
+	var out []Offset
+	var o Offset
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&o.Name, &o.Partition, &o.Partitions, &o.Owner, &seq, &o.UpdatedAt}, func() error {
+		o.Seq = uint64(seq)
+		out = append(out, o)
+		o = Offset{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projector offsets: %w", err)
+	}
+	return out, nil
+}
+
+// Halted is a row of halted_pools: a pool whose projection stopped at Seq
+// because folding that event failed.
+type Halted struct {
+	Pool     string
+	Seq      uint64
+	Reason   string // at most 500 characters of it
+	HaltedAt time.Time
+}
+
+// HaltedPools lists halted_pools in pool order, at most limit rows.
+func HaltedPools(ctx context.Context, q Querier, limit int) ([]Halted, error) {
+	rows, err := q.Query(ctx, `SELECT pool, seq, left(reason, 500), halted_at FROM halted_pools ORDER BY pool LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("halted pools: %w", err)
+	}
+	var out []Halted
+	var h Halted
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&h.Pool, &seq, &h.Reason, &h.HaltedAt}, func() error {
+		h.Seq = uint64(seq)
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("halted pools: %w", err)
+	}
+	return out, nil
+}
