@@ -35,6 +35,14 @@ const (
 	RulePriorityReclaim   Rule = "priority.reclaim"
 	RuleShareRatioGrant   Rule = "share_ratio.grant"
 	RuleShareRatioReclaim Rule = "share_ratio.reclaim"
+
+	// Ownership assignment (allocation-rules.md section 5, ownership.go;
+	// not yet made by the fold): slots assigned to an owner, ownership
+	// the plan no longer gives, ownership lost to a host down, a shrunken
+	// group or a higher-ranked sibling.
+	RuleOwnAssign Rule = "own.assign"
+	RuleOwnDrop   Rule = "own.drop"
+	RuleOwnTrim   Rule = "own.trim"
 )
 
 // Decision is one change of one allocation: Slots slots of Consumer on

@@ -32,6 +32,14 @@ var (
 	ErrInvalidHost      = events.NewRefusal("invalid_host", "invalid host")
 	ErrUnknownEventType = events.NewRefusal("unknown_type", "unknown event type")
 	ErrSeqOrder         = events.NewRefusal("seq_order", "event sequence must increase")
+
+	// Ownership (allocation-rules.md section 5; see ownplan.go).
+	ErrInvalidOwnEntry   = events.NewRefusal("invalid_own_entry", "an own entry must be exactly one of {host}, {host, slots}, {group, slots}")
+	ErrPreferenceRange   = events.NewRefusal("preference_range", "own preference out of range 1..10")
+	ErrDuplicateOwnHost  = events.NewRefusal("duplicate_own_host", "the same host twice in one consumer's own list")
+	ErrParentOwnsNothing = events.NewRefusal("parent_owns_nothing", "a child owns resources while its parent owns nothing")
+	ErrChildrenOwnMore   = events.NewRefusal("children_own_more", "children own more than their parent")
+	ErrOwnershipRules    = events.NewRefusal("ownership_unsupported_rules", "ownership is not part of the plan's rules version")
 )
 
 func refuse(kind error, format string, args ...any) error {

@@ -58,6 +58,10 @@ type behaviour struct {
 	trimFirst bool
 	// boundedPriority: refuse priorities beyond ±MaxPriority.
 	boundedPriority bool
+	// ownership: the plan may name ownership (allocation-rules.md
+	// section 5). No released version does yet: such plans are refused
+	// (ownership_unsupported_rules, ownplan.go).
+	ownership bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {

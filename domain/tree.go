@@ -94,6 +94,9 @@ func buildTree(plan events.Plan) (*tree, error) {
 		if err := validateConsumer(c); err != nil {
 			return nil, err
 		}
+		if err := validateOwnEntries(c); err != nil {
+			return nil, err
+		}
 		if bounded && (c.Priority > MaxPriority || c.Priority < -MaxPriority) {
 			return nil, refuse(ErrOverflow, "%s has priority %d (at most ±%d)", c.Path, c.Priority, int64(MaxPriority))
 		}
@@ -152,6 +155,12 @@ func buildTree(plan events.Plan) (*tree, error) {
 		if err := checkSiblingShares(t, n); err != nil {
 			return nil, err
 		}
+	}
+	if err := validateOwnershipTree(t, specs); err != nil {
+		return nil, err
+	}
+	if err := checkOwnershipRules(plan, behaviourOf(RulesOf(plan))); err != nil {
+		return nil, err
 	}
 	t.layoutLeaves(0)
 	t.sortedLeaves = slices.Sorted(slices.Values(t.leaves))

@@ -61,9 +61,7 @@ func CheckLimits(p Payload) error {
 		if err := ValidateHostName(e.Host); err != nil {
 			return err
 		}
-		if len(e.Group) > MaxGroupLen || !utf8.ValidString(e.Group) || strings.IndexFunc(e.Group, unicode.IsControl) >= 0 {
-			return fmt.Errorf("%w: group %.64q: at most %d bytes of UTF-8 text without control characters", ErrInvalidHostName, e.Group, MaxGroupLen)
-		}
+		return ValidateGroupName(e.Group)
 	case *HostDown:
 		return ValidateHostName(e.Host)
 	}
@@ -110,6 +108,16 @@ func checkPathSize(p string) error {
 	}
 	if d := strings.Count(p, "/"); d > MaxPathDepth {
 		return fmt.Errorf("%w: %q has %d levels (at most %d)", ErrPathTooDeep, p, d, MaxPathDepth)
+	}
+	return nil
+}
+
+// ValidateGroupName accepts a resource group name (a host_up event's
+// group, an own entry's group): at most MaxGroupLen bytes of UTF-8 text
+// without control characters. The empty group means "default".
+func ValidateGroupName(g string) error {
+	if len(g) > MaxGroupLen || !utf8.ValidString(g) || strings.IndexFunc(g, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: group %.64q: at most %d bytes of UTF-8 text without control characters", ErrInvalidHostName, g, MaxGroupLen)
 	}
 	return nil
 }

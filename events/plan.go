@@ -42,6 +42,11 @@ type Policy struct {
 	// where reclaim restores planned shares but never lifts a consumer
 	// above its own (allocation-rules.md section 4).
 	Balance *bool `json:"balance,omitempty"`
+	// ReclaimForPreference (ownership): an owner takes back its most
+	// preferred owned slots from a borrower even while idle slots exist
+	// in less preferred ownership or the share pools (default false,
+	// allocation-rules.md section 5).
+	ReclaimForPreference *bool `json:"reclaim_for_preference,omitempty"`
 }
 
 // ReclaimOrDefault returns the reclaim policy, "priority" when unset.
@@ -71,6 +76,12 @@ func (p Policy) BalanceOrDefault() bool {
 	return p.Balance == nil || *p.Balance
 }
 
+// ReclaimForPreferenceOrDefault reports whether owners reclaim preferred
+// owned slots while idle slots exist elsewhere (default false).
+func (p Policy) ReclaimForPreferenceOrDefault() bool {
+	return p.ReclaimForPreference != nil && *p.ReclaimForPreference
+}
+
 // Consumer is one node of the consumer tree, named by its path.
 type Consumer struct {
 	Path         string    `json:"path"`
@@ -80,6 +91,11 @@ type Consumer struct {
 	BorrowLimit  *int64    `json:"borrow_limit,omitempty"`
 	ReclaimGrace *Duration `json:"reclaim_grace,omitempty"`
 	LendGrace    *Duration `json:"lend_grace,omitempty"`
+	// Own lists what the consumer owns (allocation-rules.md section 5);
+	// nil when it owns nothing.
+	Own []OwnEntry `json:"own,omitempty"`
+	// Lend tells whether unused owned slots may be lent out (default true).
+	Lend *bool `json:"lend,omitempty"`
 }
 
 // ShareOrDefault returns the share ratio, 1 when unset.

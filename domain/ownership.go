@@ -1,0 +1,588 @@
+package domain
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// Ownership assignment (allocation-rules.md section 5, "Assignment:
+// ownership to concrete host slots"): which slots of which up host each
+// owner holds, re-run on every plan, host_up and host_down event with the
+// least disruption. This file is the assignment alone, a pure function of
+// its input; the fold does not call it yet (ownership needs a rules
+// version that implements it, ownplan.go).
+//
+// The procedure, top-down:
+//   - top-level consumers are assigned from the up hosts, the children of
+//     a consumer only from their parent's assigned slots; siblings are
+//     served by rank (priority desc, then path);
+//   - a consumer's entries are taken by preference (desc, then as
+//     listed); a host entry takes what is available on its host; a group
+//     entry takes its N slots of the group in three steps: (1) its own
+//     previous slots (the host where it held most first, then name),
+//     (2) slots no sibling holds (neither taken in this pass by a higher
+//     rank nor held before by a lower rank), least workload first, then
+//     name, (3) slots held before by lower-ranked siblings, the lowest
+//     rank first, least workload, then name. Within a step a host is
+//     taken whole while the remaining need is at least what it has
+//     available, and the remainder comes from the next host, partially;
+//   - what cannot be found stays short; every change of a consumer's
+//     owned slots on a host is an own decision (assign, drop, trim).
+//
+// Orders the spec leaves open are docs/decisions.md #90-#93.
+
+// ownConsumer is a consumer as assignment sees it. Its parent is the
+// consumer named by its path's parent; a parent missing from the input
+// owns nothing (an implied parent), so its children get nothing.
+type ownConsumer struct {
+	path     string
+	priority int64
+	own      []events.OwnEntry
+}
+
+// ownHost is an up host. Workload is its allocated slots (every consumer's),
+// the "least workload first" of group steps 2 and 3.
+type ownHost struct {
+	name     string
+	group    string
+	slots    Slots
+	workload Slots
+}
+
+// ownSlot is one row of an assignment: consumer owns slots of host.
+type ownSlot struct {
+	consumer string
+	host     string
+	slots    Slots
+}
+
+// ownInput is everything assignment depends on.
+type ownInput struct {
+	consumers []ownConsumer // any order
+	hosts     []ownHost     // the up hosts, any order, names unique
+	previous  []ownSlot     // the previous assignment, any order
+}
+
+// ownOutcome is one consumer's ownership after assignment.
+type ownOutcome struct {
+	path    string
+	owned   Slots    // slots assigned, over all hosts
+	short   Slots    // slots its entries name that it was not given
+	private Slots    // owned slots not assigned to its children: private(X)
+	missing []string // hosts its entries name that are not up (short by an unknown amount when owned whole)
+}
+
+// ownResult is a new assignment with the decisions that lead to it.
+type ownResult struct {
+	assignment []ownSlot    // by consumer path, then host name
+	decisions  []Decision   // kind own; Seq and Ordinal are the fold's to set
+	consumers  []ownOutcome // every input consumer, by path
+	public     Slots        // up slots no top-level consumer owns
+}
+
+// hostSlots is a number of slots on a host (an index into assigner.hosts).
+type hostSlots struct {
+	h int32
+	n Slots
+}
+
+// assigner holds one run's state. Hosts and consumers are sorted by name
+// and path, so index order is the "then name/path" tie-break.
+type assigner struct {
+	hosts    []ownHost
+	hostIdx  map[string]int32
+	cons     []ownConsumer
+	conIdx   map[string]int32
+	kids     [][]int32 // children by rank; kids[len(cons)] are the top-level consumers
+	prev     [][]hostSlots
+	got      [][]hostSlots
+	outcomes []ownOutcome
+	served   []bool
+
+	// Scratch, indexed by host, zero between sibling sets.
+	avail     []Slots // the parent's slots not yet taken in this pass
+	lowerPrev []Slots // slots held before by siblings not yet served, still unclaimed
+	mine      []Slots // the current consumer's takes
+	// reserved[c]: c's previous slots on its parent's hosts that no
+	// higher-ranked sibling has taken, by host index.
+	reserved [][]hostSlots
+}
+
+// assignOwnership computes the assignment of section 5. It is
+// deterministic: no output depends on the order of the input's slices or
+// on map iteration.
+func assignOwnership(in ownInput) ownResult {
+	a := newAssigner(in)
+	root := int32(len(a.cons))
+	queue := []int32{root}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		a.assignSiblings(parent)
+		for _, c := range a.kids[parent] {
+			if len(a.kids[c]) > 0 {
+				queue = append(queue, c)
+			}
+		}
+	}
+	// Consumers under an implied parent (which owns nothing) were never
+	// served: nothing is available to them, and they are short of all
+	// their entries name.
+	for c := range a.cons {
+		if !a.served[c] {
+			a.assignOne(int32(c), nil, nil)
+		}
+	}
+	return a.result(in.previous)
+}
+
+func newAssigner(in ownInput) *assigner {
+	a := &assigner{
+		hosts:   slices.Clone(in.hosts),
+		cons:    slices.Clone(in.consumers),
+		hostIdx: make(map[string]int32, len(in.hosts)),
+		conIdx:  make(map[string]int32, len(in.consumers)),
+	}
+	slices.SortFunc(a.hosts, func(x, y ownHost) int { return cmp.Compare(x.name, y.name) })
+	slices.SortFunc(a.cons, func(x, y ownConsumer) int { return cmp.Compare(x.path, y.path) })
+	for i, h := range a.hosts {
+		a.hostIdx[h.name] = int32(i)
+	}
+	for i, c := range a.cons {
+		a.conIdx[c.path] = int32(i)
+	}
+	root := int32(len(a.cons))
+	a.kids = make([][]int32, len(a.cons)+1)
+	for i, c := range a.cons {
+		p := root
+		if pp := parentPath(c.path); pp != "/" {
+			id, ok := a.conIdx[pp]
+			if !ok {
+				continue // under an implied parent, which owns nothing: gets nothing
+			}
+			p = id
+		}
+		a.kids[p] = append(a.kids[p], int32(i))
+	}
+	for _, ks := range a.kids {
+		slices.SortFunc(ks, a.byRank)
+	}
+	a.prev = make([][]hostSlots, len(a.cons))
+	for _, r := range in.previous {
+		c, okc := a.conIdx[r.consumer]
+		h, okh := a.hostIdx[r.host]
+		if okc && okh && r.slots > 0 {
+			a.prev[c] = append(a.prev[c], hostSlots{h, r.slots})
+		}
+	}
+	for c := range a.prev {
+		a.prev[c] = mergeHostSlots(a.prev[c])
+	}
+	a.got = make([][]hostSlots, len(a.cons))
+	a.reserved = make([][]hostSlots, len(a.cons))
+	a.outcomes = make([]ownOutcome, len(a.cons))
+	a.served = make([]bool, len(a.cons))
+	a.avail = make([]Slots, len(a.hosts))
+	a.lowerPrev = make([]Slots, len(a.hosts))
+	a.mine = make([]Slots, len(a.hosts))
+	return a
+}
+
+// byRank orders siblings: priority desc, then path.
+func (a *assigner) byRank(x, y int32) int {
+	if px, py := a.cons[x].priority, a.cons[y].priority; px != py {
+		return cmp.Compare(py, px)
+	}
+	return cmp.Compare(x, y)
+}
+
+// mergeHostSlots sorts by host and sums duplicates.
+func mergeHostSlots(hs []hostSlots) []hostSlots {
+	slices.SortFunc(hs, func(x, y hostSlots) int { return cmp.Compare(x.h, y.h) })
+	out := hs[:0]
+	for _, x := range hs {
+		if n := len(out); n > 0 && out[n-1].h == x.h {
+			out[n-1].n += x.n
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// assignSiblings assigns the children of parent (the root: the top-level
+// consumers) from the parent's slots, by rank.
+func (a *assigner) assignSiblings(parent int32) {
+	sibs := a.kids[parent]
+	if len(sibs) == 0 {
+		return
+	}
+	var cand []int32 // the hosts the parent has slots on
+	if parent == int32(len(a.cons)) {
+		for i := range a.hosts {
+			cand = append(cand, int32(i))
+			a.avail[i] = a.hosts[i].slots
+		}
+	} else {
+		for _, x := range a.got[parent] {
+			cand = append(cand, x.h)
+			a.avail[x.h] = x.n
+		}
+	}
+	// Previous slots count only where the parent still has slots: the
+	// rest are gone with the parent's (or the host's) loss.
+	for _, s := range sibs {
+		a.reserved[s] = a.reserved[s][:0]
+		for _, x := range a.prev[s] {
+			if n := min(x.n, a.avail[x.h]); n > 0 {
+				a.reserved[s] = append(a.reserved[s], hostSlots{x.h, n})
+				a.lowerPrev[x.h] += n
+			}
+		}
+	}
+	byGroup := a.groupOrder(cand)
+	for i, c := range sibs {
+		for _, x := range a.reserved[c] {
+			a.lowerPrev[x.h] -= x.n // c is not lower than itself
+		}
+		a.assignOne(c, sibs[i+1:], byGroup)
+	}
+	for _, h := range cand {
+		a.avail[h], a.lowerPrev[h] = 0, 0
+	}
+}
+
+// groupOrder lists the candidate hosts of each group, least workload
+// first, then name.
+func (a *assigner) groupOrder(cand []int32) map[string][]int32 {
+	byGroup := map[string][]int32{}
+	for _, h := range cand {
+		g := a.hosts[h].group
+		byGroup[g] = append(byGroup[g], h)
+	}
+	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
+		slices.SortFunc(byGroup[g], a.byWorkload)
+	}
+	return byGroup
+}
+
+func (a *assigner) byWorkload(x, y int32) int {
+	if wx, wy := a.hosts[x].workload, a.hosts[y].workload; wx != wy {
+		return cmp.Compare(wx, wy)
+	}
+	return cmp.Compare(x, y)
+}
+
+// assignOne serves consumer c; lower are its lower-ranked siblings, by
+// rank (the lowest last).
+func (a *assigner) assignOne(c int32, lower []int32, byGroup map[string][]int32) {
+	out := &a.outcomes[c]
+	a.served[c] = true
+	var touched []int32
+	take := func(h int32, n Slots) {
+		a.avail[h] -= n
+		if a.mine[h] == 0 {
+			touched = append(touched, h)
+		}
+		a.mine[h] += n
+		if r := findHost(a.reserved[c], h); r != nil { // its own previous slots come back first
+			r.n -= min(r.n, n)
+		}
+	}
+	entries := a.cons[c].own
+	if len(entries) > 1 {
+		entries = slices.Clone(entries)
+		slices.SortStableFunc(entries, func(x, y events.OwnEntry) int {
+			return cmp.Compare(y.PreferenceOrDefault(), x.PreferenceOrDefault())
+		})
+	}
+	// Slots of a host that one of c's own host entries names are that
+	// entry's, whatever its preference: a group entry takes neither its
+	// previous slots there (step 1) nor free or lower-ranked ones (steps 2
+	// and 3) up to the host entry's claim. Otherwise the group entry would
+	// eat its owner's host entry, which then takes other slots, and the
+	// assignment would drift from run to run instead of staying put
+	// (decisions.md #91).
+	var pending map[int32]Slots
+	for _, e := range entries {
+		if h, up := a.hostIdx[e.Host]; e.Host != "" && up {
+			if pending == nil {
+				pending = map[int32]Slots{}
+			}
+			pending[h] = a.hosts[h].slots
+			if !e.WholeHost() {
+				pending[h] = Slots(*e.Slots)
+			}
+		}
+	}
+	ownPrevious := func(h int32) Slots {
+		r := findHost(a.reserved[c], h)
+		if r == nil {
+			return 0
+		}
+		return max(0, r.n-pending[h])
+	}
+	for _, e := range entries {
+		if e.Host != "" {
+			h, up := a.hostIdx[e.Host]
+			delete(pending, h)
+			if !up {
+				out.missing = append(out.missing, e.Host)
+				if !e.WholeHost() {
+					out.short += Slots(*e.Slots)
+				}
+				continue
+			}
+			want := a.hosts[h].slots
+			if !e.WholeHost() {
+				want = Slots(*e.Slots)
+			}
+			if t := min(want, a.avail[h]); t > 0 {
+				take(h, t)
+				want -= t
+			}
+			out.short += want
+			continue
+		}
+		need := Slots(*e.Slots)
+		// Step 1: its previous slots in the group, where it held most first.
+		var own []hostSlots
+		for _, x := range a.reserved[c] {
+			if n := ownPrevious(x.h); n > 0 && a.avail[x.h] > 0 && a.hosts[x.h].group == e.Group {
+				own = append(own, hostSlots{x.h, n})
+			}
+		}
+		slices.SortFunc(own, func(x, y hostSlots) int {
+			if x.n != y.n {
+				return cmp.Compare(y.n, x.n)
+			}
+			return cmp.Compare(x.h, y.h)
+		})
+		for _, x := range own {
+			h := x.h
+			if need == 0 {
+				break
+			}
+			if t := min(need, ownPrevious(h), a.avail[h]); t > 0 {
+				take(h, t)
+				need -= t
+			}
+		}
+		// Step 2: slots no sibling holds.
+		for _, h := range byGroup[e.Group] {
+			if need == 0 {
+				break
+			}
+			if free := a.avail[h] - a.lowerPrev[h] - pending[h]; free > 0 {
+				t := min(need, free)
+				take(h, t)
+				need -= t
+			}
+		}
+		// Step 3: slots held before by lower-ranked siblings, lowest first.
+		for i := len(lower) - 1; i >= 0 && need > 0; i-- {
+			s := lower[i]
+			var theirs []int32
+			for _, x := range a.reserved[s] {
+				if x.n > 0 && a.hosts[x.h].group == e.Group {
+					theirs = append(theirs, x.h)
+				}
+			}
+			slices.SortFunc(theirs, a.byWorkload)
+			for _, h := range theirs {
+				if need == 0 {
+					break
+				}
+				r := findHost(a.reserved[s], h)
+				if t := min(need, r.n, a.avail[h]-pending[h]); t > 0 {
+					take(h, t)
+					r.n -= t
+					a.lowerPrev[h] -= t
+					need -= t
+				}
+			}
+		}
+		out.short += need
+	}
+	slices.Sort(touched)
+	got := make([]hostSlots, 0, len(touched))
+	for _, h := range touched {
+		got = append(got, hostSlots{h, a.mine[h]})
+		out.owned += a.mine[h]
+		a.mine[h] = 0
+	}
+	a.got[c] = got
+	slices.Sort(out.missing)
+}
+
+// findHost returns the entry of host h in hs (sorted by host), or nil.
+func findHost(hs []hostSlots, h int32) *hostSlots {
+	i, ok := slices.BinarySearchFunc(hs, h, func(x hostSlots, h int32) int { return cmp.Compare(x.h, h) })
+	if !ok {
+		return nil
+	}
+	return &hs[i]
+}
+
+// result assembles the assignment, the outcomes and the decisions.
+func (a *assigner) result(previous []ownSlot) ownResult {
+	res := ownResult{consumers: make([]ownOutcome, 0, len(a.cons))}
+	var total, topOwned Slots
+	for _, h := range a.hosts {
+		total += h.slots
+	}
+	for c := range a.cons {
+		for _, x := range a.got[c] {
+			res.assignment = append(res.assignment, ownSlot{a.cons[c].path, a.hosts[x.h].name, x.n})
+		}
+		out := a.outcomes[c]
+		out.path = a.cons[c].path
+		out.private = out.owned
+		for _, k := range a.kids[c] {
+			out.private -= a.outcomes[k].owned
+		}
+		res.consumers = append(res.consumers, out)
+	}
+	for _, c := range a.kids[len(a.cons)] {
+		topOwned += a.outcomes[c].owned
+	}
+	res.public = total - topOwned
+	res.decisions = a.ownDecisions(previous, res.assignment)
+	return res
+}
+
+// ownDecisions compares the previous assignment with the new one, pair by
+// pair in (consumer path, host name) order, the order of the assignment
+// itself (decisions.md #92): one decision per changed pair, or an own.drop
+// then an own.trim when a loss has both causes.
+func (a *assigner) ownDecisions(previous, next []ownSlot) []Decision {
+	prev := mergeOwnSlots(previous)
+	ds := make([]Decision, 0, len(next))
+	budget := map[string]Slots{} // per consumer: what the plan stopped giving, not yet spent
+	i, j := 0, 0
+	for i < len(prev) || j < len(next) {
+		var p, n ownSlot
+		switch {
+		case j == len(next) || (i < len(prev) && ownSlotLess(prev[i], next[j])):
+			p = prev[i]
+			n = ownSlot{consumer: p.consumer, host: p.host}
+			i++
+		case i == len(prev) || ownSlotLess(next[j], prev[i]):
+			n = next[j]
+			p = ownSlot{consumer: n.consumer, host: n.host}
+			j++
+		default:
+			p, n = prev[i], next[j]
+			i, j = i+1, j+1
+		}
+		d := Decision{Kind: KindOwn, Consumer: p.consumer, Host: p.host}
+		switch {
+		case n.slots > p.slots:
+			d.Rule, d.Slots = RuleOwnAssign, int64(n.slots-p.slots)
+			ds = append(ds, d)
+		case n.slots < p.slots:
+			ds = append(ds, a.classifyLoss(d, p.slots-n.slots, budget)...)
+		}
+	}
+	return ds
+}
+
+// classifyLoss names the rule of k slots of ownership lost on one host
+// (decisions.md #93): own.trim when the host is down; own.drop when the
+// consumer left the plan or no entry of it can cover the host any more;
+// otherwise own.drop up to what the plan stopped giving the consumer
+// (its previous covered slots above what its entries name), own.trim for
+// the rest (a shrunken parent, a higher-ranked sibling).
+func (a *assigner) classifyLoss(d Decision, k Slots, budget map[string]Slots) []Decision {
+	h, up := a.hostIdx[d.Host]
+	c, present := a.conIdx[d.Consumer]
+	one := func(rule Rule, n Slots) Decision {
+		d.Rule, d.Slots = rule, int64(n)
+		return d
+	}
+	switch {
+	case !up:
+		return []Decision{one(RuleOwnTrim, k)}
+	case !present || !a.covers(c, h):
+		return []Decision{one(RuleOwnDrop, k)}
+	}
+	r, ok := budget[d.Consumer]
+	if !ok {
+		r = a.planCut(c)
+	}
+	drop := min(r, k)
+	budget[d.Consumer] = r - drop
+	var ds []Decision
+	if drop > 0 {
+		ds = append(ds, one(RuleOwnDrop, drop))
+	}
+	if k > drop {
+		ds = append(ds, one(RuleOwnTrim, k-drop))
+	}
+	return ds
+}
+
+// covers reports whether an entry of c can own slots of host h.
+func (a *assigner) covers(c, h int32) bool {
+	for _, e := range a.cons[c].own {
+		if e.Host == a.hosts[h].name || (e.Host == "" && e.Group == a.hosts[h].group) {
+			return true
+		}
+	}
+	return false
+}
+
+// planCut is what the plan stopped giving c: its previous slots on up
+// hosts its entries cover, above the slots its entries name (a whole
+// host counts its slots).
+func (a *assigner) planCut(c int32) Slots {
+	var named, held Slots
+	for _, e := range a.cons[c].own {
+		switch h, up := a.hostIdx[e.Host]; {
+		case e.WholeHost() && up:
+			named = satAdd(named, a.hosts[h].slots)
+		case e.WholeHost():
+		default:
+			named = satAdd(named, Slots(*e.Slots))
+		}
+	}
+	for _, x := range a.prev[c] {
+		if a.covers(c, x.h) {
+			held += x.n
+		}
+	}
+	return max(0, held-named)
+}
+
+func ownSlotLess(x, y ownSlot) bool {
+	if x.consumer != y.consumer {
+		return x.consumer < y.consumer
+	}
+	return x.host < y.host
+}
+
+// mergeOwnSlots sorts rows by (consumer, host) and sums duplicates.
+func mergeOwnSlots(rows []ownSlot) []ownSlot {
+	rows = slices.Clone(rows)
+	slices.SortFunc(rows, func(x, y ownSlot) int {
+		if c := cmp.Compare(x.consumer, y.consumer); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.host, y.host)
+	})
+	out := rows[:0]
+	for _, r := range rows {
+		if r.slots <= 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].consumer == r.consumer && out[n-1].host == r.host {
+			out[n-1].slots += r.slots
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
