@@ -179,45 +179,53 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 // which costs a live holder only skipped redeliveries. Whatever the
 // cause, a partition cannot stay stuck longer than two idle spells.
 func (p *Projector) watchStall(ctx context.Context) error {
-	var committed int64
-	err := p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	committed, err := p.storedOffset(ctx)
+	if err != nil {
 		return nil // PostgreSQL is down: the commit path reports it
 	}
 	last, err := p.streamLast(ctx)
-	if err != nil || last <= uint64(committed) {
+	if err != nil || last <= committed {
 		p.stalledAt = 0
 		return nil
 	}
-	if p.stalledAt != uint64(committed)+1 {
-		p.stalledAt = uint64(committed) + 1 // seen once: wait one more spell
+	if p.stalledAt != committed+1 {
+		p.stalledAt = committed + 1 // seen once: wait one more spell
 		return nil
 	}
 	p.cfg.log.Warn("projector: partition stalled behind the stream; delivering again from its offset",
 		"partition", p.offsetName(), "committed", committed, "stream_last_seq", last)
-	p.handBack(ctx)
+	if err := p.resetPartition(ctx, committed+1); err != nil {
+		p.cfg.log.Warn("projector: could not deliver the partition again; its messages come after the ack wait", "partition", p.offsetName(), "err", err)
+	}
 	p.stalledAt = 0
 	return nil
 }
 
-// handBack resets the partition's consumer to the offset PostgreSQL holds
-// + 1, so that everything after it is delivered again, to whoever holds
-// the partition (who skips what it folded already). Only for a stalled
-// partition (watchStall): a reset under a consumer that is being read
-// and acknowledged mixes delivery sequences from before and after it.
-func (p *Projector) handBack(ctx context.Context) {
+// storedOffset is the partition's offset in PostgreSQL (0 before its
+// first commit).
+func (p *Projector) storedOffset(ctx context.Context) (uint64, error) {
 	var committed int64
 	err := p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return // AckWait will do it
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
 	}
+	return uint64(committed), err
+}
+
+// resetPartition makes the partition's consumer deliver again from seq:
+// whoever holds the partition skips what it folded already. Only where
+// nobody is reading it (new, ahead of the database, stalled): a reset
+// under a consumer being read and acknowledged mixes delivery sequences
+// from before and after it, which stalls it.
+func (p *Projector) resetPartition(ctx context.Context, seq uint64) error {
 	s, err := p.js.Stream(ctx, stream.Name)
 	if err == nil {
-		_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), uint64(committed)+1)
+		_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), seq)
 	}
 	if err != nil {
-		p.cfg.log.Warn("projector: could not hand the partition's messages back; they come again after the ack wait", "partition", p.offsetName(), "err", err)
+		return fmt.Errorf("reset consumer %s to %d: %w", p.offsetName(), seq, err)
 	}
+	return nil
 }
 
 // alignPartitionConsumer resets the partition's consumer to the
@@ -235,22 +243,17 @@ func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", p.offsetName(), err)
 	}
-	var committed int64
-	err = p.db.QueryRow(ctx, `SELECT stream_seq FROM projector_offsets WHERE name = $1`, p.offsetName()).Scan(&committed)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	committed, err := p.storedOffset(ctx)
+	if err != nil {
 		return err
 	}
 	fresh := info.Delivered.Stream == 0 && committed > 0
-	ahead := info.AckFloor.Stream > uint64(committed)
+	ahead := info.AckFloor.Stream > committed
 	if !fresh && !ahead {
 		return nil
 	}
-	s, err := p.js.Stream(ctx, stream.Name)
-	if err == nil {
-		_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), uint64(committed)+1)
-	}
-	if err != nil {
-		return fmt.Errorf("reset consumer %s to %d: %w", p.offsetName(), committed+1, err)
+	if err := p.resetPartition(ctx, committed+1); err != nil {
+		return err
 	}
 	if ahead {
 		p.cfg.log.Warn("projector: partition consumer was ahead of PostgreSQL (restored from an older backup?); delivering again after the offset",

@@ -35,11 +35,11 @@ type Projector struct {
 	// under; a message with another pin means the partition came back
 	// to it and must be rebuilt from PostgreSQL first (pinned.go).
 	pin     string
-	holding atomic.Bool   // a partition folded here (pinned.go)
+	holding atomic.Bool // a partition folded here (pinned.go)
 	// stalledAt is the partition offset + 1 seen behind the stream at the
 	// last idle spell (0: none), for watchStall.
 	stalledAt uint64
-	release chan struct{} // Group.rebalance asks the partition to move
+	release   chan struct{} // Group.rebalance asks the partition to move
 
 	mu      sync.Mutex
 	applied map[string]uint64
