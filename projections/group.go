@@ -100,35 +100,6 @@ func (g *Group) runPartition(ctx context.Context, k int) error {
 	return nil
 }
 
-// Applied returns the sequence of pool's last event committed by this
-// instance (0 when this instance has not folded it).
-func (g *Group) Applied(pool string) uint64 {
-	g.mu.Lock()
-	p := g.parts[PartitionOf(pool, g.n)]
-	g.mu.Unlock()
-	if p == nil {
-		return 0
-	}
-	return p.Applied(pool)
-}
-
-// Halted returns the pools halted, as the partitions of this instance
-// last read them from PostgreSQL or halted them.
-func (g *Group) Halted() map[string]uint64 {
-	out := map[string]uint64{}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, p := range g.parts {
-		if p == nil {
-			continue
-		}
-		for name, seq := range p.Halted() {
-			out[name] = seq
-		}
-	}
-	return out
-}
-
 // rebalance gives partitions away while this instance holds more than its
 // share: ceil(n / instances), where instances is the fewest pull
 // requests waiting on any partition consumer (every live instance keeps
