@@ -1,0 +1,482 @@
+package domain
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// The layered targets of share_ratio with ownership (allocation-rules.md
+// section 5, "The layered fold"): how many slots each leaf should hold
+// from each layer, given its effective demand and the ownership
+// assignment. This file is the arithmetic alone, a pure function of the
+// tree, the demand and the assignment's totals, like the assignment in
+// ownership.go; the fold does not call it yet (ownership needs a rules
+// version that implements it, ownplan.go). The layers, in the order they
+// are used:
+//
+//  1. the own layer: every leaf, by rank (priority desc, then path), uses
+//     min(E, owned) of its own slots within its ancestors' remaining max;
+//  2. the private pools, deepest parent first: pool(X) is private(X) plus
+//     what X's children lend (a leaf's unused owned slots, a parent's
+//     unused pool, each only where lend is true), divided among X's
+//     descendants by section 3's targets, C being the pool's size, the
+//     demand what earlier layers left unmet and every max reduced by what
+//     earlier layers gave; what it does not use is lent to X's parent's
+//     pool;
+//  3. the public pool: the public slots plus what the top-level consumers
+//     lend, divided among every leaf the same way.
+//
+// Lent slots carry a grace: the smallest lend_grace of the consumers they
+// were lent through. Only a leaf whose reclaim_grace is at most that
+// grace may use them. Inside a pool, lent slots are divided class by
+// class, the most restrictive first, each class among the leaves allowed
+// to use it; classes that the same leaves may use are divided together,
+// and the pool's own slots come last. Of the slots of one division, the
+// pool's own are used first and lent ones by lowest grace first, so the
+// ones passed upward are the least restrictive. Orders the spec leaves
+// open are docs/decisions.md #94-#97.
+
+// lentSlots is a number of slots lent into a pool: whose slots they are
+// (lender: the leaf that owns them, or the parent whose private slots
+// they are) and the grace they carry.
+type lentSlots struct {
+	lender int32
+	grace  time.Duration
+	slots  Slots
+}
+
+// poolTake is a number of slots a leaf is given in one pool (0: the
+// public pool): the pool's own slots (lender noNode) or slots lent into
+// it.
+type poolTake struct {
+	pool   int32
+	leaf   int32
+	lender int32
+	slots  Slots
+}
+
+// ownTotals is the ownership assignment as the layered targets need it,
+// by node id.
+type ownTotals struct {
+	owned   []Slots // slots assigned to the consumer, over all hosts
+	private []Slots // a parent's assigned slots not assigned to its children
+	public  Slots   // up slots no top-level consumer owns
+}
+
+// layeredTargets is the outcome: each leaf's part of each layer.
+type layeredTargets struct {
+	ownUse []Slots     // by node id: the own layer (leaves only)
+	takes  []poolTake  // pools in the order divided, then leaves by path
+	target []Slots     // by node id: a leaf's total; a parent's is its leaves' sum
+	idle   []lentSlots // slots nobody may use: not lent (lend: false), or left in the public pool (lender noNode)
+}
+
+// layeredFold holds one computation's state.
+type layeredFold struct {
+	t         *tree
+	parentEnf bool
+	lend      func(id int32) bool
+	remDemand []Slots // by node id: E less what earlier layers gave (leaves)
+	remMax    []Slots // by node id: max less what earlier layers gave
+	inbox     [][]lentSlots
+	out       layeredTargets
+	ap        apportioner
+	items     []share
+
+	// Scratch of one division, by node id.
+	eff, base, got []Slots
+}
+
+// computeLayeredTargets divides every layer. lend reports whether a
+// consumer lends its unused owned slots (or, for a parent, its pool's
+// leftover).
+func computeLayeredTargets(t *tree, parentEnf bool, own ownTotals, lend func(id int32) bool) layeredTargets {
+	n := len(t.nodes)
+	f := &layeredFold{t: t, parentEnf: parentEnf, lend: lend,
+		remDemand: make([]Slots, n), remMax: make([]Slots, n), inbox: make([][]lentSlots, n),
+		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
+	f.out.ownUse = make([]Slots, n)
+	f.out.target = make([]Slots, n)
+	for id := range t.nodes {
+		f.remDemand[id], f.remMax[id] = t.nodes[id].eff, t.nodes[id].maxCap
+	}
+	f.ownLayer(own)
+	for _, x := range f.poolOrder() {
+		unrestricted := own.public
+		if x != 0 {
+			unrestricted = own.private[x]
+		}
+		f.dividePool(x, unrestricted)
+	}
+	f.sumTargets()
+	return f.out
+}
+
+// ownLayer gives every leaf, by rank, min(E, owned) of its own slots
+// within its ancestors' remaining max, and lends what it does not use.
+func (f *layeredFold) ownLayer(own ownTotals) {
+	leaves := slices.Clone(f.t.leaves)
+	slices.SortFunc(leaves, f.byRank)
+	for _, l := range leaves {
+		owned := own.owned[l]
+		if owned == 0 {
+			continue
+		}
+		use := minSlots(minSlots(f.remDemand[l], owned), f.headroom(l))
+		f.give(l, use)
+		f.out.ownUse[l] = use
+		f.lendUp(l, lentSlots{lender: l, grace: f.t.nodes[l].lendGrace, slots: owned - use})
+	}
+}
+
+// byRank: priority desc, then path.
+func (f *layeredFold) byRank(a, b int32) int {
+	if pa, pb := f.t.nodes[a].priority, f.t.nodes[b].priority; pa != pb {
+		return cmpDesc(pa, pb)
+	}
+	return cmp.Compare(a, b)
+}
+
+// headroom is what a leaf may still be given under the remaining max of
+// its ancestors.
+func (f *layeredFold) headroom(l int32) Slots {
+	h := Unlimited
+	for a := f.t.nodes[l].parent; a > 0; a = f.t.nodes[a].parent {
+		h = minSlots(h, f.remMax[a])
+	}
+	return h
+}
+
+// give records that a leaf was given k slots: less demand left, less room
+// under every max on its path.
+func (f *layeredFold) give(l int32, k Slots) {
+	f.remDemand[l] -= k
+	for a := l; a > 0; a = f.t.nodes[a].parent {
+		if f.remMax[a] != Unlimited {
+			f.remMax[a] -= k
+		}
+	}
+}
+
+// lendUp passes unused slots of consumer id to its parent's pool when id
+// lends, with the grace of the chain so far capped by id's lend_grace;
+// otherwise they stay idle.
+func (f *layeredFold) lendUp(id int32, s lentSlots) {
+	if s.slots <= 0 {
+		return
+	}
+	if !f.lend(id) {
+		f.out.idle = append(f.out.idle, s)
+		return
+	}
+	s.grace = min(s.grace, f.t.nodes[id].lendGrace)
+	parent := f.t.nodes[id].parent
+	f.inbox[parent] = append(f.inbox[parent], s)
+}
+
+// poolOrder lists the parents whose pools are divided, deepest first
+// (then path), the public pool (the root) last.
+func (f *layeredFold) poolOrder() []int32 {
+	var parents []int32
+	for id := 1; id < len(f.t.nodes); id++ {
+		if !f.t.nodes[id].leaf {
+			parents = append(parents, int32(id))
+		}
+	}
+	slices.SortStableFunc(parents, func(a, b int32) int { return cmpDesc(f.t.nodes[a].depth, f.t.nodes[b].depth) })
+	return append(parents, 0)
+}
+
+// dividePool divides pool(x): its own slots and what was lent into it,
+// class group by class group, and passes what is left upward.
+func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
+	lent := f.inbox[x]
+	if unrestricted == 0 && len(lent) == 0 {
+		return
+	}
+	graces := f.subtreeGraces(x)
+	groups := f.classGroups(lent, unrestricted, graces)
+	var leftover []lentSlots
+	for _, g := range groups {
+		size := Slots(0)
+		for _, s := range g.slots {
+			size += s.slots
+		}
+		if g.eligible < 0 { // nobody in this pool may use these
+			leftover = append(leftover, g.slots...)
+			continue
+		}
+		used := f.divide(x, size, g.eligible)
+		leftover = append(leftover, f.attribute(x, g.slots, used)...)
+	}
+	for _, s := range leftover {
+		switch {
+		case x == 0: // the public pool's leftover: nobody wants it
+			f.out.idle = append(f.out.idle, s)
+		case s.lender == noNode: // x's own private slots, lent as x's
+			f.lendUp(x, lentSlots{lender: x, grace: f.t.nodes[x].lendGrace, slots: s.slots})
+		default:
+			f.lendUp(x, s)
+		}
+	}
+}
+
+// classGroup is the slots of one division: the classes the same leaves may
+// use (eligible: the largest reclaim_grace among them; -1 for none), the
+// pool's own slots (lender noNode) first, then lent ones by grace, then
+// lender.
+type classGroup struct {
+	eligible time.Duration
+	slots    []lentSlots
+}
+
+// subtreeGraces lists the distinct reclaim_grace values of x's leaves,
+// ascending.
+func (f *layeredFold) subtreeGraces(x int32) []time.Duration {
+	n := &f.t.nodes[x]
+	var gs []time.Duration
+	for _, l := range f.t.leaves[n.lo:n.hi] {
+		gs = append(gs, f.t.nodes[l].reclaimGrace)
+	}
+	slices.Sort(gs)
+	return slices.Compact(gs)
+}
+
+// classGroups groups a pool's slots by the set of leaves that may use
+// them, most restrictive first: a class of grace g may be used by the
+// leaves whose reclaim_grace is at most g, so its set is named by the
+// largest such reclaim_grace. The pool's own slots may be used by every
+// leaf of the pool: they join the last group.
+func (f *layeredFold) classGroups(lent []lentSlots, unrestricted Slots, graces []time.Duration) []classGroup {
+	eligibleOf := func(g time.Duration) time.Duration {
+		i, found := slices.BinarySearch(graces, g)
+		if found {
+			return g
+		}
+		if i == 0 {
+			return -1
+		}
+		return graces[i-1]
+	}
+	sorted := slices.Clone(lent)
+	slices.SortStableFunc(sorted, func(a, b lentSlots) int {
+		if a.grace != b.grace {
+			return cmp.Compare(a.grace, b.grace)
+		}
+		return cmp.Compare(a.lender, b.lender)
+	})
+	var groups []classGroup
+	if unrestricted > 0 {
+		groups = append(groups, classGroup{eligible: graces[len(graces)-1], slots: []lentSlots{{lender: noNode, slots: unrestricted}}})
+	}
+	for _, s := range sorted {
+		e := eligibleOf(s.grace)
+		i := slices.IndexFunc(groups, func(g classGroup) bool { return g.eligible == e })
+		if i < 0 {
+			groups = append(groups, classGroup{eligible: e})
+			i = len(groups) - 1
+		}
+		groups[i].slots = append(groups[i].slots, s)
+	}
+	slices.SortStableFunc(groups, func(a, b classGroup) int { return cmp.Compare(a.eligible, b.eligible) })
+	return groups
+}
+
+// attribute hands the slots each leaf was given in one division out of
+// the group's classes in the group's order (the pool's own first, then
+// lent by lowest grace), leaves in path order, and returns what is left
+// of each class.
+func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) []lentSlots {
+	left := slices.Clone(classes)
+	i := 0
+	for _, u := range used {
+		for k := u.slots; k > 0; {
+			for left[i].slots == 0 {
+				i++
+			}
+			n := minSlots(k, left[i].slots)
+			left[i].slots -= n
+			k -= n
+			f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: u.leaf, lender: left[i].lender, slots: n})
+		}
+	}
+	return slices.DeleteFunc(left, func(s lentSlots) bool { return s.slots == 0 })
+}
+
+// divide splits c slots of pool(x) among x's leaves whose reclaim_grace
+// is at most eligible, by section 3's targets under the pool's
+// enforcement, and returns each leaf's part in path order. Each part is
+// recorded as given.
+func (f *layeredFold) divide(x int32, c Slots, eligible time.Duration) []poolTake {
+	top := f.effs(x, eligible)
+	top = minSlots(top, f.headroomOf(x))
+	f.eff[x] = top
+	q := minSlots(c, top)
+	if q == 0 {
+		return nil
+	}
+	if f.parentEnf {
+		f.waterFill(x, q)
+	} else {
+		f.pdyn(x, c)
+		f.bases(x)
+		f.surplus(x, q-f.base[x])
+	}
+	n := &f.t.nodes[x]
+	leaves := slices.Sorted(slices.Values(f.t.leaves[n.lo:n.hi]))
+	var used []poolTake
+	for _, l := range leaves {
+		if k := f.got[l]; k > 0 {
+			used = append(used, poolTake{pool: x, leaf: l, slots: k})
+			f.give(l, k)
+		}
+	}
+	return used
+}
+
+// headroomOf is the room under the remaining max of x and its ancestors.
+func (f *layeredFold) headroomOf(x int32) Slots {
+	h := Unlimited
+	for a := x; a > 0; a = f.t.nodes[a].parent {
+		h = minSlots(h, f.remMax[a])
+	}
+	return h
+}
+
+// effs computes the effective demand of id's subtree in this division (a
+// leaf's remaining demand if it may take part, a parent's capped by its
+// remaining max) and returns id's. The caller caps the pool's own with
+// its ancestors' remaining max.
+func (f *layeredFold) effs(id int32, eligible time.Duration) Slots {
+	n := &f.t.nodes[id]
+	f.got[id], f.base[id] = 0, 0
+	if n.leaf {
+		f.eff[id] = 0
+		if n.reclaimGrace <= eligible {
+			f.eff[id] = f.remDemand[id]
+		}
+		return f.eff[id]
+	}
+	var sum Slots
+	for _, c := range n.children {
+		sum += f.effs(c, eligible)
+	}
+	f.eff[id] = minSlots(f.remMax[id], sum)
+	return f.eff[id]
+}
+
+// split apportions q over id's children that include accepts, by share,
+// capped by capOf, into got.
+func (f *layeredFold) split(id int32, q Slots, include func(int32) bool, capOf func(int32) Slots) {
+	items := f.items[:0]
+	for _, c := range f.t.nodes[id].children {
+		f.got[c] = 0
+		if include(c) {
+			n := &f.t.nodes[c]
+			items = append(items, share{weight: n.share, cap: capOf(c), priority: n.priority, rank: c})
+		}
+	}
+	f.ap.apportion(q, items)
+	for _, it := range items {
+		f.got[it.rank] = it.got
+	}
+	f.items = items
+}
+
+func (f *layeredFold) hasDemand(id int32) bool { return f.eff[id] > 0 }
+func (f *layeredFold) effCap(id int32) Slots   { return f.eff[id] }
+
+// waterFill: parent enforcement. Children with demand split their
+// parent's part by share, each capped by its effective demand.
+func (f *layeredFold) waterFill(id int32, q Slots) {
+	f.got[id] = q
+	if f.t.nodes[id].leaf {
+		return
+	}
+	f.split(id, q, f.hasDemand, f.effCap)
+	for _, c := range f.t.nodes[id].children {
+		f.waterFill(c, f.got[c])
+	}
+}
+
+// pdyn: leaf enforcement's planned share over the consumers with demand,
+// into base.
+func (f *layeredFold) pdyn(id int32, q Slots) {
+	f.base[id] = q
+	if f.t.nodes[id].leaf {
+		return
+	}
+	f.split(id, q, f.hasDemand, func(int32) Slots { return Unlimited })
+	for _, c := range f.t.nodes[id].children {
+		f.pdyn(c, f.got[c])
+	}
+}
+
+// bases turns Pdyn into B bottom-up; a parent whose children's bases
+// exceed its effective demand re-splits it over them.
+func (f *layeredFold) bases(id int32) Slots {
+	n := &f.t.nodes[id]
+	if n.leaf {
+		f.base[id] = minSlots(f.eff[id], f.base[id])
+		return f.base[id]
+	}
+	var sum Slots
+	for _, c := range n.children {
+		sum += f.bases(c)
+	}
+	f.base[id] = sum
+	if sum > f.eff[id] {
+		f.resplit(id, f.eff[id])
+	}
+	return f.base[id]
+}
+
+func (f *layeredFold) resplit(id int32, q Slots) {
+	f.base[id] = q
+	if f.t.nodes[id].leaf {
+		return
+	}
+	f.split(id, q, f.hasDemand, func(c int32) Slots { return f.base[c] })
+	for _, c := range f.t.nodes[id].children {
+		if f.got[c] < f.base[c] {
+			f.resplit(c, f.got[c])
+		}
+	}
+}
+
+// surplus spreads u over the branches with residual need, by share; a
+// leaf's part is its base plus its share of the surplus.
+func (f *layeredFold) surplus(id int32, u Slots) {
+	if f.t.nodes[id].leaf {
+		f.got[id] = f.base[id] + u
+		return
+	}
+	f.split(id, u, func(c int32) bool { return f.eff[c] > f.base[c] }, func(c int32) Slots { return f.eff[c] - f.base[c] })
+	parts := make([]Slots, 0, len(f.t.nodes[id].children))
+	for _, c := range f.t.nodes[id].children {
+		parts = append(parts, f.got[c])
+	}
+	for i, c := range f.t.nodes[id].children {
+		f.surplus(c, parts[i])
+	}
+}
+
+// sumTargets adds up each leaf's layers, and each parent's leaves.
+func (f *layeredFold) sumTargets() {
+	tg := f.out.target
+	for _, l := range f.t.leaves {
+		tg[l] = f.out.ownUse[l]
+	}
+	for _, tk := range f.out.takes {
+		tg[tk.leaf] += tk.slots
+	}
+	for id := len(f.t.nodes) - 1; id > 0; id-- { // children before parents
+		if n := &f.t.nodes[id]; !n.leaf {
+			tg[id] = 0
+			for _, c := range n.children {
+				tg[id] += tg[c]
+			}
+		}
+	}
+}
