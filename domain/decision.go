@@ -6,7 +6,8 @@ import "time"
 type Kind string
 
 // Decision kinds (allocation-rules.md section 7). lend, return and own
-// belong to ownership (section 5) and are reserved.
+// belong to ownership (section 5): no released rules version makes them
+// yet.
 const (
 	KindGrant   Kind = "grant"
 	KindReclaim Kind = "reclaim"
@@ -46,9 +47,10 @@ const (
 )
 
 // Decision is one change of one allocation: Slots slots of Consumer on
-// Host, granted, reclaimed (moved from From), released or trimmed.
-// For a reclaim, Consumer gains and From loses; for release and trim,
-// Consumer loses; for grant, Consumer gains.
+// Host, granted, reclaimed (moved from From), released or trimmed; with
+// ownership, lent (granted on slots From owns), returned (moved from the
+// borrower From back to the owner Consumer) or owned (Consumer's
+// ownership on Host changed, not its allocation).
 type Decision struct {
 	Seq      uint64     `json:"seq"`
 	Ordinal  int        `json:"ordinal"`
@@ -62,19 +64,21 @@ type Decision struct {
 }
 
 // Delta returns the change this decision makes to consumer's allocation.
+// An own decision changes ownership only; a lend's From (the owner) lends
+// slots it does not hold.
 func (d Decision) Delta(consumer string) int64 {
 	var n int64
 	switch d.Kind {
-	case KindGrant, KindReclaim, KindReturn, KindOwn:
+	case KindGrant, KindReclaim, KindReturn, KindLend:
 		if d.Consumer == consumer {
 			n += d.Slots
 		}
-	case KindRelease, KindTrim, KindLend:
+	case KindRelease, KindTrim:
 		if d.Consumer == consumer {
 			n -= d.Slots
 		}
 	}
-	if d.Kind == KindReclaim && d.From == consumer {
+	if (d.Kind == KindReclaim || d.Kind == KindReturn) && d.From == consumer {
 		n -= d.Slots
 	}
 	return n

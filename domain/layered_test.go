@@ -105,7 +105,7 @@ func grace(d time.Duration) *events.Duration { return &events.Duration{Duration:
 // TestLayeredTargets works small pools by hand from allocation-rules.md
 // section 5, "The layered fold".
 func TestLayeredTargets(t *testing.T) {
-	two := events.Plan{Consumers: []events.Consumer{{Path: "/A", Share: ptr[int64](3)}, {Path: "/B", Share: ptr[int64](1)}}}
+	two := twoOwners()
 	tree3 := events.Plan{Consumers: []events.Consumer{
 		{Path: "/D"}, {Path: "/D/x", LendGrace: grace(10 * time.Minute)}, {Path: "/D/y"},
 		{Path: "/E"}, {Path: "/E/z", ReclaimGrace: grace(5 * time.Minute)}, {Path: "/E/w"},
@@ -362,4 +362,10 @@ func layeredRoom(tr *tree, lt layeredTargets, l int32) Slots {
 		}
 	}
 	return room
+}
+
+// twoOwners is the plan of the spec's worked example: A share 3, B share
+// 1 with a lend_grace of 5 minutes.
+func twoOwners() events.Plan {
+	return events.Plan{Consumers: []events.Consumer{{Path: "/A", Share: ptr[int64](3)}, {Path: "/B", Share: ptr[int64](1), LendGrace: grace(5 * time.Minute)}}}
 }
