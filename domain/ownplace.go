@@ -359,3 +359,65 @@ func (m placeMove) deadline(t *tree, at time.Time) *time.Time {
 	d := at.Add(g)
 	return &d
 }
+
+// partsOf divides the up hosts into parts by an assignment (rows of
+// consumer path, host name, slots) and sums the ownership totals the
+// layered targets need. Rows naming a consumer or host the pool does not
+// have, or a host that is down, are ignored: the assignment only ever
+// holds up hosts of the pool.
+func partsOf(t *tree, hosts []host, rows []ownSlot) ([]hostPart, ownTotals) {
+	n := len(t.nodes)
+	tot := ownTotals{owned: make([]Slots, n), private: make([]Slots, n)}
+	byHost := make([][]Slots, len(hosts)) // by host: owned slots by node id, lazily
+	hostIdx := make(map[string]int32, len(hosts))
+	for i, h := range hosts {
+		if h.up {
+			hostIdx[h.name] = int32(i)
+		}
+	}
+	for _, r := range rows {
+		id, ok := t.lookup(r.consumer)
+		h, up := hostIdx[r.host]
+		if !ok || !up || id == 0 {
+			continue
+		}
+		if byHost[h] == nil {
+			byHost[h] = make([]Slots, n)
+		}
+		byHost[h][id] += r.slots
+		tot.owned[id] += r.slots
+	}
+	var parts []hostPart
+	for h := range hosts {
+		if !hosts[h].up {
+			continue
+		}
+		public := hosts[h].slots
+		for id := 1; id < n && byHost[h] != nil; id++ {
+			inner := byHost[h][id]
+			for _, c := range t.nodes[id].children {
+				inner -= byHost[h][c]
+			}
+			if t.nodes[id].depth == 1 {
+				public -= byHost[h][id]
+			}
+			if inner > 0 {
+				parts = append(parts, hostPart{host: int32(h), owner: int32(id), slots: inner})
+			}
+		}
+		if public > 0 {
+			parts = append(parts, hostPart{host: int32(h), owner: noNode, slots: public})
+		}
+		tot.public += max(public, 0)
+	}
+	for id := 1; id < n; id++ {
+		tot.private[id] = tot.owned[id]
+		for _, c := range t.nodes[id].children {
+			tot.private[id] -= tot.owned[c]
+		}
+		if t.nodes[id].leaf {
+			tot.private[id] = 0
+		}
+	}
+	return parts, tot
+}

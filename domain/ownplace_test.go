@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/gen"
 )
 
@@ -265,4 +266,41 @@ func applyMoves(tr *tree, hosts []host, ms []placeMove, hold map[[2]int32]Slots)
 		}
 	}
 	return ""
+}
+
+// TestPartsOf: the assignment's rows become host parts and totals. /D
+// owns h1 whole (6) and 2 of h2; its child /D/x owns 2 of h1; /E/y's row
+// on a down host is ignored.
+func TestPartsOf(t *testing.T) {
+	tr, err := buildTreeUnchecked(eventsPlan("/D/x", "/D/z", "/E/y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []host{{name: "h1", slots: 6, up: true}, {name: "h2", slots: 4, up: true}, {name: "h3", slots: 5}}
+	rows := []ownSlot{{"/D", "h1", 6}, {"/D", "h2", 2}, {"/D/x", "h1", 2}, {"/E", "h3", 5}, {"/E/y", "h3", 5}}
+	parts, tot := partsOf(tr, hosts, rows)
+	var got []string
+	for _, p := range parts {
+		owner := "public"
+		if p.owner != noNode {
+			owner = tr.nodes[p.owner].path
+		}
+		got = append(got, fmt.Sprintf("%s:%s=%d", hosts[p.host].name, owner, p.slots))
+	}
+	if g, w := strings.Join(got, " "), "h1:/D=4 h1:/D/x=2 h2:/D=2 h2:public=2"; g != w {
+		t.Errorf("parts %s, want %s", g, w)
+	}
+	at := func(path string) Slots { id, _ := tr.lookup(path); return tot.owned[id] }
+	pv := func(path string) Slots { id, _ := tr.lookup(path); return tot.private[id] }
+	if at("/D") != 8 || at("/D/x") != 2 || pv("/D") != 6 || pv("/D/x") != 0 || at("/E") != 0 || tot.public != 2 {
+		t.Errorf("totals: /D %d (private %d), /D/x %d, /E %d, public %d", at("/D"), pv("/D"), at("/D/x"), at("/E"), tot.public)
+	}
+}
+
+func eventsPlan(paths ...string) events.Plan {
+	var p events.Plan
+	for _, path := range paths {
+		p.Consumers = append(p.Consumers, events.Consumer{Path: path})
+	}
+	return p
 }
