@@ -71,7 +71,7 @@ func (w *hashWriter) consumer(c *ConsumerState) {
 // JSON snapshot, since the projector takes one per pool per batch.
 func (p *Pool) StateHash() Hash {
 	w := hashWriter{h: sha256.New()}
-	w.uint(SnapshotFormat)
+	w.uint(snapshotFormatWithoutOwnership) // never changes: stored checkpoints hold these hashes
 	w.str(p.name)
 	w.uint(uint64(p.policy.Rules))
 	w.uint(p.rulesSince)
@@ -96,6 +96,15 @@ func (p *Pool) StateHash() Hash {
 		for _, h := range n.holdings {
 			w.str(p.hosts[h.host].name)
 			w.int(int64(h.slots))
+		}
+	}
+	if len(p.own) > 0 { // only pools with ownership: every other hash is as before
+		w.str("own")
+		w.uint(uint64(len(p.own)))
+		for _, o := range p.own {
+			w.str(o.consumer)
+			w.str(o.host)
+			w.int(int64(o.slots))
 		}
 	}
 	return w.sum()

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 )
@@ -72,11 +73,27 @@ type layeredTargets struct {
 	idle   []lentSlots // slots nobody may use: not lent (lend: false), or left in the public pool (lender noNode)
 }
 
+// layeredInput is what the layered targets depend on besides the tree.
+type layeredInput struct {
+	parentEnf bool                // enforcement: parent
+	policy    divisionPolicy      // how a pool is divided
+	own       ownTotals           // the assignment's totals
+	lend      func(id int32) bool // whether a consumer lends (its unused owned slots, its pool's leftover)
+	// held: where the slots are now, by (pool, leaf, lender): the
+	// divisions that keep what leaves hold (every policy but share_ratio
+	// with reclaim and balance) start from it, and every division
+	// attributes a leaf's part to the classes it already sits on first.
+	held map[heldKey]Slots
+}
+
 // layeredFold holds one computation's state.
 type layeredFold struct {
 	t         *tree
 	parentEnf bool
+	policy    divisionPolicy
 	lend      func(id int32) bool
+	held      map[heldKey]Slots
+	heldDiv   heldDivision
 	remDemand []Slots // by node id: E less what earlier layers gave (leaves)
 	remMax    []Slots // by node id: max less what earlier layers gave
 	inbox     [][]lentSlots
@@ -88,14 +105,16 @@ type layeredFold struct {
 	eff, base, got []Slots
 }
 
-// computeLayeredTargets divides every layer. lend reports whether a
-// consumer lends its unused owned slots (or, for a parent, its pool's
-// leftover).
-func computeLayeredTargets(t *tree, parentEnf bool, own ownTotals, lend func(id int32) bool) layeredTargets {
+// computeLayeredTargets divides every layer.
+func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
 	n := len(t.nodes)
-	f := &layeredFold{t: t, parentEnf: parentEnf, lend: lend,
+	own := in.own
+	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: maps.Clone(in.held),
 		remDemand: make([]Slots, n), remMax: make([]Slots, n), inbox: make([][]lentSlots, n),
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
+	if f.held == nil {
+		f.held = map[heldKey]Slots{}
+	}
 	f.out.ownUse = make([]Slots, n)
 	f.out.target = make([]Slots, n)
 	for id := range t.nodes {
@@ -207,7 +226,7 @@ func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
 			leftover = append(leftover, g.slots...)
 			continue
 		}
-		used := f.divide(x, size, g.eligible)
+		used := f.divide(x, size, g.eligible, g.slots)
 		leftover = append(leftover, f.attribute(x, g.slots, used)...)
 	}
 	for _, s := range leftover {
@@ -284,21 +303,38 @@ func (f *layeredFold) classGroups(lent []lentSlots, unrestricted Slots, graces [
 }
 
 // attribute hands the slots each leaf was given in one division out of
-// the group's classes in the group's order (the pool's own first, then
-// lent by lowest grace), leaves in path order, and returns what is left
-// of each class.
+// the group's classes: first the classes it already sits on (so running
+// work stays where it is), then in the group's order (the pool's own
+// first, then lent by lowest grace), leaves in path order; it returns
+// what is left of each class.
 func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) []lentSlots {
 	left := slices.Clone(classes)
+	take := func(leaf int32, i int, n Slots) {
+		left[i].slots -= n
+		f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: leaf, lender: left[i].lender, slots: n})
+	}
+	rest := make([]Slots, len(used))
+	for ui, u := range used {
+		k := u.slots
+		for i := range left {
+			hk := heldKey{pool: x, leaf: u.leaf, lender: left[i].lender}
+			if n := minSlots(minSlots(k, left[i].slots), f.held[hk]); n > 0 {
+				f.held[hk] -= n
+				take(u.leaf, i, n)
+				k -= n
+			}
+		}
+		rest[ui] = k
+	}
 	i := 0
-	for _, u := range used {
-		for k := u.slots; k > 0; {
+	for ui, u := range used {
+		for k := rest[ui]; k > 0; {
 			for left[i].slots == 0 {
 				i++
 			}
 			n := minSlots(k, left[i].slots)
-			left[i].slots -= n
+			take(u.leaf, i, n)
 			k -= n
-			f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: u.leaf, lender: left[i].lender, slots: n})
 		}
 	}
 	return slices.DeleteFunc(left, func(s lentSlots) bool { return s.slots == 0 })
@@ -308,20 +344,15 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 // is at most eligible, by section 3's targets under the pool's
 // enforcement, and returns each leaf's part in path order. Each part is
 // recorded as given.
-func (f *layeredFold) divide(x int32, c Slots, eligible time.Duration) []poolTake {
+func (f *layeredFold) divide(x int32, c Slots, eligible time.Duration, classes []lentSlots) []poolTake {
+	if !f.policy.demandOnly() {
+		return f.divideHeld(x, c, eligible, classes)
+	}
 	top := f.effs(x, eligible)
 	top = minSlots(top, f.headroomOf(x))
 	f.eff[x] = top
-	q := minSlots(c, top)
-	if q == 0 {
+	if !f.targets(x, c) {
 		return nil
-	}
-	if f.parentEnf {
-		f.waterFill(x, q)
-	} else {
-		f.pdyn(x, c)
-		f.bases(x)
-		f.surplus(x, q-f.base[x])
 	}
 	n := &f.t.nodes[x]
 	leaves := slices.Sorted(slices.Values(f.t.leaves[n.lo:n.hi]))
@@ -333,6 +364,24 @@ func (f *layeredFold) divide(x int32, c Slots, eligible time.Duration) []poolTak
 		}
 	}
 	return used
+}
+
+// targets puts section 3's targets of a division of c slots of pool(x)
+// into got, from the effective demands in eff (x's own capped by its
+// ancestors' room already); false when nobody gets anything.
+func (f *layeredFold) targets(x int32, c Slots) bool {
+	q := minSlots(c, f.eff[x])
+	if q == 0 {
+		return false
+	}
+	if f.parentEnf {
+		f.waterFill(x, q)
+	} else {
+		f.pdyn(x, c)
+		f.bases(x)
+		f.surplus(x, q-f.base[x])
+	}
+	return true
 }
 
 // headroomOf is the room under the remaining max of x and its ancestors.

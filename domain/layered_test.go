@@ -62,13 +62,16 @@ func (c layeredCase) run(t *testing.T) (*tree, layeredTargets) {
 		nd.eff = minSlots(nd.maxCap, sum)
 	}
 	lend := func(id int32) bool { return !c.noLend[tr.nodes[id].path] }
-	return tr, computeLayeredTargets(tr, c.parents, own, lend)
+	return tr, computeLayeredTargets(tr, layeredInput{parentEnf: c.parents, policy: shareRatioDemand, own: own, lend: lend})
 }
+
+// shareRatioDemand is share_ratio with reclaim and balance.
+var shareRatioDemand = divisionPolicy{shareRatio: true, preempt: true, balance: true}
 
 // buildTreeUnchecked builds a tree without the ownership gate, which
 // refuses ownership under every released version.
 func buildTreeUnchecked(plan events.Plan) (*tree, error) {
-	plan.Rules = int(RulesNewest)
+	plan.Rules = int(RulesV3)
 	return buildTree(plan)
 }
 
@@ -196,7 +199,7 @@ func TestLayeredTargetsWithoutOwnership(t *testing.T) {
 			}
 			n := len(pool.t.nodes)
 			own := ownTotals{owned: make([]Slots, n), private: make([]Slots, n), public: pool.pub.capacity}
-			lt := computeLayeredTargets(pool.t, pool.mode.parent, own, func(int32) bool { return true })
+			lt := computeLayeredTargets(pool.t, layeredInput{parentEnf: pool.mode.parent, policy: shareRatioDemand, own: own, lend: func(int32) bool { return true }})
 			for _, l := range pool.t.leaves {
 				if got, want := lt.target[l], pool.sh(l).target; got != want {
 					t.Fatalf("seed %d event %d: %s layered target %d, engine's T %d", seed, i, pool.t.nodes[l].path, got, want)

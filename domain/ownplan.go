@@ -152,14 +152,17 @@ func checkChildrenWithin(t *tree, n *node, own []events.OwnEntry, specs map[stri
 }
 
 // checkOwnershipRules refuses ownership fields under a rules version that
-// does not implement ownership (every released version so far): a plan
-// the engine accepted but folded without its ownership would be stored
-// with a meaning that changes the day ownership is implemented.
+// does not implement ownership (versions 1 and 2): a plan the engine
+// accepted but folded without its ownership would be stored with a
+// meaning that changes the day ownership is implemented.
 func checkOwnershipRules(plan events.Plan, b behaviour) error {
-	if b.ownership || !plan.HasOwnership() {
+	if !plan.HasOwnership() {
 		return nil
 	}
-	return refuse(ErrOwnershipRules, "the plan names ownership (own, lend or reclaim_for_preference), which %v does not implement; this build implements no rules version with ownership yet", RulesOf(plan))
+	if !b.ownership {
+		return refuse(ErrOwnershipRules, "the plan names ownership (own, lend or reclaim_for_preference), which %v does not implement; ownership needs rules v%d or later", RulesOf(plan), int(RulesV3))
+	}
+	return nil
 }
 
 // satAdd adds without overflowing: sums of many maxed quantities saturate

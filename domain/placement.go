@@ -26,7 +26,7 @@ func (p *Pool) grantTo(id int32, k Slots, rule Rule) Slots {
 // holds most (then name) onward.
 func (p *Pool) releaseFrom(id int32, k Slots, rule Rule) {
 	for k > 0 {
-		h := p.mostHeldHost(id)
+		h := p.releaseHost(id)
 		n := minSlots(k, p.held(id, h))
 		p.addAlloc(id, h, -n)
 		p.emit(KindRelease, id, noNode, h, n, rule)

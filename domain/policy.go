@@ -10,6 +10,7 @@ type mode struct {
 	parent     bool // enforcement: parent; otherwise leaf
 	preempt    bool // preemption: reclaim is allowed
 	balance    bool // share_ratio: reclaim may lift a consumer above its planned share
+	owned      bool // the plan names ownership: the fold is layered (owned.go)
 	behaviour       // what the pool's rules version changes
 }
 
@@ -20,6 +21,7 @@ func modeOf(plan events.Plan) mode {
 		parent:     pol.EnforcementOrDefault() == events.EnforcementParent,
 		preempt:    pol.PreemptionOrDefault(),
 		balance:    pol.BalanceOrDefault(),
+		owned:      behaviourOf(RulesOf(plan)).ownership && plan.HasOwnership(),
 		behaviour:  behaviourOf(RulesOf(plan)),
 	}
 }

@@ -35,6 +35,11 @@ type Pool struct {
 	layers     []layer // the layers folded in turn; today only the public pool
 	pub        *layer  // layers[0]: the public pool
 
+	// Ownership (rules v3, owned.go): the assignment, by consumer path
+	// then host name, and the layered targets of the last rebalance.
+	own     []ownSlot
+	layered layeredTargets
+
 	// Per-event work.
 	decisions    []Decision
 	touched      []int32
@@ -102,6 +107,7 @@ func (p *Pool) Apply(ev Event) (Result, error) {
 	}
 	if p.mode.trimFirst {
 		p.trimDownHosts()
+		p.reassignOwnership()
 		p.releaseExcess()
 	} else {
 		p.releaseExcess()

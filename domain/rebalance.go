@@ -4,6 +4,10 @@ package domain
 // free slots and reclaim by the pool's policy.
 func (p *Pool) rebalance() {
 	p.updateTargets()
+	if p.mode.owned {
+		p.rebalanceOwned()
+		return
+	}
 	if p.mode.shareRatio {
 		p.rebalanceShareRatio()
 		return
@@ -14,6 +18,10 @@ func (p *Pool) rebalance() {
 // updateTargets recomputes G (priority) or T (share_ratio) where inputs
 // changed, and refiles the leaves whose target moved.
 func (p *Pool) updateTargets() {
+	if p.mode.owned {
+		p.updateLayeredTargets()
+		return
+	}
 	if p.mode.shareRatio && !(!p.mode.parent && p.t.hasMax) {
 		p.updateShareRatioTargets()
 		return

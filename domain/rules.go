@@ -28,14 +28,20 @@ const (
 	// what is still above E (section 4's order), and refuses a priority
 	// beyond ±MaxPriority (version 1 ranked -2^63 as the highest).
 	RulesV2 RulesVersion = 2
+	// RulesV3 adds ownership, private pools, lending and returns
+	// (allocation-rules.md sections 5 and 6) to version 2. A plan without
+	// ownership folds exactly as under version 2: versions 1 and 2
+	// refused every plan naming ownership (ownership_unsupported_rules),
+	// so no log they accepted means anything else under version 3.
+	RulesV3 RulesVersion = 3
 
 	// RulesNewest is the version the ledger stamps on a plan that names
-	// none.
-	RulesNewest = RulesV2
+	// none: the newest released one.
+	RulesNewest = RulesV3
 )
 
 // RulesVersions lists every released version, oldest first.
-var RulesVersions = []RulesVersion{RulesV1, RulesV2}
+var RulesVersions = []RulesVersion{RulesV1, RulesV2, RulesV3}
 
 // Released reports whether this build implements v.
 func (v RulesVersion) Released() bool { return v >= RulesV1 && v <= RulesNewest }
@@ -59,23 +65,23 @@ type behaviour struct {
 	// boundedPriority: refuse priorities beyond ±MaxPriority.
 	boundedPriority bool
 	// ownership: the plan may name ownership (allocation-rules.md
-	// section 5). No released version does yet: such plans are refused
-	// (ownership_unsupported_rules, ownplan.go).
+	// section 5), folded in layers (owned.go). Versions 1 and 2 refuse
+	// such plans (ownership_unsupported_rules, ownplan.go).
 	ownership bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
-	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2}
+	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3}
 }
 
 // validateRules refuses a plan naming a version this build does not
 // implement. A projector that meets one in the log (written by a newer
 // ledger) must stop rather than skip it: see IsUnknownRules.
 func validateRules(plan events.Plan) error {
-	if plan.Rules < 0 || (plan.Rules != 0 && !RulesVersion(plan.Rules).Released()) {
-		return refuse(ErrUnknownRules, "the plan asks for rules version %d; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
+	if plan.Rules == 0 || RulesVersion(plan.Rules).Released() {
+		return nil
 	}
-	return nil
+	return refuse(ErrUnknownRules, "the plan asks for rules version %d; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
 }
 
 // StampRules returns the payload as the ledger appends it: a plan that

@@ -17,7 +17,15 @@ import (
 //   - 2: adds rules_since, the sequence from which the pool's rules
 //     version holds (the version itself is the plan's). A format-1
 //     snapshot restores with rules_since 0.
-const SnapshotFormat = 2
+//   - 3: adds own, the ownership assignment (rules v3). Only a pool that
+//     holds an assignment writes format 3; every other pool still writes
+//     format 2, byte for byte as before, so no stored snapshot or state
+//     hash changes meaning.
+const SnapshotFormat = 3
+
+// snapshotFormatWithoutOwnership is the format of a pool without an
+// ownership assignment, and the format number its state hash digests.
+const snapshotFormatWithoutOwnership = 2
 
 // snapshot holds a pool's inputs and allocations; everything derived (P,
 // E, G, T, queues) is recomputed on restore, by the same code as the fold.
@@ -32,6 +40,15 @@ type snapshot struct {
 	Plan       *events.Plan `json:"plan,omitempty"`
 	Hosts      []snapHost   `json:"hosts"`
 	Leaves     []snapLeaf   `json:"leaves"`
+	// Own: format 3 and later.
+	Own []snapOwn `json:"own,omitempty"`
+}
+
+// snapOwn is one row of the ownership assignment.
+type snapOwn struct {
+	Consumer string `json:"consumer"`
+	Host     string `json:"host"`
+	Slots    int64  `json:"slots"`
 }
 
 type snapHost struct {
@@ -56,7 +73,7 @@ type snapHolding struct {
 // Snapshot encodes the pool's state. The encoding is canonical: equal
 // states give equal bytes.
 func (p *Pool) Snapshot() []byte {
-	s := snapshot{Format: SnapshotFormat, Pool: p.name, Seq: p.seq, Time: p.now.UTC(), HasPlan: p.hasPlan, RulesSince: p.rulesSince, Hosts: []snapHost{}, Leaves: []snapLeaf{}}
+	s := snapshot{Format: snapshotFormatWithoutOwnership, Pool: p.name, Seq: p.seq, Time: p.now.UTC(), HasPlan: p.hasPlan, RulesSince: p.rulesSince, Hosts: []snapHost{}, Leaves: []snapLeaf{}}
 	if p.hasPlan {
 		plan := p.plan
 		s.Plan = &plan
@@ -71,6 +88,10 @@ func (p *Pool) Snapshot() []byte {
 			l.Holdings = append(l.Holdings, snapHolding{p.hosts[h.host].name, int64(h.slots)})
 		}
 		s.Leaves = append(s.Leaves, l)
+	}
+	for _, o := range p.own {
+		s.Format = SnapshotFormat
+		s.Own = append(s.Own, snapOwn{o.consumer, o.host, int64(o.slots)})
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -92,6 +113,9 @@ func Restore(b []byte) (*Pool, error) {
 	}
 	p := NewPool(s.Pool)
 	p.seq, p.now = s.Seq, s.Time
+	for _, o := range s.Own {
+		p.own = append(p.own, ownSlot{o.Consumer, o.Host, Slots(o.Slots)})
+	}
 	for _, h := range s.Hosts {
 		p.hostByID[h.Name] = int32(len(p.hosts))
 		p.hosts = append(p.hosts, host{name: h.Name, group: h.Group, slots: Slots(h.Slots), up: h.Up})

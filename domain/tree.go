@@ -29,6 +29,7 @@ type node struct {
 	borrowLimit  Slots // Unlimited-1 sentinel: default (= G)
 	reclaimGrace time.Duration
 	lendGrace    time.Duration
+	lend         bool // lends its unused owned slots, or its pool's leftover (default true)
 
 	// Derived from plan and capacity (recomputed on plan and host events).
 	maxCap   Slots // max resolved to slots, Unlimited if none
@@ -123,7 +124,7 @@ func buildTree(plan events.Plan) (*tree, error) {
 	}
 	for i, p := range paths {
 		n := &t.nodes[i]
-		n.path, n.parent, n.top, n.share, n.borrowLimit = p, noNode, noNode, 1, defaultBorrowLimit
+		n.path, n.parent, n.top, n.share, n.borrowLimit, n.lend = p, noNode, noNode, 1, defaultBorrowLimit, true
 		if i > 0 {
 			n.parent = t.byPath[parentPath(p)]
 			n.depth = t.nodes[n.parent].depth + 1
@@ -144,6 +145,7 @@ func buildTree(plan events.Plan) (*tree, error) {
 			if c.LendGrace != nil {
 				n.lendGrace = c.LendGrace.Duration
 			}
+			n.lend = c.LendOrDefault()
 		}
 	}
 	for i := range t.nodes {
@@ -270,4 +272,19 @@ func validatePath(p string) error {
 		}
 	}
 	return nil
+}
+
+// commonAncestor is the deepest consumer whose subtree holds both a and b
+// (the root, 0, when only it does).
+func (t *tree) commonAncestor(a, b int32) int32 {
+	for t.nodes[a].depth > t.nodes[b].depth {
+		a = t.nodes[a].parent
+	}
+	for t.nodes[b].depth > t.nodes[a].depth {
+		b = t.nodes[b].parent
+	}
+	for a != b {
+		a, b = t.nodes[a].parent, t.nodes[b].parent
+	}
+	return a
 }

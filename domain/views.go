@@ -22,6 +22,38 @@ type ConsumerView struct {
 	Allocated    int64  `json:"allocated"`
 	Borrowed     int64  `json:"borrowed"`
 	WaitingSince uint64 `json:"waiting_since,omitempty"`
+
+	// Ownership (rules v3), zero in a pool whose plan names none.
+	// Owned is the slots assigned to the consumer; OwnUsed those of them
+	// its own subtree holds; LentOut those held outside its subtree.
+	Owned   int64 `json:"owned,omitempty"`
+	OwnUsed int64 `json:"own_used,omitempty"`
+	LentOut int64 `json:"lent_out,omitempty"`
+	// Sources says where a leaf's slots come from, one row per pool and
+	// lender (see Source); nil without ownership.
+	Sources []Source `json:"sources,omitempty"`
+}
+
+// Source is a number of slots a leaf holds from one layer: its own
+// (Pool "own"), a private pool (Pool = the parent whose pool it is), or
+// the public pool (Pool "/"). Lender names the owner of slots lent into
+// that pool (a consumer outside the leaf's branch), empty for the pool's
+// own slots.
+type Source struct {
+	Pool   string `json:"pool"`
+	Lender string `json:"lender,omitempty"`
+	Slots  int64  `json:"slots"`
+}
+
+// SourceOwn is the Pool of a leaf's own slots.
+const SourceOwn = "own"
+
+// OwnedSlots is one row of the ownership assignment: consumer owns slots
+// of host.
+type OwnedSlots struct {
+	Consumer string `json:"consumer"`
+	Host     string `json:"host"`
+	Slots    int64  `json:"slots"`
 }
 
 // HostView is one host and how many of its slots are allocated.
@@ -46,8 +78,9 @@ func (p *Pool) Policy() Policy { return p.policy }
 // Consumers returns every consumer in path order (the root excluded).
 func (p *Pool) Consumers() []ConsumerView {
 	out := make([]ConsumerView, 0, len(p.t.nodes)-1)
+	of := p.ownFigures()
 	for id := 1; id < len(p.t.nodes); id++ {
-		out = append(out, p.view(int32(id)))
+		out = append(out, p.view(int32(id), of))
 	}
 	return out
 }
@@ -58,10 +91,10 @@ func (p *Pool) Consumer(path string) (ConsumerView, bool) {
 	if !ok || id == 0 {
 		return ConsumerView{}, false
 	}
-	return p.view(id), true
+	return p.view(id, p.ownFigures()), true
 }
 
-func (p *Pool) view(id int32) ConsumerView {
+func (p *Pool) view(id int32, of *ownFigures) ConsumerView {
 	n, s := &p.t.nodes[id], p.sh(id)
 	v := ConsumerView{
 		Path: n.path, Parent: p.t.nodes[n.parent].path, Leaf: n.leaf, Share: n.share, Priority: n.priority,
@@ -76,7 +109,26 @@ func (p *Pool) view(id int32) ConsumerView {
 	if n.leaf && n.eff > n.alloc {
 		v.WaitingSince = n.waitingSince
 	}
+	if of != nil {
+		v.Owned, v.OwnUsed, v.LentOut = int64(of.owned[id]), int64(of.used[id]), int64(of.lent[id])
+		if n.leaf {
+			v.Sources = of.sources[id]
+			if v.Sources == nil {
+				v.Sources = []Source{}
+			}
+		}
+	}
 	return v
+}
+
+// Ownership returns the ownership assignment, by consumer path then host
+// name; nil in a pool without ownership.
+func (p *Pool) Ownership() []OwnedSlots {
+	var out []OwnedSlots
+	for _, o := range p.own {
+		out = append(out, OwnedSlots{Consumer: o.consumer, Host: o.host, Slots: int64(o.slots)})
+	}
+	return out
 }
 
 // Hosts returns every host, up or down, in name order.

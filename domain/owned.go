@@ -1,0 +1,295 @@
+package domain
+
+import (
+	"cmp"
+	"slices"
+)
+
+// The layered fold (allocation-rules.md section 5) for a pool whose plan
+// names ownership under a rules version that implements it (rules v3, in
+// development). An event then folds as: input; slots on down hosts lost;
+// on plan and host events the ownership re-assigned (ownership.go, own
+// decisions); excess released, the slots lent by others first and the
+// leaf's own last; the layered targets computed (layered.go) and the
+// slots placed on them (ownplace.go), which makes the grant, lend,
+// reclaim, return and release decisions of the rebalance.
+
+// reassignOwnership re-runs the assignment on plan and host events, when
+// the plan names ownership or an assignment is left from a plan that did.
+func (p *Pool) reassignOwnership() {
+	if !p.allTouch || (!p.mode.owned && len(p.own) == 0) {
+		return
+	}
+	in := ownInput{previous: p.own}
+	if p.mode.owned {
+		for _, c := range p.plan.Consumers {
+			in.consumers = append(in.consumers, ownConsumer{path: c.Path, priority: c.Priority, own: c.Own})
+		}
+	}
+	for i := range p.hosts {
+		if h := &p.hosts[i]; h.up {
+			in.hosts = append(in.hosts, ownHost{name: h.name, group: h.group, slots: h.slots, workload: h.used})
+		}
+	}
+	res := assignOwnership(in)
+	for _, d := range res.decisions {
+		d.Seq, d.Ordinal = p.seq, len(p.decisions)
+		p.decisions = append(p.decisions, d)
+	}
+	p.own = res.assignment
+}
+
+// hostParts divides the up hosts into parts by the current assignment.
+func (p *Pool) hostParts() ([]hostPart, ownTotals) { return partsOf(p.t, p.hosts, p.own) }
+
+// updateLayeredTargets computes every leaf's layered target and keeps it
+// as the leaf's target (the T reported and hashed), touching the leaves
+// whose target moved.
+func (p *Pool) updateLayeredTargets() {
+	parts, tot := p.hostParts()
+	in := layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
+		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}}
+	in.held = p.heldByPool(parts)
+	p.layered = computeLayeredTargets(p.t, in)
+	for id := range p.t.nodes {
+		if s := p.sh(int32(id)); s.target != p.layered.target[id] {
+			s.target = p.layered.target[id]
+			if id > 0 {
+				p.touch(int32(id))
+			}
+		}
+	}
+}
+
+// rebalanceOwned places every leaf on its layered target.
+func (p *Pool) rebalanceOwned() {
+	parts, _ := p.hostParts()
+	for _, m := range placeOwned(p.t, p.hosts, parts, p.layered, p.held) {
+		switch m.kind {
+		case KindReclaim, KindReturn:
+			p.addAlloc(m.from, m.host, -m.slots)
+			p.addAlloc(m.leaf, m.host, m.slots)
+		case KindRelease:
+			p.addAlloc(m.leaf, m.host, -m.slots)
+		default: // grant, lend
+			p.addAlloc(m.leaf, m.host, m.slots)
+		}
+		d := Decision{Seq: p.seq, Ordinal: len(p.decisions), Kind: m.kind, Consumer: p.t.nodes[m.leaf].path,
+			Host: p.hosts[m.host].name, Slots: int64(m.slots), Rule: m.rule, Deadline: m.deadline(p.t, p.now)}
+		if m.from != noNode {
+			d.From = p.t.nodes[m.from].path
+		}
+		p.decisions = append(p.decisions, d)
+	}
+}
+
+// releaseHost is the host a leaf gives slots back from first. With
+// ownership (section 5, "Placement with ownership"): slots lent by
+// others first, then public, then private pools (farthest ancestor
+// first), its own last; within a tier the host holding most of its
+// slots, then name. Without, the host holding most, then name.
+func (p *Pool) releaseHost(id int32) int32 {
+	if !p.mode.owned {
+		return p.mostHeldHost(id)
+	}
+	parts, _ := p.hostParts()
+	best, bestTier := holding{host: -1}, int64(0)
+	for _, h := range p.t.nodes[id].holdings {
+		tier := p.releaseTier(id, h.host, parts)
+		if best.host < 0 || cmp.Or(cmp.Compare(tier, bestTier), cmpDesc(h.slots, best.slots),
+			cmp.Compare(p.hosts[h.host].name, p.hosts[best.host].name)) < 0 {
+			best, bestTier = h, tier
+		}
+	}
+	return best.host
+}
+
+// releaseTier ranks a host for a leaf's release (smaller first) by the
+// part of it the leaf's slots belong to most: its own part, then its
+// nearest ancestor's private part, ... then the public part, then others'.
+func (p *Pool) releaseTier(id, hostID int32, parts []hostPart) int64 {
+	tier := int64(0) // slots lent by others
+	for _, pt := range parts[firstPartOf(parts, hostID):] {
+		if pt.host != hostID {
+			break
+		}
+		switch {
+		case pt.owner == id:
+			tier = max(tier, 1<<40)
+		case pt.owner == noNode:
+			tier = max(tier, 1)
+		case p.t.contains(pt.owner, id):
+			tier = max(tier, 2+int64(p.t.nodes[pt.owner].depth))
+		}
+	}
+	return tier
+}
+
+// firstPartOf returns the index of the first part on a host (parts are in
+// host order).
+func firstPartOf(parts []hostPart, hostID int32) int {
+	i, _ := slices.BinarySearchFunc(parts, hostID, func(pt hostPart, h int32) int { return cmp.Compare(pt.host, h) })
+	return i
+}
+
+// sitting is a number of slots a leaf holds in one part of a host.
+type sitting struct {
+	leaf  int32
+	part  int // index into the parts
+	slots Slots
+}
+
+// sittings says which part of each host every leaf's slots are in
+// (docs/decisions.md #98): on each host, a leaf's own part first, then
+// the private parts of its ancestors (deepest first), then the public
+// part, then whatever is left of other owners' parts (slots lent to it),
+// leaves in path order at every step. parts must be in host order, as
+// partsOf lists them.
+func (p *Pool) sittings(parts []hostPart) []sitting {
+	byHost := make([][]holding, len(p.hosts)) // (leaf as host field, slots) per host, leaves in path order
+	for _, l := range p.t.sortedLeaves {
+		for _, h := range p.t.nodes[l].holdings {
+			byHost[h.host] = append(byHost[h.host], holding{host: l, slots: h.slots})
+		}
+	}
+	var out []sitting
+	for i := 0; i < len(parts); {
+		j := i
+		for j < len(parts) && parts[j].host == parts[i].host {
+			j++
+		}
+		out = p.sitHost(out, parts, i, j, byHost[parts[i].host])
+		i = j
+	}
+	return out
+}
+
+// sitHost divides the holdings on one host over its parts parts[i:j].
+func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding) []sitting {
+	left := make([]Slots, j-i)
+	for k := i; k < j; k++ {
+		left[k-i] = parts[k].slots
+	}
+	rest := make([]Slots, len(held))
+	for k, h := range held {
+		rest[k] = h.slots
+	}
+	sit := func(k, hk int) {
+		if n := minSlots(rest[hk], left[k-i]); n > 0 {
+			rest[hk] -= n
+			left[k-i] -= n
+			out = append(out, sitting{leaf: held[hk].host, part: k, slots: n})
+		}
+	}
+	order := make([]int, 0, j-i) // parts: leaf owners, private deepest first, public
+	for k := i; k < j; k++ {
+		order = append(order, k)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.partRank(parts[a].owner), p.partRank(parts[b].owner)) })
+	for _, k := range order {
+		o := parts[k].owner
+		for hk, h := range held {
+			if o == noNode || o == h.host || p.t.contains(o, h.host) {
+				sit(k, hk)
+			}
+		}
+	}
+	for k := i; k < j; k++ {
+		for hk := range held {
+			sit(k, hk)
+		}
+	}
+	return out
+}
+
+// partRank orders the parts of a host for sittings: leaf owners' parts,
+// then parents' private parts deepest first, then the public part.
+func (p *Pool) partRank(owner int32) int64 {
+	if owner == noNode {
+		return 1 << 62
+	}
+	n := &p.t.nodes[owner]
+	if n.leaf {
+		return 0
+	}
+	return 1<<40 - int64(n.depth)
+}
+
+// heldByPool attributes every leaf's slots to the pool they are used in:
+// slots of a private part of an ancestor X are pool(X)'s own, public
+// slots the public pool's (0), and slots another consumer L owns were lent
+// into the pool of the deepest common ancestor of L and the leaf.
+func (p *Pool) heldByPool(parts []hostPart) map[heldKey]Slots {
+	held := map[heldKey]Slots{}
+	for _, s := range p.sittings(parts) {
+		o := parts[s.part].owner
+		switch {
+		case o == s.leaf: // its own slots: the own layer
+		case o == noNode:
+			held[heldKey{pool: 0, leaf: s.leaf, lender: noNode}] += s.slots
+		case p.t.contains(o, s.leaf):
+			held[heldKey{pool: o, leaf: s.leaf, lender: noNode}] += s.slots
+		default:
+			held[heldKey{pool: p.t.commonAncestor(o, s.leaf), leaf: s.leaf, lender: o}] += s.slots
+		}
+	}
+	return held
+}
+
+// ownFigures is the ownership part of the consumer views, by node id.
+type ownFigures struct {
+	owned, used, lent []Slots
+	sources           [][]Source
+}
+
+// ownFigures computes the views' ownership figures from where the slots
+// sit; nil when the pool has no assignment.
+func (p *Pool) ownFigures() *ownFigures {
+	if len(p.own) == 0 && !p.mode.owned {
+		return nil
+	}
+	n := len(p.t.nodes)
+	parts, tot := p.hostParts()
+	of := &ownFigures{owned: tot.owned, used: make([]Slots, n), lent: make([]Slots, n), sources: make([][]Source, n)}
+	for _, s := range p.sittings(parts) {
+		o := parts[s.part].owner
+		src := Source{Pool: "/", Slots: int64(s.slots)}
+		switch {
+		case o == s.leaf:
+			src.Pool = SourceOwn
+		case o == noNode:
+		case p.t.contains(o, s.leaf):
+			src.Pool = p.t.nodes[o].path
+		default:
+			src.Pool = p.t.nodes[p.t.commonAncestor(o, s.leaf)].path
+			src.Lender = p.t.nodes[o].path
+		}
+		of.sources[s.leaf] = addSource(of.sources[s.leaf], src)
+		// The owner of the part and its ancestors that own the slots too
+		// see them used inside their subtree or lent out.
+		for a := o; a > 0; a = p.t.nodes[a].parent {
+			if tot.owned[a] == 0 {
+				break
+			}
+			if p.t.contains(a, s.leaf) {
+				of.used[a] += s.slots
+			} else {
+				of.lent[a] += s.slots
+			}
+		}
+	}
+	return of
+}
+
+// addSource adds a row to a leaf's sources, kept sorted by pool then
+// lender, merging equal ones.
+func addSource(rows []Source, s Source) []Source {
+	i, found := slices.BinarySearchFunc(rows, s, func(a, b Source) int {
+		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Lender, b.Lender))
+	})
+	if found {
+		rows[i].Slots += s.Slots
+		return rows
+	}
+	return slices.Insert(rows, i, s)
+}
