@@ -64,7 +64,7 @@ func (p *Pool) updateLayeredTargets() {
 // rebalanceOwned places every leaf on its layered target.
 func (p *Pool) rebalanceOwned() {
 	parts, _ := p.hostParts()
-	for _, m := range placeOwned(p.t, p.hosts, parts, p.layered, p.held) {
+	for _, m := range placeOwned(p.t, p.hosts, parts, p.layered, p.held, p.placeRules()) {
 		switch m.kind {
 		case KindReclaim, KindReturn:
 			p.addAlloc(m.from, m.host, -m.slots)
@@ -81,6 +81,36 @@ func (p *Pool) rebalanceOwned() {
 		}
 		p.decisions = append(p.decisions, d)
 	}
+}
+
+// placeRules are the pool's policy's choices for the placement.
+func (p *Pool) placeRules() placeRules {
+	r := placeRules{reclaim: RuleShareRatioReclaim, preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(),
+		grant: func(int32) Rule { return RuleShareRatioGrant }, preference: p.preference}
+	if !p.mode.shareRatio {
+		r.reclaim = RulePriorityReclaim
+		r.grant = func(l int32) Rule {
+			if p.layered.target[l] <= p.sh(l).planned {
+				return RulePriorityEntitled
+			}
+			return RulePriorityBorrow
+		}
+	}
+	return r
+}
+
+// preference is how much owner prefers its slots on host: the highest
+// preference of its own entries that name the host or the host's group
+// (0 when none does: slots it only has through a child's entry).
+func (p *Pool) preference(owner, host int32) int64 {
+	h := &p.hosts[host]
+	best := int64(0)
+	for _, e := range p.t.nodes[owner].own {
+		if e.Host == h.name || (e.Host == "" && e.Group == h.group) {
+			best = max(best, int64(e.PreferenceOrDefault()))
+		}
+	}
+	return best
 }
 
 // releaseHost is the host a leaf gives slots back from first. With
@@ -174,11 +204,12 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 	for k, h := range held {
 		rest[k] = h.slots
 	}
+	var mine []sitting
 	sit := func(k, hk int) {
 		if n := minSlots(rest[hk], left[k-i]); n > 0 {
 			rest[hk] -= n
 			left[k-i] -= n
-			out = append(out, sitting{leaf: held[hk].host, part: k, slots: n})
+			mine = append(mine, sitting{leaf: held[hk].host, part: k, slots: n})
 		}
 	}
 	order := make([]int, 0, j-i) // parts: leaf owners, private deepest first, public
@@ -194,12 +225,64 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 			}
 		}
 	}
-	for k := i; k < j; k++ {
-		for hk := range held {
-			sit(k, hk)
+	for _, eligibleOnly := range []bool{true, false} { // the rest: lent slots, those it may borrow first
+		for k := i; k < j; k++ {
+			for hk, h := range held {
+				if !eligibleOnly || p.mayUse(h.host, parts[k].owner) {
+					sit(k, hk)
+				}
+			}
+		}
+	}
+	for _, s := range p.swapIneligible(mine, parts) {
+		if s.slots > 0 {
+			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// swapIneligible exchanges slots between two leaves on one host when one
+// sits on a part it may not borrow and the other could sit there in its
+// place: the assignment of slots to parts is a reading of counts, and
+// this picks one where nobody holds slots lent by a consumer it may not
+// borrow from (allocation-rules.md section 5, "Properties").
+func (p *Pool) swapIneligible(host []sitting, parts []hostPart) []sitting {
+	for a := 0; a < len(host); a++ {
+		for b := 0; b < len(host) && host[a].slots > 0; b++ {
+			sa, sb := &host[a], &host[b]
+			if sa.slots == 0 || sb.slots == 0 || sa.leaf == sb.leaf || p.mayUse(sa.leaf, parts[sa.part].owner) {
+				continue
+			}
+			if !p.mayUse(sb.leaf, parts[sa.part].owner) || !p.mayUse(sa.leaf, parts[sb.part].owner) {
+				continue
+			}
+			n := minSlots(sa.slots, sb.slots)
+			sa.slots -= n
+			sb.slots -= n
+			host = append(host, sitting{leaf: sa.leaf, part: sb.part, slots: n}, sitting{leaf: sb.leaf, part: sa.part, slots: n})
+		}
+	}
+	return host
+}
+
+// mayUse reports whether leaf may hold slots of owner's part: its own,
+// an ancestor's private slots and public slots always; slots another
+// consumer owns only if they are lent up to a common ancestor (every
+// owner on the way lends) and the leaf's reclaim_grace is at most every
+// one of their lend_grace.
+func (p *Pool) mayUse(leaf, owner int32) bool {
+	if owner == noNode || owner == leaf || p.t.contains(owner, leaf) {
+		return true
+	}
+	top := p.t.commonAncestor(owner, leaf)
+	g := p.t.nodes[leaf].reclaimGrace
+	for o := owner; o != top; o = p.t.nodes[o].parent {
+		if n := &p.t.nodes[o]; !n.lend || g > n.lendGrace {
+			return false
+		}
+	}
+	return true
 }
 
 // partRank orders the parts of a host for sittings: leaf owners' parts,

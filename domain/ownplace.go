@@ -74,9 +74,22 @@ const (
 	RuleMoved Rule = "release.moved"
 )
 
+// placeRules is what the pool's policy decides in a placement: the rules
+// its grants and reclaims are recorded with, whether an owner takes its
+// most preferred slots back from borrowers even while some of its own
+// are free (reclaim_for_preference), and each owner's preference for
+// each host.
+type placeRules struct {
+	grant      func(leaf int32) Rule
+	reclaim    Rule
+	preferring bool
+	preference func(owner, host int32) int64
+}
+
 // placement is one run's state.
 type placement struct {
 	t      *tree
+	rules  placeRules
 	hosts  []host
 	parts  []hostPart // by host, then part order
 	capRem []Slots    // by part: not yet placed
@@ -85,6 +98,11 @@ type placement struct {
 	kept   map[partKey]Slots // (leaf, part) kept in step 1, keyed by part index
 	placed map[partKey]Slots // (leaf, part) placed in step 2
 	moves  []placeMove
+	// reserved: by part, the slots of a leaf owner's part kept for the
+	// owner's own use (no one else keeps them); ownOrder: by owner, its
+	// parts in the order it uses them.
+	reserved []Slots
+	ownOrder map[int32][]int
 }
 
 // partKey names a leaf's slots in an owner's parts (owner) or in one part
@@ -93,9 +111,9 @@ type partKey struct{ leaf, owner int32 }
 
 // placeOwned computes the placement. parts must list every up host's
 // parts; holdOn reports what a leaf holds on a host now.
-func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holdOn func(leaf, host int32) Slots) []placeMove {
-	pl := &placement{t: t, hosts: hosts, holdOn: holdOn, want: map[partKey]Slots{},
-		kept: map[partKey]Slots{}, placed: map[partKey]Slots{}}
+func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holdOn func(leaf, host int32) Slots, rules placeRules) []placeMove {
+	pl := &placement{t: t, rules: rules, hosts: hosts, holdOn: holdOn, want: map[partKey]Slots{},
+		kept: map[partKey]Slots{}, placed: map[partKey]Slots{}, ownOrder: map[int32][]int{}}
 	pl.parts = slices.Clone(parts)
 	slices.SortStableFunc(pl.parts, pl.partOrder)
 	pl.capRem = make([]Slots, len(pl.parts))
@@ -114,6 +132,7 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		}
 		pl.want[partKey{tk.leaf, owner}] += tk.slots
 	}
+	pl.reserve()
 	pl.keep()
 	pl.place()
 	pl.pair()
@@ -162,7 +181,11 @@ func (pl *placement) keep() {
 		slices.SortFunc(keepers, func(a, b int32) int { return pl.keepOrder(p, left, a, b) })
 		for _, l := range keepers {
 			hk, wk := partKey{l, p.host}, partKey{l, p.owner}
-			k := minSlots(minSlots(left[hk], pl.want[wk]), pl.capRem[i])
+			room := pl.capRem[i]
+			if l != p.owner {
+				room -= pl.reserved[i]
+			}
+			k := minSlots(minSlots(left[hk], pl.want[wk]), room)
 			if k <= 0 {
 				continue
 			}
@@ -193,6 +216,50 @@ func (pl *placement) keepOrder(p hostPart, left map[partKey]Slots, a, b int32) i
 	return cmp.Compare(a, b)
 }
 
+// reserve orders each leaf owner's parts and keeps what it still needs of
+// its own slots on them: by preference (desc); then, unless the pool
+// reclaims for preference, parts on hosts with free slots first, so an
+// owner uses its idle slots before taking lent ones back; then most
+// slots, then host name. Borrowers keep only what is not reserved.
+func (pl *placement) reserve() {
+	pl.reserved = make([]Slots, len(pl.parts))
+	for _, o := range pl.t.sortedLeaves {
+		want := pl.want[partKey{o, o}]
+		if want <= 0 {
+			continue
+		}
+		var mine []int
+		sits := make(map[int]Slots)
+		for i, p := range pl.parts {
+			if p.owner == o {
+				mine = append(mine, i)
+				sits[i] = minSlots(pl.holdOn(o, p.host), p.slots)
+				want -= sits[i]
+			}
+		}
+		slices.SortStableFunc(mine, func(a, b int) int {
+			pa, pb := pl.parts[a], pl.parts[b]
+			c := cmpDesc(pl.rules.preference(o, pa.host), pl.rules.preference(o, pb.host))
+			if c == 0 && !pl.rules.preferring {
+				c = boolFirst(pl.hostFree(pa.host) > 0, pl.hostFree(pb.host) > 0)
+			}
+			return cmp.Or(c, cmpDesc(pa.slots-sits[a], pb.slots-sits[b]), cmp.Compare(pl.hosts[pa.host].name, pl.hosts[pb.host].name))
+		})
+		pl.ownOrder[o] = mine
+		for _, i := range mine {
+			if want <= 0 {
+				break
+			}
+			r := minSlots(want, pl.parts[i].slots-sits[i])
+			pl.reserved[i] = r
+			want -= r
+		}
+	}
+}
+
+// hostFree is how many slots of a host nobody holds now.
+func (pl *placement) hostFree(h int32) Slots { return pl.hosts[h].slots - pl.hosts[h].used }
+
 // place is step 2.
 func (pl *placement) place() {
 	leaves := slices.Clone(pl.t.leaves)
@@ -203,6 +270,14 @@ func (pl *placement) place() {
 		return cmp.Compare(a, b)
 	})
 	for _, l := range leaves {
+		for _, i := range pl.ownOrder[l] { // its own slots, in the order reserved
+			k := minSlots(pl.want[partKey{l, l}], pl.capRem[i])
+			if k > 0 {
+				pl.want[partKey{l, l}] -= k
+				pl.capRem[i] -= k
+				pl.placed[partKey{l, int32(i)}] += k
+			}
+		}
 		for i := range pl.parts {
 			owner := pl.parts[i].owner
 			for pl.want[partKey{l, owner}] > 0 {
@@ -316,7 +391,7 @@ func (pl *placement) gain(l int32, p hostPart, k Slots, losers []int32, lost map
 		if pl.isReturn(l, v, p.owner) {
 			pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: l, from: v, host: p.host, slots: n, rule: RuleOwnReturn, graceOf: p.owner})
 		} else {
-			pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: RuleShareRatioReclaim, graceOf: v})
+			pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: pl.rules.reclaim, graceOf: v})
 		}
 	}
 	if k == 0 {
@@ -326,9 +401,9 @@ func (pl *placement) gain(l int32, p hostPart, k Slots, losers []int32, lost map
 	case p.owner == l:
 		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleOwnUse, graceOf: noNode})
 	case p.owner == noNode || pl.t.contains(p.owner, l):
-		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleShareRatioGrant, graceOf: noNode})
+		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: pl.rules.grant(l), graceOf: noNode})
 	default:
-		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: RuleShareRatioGrant, graceOf: noNode})
+		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: pl.rules.grant(l), graceOf: noNode})
 	}
 }
 

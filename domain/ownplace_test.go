@@ -12,6 +12,10 @@ import (
 
 // placeCase is a placement run: hosts (registration order), parts, the
 // current holdings and the layered targets' case.
+// testPlaceRules: share_ratio's rules, every owned host of preference 5.
+var testPlaceRules = placeRules{grant: func(int32) Rule { return RuleShareRatioGrant }, reclaim: RuleShareRatioReclaim,
+	preference: func(int32, int32) int64 { return 5 }}
+
 type placeCase struct {
 	layered  layeredCase
 	hosts    []host
@@ -22,7 +26,7 @@ type placeCase struct {
 func (pc placeCase) run(t *testing.T) (*tree, []placeMove) {
 	t.Helper()
 	tr, lt := pc.layered.run(t)
-	return tr, placeOwned(tr, pc.hosts, pc.partList(t, tr), lt, pc.holdOn(tr))
+	return tr, placeOwned(tr, pc.hosts, pc.partList(t, tr), lt, pc.holdOn(tr), testPlaceRules)
 }
 
 func (pc placeCase) partList(t *testing.T, tr *tree) []hostPart {
@@ -138,8 +142,8 @@ func TestPlaceOwnedProperties(t *testing.T) {
 		hosts, parts := randomParts(r, tr, rc)
 		holdings := randomHoldings(r, tr, hosts)
 		holdOn := func(l, h int32) Slots { return holdings[[2]int32{l, h}] }
-		ms := placeOwned(tr, hosts, parts, lt, holdOn)
-		if again := placeOwned(tr, hosts, parts, lt, holdOn); fmtMoves(tr, hosts, again) != fmtMoves(tr, hosts, ms) {
+		ms := placeOwned(tr, hosts, parts, lt, holdOn, testPlaceRules)
+		if again := placeOwned(tr, hosts, parts, lt, holdOn, testPlaceRules); fmtMoves(tr, hosts, again) != fmtMoves(tr, hosts, ms) {
 			t.Fatalf("seed %d: two runs differ", seed)
 		}
 		after := map[[2]int32]Slots{}

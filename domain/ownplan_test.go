@@ -88,10 +88,11 @@ func TestOwnershipValidation(t *testing.T) {
 	}
 }
 
-// TestOwnershipNeedsRules: every released version refuses ownership fields
-// (own, lend, reclaim_for_preference) with one code, and a refused plan
-// changes nothing; lend_grace, which plans carried before ownership, is
-// still accepted, and so is every plan without ownership.
+// TestOwnershipNeedsRules: versions 1 and 2 refuse ownership fields (own,
+// lend, reclaim_for_preference) with one code, and a refused plan changes
+// nothing; version 3 accepts them; lend_grace, which plans carried before
+// ownership, is accepted by every version, and so is every plan without
+// ownership.
 func TestOwnershipNeedsRules(t *testing.T) {
 	yes := true
 	plans := map[string]events.Plan{
@@ -108,6 +109,12 @@ func TestOwnershipNeedsRules(t *testing.T) {
 			before := pool.StateHash()
 			pl.Rules = int(v)
 			_, err := pool.Apply(domain.Event{Seq: 2, Time: time.Unix(2, 0), Payload: &events.PlanChange{Plan: pl}})
+			if v >= domain.RulesV3 {
+				if err != nil {
+					t.Errorf("%v, %s: refused: %v", v, name, err)
+				}
+				continue
+			}
 			if !errors.Is(err, domain.ErrOwnershipRules) || events.CodeOf(err) != "ownership_unsupported_rules" {
 				t.Errorf("%v, %s: got %v", v, name, err)
 			}

@@ -30,6 +30,7 @@ type node struct {
 	reclaimGrace time.Duration
 	lendGrace    time.Duration
 	lend         bool // lends its unused owned slots, or its pool's leftover (default true)
+	own          []events.OwnEntry
 
 	// Derived from plan and capacity (recomputed on plan and host events).
 	maxCap   Slots // max resolved to slots, Unlimited if none
@@ -146,6 +147,7 @@ func buildTree(plan events.Plan) (*tree, error) {
 				n.lendGrace = c.LendGrace.Duration
 			}
 			n.lend = c.LendOrDefault()
+			n.own = c.Own
 		}
 	}
 	for i := range t.nodes {

@@ -3,6 +3,9 @@ package gen
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/cluster-ledger/ledger/events"
 )
@@ -71,6 +74,26 @@ type generator struct {
 	parents []string
 	hosts   []string
 	tree    []events.Consumer
+	owned   bool // draw ownership (GenerateOwned)
+}
+
+// GenerateOwned is Generate with ownership (allocation-rules.md section
+// 5): plans name rules version 3 and draw own entries (whole hosts, parts
+// of hosts, slots of a group, preferences), lend, lend_grace,
+// reclaim_grace and reclaim_for_preference; hosts come in two groups.
+// Generate's own draws are untouched, so its seeds keep their scenarios.
+func GenerateOwned(src Source, n int) Scenario {
+	g := &generator{src: src, owned: true}
+	plan := g.plan()
+	sc := Scenario{Leaves: g.leaves, Parent: g.parents}
+	sc.Events = append(sc.Events, &events.PlanChange{Plan: plan})
+	for i := 0; i < 2+src.Intn(4); i++ {
+		sc.Events = append(sc.Events, g.hostUp())
+	}
+	for i := 0; i < n; i++ {
+		sc.Events = append(sc.Events, g.event())
+	}
+	return sc
 }
 
 func (g *generator) pick(xs []string) string { return xs[g.src.Intn(len(xs))] }
@@ -78,7 +101,84 @@ func (g *generator) pick(xs []string) string { return xs[g.src.Intn(len(xs))] }
 func (g *generator) plan() events.Plan {
 	g.leaves, g.parents, g.tree = nil, nil, nil
 	g.subtree("", 1+g.src.Intn(3))
-	return events.Plan{Policy: g.policy(), Consumers: g.tree}
+	return g.withOwnership(events.Plan{Policy: g.policy(), Consumers: g.tree})
+}
+
+// withOwnership draws ownership into a plan when the generator is owned.
+// Entries mostly respect section 5's validation (a child owns a part of
+// what its parent owns); now and then they do not, and the plan is
+// refused.
+func (g *generator) withOwnership(p events.Plan) events.Plan {
+	if !g.owned {
+		return p
+	}
+	p.Rules = 3
+	if g.src.Intn(4) == 0 {
+		yes := true
+		p.Policy.ReclaimForPreference = &yes
+	}
+	graces := []time.Duration{0, time.Minute, 5 * time.Minute}
+	byPath := map[string]int{}
+	for i := range p.Consumers {
+		c := &p.Consumers[i]
+		byPath[c.Path] = i
+		if g.src.Intn(3) == 0 {
+			c.LendGrace = &events.Duration{Duration: graces[g.src.Intn(3)]}
+		}
+		if g.src.Intn(3) == 0 {
+			c.ReclaimGrace = &events.Duration{Duration: graces[g.src.Intn(3)]}
+		}
+		if g.src.Intn(6) == 0 {
+			no := false
+			c.Lend = &no
+		}
+		parent := c.Path[:strings.LastIndex(c.Path, "/")]
+		if parent == "" {
+			if g.src.Intn(2) == 0 {
+				c.Own = g.ownEntries(nil)
+			}
+			continue
+		}
+		if pi, ok := byPath[parent]; ok && len(p.Consumers[pi].Own) > 0 && g.src.Intn(2) == 0 {
+			c.Own = g.ownEntries(p.Consumers[pi].Own)
+		}
+	}
+	return p
+}
+
+// ownEntries draws one or two entries: anything for a top-level consumer,
+// a part of one of its parent's entries for a child.
+func (g *generator) ownEntries(parent []events.OwnEntry) []events.OwnEntry {
+	var out []events.OwnEntry
+	for i := 0; i < 1+g.src.Intn(2); i++ {
+		e := events.OwnEntry{}
+		if g.src.Intn(3) == 0 {
+			pref := int64(1 + g.src.Intn(10))
+			e.Preference = &pref
+		}
+		slots := int64(1 + g.src.Intn(4))
+		switch {
+		case parent != nil:
+			pe := parent[g.src.Intn(len(parent))]
+			e.Host, e.Group = pe.Host, pe.Group
+			if pe.Slots != nil {
+				slots = max(1, *pe.Slots/2)
+			}
+			e.Slots = &slots
+		case g.src.Intn(3) == 0:
+			e.Group, e.Slots = fmt.Sprintf("g%d", 1+g.src.Intn(2)), &slots
+		default:
+			e.Host = fmt.Sprintf("h%d", 1+g.src.Intn(5))
+			if g.src.Intn(2) == 0 {
+				e.Slots = &slots
+			}
+		}
+		if slices.ContainsFunc(out, func(o events.OwnEntry) bool { return o.Host != "" && o.Host == e.Host }) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func (g *generator) policy() events.Policy {
@@ -138,7 +238,13 @@ func (g *generator) hostUp() *events.HostUp {
 	} else {
 		g.hosts = append(g.hosts, name)
 	}
-	return &events.HostUp{Host: name, Slots: int64(1 + g.src.Intn(12))}
+	up := &events.HostUp{Host: name, Slots: int64(1 + g.src.Intn(12))}
+	if g.owned {
+		var k int
+		fmt.Sscanf(name, "h%d", &k)
+		up.Group = fmt.Sprintf("g%d", 1+k%2)
+	}
+	return up
 }
 
 func (g *generator) event() events.Payload {
@@ -175,7 +281,7 @@ func (g *generator) replan() *events.PlanChange {
 			cs[i] = g.consumer(c.Path)
 		}
 		g.tree = cs
-		return &events.PlanChange{Plan: events.Plan{Policy: g.policy(), Consumers: cs}}
+		return &events.PlanChange{Plan: g.withOwnership(events.Plan{Policy: g.policy(), Consumers: cs})}
 	}
 	return &events.PlanChange{Plan: g.plan()}
 }
