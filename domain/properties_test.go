@@ -61,7 +61,9 @@ func checkInvariants(pool *domain.Pool, before []domain.ConsumerView, ds []domai
 		func() string { return decisionsMatchChange(before, cs, ds) },
 		func() string { return shareRatioAtTarget(pool, cs) },
 		func() string { return unlessOwned(cs, func() string { return guaranteesOnly(pool, before, cs, ds) }) },
-		func() string { return unlessOwned(cs, func() string { return nobodyEntitledStaysShort(pool, cs, byPath) }) },
+		func() string {
+			return unlessOwned(cs, func() string { return nobodyEntitledStaysShort(pool, cs, byPath) })
+		},
 	} {
 		if msg := check(); msg != "" {
 			return msg
@@ -305,9 +307,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			sc = gen.GenerateOwned(gen.NewRand(seed), 40)
 		}
 		cut := len(sc.Events) / 2
-		a := domain.NewPool("snap")
+		a := domain.NewPool("snap", domain.WithDevelopmentRules())
 		applyAll(a, sc.Events[:cut], 0)
-		b, err := domain.Restore(a.Snapshot())
+		b, err := domain.Restore(a.Snapshot(), domain.WithDevelopmentRules())
 		if err != nil {
 			t.Fatalf("seed %d: restore: %v", seed, err)
 		}

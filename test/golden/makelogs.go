@@ -17,9 +17,13 @@ import (
 
 // RandomLogs is how many seeded random logs the corpus holds, and
 // RandomEvents about how many events each has after its plan and hosts.
+// OwnedLogs is how many seeded random logs with ownership it holds
+// (gen.GenerateOwned, plans naming rules v3: versions 1 and 2 refuse
+// them).
 const (
 	RandomLogs   = 300
 	RandomEvents = 60
+	OwnedLogs    = 100
 )
 
 // makeLogs writes the logs the corpus lacks: one per scenario file under
@@ -64,6 +68,16 @@ func makeLogs(dir, scenarioDir string) ([]string, error) {
 			return nil, err
 		}
 	}
+	for seed := uint64(1); seed <= OwnedLogs; seed++ {
+		name := fmt.Sprintf("owned-%03d", seed)
+		lines, err := generatedLog(name, gen.GenerateOwned(gen.NewRand(seed+70000), RandomEvents))
+		if err != nil {
+			return nil, err
+		}
+		if err := add(name, lines); err != nil {
+			return nil, err
+		}
+	}
 	return written, nil
 }
 
@@ -95,7 +109,10 @@ func scenarioLog(name string, sc *scenario.Scenario) ([][]byte, error) {
 }
 
 func randomLog(name string, seed uint64) ([][]byte, error) {
-	sc := gen.Generate(gen.NewRand(seed), RandomEvents)
+	return generatedLog(name, gen.Generate(gen.NewRand(seed), RandomEvents))
+}
+
+func generatedLog(name string, sc gen.Scenario) ([][]byte, error) {
 	at := scenario.Epoch
 	var lines [][]byte
 	for i, p := range sc.Events {
