@@ -135,9 +135,7 @@ func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
 // ownLayer gives every leaf, by rank, min(E, owned) of its own slots
 // within its ancestors' remaining max, and lends what it does not use.
 func (f *layeredFold) ownLayer(own ownTotals) {
-	leaves := slices.Clone(f.t.leaves)
-	slices.SortFunc(leaves, f.byRank)
-	for _, l := range leaves {
+	for _, l := range f.t.leavesByRank() {
 		owned := own.owned[l]
 		if owned == 0 {
 			continue

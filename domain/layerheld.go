@@ -84,7 +84,11 @@ func (f *layeredFold) divideHeld(x int32, c Slots, eligible time.Duration, class
 
 // startHeld sets up a division: every leaf with demand keeps what it sits
 // on in the division's classes, within its demand, the division's size
-// and the room under every max, leaves by rank (priority desc, path).
+// and the room under every max. When the division is smaller than what
+// they sit on (an owner took lent slots back), the leaves keep in the
+// reverse of section 5's return order: highest priority first, then
+// fewest slots, then path descending, so the lowest priority, holding
+// most, gives back first.
 func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivision {
 	n := len(f.t.nodes)
 	d := &f.heldDiv
@@ -103,14 +107,18 @@ func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivi
 		}
 	}
 	slices.Sort(d.leaves)
-	keepers := slices.Clone(d.leaves)
-	slices.SortFunc(keepers, f.byRank)
-	for _, l := range keepers {
-		var sits Slots
+	sits := make(map[int32]Slots, len(d.leaves))
+	for _, l := range d.leaves {
 		for _, cl := range classes {
-			sits += f.held[heldKey{pool: x, leaf: l, lender: cl.lender}]
+			sits[l] += f.held[heldKey{pool: x, leaf: l, lender: cl.lender}]
 		}
-		f.addCur(x, d, l, minSlots(minSlots(sits, f.eff[l]), minSlots(d.left, f.roomIn(x, d, l, noNode))))
+	}
+	keepers := slices.Clone(d.leaves)
+	slices.SortFunc(keepers, func(a, b int32) int {
+		return cmp.Or(cmpDesc(f.t.nodes[a].priority, f.t.nodes[b].priority), cmp.Compare(sits[a], sits[b]), cmpDesc(a, b))
+	})
+	for _, l := range keepers {
+		f.addCur(x, d, l, minSlots(minSlots(sits[l], f.eff[l]), minSlots(d.left, f.roomIn(x, d, l, noNode))))
 	}
 	f.plannedShares(x, c, d)
 	return d

@@ -60,10 +60,10 @@ func ownedBenchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []
 			b.Fatal(err)
 		}
 	}
-	apply(&events.PlanChange{Plan: events.Plan{Rules: int(domain.RulesDevelopment), Policy: policy, Consumers: cs}})
-	for h := 0; h < max(1, n/10); h++ {
+	for h := 0; h < max(1, n/10); h++ { // before the plan: one assignment, not one per host
 		apply(&events.HostUp{Host: fmt.Sprintf("h%05d", h), Slots: 20})
 	}
+	apply(&events.PlanChange{Plan: events.Plan{Rules: int(domain.RulesDevelopment), Policy: policy, Consumers: cs}})
 	rng := rand.New(rand.NewPCG(1, 2))
 	d := &events.Demand{Demands: map[string]int64{}}
 	for _, l := range leaves {

@@ -37,10 +37,18 @@ func (p *Pool) reassignOwnership() {
 		p.decisions = append(p.decisions, d)
 	}
 	p.own = res.assignment
+	p.partsFresh = false
 }
 
-// hostParts divides the up hosts into parts by the current assignment.
-func (p *Pool) hostParts() ([]hostPart, ownTotals) { return partsOf(p.t, p.hosts, p.own) }
+// hostParts divides the up hosts into parts by the current assignment,
+// computed once per event (or after the assignment changed).
+func (p *Pool) hostParts() ([]hostPart, ownTotals) {
+	if !p.partsFresh {
+		p.parts, p.partTot = partsOf(p.t, p.hosts, p.own)
+		p.partsFresh = true
+	}
+	return p.parts, p.partTot
+}
 
 // updateLayeredTargets computes every leaf's layered target and keeps it
 // as the leaf's target (the T reported and hashed), touching the leaves
@@ -64,7 +72,7 @@ func (p *Pool) updateLayeredTargets() {
 // rebalanceOwned places every leaf on its layered target.
 func (p *Pool) rebalanceOwned() {
 	parts, _ := p.hostParts()
-	for _, m := range placeOwned(p.t, p.hosts, parts, p.layered, p.held, p.placeRules()) {
+	for _, m := range placeOwned(p.t, p.hosts, parts, p.layered, p.holders(), p.placeRules()) {
 		switch m.kind {
 		case KindReclaim, KindReturn:
 			p.addAlloc(m.from, m.host, -m.slots)
@@ -81,6 +89,17 @@ func (p *Pool) rebalanceOwned() {
 		}
 		p.decisions = append(p.decisions, d)
 	}
+}
+
+// holders lists, by host, the leaves holding slots there, in path order.
+func (p *Pool) holders() [][]leafSlots {
+	out := make([][]leafSlots, len(p.hosts))
+	for _, l := range p.t.sortedLeaves {
+		for _, h := range p.t.nodes[l].holdings {
+			out[h.host] = append(out[h.host], leafSlots{leaf: l, slots: h.slots})
+		}
+	}
+	return out
 }
 
 // placeRules are the pool's policy's choices for the placement.

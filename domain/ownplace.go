@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"container/heap"
 	"slices"
 	"time"
 )
@@ -94,35 +95,82 @@ type placement struct {
 	parts  []hostPart // by host, then part order
 	capRem []Slots    // by part: not yet placed
 	want   map[partKey]Slots
-	holdOn func(leaf, host int32) Slots
-	kept   map[partKey]Slots // (leaf, part) kept in step 1, keyed by part index
-	placed map[partKey]Slots // (leaf, part) placed in step 2
-	moves  []placeMove
+	// wants: by leaf, the owners whose parts it is due slots of, in the
+	// order of their first part.
+	wants   [][]int32
+	holders [][]leafSlots // by host: who holds slots there now, path order
+	heldOn  map[partKey]Slots
+	kept    map[partKey]Slots // (leaf, part) kept in step 1, keyed by part index
+	placed  []placing         // step 2, in the order placed
+	over    map[int32]Slots   // by leaf: what it holds above its target, which may be reclaimed
+	moves   []placeMove
 	// reserved: by part, the slots of a leaf owner's part kept for the
 	// owner's own use (no one else keeps them); ownOrder: by owner, its
 	// parts in the order it uses them.
 	reserved []Slots
 	ownOrder map[int32][]int
+	byOwner  map[int32]*partHeap // the parts of each owner, roomiest first
+	hostAt   []int               // by host: index of its first part (len(parts) when none)
 }
 
-// partKey names a leaf's slots in an owner's parts (owner) or in one part
-// (the part's index, as owner).
+// leafSlots is a number of slots a leaf holds (on a host known from
+// context).
+type leafSlots struct {
+	leaf  int32
+	slots Slots
+}
+
+// placing is a number of slots placed for a leaf in one part.
+type placing struct {
+	leaf  int32
+	part  int
+	slots Slots
+}
+
+// partKey names a leaf's slots in an owner's parts (owner), in one part
+// (the part's index, as owner) or on a host (the host, as owner).
 type partKey struct{ leaf, owner int32 }
 
 // placeOwned computes the placement. parts must list every up host's
-// parts; holdOn reports what a leaf holds on a host now.
-func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holdOn func(leaf, host int32) Slots, rules placeRules) []placeMove {
-	pl := &placement{t: t, rules: rules, hosts: hosts, holdOn: holdOn, want: map[partKey]Slots{},
-		kept: map[partKey]Slots{}, placed: map[partKey]Slots{}, ownOrder: map[int32][]int{}}
+// parts; holders lists, by host, the leaves holding slots there now, in
+// path order.
+func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
+	pl := &placement{t: t, rules: rules, hosts: hosts, holders: holders, want: map[partKey]Slots{}, wants: make([][]int32, len(t.nodes)),
+		heldOn: map[partKey]Slots{}, kept: map[partKey]Slots{}, over: map[int32]Slots{}, ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}}
 	pl.parts = slices.Clone(parts)
 	slices.SortStableFunc(pl.parts, pl.partOrder)
 	pl.capRem = make([]Slots, len(pl.parts))
-	for i, p := range pl.parts {
+	pl.hostAt = make([]int, len(hosts))
+	for h := range pl.hostAt {
+		pl.hostAt[h] = len(pl.parts)
+	}
+	firstPart := map[int32]int{}
+	for i := len(pl.parts) - 1; i >= 0; i-- {
+		p := pl.parts[i]
 		pl.capRem[i] = p.slots
+		pl.hostAt[p.host] = i
+		firstPart[p.owner] = i
+	}
+	total := make([]Slots, len(t.nodes))
+	for h, hs := range holders {
+		for _, x := range hs {
+			pl.heldOn[partKey{x.leaf, int32(h)}] = x.slots
+			total[x.leaf] += x.slots
+		}
+	}
+	addWant := func(leaf, owner int32, k Slots) {
+		key := partKey{leaf, owner}
+		if pl.want[key] == 0 {
+			pl.wants[leaf] = append(pl.wants[leaf], owner)
+		}
+		pl.want[key] += k
 	}
 	for _, l := range t.leaves {
 		if k := lt.ownUse[l]; k > 0 {
-			pl.want[partKey{l, l}] += k
+			addWant(l, l, k)
+		}
+		if k := total[l] - lt.target[l]; k > 0 {
+			pl.over[l] = k
 		}
 	}
 	for _, tk := range lt.takes {
@@ -130,13 +178,28 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		if owner == noNode && tk.pool != 0 {
 			owner = tk.pool
 		}
-		pl.want[partKey{tk.leaf, owner}] += tk.slots
+		addWant(tk.leaf, owner, tk.slots)
+	}
+	for _, owners := range pl.wants {
+		slices.SortFunc(owners, func(a, b int32) int { return cmp.Compare(firstPart[a], firstPart[b]) })
 	}
 	pl.reserve()
 	pl.keep()
 	pl.place()
 	pl.pair()
 	return pl.moves
+}
+
+func (pl *placement) holdOn(leaf, h int32) Slots { return pl.heldOn[partKey{leaf, h}] }
+
+// partsOfHost is the range of parts on host h.
+func (pl *placement) partsOfHost(h int32) (int, int) {
+	i := pl.hostAt[h]
+	j := i
+	for j < len(pl.parts) && pl.parts[j].host == h {
+		j++
+	}
+	return i, j
 }
 
 // partOrder: hosts in registration order; on a host, leaf owners' parts
@@ -161,21 +224,22 @@ func (pl *placement) partTier(owner int32) int64 {
 	return 1<<40 + int64(1<<20-n.depth)<<21 + int64(owner)
 }
 
-// keep is step 1.
+// keep is step 1: host by host, part by part, the slots a leaf already
+// holds on the host count for a part it is due slots of.
 func (pl *placement) keep() {
 	left := map[partKey]Slots{} // (leaf, host) not yet counted for a part
 	for i, p := range pl.parts {
 		var keepers []int32
-		for _, l := range pl.t.sortedLeaves {
-			if pl.want[partKey{l, p.owner}] <= 0 {
+		for _, x := range pl.holders[p.host] {
+			if pl.want[partKey{x.leaf, p.owner}] <= 0 {
 				continue
 			}
-			k := partKey{l, p.host}
+			k := partKey{x.leaf, p.host}
 			if _, seen := left[k]; !seen {
-				left[k] = pl.holdOn(l, p.host)
+				left[k] = x.slots
 			}
 			if left[k] > 0 {
-				keepers = append(keepers, l)
+				keepers = append(keepers, x.leaf)
 			}
 		}
 		slices.SortFunc(keepers, func(a, b int32) int { return pl.keepOrder(p, left, a, b) })
@@ -217,41 +281,50 @@ func (pl *placement) keepOrder(p hostPart, left map[partKey]Slots, a, b int32) i
 }
 
 // reserve orders each leaf owner's parts and keeps what it still needs of
-// its own slots on them: by preference (desc); then, unless the pool
-// reclaims for preference, parts on hosts with free slots first, so an
-// owner uses its idle slots before taking lent ones back; then most
-// slots, then host name. Borrowers keep only what is not reserved.
+// its own slots on them, by preference (desc), then most slots, then host
+// name. Unless the pool reclaims for preference, the owner first takes
+// the free slots of its parts in that order, and reserves the slots
+// borrowers hold (returns) only for what is still missing. Borrowers keep
+// only what is not reserved.
 func (pl *placement) reserve() {
 	pl.reserved = make([]Slots, len(pl.parts))
+	mineOf := map[int32][]int{}
+	for i, p := range pl.parts {
+		if p.owner != noNode && pl.t.nodes[p.owner].leaf && pl.want[partKey{p.owner, p.owner}] > 0 {
+			mineOf[p.owner] = append(mineOf[p.owner], i)
+		}
+	}
 	for _, o := range pl.t.sortedLeaves {
-		want := pl.want[partKey{o, o}]
-		if want <= 0 {
+		mine := mineOf[o]
+		if len(mine) == 0 {
 			continue
 		}
-		var mine []int
-		sits := make(map[int]Slots)
-		for i, p := range pl.parts {
-			if p.owner == o {
-				mine = append(mine, i)
-				sits[i] = minSlots(pl.holdOn(o, p.host), p.slots)
-				want -= sits[i]
-			}
+		want := pl.want[partKey{o, o}]
+		sits := make(map[int]Slots, len(mine))
+		for _, i := range mine {
+			sits[i] = minSlots(pl.holdOn(o, pl.parts[i].host), pl.parts[i].slots)
+			want -= sits[i]
 		}
 		slices.SortStableFunc(mine, func(a, b int) int {
 			pa, pb := pl.parts[a], pl.parts[b]
-			c := cmpDesc(pl.rules.preference(o, pa.host), pl.rules.preference(o, pb.host))
-			if c == 0 && !pl.rules.preferring {
-				c = boolFirst(pl.hostFree(pa.host) > 0, pl.hostFree(pb.host) > 0)
-			}
-			return cmp.Or(c, cmpDesc(pa.slots-sits[a], pb.slots-sits[b]), cmp.Compare(pl.hosts[pa.host].name, pl.hosts[pb.host].name))
+			return cmp.Or(cmpDesc(pl.rules.preference(o, pa.host), pl.rules.preference(o, pb.host)),
+				cmpDesc(pa.slots-sits[a], pb.slots-sits[b]), cmp.Compare(pl.hosts[pa.host].name, pl.hosts[pb.host].name))
 		})
+		if !pl.rules.preferring {
+			for _, i := range mine {
+				r := minSlots(want, minSlots(pl.parts[i].slots-sits[i], pl.hostFree(pl.parts[i].host)))
+				pl.reserved[i] += maxSlots(r, 0)
+				want -= maxSlots(r, 0)
+			}
+			slices.SortStableFunc(mine, func(a, b int) int { return boolFirst(pl.reserved[a] > 0, pl.reserved[b] > 0) })
+		}
 		pl.ownOrder[o] = mine
 		for _, i := range mine {
 			if want <= 0 {
 				break
 			}
-			r := minSlots(want, pl.parts[i].slots-sits[i])
-			pl.reserved[i] = r
+			r := minSlots(want, pl.parts[i].slots-sits[i]-pl.reserved[i])
+			pl.reserved[i] += r
 			want -= r
 		}
 	}
@@ -260,104 +333,162 @@ func (pl *placement) reserve() {
 // hostFree is how many slots of a host nobody holds now.
 func (pl *placement) hostFree(h int32) Slots { return pl.hosts[h].slots - pl.hosts[h].used }
 
-// place is step 2.
+// place is step 2: leaves by rank, each its own parts in the order
+// reserved, then each owner's parts it is still due slots of, the part
+// with most room first, then host name.
 func (pl *placement) place() {
-	leaves := slices.Clone(pl.t.leaves)
-	slices.SortFunc(leaves, func(a, b int32) int {
-		if pa, pb := pl.t.nodes[a].priority, pl.t.nodes[b].priority; pa != pb {
-			return cmpDesc(pa, pb)
-		}
-		return cmp.Compare(a, b)
-	})
-	for _, l := range leaves {
-		for _, i := range pl.ownOrder[l] { // its own slots, in the order reserved
-			k := minSlots(pl.want[partKey{l, l}], pl.capRem[i])
-			if k > 0 {
-				pl.want[partKey{l, l}] -= k
-				pl.capRem[i] -= k
-				pl.placed[partKey{l, int32(i)}] += k
+	for _, l := range pl.t.leavesByRank() {
+		for _, i := range pl.ownOrder[l] {
+			if k := minSlots(pl.want[partKey{l, l}], pl.capRem[i]); k > 0 {
+				pl.put(l, l, i, k)
 			}
 		}
-		for i := range pl.parts {
-			owner := pl.parts[i].owner
+		for _, owner := range pl.wants[l] {
 			for pl.want[partKey{l, owner}] > 0 {
 				best := pl.roomiest(owner)
 				if best < 0 {
 					break
 				}
-				k := minSlots(pl.want[partKey{l, owner}], pl.capRem[best])
-				pl.want[partKey{l, owner}] -= k
-				pl.capRem[best] -= k
-				pl.placed[partKey{l, int32(best)}] += k
+				pl.put(l, owner, best, minSlots(pl.want[partKey{l, owner}], pl.capRem[best]))
 			}
 		}
+	}
+}
+
+// put places k slots of leaf l's due share of owner's parts in part i.
+func (pl *placement) put(l, owner int32, i int, k Slots) {
+	pl.want[partKey{l, owner}] -= k
+	pl.capRem[i] -= k
+	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k})
+	if h := pl.byOwner[pl.parts[i].owner]; h != nil {
+		heap.Push(h, partRoom{part: i, room: pl.capRem[i]})
 	}
 }
 
 // roomiest returns the owner's part with most room left, then host name;
 // -1 when none has room.
 func (pl *placement) roomiest(owner int32) int {
-	best := -1
-	for i, p := range pl.parts {
-		if p.owner != owner || pl.capRem[i] <= 0 {
-			continue
+	h := pl.byOwner[owner]
+	if h == nil {
+		h = &partHeap{pl: pl}
+		for i, p := range pl.parts {
+			if p.owner == owner && pl.capRem[i] > 0 {
+				h.items = append(h.items, partRoom{part: i, room: pl.capRem[i]})
+			}
 		}
-		if best < 0 || pl.capRem[i] > pl.capRem[best] ||
-			(pl.capRem[i] == pl.capRem[best] && pl.hosts[p.host].name < pl.hosts[pl.parts[best].host].name) {
-			best = i
-		}
+		heap.Init(h)
+		pl.byOwner[owner] = h
 	}
-	return best
+	for h.Len() > 0 {
+		top := h.items[0]
+		if top.room == pl.capRem[top.part] && top.room > 0 {
+			return top.part
+		}
+		heap.Pop(h) // stale: its room changed since it was pushed
+	}
+	return -1
 }
 
-// pair is step 3.
+// partRoom is a part and its room when it was pushed.
+type partRoom struct {
+	part int
+	room Slots
+}
+
+// partHeap orders an owner's parts by room (desc), then host name.
+type partHeap struct {
+	pl    *placement
+	items []partRoom
+}
+
+func (h *partHeap) Len() int { return len(h.items) }
+func (h *partHeap) Less(a, b int) bool {
+	x, y := h.items[a], h.items[b]
+	return cmp.Or(cmpDesc(x.room, y.room), cmp.Compare(h.pl.hosts[h.pl.parts[x.part].host].name, h.pl.hosts[h.pl.parts[y.part].host].name)) < 0
+}
+func (h *partHeap) Swap(a, b int) { h.items[a], h.items[b] = h.items[b], h.items[a] }
+func (h *partHeap) Push(x any)    { h.items = append(h.items, x.(partRoom)) }
+func (h *partHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}
+
+// pair is step 3, host by host: the slots each leaf gave up on the host
+// (held, not kept) are paired with the slots others gained there. First
+// an owner (or a descendant of a parent owner) gaining its own part takes
+// it back from whoever sits there (return). Then slots a leaf gives up
+// while it is not losing overall (it is placed elsewhere) are released
+// (release.moved), so only what a leaf holds above its target can be
+// reclaimed; the remaining gains take those (reclaim), then free slots
+// (grant, or lend on another consumer's part).
 func (pl *placement) pair() {
+	placedOn := make([][]placing, len(pl.hosts))
+	for _, x := range pl.placed {
+		h := pl.parts[x.part].host
+		placedOn[h] = append(placedOn[h], x)
+	}
 	for h := range pl.hosts {
-		var losers []int32
-		lost := map[int32]Slots{}
-		for _, l := range pl.t.sortedLeaves {
-			keptHere := Slots(0)
-			for i, p := range pl.parts {
-				if p.host == int32(h) {
-					keptHere += pl.kept[partKey{l, int32(i)}]
-				}
-			}
-			if k := pl.holdOn(l, int32(h)) - keptHere; k > 0 {
-				lost[l] = k
-				losers = append(losers, l)
-			}
+		if len(pl.holders[h]) == 0 && len(placedOn[h]) == 0 {
+			continue
 		}
-		// A leaf that gives up slots of one part and gains slots of
-		// another on the same host keeps them where they are.
-		self := map[int32]Slots{}
-		for _, l := range losers {
-			gained := Slots(0)
-			for i, p := range pl.parts {
-				if p.host == int32(h) {
-					gained += pl.placed[partKey{l, int32(i)}]
-				}
-			}
-			self[l] = minSlots(gained, lost[l])
-			lost[l] -= self[l]
+		pl.pairHost(int32(h), placedOn[h])
+	}
+}
+
+// pairHost pairs one host's gains and losses.
+func (pl *placement) pairHost(h int32, gains []placing) {
+	i0, i1 := pl.partsOfHost(h)
+	var losers []int32
+	lost := map[int32]Slots{}
+	for _, x := range pl.holders[h] {
+		keptHere := Slots(0)
+		for i := i0; i < i1; i++ {
+			keptHere += pl.kept[partKey{x.leaf, int32(i)}]
 		}
-		slices.SortFunc(losers, func(a, b int32) int { return pl.giveBackOrder(lost, a, b) })
-		for i, p := range pl.parts {
-			if p.host != int32(h) {
-				continue
-			}
-			for _, l := range pl.t.sortedLeaves {
-				k := pl.placed[partKey{l, int32(i)}]
-				relabel := minSlots(k, self[l])
-				self[l] -= relabel
-				if k -= relabel; k > 0 {
-					pl.gain(l, p, k, losers, lost)
-				}
-			}
+		if k := x.slots - keptHere; k > 0 {
+			lost[x.leaf] = k
+			losers = append(losers, x.leaf)
 		}
+	}
+	// Gains in part order, then path; a leaf that gives up slots of one
+	// part and gains slots of another on the same host keeps them where
+	// they are.
+	slices.SortStableFunc(gains, func(a, b placing) int { return cmp.Or(cmp.Compare(a.part, b.part), cmp.Compare(a.leaf, b.leaf)) })
+	for g := range gains {
+		l := gains[g].leaf
+		relabel := minSlots(gains[g].slots, lost[l])
+		gains[g].slots -= relabel
+		lost[l] -= relabel
+	}
+	slices.SortFunc(losers, func(a, b int32) int { return pl.giveBackOrder(lost, a, b) })
+	for g := range gains { // returns
+		x := &gains[g]
 		for _, v := range losers {
-			if k := lost[v]; k > 0 {
-				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: int32(h), slots: k, rule: RuleMoved, graceOf: noNode})
+			if x.slots == 0 {
+				break
 			}
+			if n := minSlots(x.slots, lost[v]); n > 0 && pl.isReturn(x.leaf, v, pl.parts[x.part].owner) {
+				lost[v] -= n
+				x.slots -= n
+				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: pl.parts[x.part].owner})
+			}
+		}
+	}
+	for _, v := range losers { // moves: given up by a leaf placed elsewhere
+		if moved := lost[v] - minSlots(lost[v], pl.over[v]); moved > 0 {
+			lost[v] -= moved
+			pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: moved, rule: RuleMoved, graceOf: noNode})
+		}
+	}
+	for g := range gains {
+		if gains[g].slots > 0 {
+			pl.gain(gains[g].leaf, pl.parts[gains[g].part], gains[g].slots, losers, lost)
+		}
+	}
+	for _, v := range losers {
+		if k := lost[v]; k > 0 {
+			pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: k, rule: RuleMoved, graceOf: noNode})
 		}
 	}
 }
@@ -375,8 +506,9 @@ func (pl *placement) giveBackOrder(lost map[int32]Slots, a, b int32) int {
 	return cmp.Compare(a, b)
 }
 
-// gain records k slots leaf l gains in part p: taken from the slots
-// others give up on the host first, then from free slots.
+// gain records k slots leaf l gains in part p: taken from what leaves
+// above their target give up on the host first (reclaim), then from free
+// slots.
 func (pl *placement) gain(l int32, p hostPart, k Slots, losers []int32, lost map[int32]Slots) {
 	for _, v := range losers {
 		if k == 0 {
@@ -387,12 +519,9 @@ func (pl *placement) gain(l int32, p hostPart, k Slots, losers []int32, lost map
 			continue
 		}
 		lost[v] -= n
+		pl.over[v] -= n
 		k -= n
-		if pl.isReturn(l, v, p.owner) {
-			pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: l, from: v, host: p.host, slots: n, rule: RuleOwnReturn, graceOf: p.owner})
-		} else {
-			pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: pl.rules.reclaim, graceOf: v})
-		}
+		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: pl.rules.reclaim, graceOf: v})
 	}
 	if k == 0 {
 		return
@@ -443,41 +572,49 @@ func (m placeMove) deadline(t *tree, at time.Time) *time.Time {
 func partsOf(t *tree, hosts []host, rows []ownSlot) ([]hostPart, ownTotals) {
 	n := len(t.nodes)
 	tot := ownTotals{owned: make([]Slots, n), private: make([]Slots, n)}
-	byHost := make([][]Slots, len(hosts)) // by host: owned slots by node id, lazily
 	hostIdx := make(map[string]int32, len(hosts))
 	for i, h := range hosts {
 		if h.up {
 			hostIdx[h.name] = int32(i)
 		}
 	}
+	type owning struct {
+		id    int32
+		slots Slots
+	}
+	byHost := make([][]owning, len(hosts)) // by host: owners, any order
 	for _, r := range rows {
 		id, ok := t.lookup(r.consumer)
 		h, up := hostIdx[r.host]
 		if !ok || !up || id == 0 {
 			continue
 		}
-		if byHost[h] == nil {
-			byHost[h] = make([]Slots, n)
-		}
-		byHost[h][id] += r.slots
+		byHost[h] = append(byHost[h], owning{id, r.slots})
 		tot.owned[id] += r.slots
 	}
 	var parts []hostPart
+	inner := map[int32]Slots{}
 	for h := range hosts {
 		if !hosts[h].up {
 			continue
 		}
 		public := hosts[h].slots
-		for id := 1; id < n && byHost[h] != nil; id++ {
-			inner := byHost[h][id]
-			for _, c := range t.nodes[id].children {
-				inner -= byHost[h][c]
+		os := byHost[h]
+		slices.SortFunc(os, func(a, b owning) int { return cmp.Compare(a.id, b.id) })
+		clear(inner)
+		for _, o := range os {
+			inner[o.id] += o.slots
+			if pa := t.nodes[o.id].parent; pa > 0 {
+				inner[pa] -= o.slots
 			}
-			if t.nodes[id].depth == 1 {
-				public -= byHost[h][id]
+			if t.nodes[o.id].depth == 1 {
+				public -= o.slots
 			}
-			if inner > 0 {
-				parts = append(parts, hostPart{host: int32(h), owner: int32(id), slots: inner})
+		}
+		for _, o := range os {
+			if k := inner[o.id]; k > 0 {
+				parts = append(parts, hostPart{host: int32(h), owner: o.id, slots: k})
+				inner[o.id] = 0 // a consumer named twice on a host: one part
 			}
 		}
 		if public > 0 {
@@ -486,12 +623,12 @@ func partsOf(t *tree, hosts []host, rows []ownSlot) ([]hostPart, ownTotals) {
 		tot.public += max(public, 0)
 	}
 	for id := 1; id < n; id++ {
+		if t.nodes[id].leaf || tot.owned[id] == 0 {
+			continue
+		}
 		tot.private[id] = tot.owned[id]
 		for _, c := range t.nodes[id].children {
 			tot.private[id] -= tot.owned[c]
-		}
-		if t.nodes[id].leaf {
-			tot.private[id] = 0
 		}
 	}
 	return parts, tot

@@ -16,6 +16,19 @@ import (
 var testPlaceRules = placeRules{grant: func(int32) Rule { return RuleShareRatioGrant }, reclaim: RuleShareRatioReclaim,
 	preference: func(int32, int32) int64 { return 5 }}
 
+// holdersOf lists, by host, the leaves holdOn says hold slots there.
+func holdersOf(tr *tree, hosts []host, holdOn func(l, h int32) Slots) [][]leafSlots {
+	out := make([][]leafSlots, len(hosts))
+	for h := range hosts {
+		for _, l := range tr.sortedLeaves {
+			if k := holdOn(l, int32(h)); k > 0 {
+				out[h] = append(out[h], leafSlots{leaf: l, slots: k})
+			}
+		}
+	}
+	return out
+}
+
 type placeCase struct {
 	layered  layeredCase
 	hosts    []host
@@ -26,7 +39,7 @@ type placeCase struct {
 func (pc placeCase) run(t *testing.T) (*tree, []placeMove) {
 	t.Helper()
 	tr, lt := pc.layered.run(t)
-	return tr, placeOwned(tr, pc.hosts, pc.partList(t, tr), lt, pc.holdOn(tr), testPlaceRules)
+	return tr, placeOwned(tr, pc.hosts, pc.partList(t, tr), lt, holdersOf(tr, pc.hosts, pc.holdOn(tr)), testPlaceRules)
 }
 
 func (pc placeCase) partList(t *testing.T, tr *tree) []hostPart {
@@ -142,8 +155,8 @@ func TestPlaceOwnedProperties(t *testing.T) {
 		hosts, parts := randomParts(r, tr, rc)
 		holdings := randomHoldings(r, tr, hosts)
 		holdOn := func(l, h int32) Slots { return holdings[[2]int32{l, h}] }
-		ms := placeOwned(tr, hosts, parts, lt, holdOn, testPlaceRules)
-		if again := placeOwned(tr, hosts, parts, lt, holdOn, testPlaceRules); fmtMoves(tr, hosts, again) != fmtMoves(tr, hosts, ms) {
+		ms := placeOwned(tr, hosts, parts, lt, holdersOf(tr, hosts, holdOn), testPlaceRules)
+		if again := placeOwned(tr, hosts, parts, lt, holdersOf(tr, hosts, holdOn), testPlaceRules); fmtMoves(tr, hosts, again) != fmtMoves(tr, hosts, ms) {
 			t.Fatalf("seed %d: two runs differ", seed)
 		}
 		after := map[[2]int32]Slots{}

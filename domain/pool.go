@@ -41,6 +41,11 @@ type Pool struct {
 	layered layeredTargets
 	// development: plans may name the rules version in development.
 	development bool
+	// The host parts of the assignment (owned.go hostParts), kept until
+	// the assignment or a host changes.
+	parts      []hostPart
+	partTot    ownTotals
+	partsFresh bool
 
 	// Per-event work.
 	decisions    []Decision
@@ -139,6 +144,7 @@ func (p *Pool) Skip(seq uint64, at time.Time) {
 
 func (p *Pool) begin(ev Event) {
 	p.seq, p.now = ev.Seq, ev.Time
+	p.partsFresh = false // hosts or the assignment may change
 	p.decisions = p.decisions[:0]
 	p.touched = p.touched[:0]
 	p.allTouch = false

@@ -19,7 +19,7 @@ import (
 func TestEnginePurity(t *testing.T) {
 	allowed := map[string]bool{
 		"bytes": true, "cmp": true, "crypto/sha256": true, "encoding/binary": true, "encoding/json": true,
-		"errors": true, "fmt": true, "hash": true, "maps": true, "math": true, "slices": true, "strings": true,
+		"container/heap": true, "errors": true, "fmt": true, "hash": true, "maps": true, "math": true, "slices": true, "strings": true,
 		"time": true, "unicode": true,
 		"github.com/cluster-ledger/ledger/events": true, "github.com/google/btree": true,
 	}

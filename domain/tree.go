@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -65,6 +66,7 @@ type tree struct {
 	nodes        []node
 	leaves       []int32 // leaf ids in depth-first order (children in path order)
 	sortedLeaves []int32 // leaf ids in path order
+	byRank       []int32 // leaf ids by rank, made by leavesByRank
 	tops         []int32
 	byPath       map[string]int32
 	hasMax       bool // some consumer has a max: share_ratio/leaf may re-split
@@ -289,4 +291,16 @@ func (t *tree) commonAncestor(a, b int32) int32 {
 		a, b = t.nodes[a].parent, t.nodes[b].parent
 	}
 	return a
+}
+
+// leavesByRank lists the leaves by rank (priority desc, then path),
+// computed once per tree.
+func (t *tree) leavesByRank() []int32 {
+	if t.byRank == nil {
+		t.byRank = slices.Clone(t.leaves)
+		slices.SortFunc(t.byRank, func(a, b int32) int {
+			return cmp.Or(cmpDesc(t.nodes[a].priority, t.nodes[b].priority), cmp.Compare(a, b))
+		})
+	}
+	return t.byRank
 }
