@@ -32,6 +32,11 @@ type layers struct {
 	src    map[string]map[string]int64
 	groups map[string][][]time.Duration
 	order  []string // the sources in the order the fold divided them
+	// held0, set only for share_ratio's balance: false (balance.go):
+	// leaf -> pool -> grace class -> slots held when the rebalance
+	// started. Each pool's group is then divided on its reclaim targets
+	// T0, the demands capped at max(P, held) (AMBIGUITIES.md, ownership 31).
+	held0 map[string]map[string]map[time.Duration]int64
 }
 
 func srcKey(pool string, group int) string { return fmt.Sprintf("%s#%d", pool, group) }
@@ -66,6 +71,12 @@ func (m *Model) public() int64 {
 }
 
 func (m *Model) layered(d *derived) layers {
+	return m.layeredFrom(d, nil)
+}
+
+// layeredFrom is the layered fold; with held0 (balance: false) every
+// pool's group is divided on the reclaim targets T0.
+func (m *Model) layeredFrom(d *derived, held0 map[string]map[string]map[time.Duration]int64) layers {
 	r := map[string]int64{}  // leaf -> demand earlier layers left unmet (within E)
 	rm := map[string]int64{} // node -> max left after earlier layers
 	t := map[string]int64{}  // leaf -> sum of its layers' targets
@@ -76,7 +87,7 @@ func (m *Model) layered(d *derived) layers {
 		r[l] = d.E[l]
 	}
 	out := layers{T: map[string]int64{}, own: map[string]int64{}, src: map[string]map[string]int64{},
-		groups: map[string][][]time.Duration{}}
+		groups: map[string][][]time.Duration{}, held0: held0}
 	give := func(l string, v int64, key string) {
 		if out.src[l] == nil {
 			out.src[l] = map[string]int64{}
@@ -213,7 +224,13 @@ func (m *Model) divide(x string, pool []class, r, rm map[string]int64, give func
 		key := srcKey(x, len(groups[x]))
 		groups[x] = append(groups[x], graces[i:j])
 		ly.order = append(ly.order, key)
-		used := m.divideOnce(size, set, r, rm, func(l string, v int64) { give(l, v, key) })
+		var used int64
+		if ly.held0 == nil {
+			used = m.divideOnce(size, set, r, rm, func(l string, v int64) { give(l, v, key) })
+		} else {
+			used = m.divideOnceAdj(size, set, r, rm, func(l string, v int64) { give(l, v, key) },
+				m.t0Demand(x, graces[i:j], size, set, ly.held0))
+		}
 		// the pool's own slots are used first, then lent ones, lowest
 		// lend_grace first: the leftover is the highest lend_grace first
 		unused := size - used
@@ -252,6 +269,13 @@ func sameSet(a, b []string) bool {
 // others count as without demand), with demand r and maxes rm; it gives
 // each leaf its part and returns the total given.
 func (m *Model) divideOnce(c int64, set []string, r, rm map[string]int64, give func(string, int64)) int64 {
+	return m.divideOnceAdj(c, set, r, rm, give, nil)
+}
+
+// divideOnceAdj is divideOnce where adj (when not nil) replaces each
+// leaf's demand before the parents' are summed.
+func (m *Model) divideOnceAdj(c int64, set []string, r, rm map[string]int64, give func(string, int64),
+	adj func(l string, e int64) int64) int64 {
 	if c <= 0 || len(set) == 0 {
 		return 0
 	}
@@ -272,6 +296,9 @@ func (m *Model) divideOnce(c int64, set []string, r, rm map[string]int64, give f
 				}
 			}
 			e[p] = max(v, 0)
+			if adj != nil && in[p] {
+				e[p] = adj(p, e[p])
+			}
 			continue
 		}
 		var s int64

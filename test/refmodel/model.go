@@ -2,7 +2,9 @@
 // allocation-rules.md (sections 1-4, 6, 7 and plain host placement, rules
 // versions 1 and 2 of section 8, share_ratio's `balance: false`; section
 // 5's ownership, private pools, lending, grace classes and returns under
-// share_ratio: ownership.go, layers.go, placement.go) plus
+// share_ratio: ownership.go, layers.go, placement.go; and, under the
+// project's rules version 3 (NewRules3), ownership under reclaim: priority,
+// priority.go, and share_ratio's balance: false, balance.go) plus
 // docs/decisions.md, used to cross-check the engine in domain/ by
 // differential testing. Its readings of what the spec leaves open are in
 // AMBIGUITIES.md. It is written for obviousness, not speed: every
@@ -64,6 +66,8 @@ type Model struct {
 	since   map[string]uint64           // leaf -> waiting since
 	own     map[string]map[string]int64 // consumer -> host -> owned slots assigned
 	ownPref map[string]map[string]int64 // consumer -> host -> preference of its slots there
+	// rules3: the model also implements rules version 3 (NewRules3).
+	rules3 bool
 }
 
 // New returns an empty model: no plan, no hosts.
@@ -73,9 +77,21 @@ func New() *Model {
 		ownPref: map[string]map[string]int64{}}
 }
 
+// NewRules3 returns an empty model that also implements rules version 3,
+// the project's version for ownership (docs/decisions.md #88; the spec
+// itself has versions 1 and 2 only). Under version 3 the fold is version
+// 2's, and ownership is folded under every policy: reclaim: priority
+// (priority.go) and share_ratio's balance: false as well (AMBIGUITIES.md,
+// ownership 23-33). New() stays a model of versions 1 and 2.
+func NewRules3() *Model {
+	m := New()
+	m.rules3 = true
+	return m
+}
+
 func (m *Model) clone() *Model {
 	c := New()
-	c.planned, c.pol, c.nodes = m.planned, m.pol, m.nodes
+	c.planned, c.pol, c.nodes, c.rules3 = m.planned, m.pol, m.nodes, m.rules3
 	for k, h := range m.hosts {
 		hh := *h
 		c.hosts[k] = &hh
@@ -479,6 +495,11 @@ type fold struct {
 	// rebalance starts (a0), the reclaim targets T0 computed from them,
 	// and the allocations after the reclaim phase, before leftover grants.
 	a0, t0, afterReclaim map[string]int64
+	// leftover: the second phase of balance: false with ownership
+	// (balance.go): the pairing grants only, each leaf up to its T.
+	leftover bool
+	// players: the pools' layers of a priority fold with ownership.
+	players []player
 }
 
 // apply folds one event into m (a clone: Apply discards it on error) and
@@ -492,7 +513,7 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 	var oldNodes map[string]*node // set on a plan: ownership decisions compare with it
 	reassign := false
 	if e, ok := p.(*events.PlanChange); ok && e != nil { // a plan without ownership
-		p = &OwnedPlan{Plan: e.Plan}
+		p = ownedPlanOf(e.Plan)
 	}
 	switch e := p.(type) {
 	case *events.Demand:
@@ -544,14 +565,18 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		if e == nil {
 			return nil, ErrBadPayload
 		}
-		nodes, pol, err := buildPlan(e.Plan)
+		newest := rulesV2
+		if m.rules3 {
+			newest = rulesV3
+		}
+		nodes, pol, err := buildPlanUpTo(e.Plan, newest)
 		if err != nil {
 			return nil, err
 		}
 		if err := applyOwnership(nodes, &pol, e); err != nil {
 			return nil, err
 		}
-		if len(e.Owners) > 0 && (pol.reclaim == events.ReclaimPriority || (!pol.balance && pol.preemption)) {
+		if len(e.Owners) > 0 && pol.rules < rulesV3 && (pol.reclaim == events.ReclaimPriority || (!pol.balance && pol.preemption)) {
 			for _, n := range nodes {
 				if len(n.own) > 0 {
 					return nil, fmt.Errorf("%w: ownership under reclaim %s, balance %v", ErrNotModelled, pol.reclaim, pol.balance)
@@ -640,7 +665,14 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		f.releaseExcess()
 	}
 	if m.hasOwnership() {
-		f.layeredRebalance()
+		switch {
+		case m.pol.reclaim == events.ReclaimPriority: // version 3 only
+			f.priorityOwned()
+		case !m.pol.balance && m.pol.preemption: // version 3 only
+			f.layeredBalanceFalse()
+		default:
+			f.layeredRebalance()
+		}
 		return f, nil
 	}
 	if m.pol.reclaim == events.ReclaimShareRatio {

@@ -16,8 +16,10 @@ import (
 )
 
 // ErrNotModelled: the plan combines ownership with a policy this model does
-// not implement (reclaim: priority, or share_ratio with balance: false and
-// preemption). The model is unchanged; a differential test skips the log.
+// not implement under rules versions 1 and 2 (reclaim: priority, or
+// share_ratio with balance: false and preemption; version 3, NewRules3,
+// implements both). The model is unchanged; a differential test skips the
+// log.
 var ErrNotModelled = errors.New("not modelled by the reference model")
 
 // OwnedPlan is a plan event with the ownership fields of section 5: the
@@ -55,6 +57,25 @@ type ownEntry struct {
 	host, group string
 	slots       int64
 	pref        int64
+}
+
+// ownedPlanOf reads a plan event: the ownership fields events.Plan now
+// carries (a consumer's own and lend, the policy's
+// reclaim_for_preference) become an OwnedPlan's. A plan naming none of
+// them is an OwnedPlan without owners, as before.
+func ownedPlanOf(pl events.Plan) *OwnedPlan {
+	op := &OwnedPlan{Plan: pl, ReclaimForPreference: pl.Policy.ReclaimForPreference}
+	for _, c := range pl.Consumers {
+		if c.Own == nil && c.Lend == nil {
+			continue
+		}
+		o := Owner{Path: c.Path, Lend: c.Lend}
+		for _, e := range c.Own {
+			o.Own = append(o.Own, OwnEntry{Host: e.Host, Group: e.Group, Slots: e.Slots, Preference: e.Preference})
+		}
+		op.Owners = append(op.Owners, o)
+	}
+	return op
 }
 
 // applyOwnership validates the ownership fields against the tree built by

@@ -583,7 +583,7 @@ func (f *fold) round(ly layers) {
 	// What placement could not match source by source (the attribution
 	// of a host's slots is a fixed rule, not a record) is settled on the
 	// totals, as section 4's pairing.
-	f.pairing(ly.T, m.pol.preemption)
+	f.pairing(ly.T, m.pol.preemption && !f.leftover)
 }
 
 // ownerTakes gives leaf l its own layer: it moves onto its own free slots,
@@ -716,8 +716,11 @@ func (f *fold) pairSource(src string) {
 		// target for a while: a later source takes them (it is a victim
 		// there), or the pairing on the totals does
 		need := min(tgt(c)-m.holdIn(c, src, ly), f.d.E[c]-m.held(c), f.headroom(c, ""))
+		if f.leftover { // balance: false, second phase: up to the full target
+			need = min(need, ly.T[c]-m.held(c))
+		}
 		need -= f.grantSource(c, src, need)
-		for need > 0 && m.pol.preemption {
+		for need > 0 && m.pol.preemption && !f.leftover {
 			_, give := f.sourceVictim(c, src, need)
 			if give <= 0 {
 				break

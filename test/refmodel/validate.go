@@ -42,6 +42,10 @@ var (
 const (
 	rulesV1 = 1 // release excess, then trim slots on down hosts
 	rulesV2 = 2 // trim slots on down hosts, then release excess
+	// rulesV3 is the project's version for ownership (docs/decisions.md
+	// #88), not one of the spec's: version 2's order, with ownership
+	// folded under every policy. Only a model made by NewRules3 accepts it.
+	rulesV3 = 3
 )
 
 // validPath implements decisions.md #2.
@@ -84,13 +88,19 @@ type policy struct {
 
 // buildPlan validates a plan and returns its tree (root included) and policy.
 func buildPlan(pl events.Plan) (map[string]*node, policy, error) {
+	return buildPlanUpTo(pl, rulesV2)
+}
+
+// buildPlanUpTo is buildPlan for a model that implements the rules
+// versions 1..newest.
+func buildPlanUpTo(pl events.Plan, newest int) (map[string]*node, policy, error) {
 	pol := policy{reclaim: pl.Policy.ReclaimOrDefault(), enforcement: pl.Policy.EnforcementOrDefault(),
 		preemption: pl.Policy.PreemptionOrDefault(), balance: pl.Policy.BalanceOrDefault(), rules: pl.Rules}
 	if pol.rules == 0 { // a stored plan without the field predates versions (section 8)
 		pol.rules = rulesV1
 	}
-	if pol.rules != rulesV1 && pol.rules != rulesV2 {
-		return nil, pol, fmt.Errorf("%w: rules %d (this model implements 1 and 2)", ErrUnknownRules, pl.Rules)
+	if pol.rules < rulesV1 || pol.rules > newest {
+		return nil, pol, fmt.Errorf("%w: rules %d (this model implements 1 to %d)", ErrUnknownRules, pl.Rules, newest)
 	}
 	if pol.reclaim != events.ReclaimPriority && pol.reclaim != events.ReclaimShareRatio {
 		return nil, pol, fmt.Errorf("%w: reclaim %q", ErrMalformedPlan, pol.reclaim)

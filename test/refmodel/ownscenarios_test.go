@@ -1,0 +1,68 @@
+package refmodel
+
+// The hand-worked ownership scenarios (test/development/ownership/*.yaml and
+// the share_ratio refusals among test/scenarios/errors/plan-own-*.yaml) folded by
+// the reference model. Every file is folded under rules version 3 (the
+// project's ownership version, NewRules3): its first plan is given
+// `rules: 3`, later plans name none. A file whose plan the model does not
+// model (ErrNotModelled) is skipped. A decision line ending in a comment
+// `# deadline <RFC 3339 time>` is also checked for that deadline (the
+// scenario format cannot state one; runYAML's reader can).
+
+import (
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var deadlineComment = regexp.MustCompile(`\}\s*#\s*deadline\s+(\S+)`)
+
+// modelDisagrees lists the hand-worked files whose expectations the model
+// reads differently, each with the point of disagreement (the lead's
+// notes in docs/decisions.md #104 say which reading the project takes).
+// Rules v3 is in development: these are open, not settled.
+var modelDisagrees = map[string]string{
+	"ownership/share-ratio-private-pool.yaml":            "a descendant taking its parent's private slots back from outside the branch: the file says return (lender's grace, #99), the model a share reclaim",
+	"ownership/share-ratio-return-deadline.yaml":         "same point as share-ratio-private-pool.yaml, and which part of a host a borrower's slots sit in (the model counts them all as the leaf owner's)",
+	"ownership/share-ratio-lend-sibling-and-upward.yaml": "which of a leaf's slots on a host are its branch's private slots and which are lent by a sibling (#98): the model returns 4 then reclaims 2, the file returns 2",
+}
+
+func TestOwnershipScenarioFiles(t *testing.T) {
+	own, _ := filepath.Glob("../development/ownership/*.yaml")
+	errs, _ := filepath.Glob("../scenarios/errors/plan-own-*.yaml")
+	if len(own) == 0 {
+		t.Fatal("no files in test/development/ownership")
+	}
+	for _, f := range append(own, errs...) {
+		name := strings.TrimPrefix(strings.TrimPrefix(f, "../scenarios/"), "../development/")
+		t.Run(name, func(t *testing.T) {
+			if why, known := modelDisagrees[name]; known {
+				t.Skipf("the model's reading differs from the hand-worked file: %s", why)
+			}
+			src := loadFile(t, f)
+			var sc yScenario
+			if err := yaml.Unmarshal([]byte(src), &sc); err != nil {
+				t.Fatalf("yaml: %v", err)
+			}
+			if sc.Plan.Rules != 0 || (strings.HasPrefix(f, "../scenarios/errors/") && sc.Plan.Policy.Reclaim != "share_ratio") {
+				t.Skip("not one of the rules-3 ownership files (names a version, or a refusal file in priority mode)")
+			}
+			sc.Plan.Rules = rulesV3
+			p, err := sc.Plan.toPlan()
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			if _, err := NewRules3().Apply(1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), p); errors.Is(err, ErrNotModelled) {
+				t.Skipf("not modelled: %v", err)
+			}
+			src = strings.Replace(src, "\nplan:\n", "\nplan:\n  rules: 3\n", 1)
+			src = deadlineComment.ReplaceAllString(src, `, deadline: "$1"}`)
+			runYAML(t, src)
+		})
+	}
+}
