@@ -3,6 +3,7 @@ package golden
 import (
 	"flag"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -134,4 +135,24 @@ func addVersion(t *testing.T, v domain.RulesVersion) {
 		t.Fatal(err)
 	}
 	t.Logf("recorded %d logs under %v", len(vs), v)
+}
+
+// TestGoldenCoversEveryScenario: every scenario file under test/scenarios
+// has its log in the corpus, so a behaviour a scenario states is frozen
+// under every released version (-golden.make-logs -golden.add-logs adds
+// them).
+func TestGoldenCoversEveryScenario(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(scenarioDir, "*", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files in %s (%v)", scenarioDir, err)
+	}
+	names, err := logNames(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if name := scenarioLogName(scenarioDir, f); !slices.Contains(names, name) {
+			t.Errorf("%s has no golden log %s: make it with -golden.make-logs -golden.add-logs", f, name)
+		}
+	}
 }

@@ -48,8 +48,7 @@ func makeLogs(dir, scenarioDir string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		rel, _ := filepath.Rel(scenarioDir, f)
-		name := "scenario-" + strings.ReplaceAll(strings.TrimSuffix(rel, ".yaml"), string(filepath.Separator), "-")
+		name := scenarioLogName(scenarioDir, f)
 		lines, err := scenarioLog(name, sc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
@@ -79,6 +78,12 @@ func makeLogs(dir, scenarioDir string) ([]string, error) {
 		}
 	}
 	return written, nil
+}
+
+// scenarioLogName is the corpus name of a scenario file's log.
+func scenarioLogName(scenarioDir, file string) string {
+	rel, _ := filepath.Rel(scenarioDir, file)
+	return "scenario-" + strings.ReplaceAll(strings.TrimSuffix(rel, ".yaml"), string(filepath.Separator), "-")
 }
 
 // scenarioLog is the log a scenario file gives through the service: its
