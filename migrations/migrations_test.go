@@ -22,13 +22,15 @@ var schema = map[string][]string{
 	"consumers":          {"pool", "path", "parent", "leaf", "share", "priority", "max"},
 	"hosts":              {"pool", "name", "grp", "slots", "up", "allocated"},
 	"allocations":        {"pool", "consumer", "host", "slots"},
-	"consumer_state":     {"pool", "consumer", "leaf", "demand", "effective", "planned", "target", "allocated", "borrowed", "waiting_since", "updated_seq"},
+	"consumer_state":     {"pool", "consumer", "leaf", "demand", "effective", "planned", "target", "allocated", "borrowed", "waiting_since", "updated_seq", "owned", "own_used", "lent_out", "sources"},
 	"decisions":          {"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"},
 	"allocation_history": {"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"},
 	"checkpoints":        {"pool", "last_seq", "state_hash", "chain_hash", "updated_at", "rules", "rules_since"},
 	"projector_offsets":  {"name", "stream_seq", "updated_at", "partition", "partitions", "owner"},
 	"snapshots":          {"pool", "seq", "format", "state", "state_hash"},
 	"halted_pools":       {"pool", "seq", "reason", "halted_at"},
+	"ownership":          {"pool", "consumer", "host", "slots"},
+	"ownership_history":  {"pool", "consumer", "host", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"},
 }
 
 func connect(t *testing.T, ctx context.Context, url string) *pgx.Conn {
@@ -125,7 +127,7 @@ func TestSchemaTablesColumnsAndComments(t *testing.T) {
 	if !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %v, want %v", tables, want)
 	}
-	for _, idx := range []string{"events_pool_time_idx", "decisions_pool_consumer_seq_idx", "decisions_pool_kind_seq_idx", "allocation_history_pool_from_seq_idx"} {
+	for _, idx := range []string{"events_pool_time_idx", "decisions_pool_consumer_seq_idx", "decisions_pool_kind_seq_idx", "allocation_history_pool_from_seq_idx", "ownership_history_pool_host_from_idx"} {
 		var ok bool
 		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", "public."+idx).Scan(&ok); err != nil || !ok {
 			t.Errorf("index %s missing (%v)", idx, err)
@@ -274,5 +276,42 @@ func TestDriverURLAndErrors(t *testing.T) {
 	}
 	if err := Up(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"); !errors.Is(err, ErrMigrate) {
 		t.Errorf("Up with nothing listening: %v", err)
+	}
+}
+
+// TestOwnershipDownLeaves0005 steps back over 0006 alone: the ownership
+// tables and consumer_state's ownership columns go, the rest stays.
+func TestOwnershipDownLeaves0005(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	if err := Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	m, err := open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Steps(-1); err != nil {
+		t.Fatalf("down one step: %v", err)
+	}
+	m.Close()
+	if v, dirty, err := Version(ctx, url); err != nil || v != 5 || dirty {
+		t.Fatalf("Version after one step down = %d, %v, %v; want 5", v, dirty, err)
+	}
+	conn := connect(t, ctx, url)
+	var tables, cols int
+	var kind string
+	if err := conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'ownership%'),
+		(SELECT count(*) FROM information_schema.columns WHERE table_name = 'consumer_state'),
+		col_description('decisions'::regclass, (SELECT attnum FROM pg_attribute WHERE attrelid = 'decisions'::regclass AND attname = 'kind'))`).
+		Scan(&tables, &cols, &kind); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 || cols != len(schema["consumer_state"])-4 || kind != "grant, reclaim, release, trim (lend, return, own reserved)." {
+		t.Errorf("after down: %d ownership tables, %d consumer_state columns, decisions.kind comment %q", tables, cols, kind)
+	}
+	if err := Up(ctx, url); err != nil {
+		t.Fatalf("up again: %v", err)
 	}
 }

@@ -24,6 +24,14 @@ type poolState struct {
 	open      map[string]openRow // consumers with an open allocation_history row
 	ids       IDs                // ids of the events the pool applied
 	halted    bool               // its fold failed: skipped until rebuilt
+
+	// Ownership (ownership.go): the open ownership_history rows by
+	// (consumer, host); whether the consumer views carry ownership; and,
+	// while the pool holds an assignment, every consumer's ownership
+	// figures as last noted (nil otherwise).
+	ownOpen  map[ownKey]openRow
+	ownViews bool
+	ownCols  map[string]ownCols
 }
 
 // openRow is a consumer's current allocation_history interval: its slots
@@ -34,7 +42,7 @@ type openRow struct {
 }
 
 func newPoolState(p *domain.Pool, chain domain.Hash) *poolState {
-	return &poolState{pool: p, chain: chain, lastSeq: p.Seq(), open: map[string]openRow{}, ids: IDs{}}
+	return &poolState{pool: p, chain: chain, lastSeq: p.Seq(), open: map[string]openRow{}, ids: IDs{}, ownOpen: map[ownKey]openRow{}}
 }
 
 // batch collects the rows of a run of consecutive stream messages.
@@ -44,9 +52,12 @@ type batch struct {
 	decisions [][]any
 	history   []histRow
 	closes    closeRows
-	snapshots [][]any
-	pools     map[string]*poolBatch
-	halts     map[string]halt // pools halted in this batch
+	// ownership_history rows opened and closed (ownership.go)
+	ownHistory []ownHistRow
+	ownCloses  ownCloseRows
+	snapshots  [][]any
+	pools      map[string]*poolBatch
+	halts      map[string]halt // pools halted in this batch
 
 	figures []metrics.PoolFigures // totals of the pools after the batch, for metrics (metrics.go)
 }
@@ -62,6 +73,8 @@ type poolBatch struct {
 	allHosts    bool               // a host event: every host row
 	planChanged bool               // replace the pool's consumers rows
 	openHere    map[string]int     // consumer -> index in batch.history of its open row
+	ownPairs    map[ownKey]bool    // (consumer, host) whose ownership changed
+	ownOpenHere map[ownKey]int     // (consumer, host) -> index in batch.ownHistory of its open row
 }
 
 type histRow struct {
@@ -88,7 +101,7 @@ func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
 	pb := b.pools[name]
 	if pb == nil {
 		pb = &poolBatch{state: ps, touched: map[string]uint64{}, pairs: map[[2]string]bool{},
-			hosts: map[string]bool{}, openHere: map[string]int{}}
+			hosts: map[string]bool{}, openHere: map[string]int{}, ownPairs: map[ownKey]bool{}, ownOpenHere: map[ownKey]int{}}
 		b.pools[name] = pb
 	}
 	return pb
@@ -133,6 +146,9 @@ func (b *batch) add(name string, ps *poolState, st stream.Stored, msg storedMsg,
 }
 
 func (pb *poolBatch) noteDecision(d domain.Decision) {
+	if d.Kind == domain.KindOwn {
+		return // ownership, not an allocation: noteOwnership
+	}
 	pb.pairs[[2]string{d.Consumer, d.Host}] = true
 	if d.From != "" {
 		pb.pairs[[2]string{d.From, d.Host}] = true
@@ -140,14 +156,54 @@ func (pb *poolBatch) noteDecision(d domain.Decision) {
 	pb.hosts[d.Host] = true
 }
 
-// noteState records which consumers changed and the allocation history
-// of those whose total moved.
+// noteState records which consumers changed, the allocation history of
+// those whose total moved and what the event did to ownership.
 func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res FoldResult) {
+	v := &eventViews{pool: pb.state.pool}
+	if res.All || (pb.state.ownViews && len(res.Changed) > 1) {
+		v.loadAll() // every view anyway, or views the engine computes from the whole pool
+	}
+	b.noteAllocations(pb, name, st, res, v)
+	b.noteOwnership(pb, name, st.Seq, st.Envelope.Time, res, v)
+}
+
+// eventViews reads the consumer views of a pool after one event: one at
+// a time, or all at once when more than one is needed and each costs a
+// pass over the pool (ownership figures) or all are needed anyway.
+type eventViews struct {
+	pool   *domain.Pool
+	all    []domain.ConsumerView
+	byPath map[string]int
+}
+
+func (v *eventViews) loadAll() []domain.ConsumerView {
+	if v.all == nil {
+		v.all = v.pool.Consumers()
+		v.byPath = make(map[string]int, len(v.all))
+		for i := range v.all {
+			v.byPath[v.all[i].Path] = i
+		}
+	}
+	return v.all
+}
+
+func (v *eventViews) get(path string) (domain.ConsumerView, bool) {
+	if v.all == nil {
+		return v.pool.Consumer(path)
+	}
+	i, ok := v.byPath[path]
+	if !ok {
+		return domain.ConsumerView{}, false
+	}
+	return v.all[i], true
+}
+
+func (b *batch) noteAllocations(pb *poolBatch, name string, st stream.Stored, res FoldResult, views *eventViews) {
 	seq, at := st.Seq, st.Envelope.Time
 	if !res.All {
 		for _, path := range res.Touched() {
 			pb.touched[path] = seq
-			if v, ok := pb.state.pool.Consumer(path); ok && v.Leaf {
+			if v, ok := views.get(path); ok && v.Leaf {
 				b.historyChange(pb, name, path, v.Allocated, seq, at)
 			}
 		}
@@ -158,7 +214,7 @@ func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res Fold
 		pb.planChanged = true
 	}
 	leaves := map[string]bool{}
-	for _, v := range pb.state.pool.Consumers() {
+	for _, v := range views.loadAll() {
 		pb.touched[v.Path] = seq
 		if v.Leaf {
 			leaves[v.Path] = true

@@ -65,6 +65,7 @@ func (b *batch) dropPool(name string) {
 		}
 	}
 	b.closes = kept
+	b.dropOwnership(name)
 	delete(b.pools, name)
 	// openHere indexes b.history, which moved: rebuild the indexes.
 	for _, pb := range b.pools {
@@ -75,6 +76,7 @@ func (b *batch) dropPool(name string) {
 			b.pools[h.pool].openHere[h.consumer] = i
 		}
 	}
+	b.reindexOwnOpen()
 }
 
 const sqlHalt = `INSERT INTO halted_pools (pool, seq, reason) VALUES ($1, $2, $3) ON CONFLICT (pool) DO NOTHING`

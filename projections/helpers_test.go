@@ -56,18 +56,23 @@ type model struct {
 	lastSeq uint64
 	refused map[uint64]bool
 	ds      []domain.Decision
-	asOf    map[string]map[uint64]map[string]int64 // pool -> seq -> consumer -> slots (non-zero)
+	asOf    map[string]map[uint64]map[string]int64    // pool -> seq -> consumer -> slots (non-zero)
+	ownAsOf map[string]map[uint64][]domain.OwnedSlots // pool -> seq -> the ownership assignment after it
+	times   map[uint64]time.Time                      // seq -> event time
+	opts    []domain.PoolOption                       // how the engine's pools are made
 }
 
 func newModel(t testing.TB, js jetstream.JetStream) *model {
 	return &model{t: t, js: js, clock: scenario.Epoch, pools: map[string]*domain.Pool{}, last: map[string]uint64{},
-		refused: map[uint64]bool{}, asOf: map[string]map[uint64]map[string]int64{}}
+		refused: map[uint64]bool{}, asOf: map[string]map[uint64]map[string]int64{},
+		ownAsOf: map[string]map[uint64][]domain.OwnedSlots{}, times: map[uint64]time.Time{}}
 }
 
 func (m *model) pool(name string) *domain.Pool {
 	if m.pools[name] == nil {
-		m.pools[name] = domain.NewPool(name)
+		m.pools[name] = domain.NewPool(name, m.opts...)
 		m.asOf[name] = map[uint64]map[string]int64{}
+		m.ownAsOf[name] = map[uint64][]domain.OwnedSlots{}
 	}
 	return m.pools[name]
 }
@@ -109,6 +114,8 @@ func (m *model) fold(pool string, seq uint64, at time.Time, p events.Payload) {
 		}
 	}
 	m.asOf[pool][seq] = held
+	m.ownAsOf[pool][seq] = dp.Ownership()
+	m.times[seq] = at
 }
 
 // publishScenario publishes a scenario file's plan, hosts and steps.

@@ -266,7 +266,7 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 	}
 	ps := p.pools[name]
 	if ps == nil {
-		ps = newPoolState(newDomainPool(name), zeroHash)
+		ps = newPoolState(p.newDomainPool(name), zeroHash)
 		p.pools[name] = ps
 	}
 	if seq <= ps.lastSeq {

@@ -9,15 +9,20 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/domain"
 )
 
 // finalRows are the rows a batch leaves as current: the state of every
 // consumer, holding and host it touched, read from the pools at the end of
 // the batch (so a row changed ten times in a batch is written once).
 type finalRows struct {
-	state       [11][]any // consumer_state columns, see stateCols
+	state       [11][]any // consumer_state columns, see sqlUpsertState
+	stateOwn    [15][]any // the same with the ownership columns, see sqlUpsertStateOwned
 	allocUp     [4][]any
 	allocDel    [3][]any
+	ownUp       [4][]any // ownership rows (ownership.go)
+	ownDel      [3][]any
 	hosts       [6][]any
 	planPools   []string
 	consumers   [][]any
@@ -30,6 +35,7 @@ func (b *batch) finish() *finalRows {
 		pb := b.pools[name]
 		f.addState(name, pb)
 		f.addAllocations(name, pb)
+		f.addOwnership(name, pb)
 		f.addHosts(name, pb)
 		if pb.planChanged {
 			f.addPlan(name, pb)
@@ -43,8 +49,14 @@ func (b *batch) finish() *finalRows {
 }
 
 func (f *finalRows) addState(name string, pb *poolBatch) {
+	view := pb.viewer()
+	// A pool whose views carry no ownership has 0 and NULL in the
+	// ownership columns already (they only ever held more while its plan
+	// named ownership, and the plan that stopped naming it rewrote every
+	// row), so its rows are written without them.
+	own := pb.state.ownViews
 	for _, path := range slices.Sorted(maps.Keys(pb.touched)) {
-		v, ok := pb.state.pool.Consumer(path)
+		v, ok := view(path)
 		if !ok {
 			continue // removed by a plan: the pool's rows are replaced
 		}
@@ -53,7 +65,35 @@ func (f *finalRows) addState(name string, pb *poolBatch) {
 			w := int64(v.WaitingSince)
 			ws = &w
 		}
-		appendCols(f.state[:], name, path, v.Leaf, v.Demand, v.Effective, v.Planned, v.Target, v.Allocated, v.Borrowed, ws, int64(pb.touched[path]))
+		if !own {
+			appendCols(f.state[:], name, path, v.Leaf, v.Demand, v.Effective, v.Planned, v.Target, v.Allocated, v.Borrowed, ws, int64(pb.touched[path]))
+			continue
+		}
+		oc := ownColsOf(&v)
+		appendCols(f.stateOwn[:], name, path, v.Leaf, v.Demand, v.Effective, v.Planned, v.Target, v.Allocated, v.Borrowed, ws, int64(pb.touched[path]),
+			oc.owned, oc.used, oc.lent, oc.sourcesValue())
+	}
+}
+
+// viewer returns how to read the touched consumers' views: one at a time,
+// or, after a plan or host event or in a pool whose views carry ownership
+// (each of which the engine computes from the whole pool), all at once.
+func (pb *poolBatch) viewer() func(string) (domain.ConsumerView, bool) {
+	p := pb.state.pool
+	if !pb.allHosts && (!pb.state.ownViews || len(pb.touched) < 2) {
+		return p.Consumer
+	}
+	views := p.Consumers()
+	byPath := make(map[string]int, len(views))
+	for i := range views {
+		byPath[views[i].Path] = i
+	}
+	return func(path string) (domain.ConsumerView, bool) {
+		i, ok := byPath[path]
+		if !ok {
+			return domain.ConsumerView{}, false
+		}
+		return views[i], true
 	}
 }
 
@@ -111,6 +151,7 @@ var (
 	eventCols     = []string{"pool", "seq", "id", "type", "v", "time", "producer", "data", "refused", "refusal_detail", "prev_hash", "hash", "subject", "headers", "body", "time_ns"}
 	decisionCols  = []string{"pool", "event_seq", "ordinal", "kind", "consumer", "from_consumer", "host", "slots", "rule", "deadline"}
 	historyCols   = []string{"pool", "consumer", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"}
+	ownHistCols   = []string{"pool", "consumer", "host", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"}
 	consumerCols  = []string{"pool", "path", "parent", "leaf", "share", "priority", "max"}
 	snapshotCols  = []string{"pool", "seq", "format", "state", "state_hash"}
 	errCommitted  = errors.New("batch already committed")
@@ -128,11 +169,27 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::bigint[], $5::bi
 ON CONFLICT (pool, consumer) DO UPDATE SET leaf = EXCLUDED.leaf, demand = EXCLUDED.demand, effective = EXCLUDED.effective,
   planned = EXCLUDED.planned, target = EXCLUDED.target, allocated = EXCLUDED.allocated, borrowed = EXCLUDED.borrowed,
   waiting_since = EXCLUDED.waiting_since, updated_seq = EXCLUDED.updated_seq`
+	sqlUpsertStateOwned = `INSERT INTO consumer_state (pool, consumer, leaf, demand, effective, planned, target, allocated, borrowed, waiting_since, updated_seq,
+  owned, own_used, lent_out, sources)
+SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[],
+  $12::bigint[], $13::bigint[], $14::bigint[], $15::jsonb[])
+ON CONFLICT (pool, consumer) DO UPDATE SET leaf = EXCLUDED.leaf, demand = EXCLUDED.demand, effective = EXCLUDED.effective,
+  planned = EXCLUDED.planned, target = EXCLUDED.target, allocated = EXCLUDED.allocated, borrowed = EXCLUDED.borrowed,
+  waiting_since = EXCLUDED.waiting_since, updated_seq = EXCLUDED.updated_seq,
+  owned = EXCLUDED.owned, own_used = EXCLUDED.own_used, lent_out = EXCLUDED.lent_out, sources = EXCLUDED.sources`
 	sqlUpsertAlloc = `INSERT INTO allocations (pool, consumer, host, slots)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
 ON CONFLICT (pool, consumer, host) DO UPDATE SET slots = EXCLUDED.slots`
 	sqlDeleteAlloc = `DELETE FROM allocations a USING unnest($1::text[], $2::text[], $3::text[]) AS z(pool, consumer, host)
 WHERE a.pool = z.pool AND a.consumer = z.consumer AND a.host = z.host`
+	sqlUpsertOwnership = `INSERT INTO ownership (pool, consumer, host, slots)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+ON CONFLICT (pool, consumer, host) DO UPDATE SET slots = EXCLUDED.slots`
+	sqlDeleteOwnership = `DELETE FROM ownership o USING unnest($1::text[], $2::text[], $3::text[]) AS z(pool, consumer, host)
+WHERE o.pool = z.pool AND o.consumer = z.consumer AND o.host = z.host`
+	sqlCloseOwnHistory = `UPDATE ownership_history h SET valid_to_seq = z.seq, valid_to_time = z.t
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[]) AS z(pool, consumer, host, from_seq, seq, t)
+WHERE h.pool = z.pool AND h.consumer = z.consumer AND h.host = z.host AND h.valid_from_seq = z.from_seq`
 	sqlUpsertHosts = `INSERT INTO hosts (pool, name, grp, slots, up, allocated)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::boolean[], $6::bigint[])
 ON CONFLICT (pool, name) DO UPDATE SET grp = EXCLUDED.grp, slots = EXCLUDED.slots, up = EXCLUDED.up, allocated = EXCLUDED.allocated`
@@ -213,7 +270,19 @@ func (p *Projector) writeHistory(ctx context.Context, tx pgx.Tx, b *batch) error
 	for i, h := range b.history {
 		rows[i] = []any{h.pool, h.consumer, h.slots, int64(h.fromSeq), h.fromTime, h.toSeq, h.toTime}
 	}
-	return copyRows(ctx, tx, "allocation_history", historyCols, rows)
+	if err := copyRows(ctx, tx, "allocation_history", historyCols, rows); err != nil {
+		return err
+	}
+	if c := b.ownCloses; len(c.pools) > 0 {
+		if _, err := tx.Exec(ctx, sqlCloseOwnHistory, c.pools, c.consumers, c.hosts, c.froms, c.seqs, c.times); err != nil {
+			return fmt.Errorf("close ownership_history rows: %w", err)
+		}
+	}
+	rows = make([][]any, len(b.ownHistory))
+	for i, h := range b.ownHistory {
+		rows[i] = []any{h.pool, h.key[0], h.key[1], h.slots, int64(h.fromSeq), h.fromTime, h.toSeq, h.toTime}
+	}
+	return copyRows(ctx, tx, "ownership_history", ownHistCols, rows)
 }
 
 func (p *Projector) writePlans(ctx context.Context, tx pgx.Tx, f *finalRows) error {
@@ -242,8 +311,11 @@ func (p *Projector) writeCurrent(ctx context.Context, tx pgx.Tx, b *batch, f *fi
 		}
 	}
 	queue(sqlUpsertState, f.state[:])
+	queue(sqlUpsertStateOwned, f.stateOwn[:])
 	queue(sqlUpsertAlloc, f.allocUp[:])
 	queue(sqlDeleteAlloc, f.allocDel[:])
+	queue(sqlUpsertOwnership, f.ownUp[:])
+	queue(sqlDeleteOwnership, f.ownDel[:])
 	queue(sqlUpsertHosts, f.hosts[:])
 	queue(sqlUpsertCheckpoints, f.checkpoints[:])
 	part, parts := p.partitionCols()

@@ -18,6 +18,7 @@ import (
 func explainCommand() *cobra.Command {
 	var f logFlags
 	var pool, consumer, at, file string
+	var development bool
 	var keep int
 	cmd := &cobra.Command{
 		Use:   "explain",
@@ -26,10 +27,14 @@ func explainCommand() *cobra.Command {
 --at (a sequence, or an RFC 3339 time; default the end) and prints the
 consumer's demand, planned share, guarantee or target, its slots per host,
 and the decisions that produced them: which rule, from whom, and why that
-victim rather than another.`,
+victim rather than another. In a pool with ownership it also tells what the
+consumer owns, where (rank among its siblings, preference), where its slots
+come from, what it lent while idle and to whom, and when it took its slots
+back (return, deadline, lend grace).`,
 		Example: `  ledger explain --pool demo --consumer /eng/dev
   ledger explain --pool demo --consumer /C --at 1200
-  ledger explain --file test/scenarios/seed/seed-000-priority-reclaim.yaml --consumer /C`,
+  ledger explain --file test/scenarios/seed/seed-000-priority-reclaim.yaml --consumer /C
+  ledger explain --rules-development --file internal/scenario/testdata/ownership/ml-lends-gpu.yaml --consumer /ml --at 6`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			limit, err := parseAt(at)
@@ -39,7 +44,7 @@ victim rather than another.`,
 			story := explain.New(consumer, keep)
 			var p *domain.Pool
 			if file != "" {
-				p, err = explainScenario(file, story, limit)
+				p, err = explainScenario(file, story, limit, development)
 			} else {
 				p, err = explainLog(cmd.Context(), f, pool, story, limit)
 			}
@@ -55,6 +60,7 @@ victim rather than another.`,
 	cmd.Flags().StringVar(&at, "at", "", "stop at this sequence or RFC 3339 time (default: the end)")
 	cmd.Flags().StringVar(&file, "file", "", "explain a scenario file folded in memory instead of the log")
 	cmd.Flags().IntVar(&keep, "last", 20, "how many of the consumer's decisions to show")
+	cmd.Flags().BoolVar(&development, "rules-development", false, fmt.Sprintf("with --file: fold under rules version %d, in development and not accepted by the service yet (as ledger simulate --rules-development)", int(domain.RulesDevelopment)))
 	_ = cmd.MarkFlagRequired("consumer")
 	return cmd
 }
@@ -118,25 +124,36 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 	return last, nil
 }
 
-func explainScenario(file string, story *explain.Story, lim limit) (*domain.Pool, error) {
+func explainScenario(file string, story *explain.Story, lim limit, development bool) (*domain.Pool, error) {
 	s, err := scenario.ParseFile(file)
 	if err != nil {
 		return nil, err
 	}
-	p := domain.NewPool(s.Pool)
+	rules := domain.RulesNewest
+	var opts []domain.PoolOption
+	if development {
+		rules, opts = domain.RulesDevelopment, []domain.PoolOption{domain.WithDevelopmentRules()}
+	}
+	p := domain.NewPool(s.Pool, opts...)
 	tl := scenario.NewTimeline()
 	evs := s.Setup()
 	for _, st := range s.Steps {
 		evs = append(evs, st.Events...)
 	}
-	for _, ev := range evs {
+	for i, ev := range evs {
 		at := tl.At(ev.Time)
 		if lim.past(p.Seq()+1, at) {
 			break
 		}
-		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: ev.Payload})
+		// As the service would append it (and as simulate folds it): a
+		// plan naming no rules version runs under the newest (or the one
+		// in development).
+		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: domain.StampRulesAs(ev.Payload, rules)})
 		if err == nil {
 			story.After(p, p.Seq(), at, ds.Decisions)
+		} else if i == 0 {
+			// Without its plan the scenario has no consumer to explain.
+			return nil, fmt.Errorf("%s: the scenario's plan was refused: %w", file, err)
 		}
 	}
 	return p, nil

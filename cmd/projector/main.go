@@ -1,8 +1,9 @@
 // Command projector is the read side of the allocation ledger: a durable
 // JetStream consumer that folds every event of the LEDGER stream through
 // the allocation engine and writes the result to PostgreSQL (events,
-// decisions, consumer_state, allocations, allocation_history, ...), one
-// transaction per batch together with the stream sequence it reached.
+// decisions, consumer_state, allocations, allocation_history, ownership,
+// ownership_history, ...), one transaction per batch together with the
+// stream sequence it reached.
 //
 // Usage:
 //

@@ -2,15 +2,22 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // finalState compares a pool's current tables with the replayed state:
-// allocations per host, consumer state and the checkpoint's hashes.
+// allocations per host, consumer state (ownership figures included), the
+// ownership assignment and the checkpoint's hashes.
 func (c *checker) finalState(ctx context.Context, name string, r *Replayer) error {
 	pr, err := r.open(ctx, name)
 	if err != nil {
@@ -21,6 +28,12 @@ func (c *checker) finalState(ctx context.Context, name string, r *Replayer) erro
 		return err
 	}
 	if err := c.consumerState(ctx, name, p); err != nil {
+		return err
+	}
+	if err := c.ownership(ctx, name, p); err != nil {
+		return err
+	}
+	if err := c.consumerOwnership(ctx, name, p); err != nil {
 		return err
 	}
 	cp, err := query.CheckpointOf(ctx, c.db, name)
@@ -111,4 +124,72 @@ func (c *checker) noteChanges(ev Event) {
 			c.lastChange[lastKey{ev.Message.Pool, d.From, d.Host}] = ev.Stored.Seq
 		}
 	}
+}
+
+// ownership compares the ownership rows with the replayed assignment.
+func (c *checker) ownership(ctx context.Context, name string, p *domain.Pool) error {
+	rows, err := query.Ownership(ctx, c.db, name)
+	if err != nil {
+		return err
+	}
+	found := map[[2]string]int64{}
+	for _, r := range rows {
+		found[[2]string{r.Consumer, r.Host}] = r.Slots
+	}
+	want := p.Ownership()
+	for _, o := range want {
+		if got := found[[2]string{o.Consumer, o.Host}]; got != o.Slots {
+			return &Divergence{Pool: name, What: fmt.Sprintf("ownership of %s on %s", o.Consumer, o.Host),
+				Expected: fmt.Sprintf("%d slots", o.Slots), Found: fmt.Sprintf("%d slots", got)}
+		}
+		delete(found, [2]string{o.Consumer, o.Host})
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(found), func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	}) {
+		return &Divergence{Pool: name, What: fmt.Sprintf("ownership of %s on %s", k[0], k[1]),
+			Expected: "0 slots (no row)", Found: fmt.Sprintf("%d slots", found[k])}
+	}
+	return nil
+}
+
+// consumerOwnership compares consumer_state's ownership columns (owned,
+// own_used, lent_out, sources) with the replayed views.
+func (c *checker) consumerOwnership(ctx context.Context, name string, p *domain.Pool) error {
+	rows, err := query.ConsumerOwnerships(ctx, c.db, name)
+	if err != nil {
+		return err
+	}
+	found := map[string]query.ConsumerOwnership{}
+	for _, r := range rows {
+		found[r.Path] = r
+	}
+	for _, cv := range p.Consumers() {
+		got := found[cv.Path]
+		if want := [3]int64{cv.Owned, cv.OwnUsed, cv.LentOut}; [3]int64{got.Owned, got.OwnUsed, got.LentOut} != want {
+			return &Divergence{Pool: name, What: "consumer_state of " + cv.Path + " (owned, own_used, lent_out)",
+				Expected: fmt.Sprint(want), Found: fmt.Sprint([3]int64{got.Owned, got.OwnUsed, got.LentOut})}
+		}
+		if want, ok := sameSources(cv.Sources, got.Sources); !ok {
+			return &Divergence{Pool: name, What: "consumer_state of " + cv.Path + " (sources)", Expected: want, Found: string(got.Sources)}
+		}
+	}
+	return nil
+}
+
+// sameSources compares a view's sources with the stored JSON (NULL for
+// nil), and returns the expected JSON for a report.
+func sameSources(want []domain.Source, got json.RawMessage) (string, bool) {
+	if want == nil {
+		return "NULL", got == nil
+	}
+	b, _ := json.Marshal(want)
+	if got == nil {
+		return string(b), false
+	}
+	var g []domain.Source
+	if err := json.Unmarshal(got, &g); err != nil {
+		return string(b), false
+	}
+	return string(b), reflect.DeepEqual(append([]domain.Source{}, want...), append([]domain.Source{}, g...))
 }

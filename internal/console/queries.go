@@ -114,7 +114,22 @@ func readPool(ctx context.Context, q query.Querier, pool string) (*PoolResponse,
 		return nil, err
 	}
 	attachHolders(holders, res.Hosts)
+	owners, err := query.OwnersByHost(ctx, q, pool)
+	if err != nil {
+		return nil, err
+	}
+	attachOwners(owners, res.Hosts)
 	return res, nil
+}
+
+// attachOwners adds ownership rows, ordered by host, to hosts ordered by
+// name.
+func attachOwners(owners []query.Owned, hosts []Host) {
+	for _, o := range owners {
+		if i, ok := slices.BinarySearchFunc(hosts, o.Host, func(x Host, n string) int { return strings.Compare(x.Name, n) }); ok {
+			hosts[i].Owners = append(hosts[i].Owners, Holder{Consumer: o.Consumer, Slots: o.Slots})
+		}
+	}
 }
 
 // attachHolders adds holdings, ordered by host, to hosts ordered by name.
@@ -333,6 +348,11 @@ func readHostsAsOf(ctx context.Context, q query.Querier, res *AsOfResponse) erro
 		return err
 	}
 	attachHolders(holders, res.Hosts)
+	owners, err := query.OwnersAsOf(ctx, q, res.Pool, res.Seq)
+	if err != nil {
+		return err
+	}
+	attachOwners(owners, res.Hosts)
 	for i := range res.Hosts {
 		for _, h := range res.Hosts[i].Holders {
 			res.Hosts[i].Allocated += h.Slots

@@ -62,7 +62,8 @@ type Holder struct {
 	Slots    int64  `json:"slots"`
 }
 
-// Host is a host with the consumers that hold its slots.
+// Host is a host with the consumers that hold its slots and, in a pool
+// with ownership, those that own them.
 type Host struct {
 	Name      string   `json:"name"`
 	Group     string   `json:"group"`
@@ -70,6 +71,10 @@ type Host struct {
 	Up        bool     `json:"up"`
 	Allocated int64    `json:"allocated"`
 	Holders   []Holder `json:"holders"`
+	// Owners are the consumers owning slots of the host, most first (a
+	// parent's count includes what it passed on to its children); absent
+	// when nobody owns any.
+	Owners []Holder `json:"owners,omitempty"`
 }
 
 // Policy is the policy of the pool's plan as written (empty: defaults).

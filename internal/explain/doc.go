@@ -5,4 +5,12 @@
 // consumer; the numbers it quotes are read from the engine's state right
 // after each event, adjusted by the event's own decisions where the state
 // before matters (a victim's borrowing before it gave).
+//
+// In a pool with ownership (allocation-rules.md section 5) it also tells
+// the consumer's ownership story (ownership.go): what it owns on which
+// host, at which rank among its siblings and preference; the layers its
+// slots come from; what it lent while idle, to whom and through which
+// pool; when it took lent slots back, by which deadline and whose lend
+// grace; and the decisions of kinds own, lend and return and the rules
+// own.use and release.moved in words.
 package explain

@@ -14,6 +14,7 @@ type Story struct {
 	consumer string
 	entries  []entry
 	keep     int
+	own      map[string][]ownFact // by host: the consumer's ownership story (ownership.go)
 }
 
 type entry struct {
@@ -35,6 +36,7 @@ func (s *Story) After(p *domain.Pool, seq uint64, at time.Time, ds []domain.Deci
 		if len(s.entries) > s.keep {
 			s.entries = s.entries[1:]
 		}
+		s.noteOwnership(p, seq, at, d)
 	}
 }
 
@@ -62,6 +64,9 @@ func (s *Story) Write(w io.Writer, p *domain.Pool) error {
 	if len(hosts) > 0 {
 		fmt.Fprintf(w, "  on hosts: %s\n", strings.Join(hosts, ", "))
 	}
+	var own strings.Builder
+	s.writeOwnership(&own, p, c)
+	io.WriteString(w, own.String())
 	if len(s.entries) == 0 {
 		fmt.Fprintln(w, "  no decision has changed its allocation yet")
 		return nil

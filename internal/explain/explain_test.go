@@ -12,11 +12,31 @@ import (
 // story folds a scenario and tells consumer's story at the end.
 func story(t *testing.T, file, consumer string) string {
 	t.Helper()
+	return storyUpTo(t, file, consumer, 0)
+}
+
+// storyUpTo folds a scenario up to the event with sequence last (0: all
+// of it) and tells consumer's story there.
+func storyUpTo(t *testing.T, file, consumer string, last uint64) string {
+	t.Helper()
+	return fold(t, file, consumer, last, domain.RulesNewest)
+}
+
+// fold folds a scenario as the ledger would append it, a plan naming no
+// rules version stamped with rules (the version in development needs
+// the engine's development option), up to the event with sequence last
+// (0: all of it), and tells consumer's story there.
+func fold(t *testing.T, file, consumer string, last uint64, rules domain.RulesVersion) string {
+	t.Helper()
 	s, err := scenario.ParseFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := domain.NewPool(s.Pool)
+	var opts []domain.PoolOption
+	if rules == domain.RulesDevelopment {
+		opts = append(opts, domain.WithDevelopmentRules())
+	}
+	pool := domain.NewPool(s.Pool, opts...)
 	st := explain.New(consumer, 20)
 	tl := scenario.NewTimeline()
 	seq := uint64(0)
@@ -25,8 +45,11 @@ func story(t *testing.T, file, consumer string) string {
 		evs = append(evs, step.Events...)
 	}
 	for _, ev := range evs {
+		if last > 0 && seq == last {
+			break
+		}
 		at := tl.At(ev.Time)
-		ds, err := pool.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev.Payload})
+		ds, err := pool.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: domain.StampRulesAs(ev.Payload, rules)})
 		if err != nil {
 			continue
 		}
@@ -88,6 +111,14 @@ func TestBalanceFalseTellsWhyOnlyThePlannedShareCameBack(t *testing.T) {
 		"/B's planned share is 4; /A held 12, more than it may keep",
 		"balance false (reclaim restores planned shares only)",
 	)
+}
+
+// TestStoryNamesRulesVersion: the story says which rules version the pool
+// runs under and from which plan, here after a plan moved it from 1 to 2
+// (sequence 8: the first plan, four hosts, a demand, a host down, then it).
+func TestStoryNamesRulesVersion(t *testing.T) {
+	out := story(t, "../../test/scenarios/versions/move-between-versions.yaml", "/A")
+	requireAll(t, out, "rules version 2, since the plan at sequence 8")
 }
 
 // requireAll fails the test for every phrase the story lacks.

@@ -9,6 +9,9 @@ import (
 
 // describe explains one decision in words.
 func describe(p *domain.Pool, d domain.Decision, all []domain.Decision, subject string) string {
+	if text, ok := describeOwnership(p, d, all, subject); ok {
+		return text
+	}
 	who, _ := p.Consumer(d.Consumer)
 	from := ""
 	if d.From != "" {

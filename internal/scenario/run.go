@@ -13,9 +13,14 @@ type StepResult struct {
 	Policy    domain.Policy         `json:"policy"`
 	Name      string                `json:"name,omitempty"`
 	Consumers []domain.ConsumerView `json:"consumers"`
-	Decisions []domain.Decision     `json:"decisions"`
-	Refusals  []string              `json:"refusals,omitempty"`
-	Diffs     []string              `json:"diffs,omitempty"`
+	// Ownership is the ownership assignment after the step (which slots
+	// of which host each consumer owns); absent in a pool without
+	// ownership. The consumers' owned, own_used, lent_out and sources
+	// say how it is used.
+	Ownership []domain.OwnedSlots `json:"ownership,omitempty"`
+	Decisions []domain.Decision   `json:"decisions"`
+	Refusals  []string            `json:"refusals,omitempty"`
+	Diffs     []string            `json:"diffs,omitempty"`
 }
 
 // Result is a whole scenario folded in memory.
@@ -70,15 +75,37 @@ func (s *Scenario) Setup() []Event {
 	return evs
 }
 
+// RunOption changes how Run folds a scenario.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	pool  []domain.PoolOption
+	rules domain.RulesVersion // stamped on a plan that names none
+}
+
+// WithDevelopmentRules folds under the rules version in development
+// (domain.RulesDevelopment), which the service does not accept yet: a
+// plan that names no version runs under it.
+func WithDevelopmentRules() RunOption {
+	return func(c *runConfig) {
+		c.pool = append(c.pool, domain.WithDevelopmentRules())
+		c.rules = domain.RulesDevelopment
+	}
+}
+
 // Run folds the scenario in memory with the engine, as the service would:
 // a plan that names no rules version runs under the newest.
-func Run(s *Scenario) *Result {
-	pool := domain.NewPool(s.Pool)
+func Run(s *Scenario, opts ...RunOption) *Result {
+	cfg := runConfig{rules: domain.RulesNewest}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	pool := domain.NewPool(s.Pool, cfg.pool...)
 	tl := NewTimeline()
 	res := &Result{File: s.File, Name: s.Name}
 	apply := func(ev Event) ([]domain.Decision, error) {
 		at := tl.At(ev.Time)
-		r, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: domain.StampRules(ev.Payload)})
+		r, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: domain.StampRulesAs(ev.Payload, cfg.rules)})
 		if err == nil {
 			tl.seq++
 		}
@@ -100,11 +127,23 @@ func Run(s *Scenario) *Result {
 			sr.Decisions = append(sr.Decisions, ds...)
 		}
 		sr.Consumers = pool.Consumers()
+		sr.Ownership = pool.Ownership()
 		sr.Policy = pool.Policy()
 		sr.Diffs = st.Expect.Check(Observe(sr.Consumers, sr.Decisions, len(sr.Refusals)))
 		res.Steps = append(res.Steps, sr)
 	}
 	return res
+}
+
+// HasOwnership reports whether the step's pool folds with ownership: its
+// leaves' views say where their slots come from.
+func (sr *StepResult) HasOwnership() bool {
+	for i := range sr.Consumers {
+		if sr.Consumers[i].Leaf && sr.Consumers[i].Sources != nil {
+			return true
+		}
+	}
+	return len(sr.Ownership) > 0
 }
 
 // Observe turns consumer views and decisions into what Check compares.

@@ -18,6 +18,8 @@ var dumpQueries = []string{
 	`SELECT * FROM consumer_state ORDER BY pool, consumer`,
 	`SELECT * FROM decisions ORDER BY pool, event_seq, ordinal`,
 	`SELECT * FROM allocation_history ORDER BY pool, consumer, valid_from_seq`,
+	`SELECT * FROM ownership ORDER BY pool, consumer, host`,
+	`SELECT * FROM ownership_history ORDER BY pool, consumer, host, valid_from_seq`,
 	`SELECT pool, last_seq, encode(state_hash, 'hex'), encode(chain_hash, 'hex') FROM checkpoints ORDER BY pool`,
 	`SELECT max(stream_seq) FROM projector_offsets`,
 	`SELECT pool, seq, format, encode(sha256(state), 'hex'), encode(state_hash, 'hex') FROM snapshots ORDER BY pool, seq`,

@@ -264,9 +264,11 @@ function hostsHTML(hosts) {
   return hosts.map((h) => {
     const segs = h.holders.map((x) => `<span style="width:${(100 * x.slots) / Math.max(h.slots, 1)}%;background:${color(x.consumer)}" title="${esc(x.consumer)} ${x.slots}"></span>`).join('');
     const list = h.holders.map((x) => `<li data-consumer="${esc(x.consumer)}"><i style="background:${color(x.consumer)}"></i>${esc(x.consumer)} <b>${x.slots}</b></li>`).join('');
+    const owners = (h.owners || []).map((x) => `${esc(x.consumer)} ${x.slots}`).join(', ');
     return `<div class="host ${h.up ? 'up' : 'down'}" data-host="${esc(h.name)}">
       <b>${esc(h.name)}</b> <span class="muted">${esc(h.group)}</span> ${h.up ? '' : '<span class="badge warn">down</span>'}
-      <div class="stack">${segs}</div><span class="muted">${h.allocated} / ${h.slots} slots</span><ul>${list}</ul></div>`;
+      <div class="stack">${segs}</div><span class="muted">${h.allocated} / ${h.slots} slots</span>` +
+      (owners ? `<div class="muted owners" data-k="owners">owned by ${owners}</div>` : '') + `<ul>${list}</ul></div>`;
   }).join('');
 }
 

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cluster-ledger/ledger/internal/explain"
+)
+
+// TestExplainScenarioWithOwnership: `ledger explain --file` folds a
+// scenario as the service would; with --rules-development a plan with
+// ownership is folded, without it the refused plan is reported.
+func TestExplainScenarioWithOwnership(t *testing.T) {
+	file := "../../internal/scenario/testdata/ownership/ml-lends-gpu.yaml"
+	story := explain.New("/ml", 20)
+	p, err := explainScenario(file, story, limit{seq: 6}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := story.Write(&out, p); err != nil {
+		t.Fatal(err)
+	}
+	want := "at seq 6 /ml asked for 8 and took 6 back (return from /web, deadline 00:05:05, /ml's lend grace 5m)"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("explain --rules-development --at 6 lacks %q:\n%s", want, out.String())
+	}
+	if _, err := explainScenario(file, explain.New("/ml", 20), limit{}, false); err == nil || !strings.Contains(err.Error(), "plan was refused") {
+		t.Errorf("explain without --rules-development: %v, want the plan's refusal", err)
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/cluster-ledger/ledger/internal/scenario"
+)
+
+const ownScenario = "../../internal/scenario/testdata/ownership/own-lend-return.yaml"
+
+// Ownership is rules version 3, in development: these fold under it
+// (--rules-development).
+
+// TestSimulateShowsOwnership: a pool with ownership gets the ownership
+// columns (owned, own used, lent out, sources) and the assignment; a
+// pool without keeps today's table.
+func TestSimulateShowsOwnership(t *testing.T) {
+	var out bytes.Buffer
+	if err := simulate(&out, []string{ownScenario}, false, scenario.WithDevelopmentRules()); err != nil {
+		t.Fatalf("simulate: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"CONSUMER  DEMAND  SHARE  TARGET  ALLOC  BORROWED  OWNED  OWN USED  LENT OUT  SOURCES",
+		// step 1: /A uses its own h1, /B's idle h2 (lent) and public h3
+		"/A        12      9      12      12     3         4      4         0         own 4, public 4, public 4 from /B",
+		"/B        0       3      0       0      0         4      0         4         -",
+		"ownership: /A h1 4, /B h2 4",
+		"lend    /A from /B: 4 on h2  [share_ratio.grant]",
+		"return  /B from /A: 4 on h2  [own.return]",
+		// step 3
+		"/B        8       3      5       5      2         4      4         0         own 4, public 1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("simulate output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	if err := simulate(&out, []string{"../../test/scenarios/seed/seed-000-priority-reclaim.yaml"}, false); err != nil {
+		t.Fatalf("simulate: %v\n%s", err, out.String())
+	}
+	if s := out.String(); strings.Contains(s, "OWNED") || strings.Contains(s, "ownership:") || !strings.Contains(s, "CONSUMER  DEMAND  SHARE  TARGET  ALLOC  BORROWED  \n") {
+		t.Errorf("a pool without ownership shows ownership:\n%s", s)
+	}
+}
+
+func TestSimulateJSONShowsOwnership(t *testing.T) {
+	var out bytes.Buffer
+	if err := simulate(&out, []string{ownScenario}, true, scenario.WithDevelopmentRules()); err != nil {
+		t.Fatalf("simulate: %v\n%s", err, out.String())
+	}
+	var step struct {
+		Consumers []struct {
+			Path    string `json:"path"`
+			Owned   int64  `json:"owned"`
+			OwnUsed int64  `json:"own_used"`
+			LentOut int64  `json:"lent_out"`
+			Sources []struct {
+				Pool   string `json:"pool"`
+				Lender string `json:"lender"`
+				Slots  int64  `json:"slots"`
+			} `json:"sources"`
+		} `json:"consumers"`
+		Ownership []struct {
+			Consumer, Host string
+			Slots          int64
+		} `json:"ownership"`
+	}
+	first, _, _ := strings.Cut(out.String(), "\n")
+	if err := json.Unmarshal([]byte(first), &step); err != nil {
+		t.Fatal(err)
+	}
+	a, b := step.Consumers[0], step.Consumers[1]
+	if a.Path != "/A" || a.Owned != 4 || a.OwnUsed != 4 || len(a.Sources) != 3 || a.Sources[1].Lender != "/B" || a.Sources[1].Slots != 4 {
+		t.Errorf("/A after step 1: %+v", a)
+	}
+	if b.Path != "/B" || b.Owned != 4 || b.OwnUsed != 0 || b.LentOut != 4 {
+		t.Errorf("/B after step 1: %+v", b)
+	}
+	if len(step.Ownership) != 2 || step.Ownership[1].Consumer != "/B" || step.Ownership[1].Host != "h2" || step.Ownership[1].Slots != 4 {
+		t.Errorf("ownership after step 1: %+v", step.Ownership)
+	}
+
+	out.Reset()
+	if err := simulate(&out, []string{"../../test/scenarios/seed/seed-000-priority-reclaim.yaml"}, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"ownership"`, `"owned"`, `"sources"`, `"lent_out"`} {
+		if strings.Contains(out.String(), k) {
+			t.Errorf("a pool without ownership has %s in --json", k)
+		}
+	}
+}
