@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 )
 
@@ -50,5 +51,35 @@ func TestScenariosInMemory(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestScenarioWithoutRulesRunsUnderNewest: `ledger simulate` (scenario.Run)
+// folds a plan that names no rules version under the newest. The twins of
+// test/scenarios/versions differ only by the version their plan names;
+// with it removed, the version 2 twin still passes (later versions keep
+// version 2's host-down order) and the version 1 twin no longer does.
+func TestScenarioWithoutRulesRunsUnderNewest(t *testing.T) {
+	for file, wantPass := range map[string]bool{
+		"scenarios/versions/v2-host-down-loses-first.yaml":          true,
+		"scenarios/versions/v1-host-down-releases-before-loss.yaml": false,
+	} {
+		s, err := scenario.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Plan.Rules == 0 {
+			t.Fatalf("%s: its plan names no rules version", file)
+		}
+		s.Plan.Rules = 0
+		res := scenario.Run(s)
+		if res.Failed() == wantPass {
+			t.Errorf("%s without its rules version: failed %t, want %t", file, res.Failed(), !wantPass)
+		}
+		for _, st := range res.Steps {
+			if st.Policy.Rules != domain.RulesNewest {
+				t.Errorf("%s without its rules version, step %d: runs under %v, want %v", file, st.Step, st.Policy.Rules, domain.RulesNewest)
+			}
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -66,13 +67,25 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 	// snapshots (every 2 events) and checks their chains, then carries on.
 	_ = proc.Process.Signal(syscall.SIGKILL)
 	_ = proc.Wait()
+	more := map[string]uint64{}
 	for _, v := range []int{1, 2} {
-		publishRaw(t, s.js, fmt.Sprintf("rules%d", v), fmt.Sprintf("more-%d", v), &events.Demand{Demands: map[string]int64{"/B": 3}})
+		pool := fmt.Sprintf("rules%d", v)
+		more[pool] = publishRaw(t, s.js, pool, fmt.Sprintf("more-%d", v), &events.Demand{Demands: map[string]int64{"/B": 3}})
 	}
 	proc = startProjector(t, bin, s)
 	waitOffsetAbove(t, s.db, lastSeq(t, s.js)-1)
-	if proc.ProcessState != nil {
-		t.Fatalf("projector stopped after the restart: %v", proc.ProcessState)
+	// Still running, neither pool halted, and both folded on past the
+	// restart (a pool whose re-fold failed would be halted, not stopped).
+	if err := proc.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("projector stopped after the restart: %v", err)
+	}
+	if halted, err := query.HaltedPools(context.Background(), s.db, 10); err != nil || len(halted) != 0 {
+		t.Fatalf("halted pools after the restart: %+v (%v)", halted, err)
+	}
+	for pool, seq := range more {
+		if cp, err := query.CheckpointOf(context.Background(), s.db, pool); err != nil || cp.LastSeq != seq {
+			t.Fatalf("%s after the restart: checkpoint %+v (%v), want it at the new event %d", pool, cp, err, seq)
+		}
 	}
 	rep, err := audit.Verify(context.Background(), s.js, s.db, nil, 1, "", nil)
 	if err != nil {
@@ -112,6 +125,17 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 	}
 	if msg := string(out); !strings.Contains(msg, fmt.Sprintf("sequence %d", seq)) || !strings.Contains(msg, "rules version 99") {
 		t.Fatalf("projector stopped without naming sequence %d and version 99:\n%s", seq, msg)
+	}
+
+	// `ledger replay` meets it too, and stops naming it.
+	replay := exec.Command(ledgerBinary(t), "replay", "--from", "1", "--pool", "rules2", "--nats-url", s.natsURL,
+		"--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Auditor))
+	out, err = replay.CombinedOutput()
+	if err == nil {
+		t.Fatalf("ledger replay went past a plan with rules 99:\n%s", out)
+	}
+	if msg := string(out); !strings.Contains(msg, fmt.Sprintf("sequence %d", seq)) || !strings.Contains(msg, "rules version 99") {
+		t.Fatalf("ledger replay stopped without naming sequence %d and version 99:\n%s", seq, msg)
 	}
 }
 

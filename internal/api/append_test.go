@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -43,6 +44,33 @@ func TestAppendOneEvent(t *testing.T) {
 	}
 	if len(got[0].stored.Envelope.ID) != 32 {
 		t.Errorf("generated id %q, want 128 random bits in hex", got[0].stored.Envelope.ID)
+	}
+}
+
+// TestPlanStampedWithRulesVersion: a plan that names no rules version is
+// stored naming the newest, so every stored plan names its version; a plan
+// that names one is stored as sent.
+func TestPlanStampedWithRulesVersion(t *testing.T) {
+	l := newLedger(t, testenv.NATS(t))
+	setup(l, "p") // its plan names no version
+	l.mustPost("p", ev("plan", map[string]any{"plan": map[string]any{"rules": 1, "consumers": []any{consumer("/a"), consumer("/b")}}}))
+	got := poolEvents(t, l.js, "p")
+	rules := func(e storedEvent) int {
+		t.Helper()
+		var pc events.PlanChange
+		if err := json.Unmarshal(e.stored.Envelope.Data, &pc); err != nil {
+			t.Fatal(err)
+		}
+		return pc.Plan.Rules
+	}
+	if len(got) != 3 || got[0].stored.Envelope.Type != events.TypePlan || got[2].stored.Envelope.Type != events.TypePlan {
+		t.Fatalf("%d events stored, want plan, host_up, plan", len(got))
+	}
+	if r := rules(got[0]); r != int(domain.RulesNewest) {
+		t.Errorf("a plan naming no version was stored with rules %d, want the newest, %d (data %s)", r, int(domain.RulesNewest), got[0].stored.Envelope.Data)
+	}
+	if r := rules(got[2]); r != 1 {
+		t.Errorf("a plan naming rules 1 was stored with rules %d (data %s)", r, got[2].stored.Envelope.Data)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/projections/query"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -27,6 +26,17 @@ type Replayer struct {
 	from  uint64
 	pools map[string]*poolReplay
 	keys  *signing.Keyring
+	opts  []domain.PoolOption // how the engine's pools are made
+}
+
+// Option configures a Replayer (and Verify).
+type Option func(*Replayer)
+
+// WithDevelopmentRules folds plans that name the rules version in
+// development (domain.RulesDevelopment), as a projector made with
+// projections.WithDevelopmentRules does: for tests and development only.
+func WithDevelopmentRules() Option {
+	return func(r *Replayer) { r.opts = append(r.opts, domain.WithDevelopmentRules()) }
 }
 
 // Trust makes the replay refuse (unauthenticated) events no key of keys
@@ -34,8 +44,12 @@ type Replayer struct {
 func (r *Replayer) Trust(keys *signing.Keyring) { r.keys = keys }
 
 // NewReplayer prepares a replay from offset from; db may be nil.
-func NewReplayer(db *pgxpool.Pool, from uint64) *Replayer {
-	return &Replayer{db: db, from: max(from, 1), pools: map[string]*poolReplay{}}
+func NewReplayer(db *pgxpool.Pool, from uint64, opts ...Option) *Replayer {
+	r := &Replayer{db: db, from: max(from, 1), pools: map[string]*poolReplay{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Event is one event re-folded, with what it did.
@@ -97,7 +111,7 @@ func (r *Replayer) open(ctx context.Context, name string) (*poolReplay, error) {
 	if pr, ok := r.pools[name]; ok {
 		return pr, nil
 	}
-	pr := &poolReplay{pool: domain.NewPool(name), ids: projections.IDs{}}
+	pr := &poolReplay{pool: domain.NewPool(name, r.opts...), ids: projections.IDs{}}
 	if r.db != nil && r.from > 1 && name != "" {
 		if err := r.restore(ctx, name, pr); err != nil {
 			return nil, err
@@ -113,7 +127,7 @@ func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) err
 		return err
 	}
 	seq, state, link := snap.Seq, snap.State, snap.ChainHash
-	p, err := domain.Restore(state)
+	p, err := domain.Restore(state, r.opts...)
 	if err != nil {
 		return fmt.Errorf("snapshot of pool %s at %d: %w", name, seq, err)
 	}
@@ -125,11 +139,7 @@ func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) err
 // loadIDs reads the ids the pool applied up to its snapshot, as the
 // projector does when it resumes.
 func (r *Replayer) loadIDs(ctx context.Context, name string, pr *poolReplay) error {
-	rows, err := r.db.Query(ctx, `SELECT id FROM events WHERE pool = $1 AND seq <= $2 AND refused IS NULL`, name, int64(pr.start))
-	if err != nil {
-		return fmt.Errorf("applied ids of pool %s: %w", name, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := query.AppliedIDs(ctx, r.db, name, pr.start)
 	for _, id := range ids {
 		pr.ids[id] = struct{}{}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Key names one event of the projection: its pool and stream sequence.
@@ -119,4 +121,20 @@ func SnapshotBefore(ctx context.Context, q Querier, pool string, before uint64) 
 	}
 	s.Seq = uint64(seq)
 	return s, true, nil
+}
+
+// AppliedIDs returns the ids of pool's events up to sequence upTo
+// (included) that the fold applied, refused ones excluded, in no
+// particular order: what a replay starting from a snapshot at upTo needs
+// to refuse a late duplicate, as the projector does when it resumes.
+func AppliedIDs(ctx context.Context, q Querier, pool string, upTo uint64) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM events WHERE pool = $1 AND seq <= $2 AND refused IS NULL`, pool, int64(upTo))
+	if err != nil {
+		return nil, fmt.Errorf("applied ids of pool %s: %w", pool, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("applied ids of pool %s: %w", pool, err)
+	}
+	return ids, nil
 }

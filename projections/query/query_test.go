@@ -61,6 +61,7 @@ func TestReads(t *testing.T) {
 		{"DecisionPages", testDecisionPages},
 		{"EventsAndDecisionsAt", testEventsAndDecisionsAt},
 		{"SnapshotBefore", testSnapshotBefore},
+		{"AppliedIDs", testAppliedIDs},
 		{"AllocationsAsOf", testAllocationsAsOf},
 		{"SecondaryIndexesAndDump", testSecondaryIndexesAndDump},
 		{"PoolsNowAndAsOf", testPoolsNowAndAsOf},
@@ -385,6 +386,41 @@ func testSnapshotBefore(t *testing.T, p *projected) {
 	}
 }
 
+// testAppliedIDs: the ids of the events applied up to a sequence, every
+// one of them and nothing after it.
+func testAppliedIDs(t *testing.T, p *projected) {
+	ctx := context.Background()
+	all, err := query.AppliedIDs(ctx, p.db, "seed", p.last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []query.Key
+	for seq := uint64(1); seq <= p.last; seq++ {
+		keys = append(keys, query.Key{Pool: "seed", Seq: seq})
+	}
+	evs, err := query.EventsAt(ctx, p.db, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, k := range keys {
+		if e, ok := evs[k]; ok && e.Refused == nil {
+			want = append(want, e.ID)
+		}
+	}
+	slices.Sort(all)
+	slices.Sort(want)
+	if len(want) == 0 || !slices.Equal(all, want) {
+		t.Fatalf("applied ids up to %d: %v, want %v", p.last, all, want)
+	}
+	if first, err := query.AppliedIDs(ctx, p.db, "seed", 1); err != nil || len(first) != 1 || first[0] != evs[keys[0]].ID {
+		t.Fatalf("applied ids up to 1: %v, %v; want [%s]", first, err, evs[keys[0]].ID)
+	}
+	if none, err := query.AppliedIDs(ctx, p.db, "no-such-pool", p.last); err != nil || len(none) != 0 {
+		t.Fatalf("applied ids of an unknown pool: %v, %v", none, err)
+	}
+}
+
 func testAllocationsAsOf(t *testing.T, p *projected) {
 	ctx := context.Background()
 	want := map[string]int64{}
@@ -429,7 +465,7 @@ func testSecondaryIndexesAndDump(t *testing.T, p *projected) {
 			t.Errorf("definition of %s: %s", ix.Name, ix.Definition)
 		}
 	}
-	want := []string{"allocation_history_pool_from_seq_idx", "decisions_pool_consumer_seq_idx", "decisions_pool_kind_seq_idx", "events_pool_time_idx"}
+	want := []string{"allocation_history_pool_from_seq_idx", "decisions_pool_consumer_seq_idx", "decisions_pool_kind_seq_idx", "events_pool_time_idx", "ownership_history_pool_host_from_idx"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("secondary indexes %v, want %v (no primary key)", names, want)
 	}
