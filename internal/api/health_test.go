@@ -26,9 +26,10 @@ func TestReadTimeout(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE consumer_state, decisions IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/v1/pools/p/allocations", "/v1/pools/p/decisions"} {
+	// The console's reads too (its live stream excepted).
+	for _, path := range []string{"/v1/pools/p/allocations", "/v1/pools/p/decisions", "/v1/pools", "/v1/pools/p", "/v1/pools/p/timeline"} {
 		start := time.Now()
-		resp, raw := send(t, http.MethodGet, base+path, "", "", nil)
+		resp, raw := getWithin(t, 10*time.Second, base+path, "")
 		took := time.Since(start)
 		errorOf(t, path, resp, raw, 503, "read_timeout")
 		if resp.Header.Get("Retry-After") == "" || took > 3*time.Second {
@@ -66,5 +67,35 @@ func TestHealthzStreamDeleted(t *testing.T) {
 	resp, raw := send(t, http.MethodGet, l.url+"/healthz", "", "", nil)
 	if s := string(raw); strings.Contains(s, "127.0.0.1") || strings.Contains(s, "nats://") || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("healthz answer %q (Retry-After %q): no addresses, and a Retry-After", s, resp.Header.Get("Retry-After"))
+	}
+}
+
+// /healthz says the stream is full once it holds its most messages, and
+// not writable once it is sealed (503 both).
+func TestHealthzStreamNotWritable(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	l := newLedger(t, natsURL)
+	setup(l, "p")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js := testenv.JetStream(t, natsURL) // admin: the only identity that may change the stream
+	s, err := js.Stream(ctx, stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxMsgs = int64(s.CachedInfo().State.Msgs)
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if code, h := health(t, l); code != 503 || h.Status != "down" || h.Stream != "full" {
+		t.Errorf("stream at its most messages: %d %+v, want 503 with stream full", code, h)
+	}
+	cfg.MaxMsgs, cfg.Sealed = -1, true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if code, h := health(t, l); code != 503 || h.Status != "down" || h.Stream != "not writable" {
+		t.Errorf("sealed stream: %d %+v, want 503 with stream not writable", code, h)
 	}
 }

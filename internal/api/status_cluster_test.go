@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )

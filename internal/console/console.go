@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,16 @@ type Config struct {
 	// Halted, when set, tells which pools' projections stopped, with
 	// the reason; the pools list shows it.
 	Halted func(ctx context.Context) (map[string]string, error)
+	// Allowed tells whether the request may read pool (the API: the
+	// pools of the request's token). The pools list and the live stream
+	// leave out the others, and a live stream of one such pool is
+	// refused; routes naming a pool are checked by Auth. Nil allows every
+	// pool.
+	Allowed func(r *http.Request, pool string) bool
+	// ReadTimeout bounds each read of the projection (the live stream
+	// excepted): past it the answer is 503 read_timeout with Retry-After,
+	// as the API's read endpoints answer (default 5s).
+	ReadTimeout time.Duration
 	// Poll is how often the live streams' poller reads the checkpoints
 	// (default 200ms).
 	Poll   time.Duration
@@ -60,6 +71,9 @@ func New(cfg Config) *Console {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 200 * time.Millisecond
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 5 * time.Second
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -77,12 +91,26 @@ func (c *Console) Register(mux *http.ServeMux) {
 		http.Redirect(w, r, "/console/", http.StatusFound)
 	})
 	data := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, c.cfg.Auth(h)) }
-	data("GET /v1/pools", c.getPools)
-	data("GET /v1/pools/{pool}", c.getPool)
-	data("GET /v1/pools/{pool}/as-of", c.getAsOf)
-	data("GET /v1/pools/{pool}/timeline", c.getTimeline)
-	data("GET /v1/pools/{pool}/decisions/{seq}/{ordinal}/explain", c.getExplain)
+	data("GET /v1/pools", c.timed(c.getPools))
+	data("GET /v1/pools/{pool}", c.timed(c.getPool))
+	data("GET /v1/pools/{pool}/as-of", c.timed(c.getAsOf))
+	data("GET /v1/pools/{pool}/timeline", c.timed(c.getTimeline))
+	data("GET /v1/pools/{pool}/decisions/{seq}/{ordinal}/explain", c.getExplain) // its own bound: it re-folds the log
 	data("GET /v1/live", c.getLive)
+}
+
+// timed runs h under the read timeout.
+func (c *Console) timed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), c.cfg.ReadTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
+	}
+}
+
+// allowed reports whether the request may read pool.
+func (c *Console) allowed(r *http.Request, pool string) bool {
+	return c.cfg.Allowed == nil || c.cfg.Allowed(r, pool)
 }
 
 // Reasons of error answers, as in the API.
@@ -91,6 +119,8 @@ const (
 	reasonNotFound    = "not_found"
 	reasonNoDatabase  = "no_database"
 	reasonDBFailed    = "database_failed"
+	reasonReadTimeout = "read_timeout"
+	reasonNotAllowed  = "pool_not_allowed"
 	reasonUnavailable = "unavailable"
 )
 
@@ -116,6 +146,12 @@ func (c *Console) db(w http.ResponseWriter) *pgxpool.Pool {
 func (c *Console) dbFailure(w http.ResponseWriter, err error) {
 	if errors.Is(err, errNoPool) {
 		writeError(w, http.StatusNotFound, reasonNotFound, err)
+		return
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, reasonReadTimeout,
+			errors.New("reading the projection took too long (PostgreSQL busy or locked): retry"))
 		return
 	}
 	if errors.Is(err, context.Canceled) {
@@ -145,6 +181,7 @@ func (c *Console) getPools(w http.ResponseWriter, r *http.Request) {
 		c.dbFailure(w, err)
 		return
 	}
+	sums = slices.DeleteFunc(sums, func(s PoolSummary) bool { return !c.allowed(r, s.Pool) })
 	if sums == nil {
 		sums = []PoolSummary{}
 	}

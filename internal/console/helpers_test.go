@@ -22,6 +22,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/client"
+	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
@@ -61,7 +62,10 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	t.Cleanup(func() { stop(); <-done })
 	// The events' claimed producer is console-test: the token's name.
 	token, tokens := testenv.Token(t, "console-test", auth.Scopes, auth.AllPools)
-	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens)}, append(opts, api.WithLogger(quiet))...)...)
+	// With a metrics registry, as `ledger serve` and `ledger dev` run it:
+	// its middleware wraps every ResponseWriter (the live stream must
+	// still flush through it).
+	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens), api.WithMetrics(metrics.New())}, append(opts, api.WithLogger(quiet))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,14 +127,20 @@ func (c *Console) getLive(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if pool != "" && !c.allowed(r, pool) {
+		writeError(w, http.StatusForbidden, reasonNotAllowed, fmt.Errorf("this token may not read pool %s", pool))
+		return
+	}
 	if c.db(w) == nil {
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	// Middleware (the API's metrics) wraps the ResponseWriter; the
+	// ResponseController flushes through its Unwrap.
+	if !canFlush(w) {
 		writeError(w, http.StatusInternalServerError, reasonUnavailable, fmt.Errorf("streaming is not supported here"))
 		return
 	}
+	flusher := http.NewResponseController(w)
 	events, stop := c.live.subscribe(pool)
 	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -142,7 +148,9 @@ func (c *Console) getLive(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, ": live\n\n")
-	flusher.Flush()
+	if flusher.Flush() != nil {
+		return
+	}
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
 	for {
@@ -152,6 +160,9 @@ func (c *Console) getLive(w http.ResponseWriter, r *http.Request) {
 		case <-c.quit:
 			return // the server is shutting down
 		case ev := <-events:
+			if !c.allowed(r, ev.Pool) {
+				continue // a pool this token may not read
+			}
 			b, _ := json.Marshal(ev)
 			if _, err := fmt.Fprintf(w, "event: checkpoint\ndata: %s\n\n", b); err != nil {
 				return
@@ -161,6 +172,23 @@ func (c *Console) getLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		flusher.Flush()
+		if flusher.Flush() != nil {
+			return
+		}
+	}
+}
+
+// canFlush reports whether w, or a ResponseWriter it wraps (Unwrap, as
+// http.ResponseController follows it), can flush.
+func canFlush(w http.ResponseWriter) bool {
+	for {
+		if _, ok := w.(http.Flusher); ok {
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
 	}
 }

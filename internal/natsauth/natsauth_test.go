@@ -90,8 +90,8 @@ func TestAnonymousRefused(t *testing.T) {
 }
 
 // TestLeastPrivilege re-runs the attacks of issue 9 with each identity
-// but admin: none may delete, purge or reconfigure the stream, and only
-// the ledger may append.
+// but admin: none may delete, purge or reconfigure the stream or delete
+// a message of it, and only the ledger may append.
 func TestLeastPrivilege(t *testing.T) {
 	url, dir := start(t)
 	ctx := context.Background()
@@ -119,6 +119,10 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Error("create stream allowed")
 			}
 			_, err = js.Publish(ctx, stream.Subject("p", "demand"), []byte(`{}`), jetstream.WithMsgID("x-"+string(r)))
+			// Message 1 exists from here on (the ledger's append).
+			if err := s.DeleteMsg(ctx, 1); err == nil {
+				t.Error("message delete allowed")
+			}
 			if r == natsauth.Ledger {
 				if err != nil {
 					t.Errorf("the ledger cannot append: %v", err)
