@@ -43,7 +43,7 @@ type FoldResult struct {
 // unauthenticated. Both are decided before the engine sees the event.
 func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash, error) {
 	var res FoldResult
-	if err := gate(ids, st); err != nil {
+	if err := Gate(ids, st); err != nil {
 		p.Skip(st.Seq, st.Envelope.Time)
 		res.Result, res.RefusalDetail = domain.Refusal(st.Seq, err), err.Error()
 		return res, domain.Chain(prev, st.Raw, &res.Result), nil
@@ -57,7 +57,7 @@ func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResu
 		res.Result, res.RefusalDetail = domain.Refusal(st.Seq, err), err.Error()
 	default:
 		res.Result = r
-		ids.add(st.Envelope.ID)
+		ids.Add(st.Envelope.ID)
 	}
 	return res, domain.Chain(prev, st.Raw, &res.Result), nil
 }

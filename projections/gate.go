@@ -32,7 +32,8 @@ const (
 // IDs is the set of event ids a pool applied.
 type IDs map[string]struct{}
 
-func (ids IDs) add(id string) {
+// Add records that the pool applied an event with this id.
+func (ids IDs) Add(id string) {
 	if ids != nil && id != "" {
 		ids[id] = struct{}{}
 	}
@@ -43,8 +44,10 @@ func (ids IDs) has(id string) bool {
 	return ok && id != ""
 }
 
-// gate returns the refusal decided before the engine, or nil.
-func gate(ids IDs, st stream.Stored) error {
+// Gate returns the refusal decided before the engine, or nil: the
+// projector's, and the ledger API's when it folds the log into its own
+// view of a pool, so both refuse the same events.
+func Gate(ids IDs, st stream.Stored) error {
 	if st.Gate != "" {
 		return fmt.Errorf("%w: %s", ErrUnauthenticated, st.Gate)
 	}

@@ -17,7 +17,10 @@ import (
 
 var zeroHash domain.Hash
 
-func newDomainPool(name string) *domain.Pool { return domain.NewPool(name) }
+// newDomainPool is an empty pool as the projector folds it.
+func (p *Projector) newDomainPool(name string) *domain.Pool {
+	return domain.NewPool(name, p.cfg.poolOptions()...)
+}
 
 // checkpoint is a pool's committed position with the newest usable
 // snapshot at or before it.
@@ -29,7 +32,8 @@ type checkpoint struct {
 	snapState, snapHash  []byte
 	snapChain            []byte // events.hash at snapSeq: the chain link to continue from
 	open                 map[string]openRow
-	halted               *halt // the pool is halted (halted_pools)
+	ownOpen              map[ownKey]openRow // open ownership_history rows
+	halted               *halt              // the pool is halted (halted_pools)
 }
 
 const sqlCheckpoints = `SELECT c.pool, c.last_seq, c.state_hash, c.chain_hash, s.seq, s.state, s.state_hash, e.hash
@@ -49,6 +53,17 @@ FROM consumer_state c
 CROSS JOIN LATERAL (
     SELECT slots, valid_from_seq, valid_to_seq FROM allocation_history h
     WHERE h.pool = c.pool AND h.consumer = c.consumer
+    ORDER BY valid_from_seq DESC LIMIT 1) h
+WHERE h.valid_to_seq IS NULL`
+
+// sqlOpenOwnHistory finds the open ownership_history row of each current
+// ownership row the same way (the open rows are the ownership table; a
+// mismatch is caught by checkOwnOpen).
+const sqlOpenOwnHistory = `SELECT o.pool, o.consumer, o.host, h.slots, h.valid_from_seq
+FROM ownership o
+CROSS JOIN LATERAL (
+    SELECT slots, valid_from_seq, valid_to_seq FROM ownership_history h
+    WHERE h.pool = o.pool AND h.consumer = o.consumer AND h.host = o.host
     ORDER BY valid_from_seq DESC LIMIT 1) h
 WHERE h.valid_to_seq IS NULL`
 
@@ -78,7 +93,7 @@ func (p *Projector) start(ctx context.Context) error {
 		p.setApplied(cp.pool, cp.lastSeq)
 	}
 	for _, name := range p.haltedNoCheckpoint { // halted at its first batch
-		ps := newPoolState(newDomainPool(name), zeroHash)
+		ps := newPoolState(p.newDomainPool(name), zeroHash)
 		ps.halted = true
 		p.pools[name] = ps
 	}
@@ -159,11 +174,26 @@ func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
 		byPool[cps[i].pool] = cps[i].open
 	}
 	rows, _ := tx.Query(ctx, sqlOpenHistory)
-	var pool, consumer string
+	var pool, consumer, host string
 	var slots, from int64
 	_, err := pgx.ForEachRow(rows, []any{&pool, &consumer, &slots, &from}, func() error {
 		if m := byPool[pool]; m != nil {
 			m[consumer] = openRow{slots: slots, from: uint64(from)}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ownByPool := map[string]map[ownKey]openRow{}
+	for i := range cps {
+		cps[i].ownOpen = map[ownKey]openRow{}
+		ownByPool[cps[i].pool] = cps[i].ownOpen
+	}
+	rows, _ = tx.Query(ctx, sqlOpenOwnHistory)
+	_, err = pgx.ForEachRow(rows, []any{&pool, &consumer, &host, &slots, &from}, func() error {
+		if m := ownByPool[pool]; m != nil {
+			m[ownKey{consumer, host}] = openRow{slots: slots, from: uint64(from)}
 		}
 		return nil
 	})
@@ -202,7 +232,7 @@ func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed
 // it up to the checkpoint without writing, and checks the result against
 // the recorded hashes.
 func (p *Projector) rebuild(ctx context.Context, cp checkpoint) (*poolState, error) {
-	pool, chain, err := restore(cp)
+	pool, chain, err := restore(cp, p.cfg.poolOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +253,12 @@ func (p *Projector) rebuild(ctx context.Context, cp checkpoint) (*poolState, err
 		return nil, fatalf("pool %s: the state rebuilt at sequence %d has hash %s but checkpoints.state_hash is %s: the engine folds this log differently than when it was projected",
 			cp.pool, cp.lastSeq, hex.EncodeToString(got[:]), hex.EncodeToString(cp.stateHash))
 	}
-	ps.open = cp.open
-	return ps, checkOpen(cp.pool, ps)
+	ps.open, ps.ownOpen = cp.open, cp.ownOpen
+	if err := checkOpen(cp.pool, ps); err != nil {
+		return nil, err
+	}
+	ps.refreshOwnViews(ps.pool.Consumers())
+	return ps, checkOwnOpen(cp.pool, ps)
 }
 
 // checkOpen makes sure the open allocation_history intervals are those of
@@ -253,11 +287,11 @@ func snapSeqOf(cp checkpoint) uint64 {
 	return uint64(*cp.snapSeq)
 }
 
-func restore(cp checkpoint) (*domain.Pool, domain.Hash, error) {
+func restore(cp checkpoint, opts ...domain.PoolOption) (*domain.Pool, domain.Hash, error) {
 	if cp.snapSeq == nil {
-		return domain.NewPool(cp.pool), zeroHash, nil
+		return domain.NewPool(cp.pool, opts...), zeroHash, nil
 	}
-	pool, err := domain.Restore(cp.snapState)
+	pool, err := domain.Restore(cp.snapState, opts...)
 	if err != nil {
 		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d: %v", cp.pool, *cp.snapSeq, err)
 	}
@@ -346,6 +380,6 @@ func (p *Projector) loadIDs(ctx context.Context, ps *poolState, name string, seq
 		return fmt.Errorf("applied ids of pool %s: %w", name, err)
 	}
 	var id string
-	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { ps.ids.add(id); return nil })
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { ps.ids.Add(id); return nil })
 	return err
 }

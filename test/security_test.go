@@ -83,6 +83,25 @@ func TestDevAttacks(t *testing.T) {
 		t.Fatalf("forged event row: refused %q, %v", refused, err)
 	}
 
+	// A forged plan that reuses a real id and drops the real consumers
+	// locks nobody out: the ledger's own view of the pool refuses it as
+	// the projector does, so real producers go on, and a retry of the
+	// real id is still a duplicate of the real event.
+	forgedPlan, _ := json.Marshal(events.Envelope{ID: "p1", Type: events.TypePlan, V: events.Version, Pool: "demo",
+		Time: time.Now().UTC(), Producer: "ledger", Data: json.RawMessage(`{"plan":{"consumers":[{"path":"/M"}]}}`)})
+	if _, err := js.Publish(context.Background(), stream.Subject("demo", events.TypePlan), forgedPlan); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := post(t, base+"/v1/pools/demo/events", `{"id":"d2","type":"demand","data":{"demands":{"/A":5}}}`); code != 200 {
+		t.Fatalf("a real demand after a forged plan: %d %s", code, body)
+	}
+	if code, body := post(t, base+"/v1/pools/demo/events", `{"id":"p1","type":"plan","data":{"plan":{"consumers":[{"path":"/A"},{"path":"/B"}]}}}`); code != 200 || !strings.Contains(body, `"duplicate":true`) {
+		t.Fatalf("a retry of the real p1 after a forged p1: %d %s", code, body)
+	}
+	if code, body := post(t, base+"/v1/pools/demo/events", `{"id":"m1","type":"demand","data":{"demands":{"/M":1}}}`); code != 422 {
+		t.Fatalf("a demand for the forged plan's consumer: %d %s, want 422", code, body)
+	}
+
 	// audit verify names it (exit status 2).
 	verify := exec.Command(bin, "audit", "verify")
 	verify.Env = dev.environ()

@@ -202,7 +202,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	go func() {
 		defer wg.Done()
 		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: sv.httpAddr, NATSURL: sv.natsURL, DatabaseURL: sv.dbURL, Migrate: true, Logger: log,
-			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: append([]api.Option{api.WithSigner(sv.signer), api.WithMetrics(sv.metrics)}, sv.options...),
+			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: append([]api.Option{api.WithSigner(sv.signer), api.WithTrustedKeys(sv.trusted), api.WithMetrics(sv.metrics)}, sv.options...),
 			Ready: func(addr string) { ready <- addr }})
 	}()
 	go func() {

@@ -17,7 +17,7 @@ import (
 func init() {
 	var cfg api.ServeConfig
 	var noMigrate bool
-	var signingKey string
+	var signingKey, trustedKeys string
 	var tokensFile string
 	var origins []string
 	var readTimeout time.Duration
@@ -54,8 +54,9 @@ and the read-only web console at /console/ with the JSON it reads:
                                       a decision in words, with its story
   GET  /v1/live                       server-sent events as pools move; ?pool=
 
-Each event is validated against the pool's current state before it is
-appended; several ledger instances may serve the same stream. It stops
+Each event is validated against the pool's current state (folded from
+the log as the projector folds it: with --trusted-keys, events none of
+those keys signed do not count) before it is appended; several ledger instances may serve the same stream. It stops
 cleanly on SIGINT or SIGTERM.`,
 		Example: `  ledger token add --file tokens.jsonl --name scheduler --scopes append --pools gpu
   DATABASE_URL=postgres://ledger@127.0.0.1/ledger ledger serve --tokens tokens.jsonl --http 127.0.0.1:8080
@@ -81,6 +82,15 @@ cleanly on SIGINT or SIGTERM.`,
 				}
 				cfg.Options = append(cfg.Options, api.WithSigner(sg))
 			}
+			if trustedKeys != "" {
+				keys, err := signing.LoadKeyring(trustedKeys)
+				if err != nil {
+					return err
+				}
+				cfg.Options = append(cfg.Options, api.WithTrustedKeys(keys))
+			} else if signingKey != "" {
+				cfg.Logger.Warn("serve: no --trusted-keys: events published around the ledger count in its view of the pools (the projector refuses them)")
+			}
 			return api.Serve(cmd.Context(), cfg)
 		},
 	}
@@ -89,6 +99,7 @@ cleanly on SIGINT or SIGTERM.`,
 	addNATSCredsFlag(cmd, &cfg.NATSCreds)
 	cmd.Flags().StringVar(&signingKey, "signing-key", envDefault(EnvSigningKey, ""),
 		"PEM Ed25519 private key (mode 0600) that signs every appended event; the projector refuses unsigned ones (env "+EnvSigningKey+")")
+	addTrustedKeysFlag(cmd, &trustedKeys)
 	addDatabaseURLFlag(cmd, &cfg.DatabaseURL)
 	cmd.Flags().DurationVar(&cfg.ConnectWait, "connect-timeout", connect.DefaultWait,
 		"how long to wait at start for NATS, PostgreSQL and JetStream to answer before giving up (0: until stopped)")

@@ -243,6 +243,14 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 			d.results[i] = Appended{ID: in.id, Seq: sid.seq, Duplicate: true}
 			continue
 		}
+		if seq, ok := st.appSeq[in.id]; ok && in.id != "" {
+			// A retry after the duplicate window: the pool applied this
+			// id already (the projector would refuse it as duplicate_id),
+			// so it is answered as a duplicate and not stored again. Its
+			// content is no longer compared: only the window keeps it.
+			d.results[i] = Appended{ID: in.id, Seq: seq, Duplicate: true}
+			continue
+		}
 		d.fresh = append(d.fresh, i)
 	}
 	if d.refusal = checkHosts(st.pool, ins, d.fresh); d.refusal != nil {
@@ -349,6 +357,8 @@ func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
 			// bug if it happens. Keep the sequence in step with the log.
 			s.log.Error("appended event refused by the engine", "pool", st.name, "seq", seq, "err", err)
 			st.skip(seq, d.at)
+		} else {
+			st.markApplied(ins[i].id, seq)
 		}
 		st.remember(ins[i].id, seq, d.at, d.digests[k])
 		d.results[i] = Appended{ID: ins[i].id, Seq: seq}

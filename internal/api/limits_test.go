@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -105,5 +107,30 @@ func TestIDReusedWithOtherContent(t *testing.T) {
 	}
 	if m := streamMsgs(t, l.js); m != n {
 		t.Errorf("stream holds %d messages, want %d", m, n)
+	}
+}
+
+// TestRetryAfterTheWindowIsADuplicate: a retry that comes after the
+// duplicate window (JetStream has forgotten the id) is answered as a
+// duplicate of the event the pool applied, by this instance and by a new
+// one that folded the pool from the log, and nothing is stored again (a
+// late retried release would otherwise release twice).
+func TestRetryAfterTheWindowIsADuplicate(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	clock := &fixedClock{now: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
+	l := newLedger(t, natsURL, api.WithClock(clock.Now))
+	setup(l, "p")
+	l.mustPost("p", demand(map[string]int{"/a": 3}))
+	first := l.mustPost("p", withID(release("/a", 1), "r-1"))
+	n := streamMsgs(t, l.js)
+	clock.Set(clock.Now().Add(stream.DuplicateWindow + time.Minute))
+	for _, inst := range []*ledger{l, newLedger(t, natsURL, api.WithClock(clock.Now))} {
+		again := inst.mustPost("p", withID(release("/a", 1), "r-1"))
+		if !again.Events[0].Duplicate || again.Events[0].Seq != first.Events[0].Seq {
+			t.Errorf("late retry: %+v, want a duplicate of %d", again.Events[0], first.Events[0].Seq)
+		}
+	}
+	if m := streamMsgs(t, l.js); m != n {
+		t.Errorf("stream holds %d messages, want %d: the late retry was stored", m, n)
 	}
 }

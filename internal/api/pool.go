@@ -8,24 +8,31 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
 )
 
 // poolState is this process's view of one pool: the engine state folded
-// from the stream, and the ids of the events of the duplicate window.
-// mu is held for a whole append, so one process appends to a pool one
-// request at a time.
+// from the stream exactly as the projector folds it (events no trusted
+// key signed and ids the pool already applied are refused before the
+// engine, projections.Gate), the ids of the events of the duplicate
+// window with their content, and every id the pool applied. mu is held
+// for a whole append, so one process appends to a pool one request at a
+// time.
 type poolState struct {
-	mu     sync.Mutex
-	name   string
-	pool   *domain.Pool
-	loaded bool // folded from the stream at least once
-	ids    map[string]storedID
-	recent []seenID // ids in stream order, to forget them after the window
+	mu      sync.Mutex
+	name    string
+	pool    *domain.Pool
+	loaded  bool // folded from the stream at least once
+	ids     map[string]storedID
+	recent  []seenID // ids in stream order, to forget them after the window
+	applied projections.IDs
+	appSeq  map[string]uint64 // the sequence of each applied id
 }
 
 // storedID is where an event id of the window is, and a digest of the
@@ -56,12 +63,23 @@ type seenID struct {
 }
 
 func newPoolState(name string) *poolState {
-	return &poolState{name: name, pool: domain.NewPool(name), ids: map[string]storedID{}}
+	st := &poolState{name: name}
+	st.reset()
+	return st
 }
 
 // reset forgets everything, to fold the pool again from the start.
 func (st *poolState) reset() {
 	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name), map[string]storedID{}, nil, false
+	st.applied, st.appSeq = projections.IDs{}, map[string]uint64{}
+}
+
+// markApplied records that the pool applied the event id stored at seq.
+func (st *poolState) markApplied(id string, seq uint64) {
+	if id != "" {
+		st.applied.Add(id)
+		st.appSeq[id] = seq
+	}
 }
 
 // remember records an event id stored at seq with content digest.
@@ -86,19 +104,32 @@ func (st *poolState) forgetBefore(cutoff time.Time) {
 	st.recent = st.recent[n:]
 }
 
-// fold applies one stored event. An event the engine refuses (it cannot
-// be, unless written by something other than a ledger) is skipped, as the
-// projector does, so the sequence stays that of the last stored event.
+// fold applies one stored event as the projector does: an event the gate
+// refuses (not signed by a trusted key, or an id the pool already applied)
+// or the engine refuses is skipped, so the sequence stays that of the
+// last stored event. A refused forged event leaves no trace in the ids:
+// it cannot make a real retry a conflict.
 func (st *poolState) fold(sd stream.Stored) {
 	env := sd.Envelope
-	p, err := env.Decode()
+	err := projections.Gate(st.applied, sd)
+	if sd.Gate != "" {
+		st.skip(sd.Seq, env.Time)
+		return
+	}
 	if err == nil {
-		_, err = st.pool.Apply(domain.Event{Seq: sd.Seq, Time: env.Time, Payload: p})
+		var p events.Payload
+		if p, err = env.Decode(); err == nil {
+			_, err = st.pool.Apply(domain.Event{Seq: sd.Seq, Time: env.Time, Payload: p})
+		}
 	}
 	if err != nil {
 		st.skip(sd.Seq, env.Time)
+	} else {
+		st.markApplied(env.ID, sd.Seq)
 	}
-	st.remember(env.ID, sd.Seq, env.Time, contentDigest(env.Type, env.Data))
+	if _, known := st.ids[env.ID]; !known {
+		st.remember(env.ID, sd.Seq, env.Time, contentDigest(env.Type, env.Data))
+	}
 }
 
 func (st *poolState) skip(seq uint64, at time.Time) {
@@ -161,7 +192,7 @@ func (s *Server) readPoolByGet(ctx context.Context, st *poolState, last uint64) 
 		if err != nil {
 			return fmt.Errorf("read pool %s after %d: %w", st.name, st.pool.Seq(), err)
 		}
-		s.foldRaw(st, m.Sequence, m.Data)
+		s.foldRaw(st, m.Sequence, m.Subject, m.Header, m.Data)
 	}
 	return nil
 }
@@ -206,7 +237,7 @@ func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Co
 		if err != nil {
 			return n, fmt.Errorf("read pool %s: %w", st.name, err)
 		}
-		s.foldRaw(st, md.Sequence.Stream, msg.Data())
+		s.foldRaw(st, md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data())
 		n++
 	}
 	if err := batch.Error(); err != nil {
@@ -219,13 +250,15 @@ func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Co
 }
 
 // foldRaw folds a stored message; one that is not an envelope (written by
-// something other than a ledger) takes its sequence and changes nothing.
-func (s *Server) foldRaw(st *poolState, seq uint64, data []byte) {
+// something other than a ledger) takes its sequence and changes nothing,
+// and one no trusted key signed is refused (WithTrustedKeys).
+func (s *Server) foldRaw(st *poolState, seq uint64, subject string, h nats.Header, data []byte) {
 	sd, err := stream.DecodeRaw(seq, data)
 	if err != nil {
 		s.log.Warn("undecodable event in the stream", "pool", st.name, "seq", seq, "err", err)
 		st.skip(seq, st.pool.Time())
 		return
 	}
+	projections.Authenticate(s.trusted, &sd, subject, h, data)
 	st.fold(sd)
 }

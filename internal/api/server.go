@@ -60,6 +60,14 @@ func WithPublishTimeout(d time.Duration) Option { return func(s *Server) { s.tim
 // Without it events are appended unsigned.
 func WithSigner(sg *signing.Signer) Option { return func(s *Server) { s.signer = sg } }
 
+// WithTrustedKeys makes the server's view of each pool refuse, as the
+// projector does, the events in the log that none of keys signed
+// (published around the ledger), so a forged event cannot change what the
+// ledger validates new events against. Without it every event counts
+// (and nothing is signed-checked), as with a projector without
+// --trusted-keys.
+func WithTrustedKeys(keys *signing.Keyring) Option { return func(s *Server) { s.trusted = keys } }
+
 // WithReadMiddleware wraps the console's data endpoints instead of the
 // default, the API's own read-scope check (Authorize with auth.ScopeRead).
 func WithReadMiddleware(mw func(http.Handler) http.Handler) Option {
@@ -88,6 +96,7 @@ type Server struct {
 	timeout     time.Duration
 	maxAttempts int
 	signer      *signing.Signer
+	trusted     *signing.Keyring // events none of these signed are refused in the pools' views (nil: none checked)
 	mux         *http.ServeMux
 	handler     http.Handler
 	readAuth    func(http.Handler) http.Handler
@@ -130,10 +139,20 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	if readAuth == nil {
 		readAuth = func(h http.Handler) http.Handler { return s.Authorize(auth.ScopeRead, h) }
 	}
-	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Halted: s.halted, Logger: s.log})
+	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Allowed: readable, ReadTimeout: s.readTimeout,
+		Halted: s.halted, Logger: s.log})
 	s.console.Register(s.mux)
 	s.handler = s.cors(s.mountMetrics(s.mux))
 	return s, nil
+}
+
+// readable tells the console whether the request's token may read pool:
+// the pools list and the live stream show only those. A request without
+// the API's identity went through another read middleware
+// (WithReadMiddleware), which decided.
+func readable(r *http.Request, pool string) bool {
+	id, ok := IdentityFrom(r.Context())
+	return !ok || id.Allows(auth.ScopeRead, pool)
 }
 
 // Shutdown ends the console's live streams; call it when the HTTP server
