@@ -533,7 +533,7 @@ func TestLendingReport(t *testing.T) {
 		Slots    int64
 	}
 	firstDemand := m.times[m.poolSeqs("gpus")[4]].Format("2006-01-02 15:04:05.999999-07")
-	who := strings.ReplaceAll(readmeSQL(t, "Who owned host `gpu-07` at 10:00", "gpus"), "2026-11-21 10:00:00+00", firstDemand)
+	who := strings.ReplaceAll(readmeSQL(t, "Who owned host `gpu-07` at 10:00", "gpus"), "date_trunc('day', now()) + interval '10 hours'", "'"+firstDemand+"'")
 	if got := query[ownerRow](t, db, who); fmt.Sprint(got) != "[{/ml 8}]" {
 		t.Errorf("README's who owned gpu-07: %v, want [{/ml 8}]", got)
 	}
