@@ -95,9 +95,7 @@ func BenchmarkDemand(b *testing.B) {
 		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("%s/leaves=%d", pol.name, n), func(b *testing.B) {
 				p, leaves, rng := benchPool(b, n, pol.policy)
-				timed(b, p, func(int) events.Payload {
-					return &events.Demand{Demands: map[string]int64{leaves[rng.IntN(len(leaves))]: int64(rng.IntN(7))}}
-				})
+				timed(b, p, demandEvents(leaves, rng))
 			})
 		}
 	}
@@ -109,14 +107,7 @@ func BenchmarkRelease(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("priority-leaf/leaves=%d", n), func(b *testing.B) {
 			p, leaves, rng := benchPool(b, n, benchPolicies[0].policy)
-			timed(b, p, func(i int) events.Payload {
-				l := leaves[rng.IntN(len(leaves))]
-				c, _ := p.Consumer(l)
-				if i%2 == 1 || c.Allocated == 0 {
-					return &events.Demand{Demands: map[string]int64{l: c.Demand + 1}}
-				}
-				return &events.Release{Consumer: l, Slots: 1}
-			})
+			timed(b, p, releaseEvents(p, leaves, rng))
 		})
 	}
 }
@@ -126,17 +117,7 @@ func BenchmarkHost(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("priority-leaf/leaves=%d", n), func(b *testing.B) {
 			p, _, rng := benchPool(b, n, benchPolicies[0].policy)
-			var down string
-			timed(b, p, func(int) events.Payload {
-				if down != "" {
-					h := down
-					down = ""
-					return &events.HostUp{Host: h, Slots: 20}
-				}
-				hs := p.Hosts()
-				down = hs[rng.IntN(len(hs))].Name
-				return &events.HostDown{Host: down}
-			})
+			timed(b, p, hostEvents(p, rng))
 		})
 	}
 }
@@ -156,5 +137,40 @@ func BenchmarkPlan(b *testing.B) {
 				return &events.PlanChange{Plan: events.Plan{Policy: pol, Consumers: cs}}
 			})
 		})
+	}
+}
+
+// demandEvents: one leaf's demand changes (0..6) per event.
+func demandEvents(leaves []string, rng *rand.Rand) func(int) events.Payload {
+	return func(int) events.Payload {
+		return &events.Demand{Demands: map[string]int64{leaves[rng.IntN(len(leaves))]: int64(rng.IntN(7))}}
+	}
+}
+
+// releaseEvents: a leaf holding slots releases one; every other event a
+// demand tops a leaf up again so the pool stays busy.
+func releaseEvents(p *domain.Pool, leaves []string, rng *rand.Rand) func(int) events.Payload {
+	return func(i int) events.Payload {
+		l := leaves[rng.IntN(len(leaves))]
+		c, _ := p.Consumer(l)
+		if i%2 == 1 || c.Allocated == 0 {
+			return &events.Demand{Demands: map[string]int64{l: c.Demand + 1}}
+		}
+		return &events.Release{Consumer: l, Slots: 1}
+	}
+}
+
+// hostEvents: a host goes down, then comes back, alternately.
+func hostEvents(p *domain.Pool, rng *rand.Rand) func(int) events.Payload {
+	var down string
+	return func(int) events.Payload {
+		if down != "" {
+			h := down
+			down = ""
+			return &events.HostUp{Host: h, Slots: 20}
+		}
+		hs := p.Hosts()
+		down = hs[rng.IntN(len(hs))].Name
+		return &events.HostDown{Host: down}
 	}
 }

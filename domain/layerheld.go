@@ -176,39 +176,29 @@ func (f *layeredFold) roomIn(x int32, d *heldDivision, l, victim int32) Slots {
 // them, G is split over the children with demand like T (capped by their
 // effective demand), siblings first.
 func (f *layeredFold) plannedShares(x int32, c Slots, d *heldDivision) {
-	var walk func(id int32, q Slots)
-	walk = func(id int32, q Slots) {
-		d.planned[id] = q
-		f.split(id, q, func(int32) bool { return true }, func(int32) Slots { return Unlimited })
-		kids := f.t.nodes[id].children
-		parts := make([]Slots, len(kids))
-		for i, k := range kids {
-			parts[i] = f.got[k]
-		}
-		for i, k := range kids {
-			walk(k, parts[i])
-		}
-	}
-	walk(x, c)
+	f.splitDown(x, c, d.planned, func(int32) bool { return true }, func(int32) Slots { return Unlimited })
 	if !f.parentEnf {
 		copy(d.g, d.planned)
 		return
 	}
-	var guarantee func(id int32, q Slots)
-	guarantee = func(id int32, q Slots) {
-		d.g[id] = q
-		f.split(id, q, f.hasDemand, f.effCap)
-		kids := f.t.nodes[id].children
-		parts := make([]Slots, len(kids))
-		for i, k := range kids {
-			parts[i] = f.got[k]
-		}
-		for i, k := range kids {
-			guarantee(k, parts[i])
-		}
-	}
 	for _, k := range f.t.nodes[x].children {
-		guarantee(k, d.planned[k])
+		f.splitDown(k, d.planned[k], d.g, f.hasDemand, f.effCap)
+	}
+}
+
+// splitDown gives id q into out and apportions it down id's subtree: at
+// every parent over the children include accepts, by share, capped by
+// capOf.
+func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, include func(int32) bool, capOf func(int32) Slots) {
+	out[id] = q
+	f.split(id, q, include, capOf)
+	kids := f.t.nodes[id].children
+	parts := make([]Slots, len(kids))
+	for i, k := range kids {
+		parts[i] = f.got[k]
+	}
+	for i, k := range kids {
+		f.splitDown(k, parts[i], out, include, capOf)
 	}
 }
 

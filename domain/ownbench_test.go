@@ -83,9 +83,7 @@ func BenchmarkOwnedDemand(b *testing.B) {
 		for _, n := range ownedBenchSizes {
 			b.Run(fmt.Sprintf("%s/leaves=%d", pol.name, n), func(b *testing.B) {
 				p, leaves, rng := ownedBenchPool(b, n, pol.policy)
-				timed(b, p, func(int) events.Payload {
-					return &events.Demand{Demands: map[string]int64{leaves[rng.IntN(len(leaves))]: int64(rng.IntN(7))}}
-				})
+				timed(b, p, demandEvents(leaves, rng))
 			})
 		}
 	}
@@ -95,14 +93,7 @@ func BenchmarkOwnedRelease(b *testing.B) {
 	for _, n := range ownedBenchSizes {
 		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
 			p, leaves, rng := ownedBenchPool(b, n, benchPolicies[2].policy)
-			timed(b, p, func(i int) events.Payload {
-				l := leaves[rng.IntN(len(leaves))]
-				c, _ := p.Consumer(l)
-				if i%2 == 1 || c.Allocated == 0 {
-					return &events.Demand{Demands: map[string]int64{l: c.Demand + 1}}
-				}
-				return &events.Release{Consumer: l, Slots: 1}
-			})
+			timed(b, p, releaseEvents(p, leaves, rng))
 		})
 	}
 }
@@ -111,17 +102,7 @@ func BenchmarkOwnedHost(b *testing.B) {
 	for _, n := range ownedBenchSizes {
 		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
 			p, _, rng := ownedBenchPool(b, n, benchPolicies[2].policy)
-			var down string
-			timed(b, p, func(int) events.Payload {
-				if down != "" {
-					h := down
-					down = ""
-					return &events.HostUp{Host: h, Slots: 20}
-				}
-				hs := p.Hosts()
-				down = hs[rng.IntN(len(hs))].Name
-				return &events.HostDown{Host: down}
-			})
+			timed(b, p, hostEvents(p, rng))
 		})
 	}
 }
