@@ -47,7 +47,11 @@ func newPoolState(p *domain.Pool, chain domain.Hash) *poolState {
 
 // batch collects the rows of a run of consecutive stream messages.
 type batch struct {
-	from, to  uint64 // committed sequence before the batch, last sequence in it
+	from, to uint64 // committed sequence before the batch, last sequence in it
+	// catchUp: the batch brings one halted pool's rows up to the committed
+	// offset (resumeHalted): written at the offset, which it leaves as it
+	// is, and clearing the pool's halted_pools row.
+	catchUp   bool
 	events    [][]any
 	decisions [][]any
 	history   []histRow
@@ -57,7 +61,8 @@ type batch struct {
 	ownCloses  ownCloseRows
 	snapshots  [][]any
 	pools      map[string]*poolBatch
-	halts      map[string]halt // pools halted in this batch
+	halts      map[string]halt       // pools halted in this batch
+	resumed    map[string]*poolState // catchUp: the halted pool it brings up to date
 
 	figures []metrics.PoolFigures // totals of the pools after the batch, for metrics (metrics.go)
 }

@@ -2,11 +2,14 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -18,11 +21,15 @@ import (
 // pool's later events, and every other pool goes on. Nothing one pool's
 // events do stops the others.
 //
-// A halted pool stays halted across restarts (the projector cannot skip
-// part of a pool's log and stay right). To resume it after an upgrade
-// that fixes the cause, rebuild the projection with the new code
-// (`ledger replay --into` an empty database, which folds every pool from
-// the start) and switch to it; see docs/decisions.md.
+// A halted pool is tried again when the projector starts (an
+// unpartitioned one: resumeHalted): its events from its checkpoint up to
+// the committed offset are folded with the code now running and, if
+// none fails, written in one transaction that clears its halted_pools
+// row, so an upgrade that fixes the cause resumes the pool by itself. If
+// the fold fails again the pool stays halted and nothing is written. A
+// partitioned projector leaves it halted: rebuild the projection
+// (`ledger replay --into` an empty database) and switch to it; see
+// docs/decisions.md #67.
 
 // halt is one halted pool.
 type halt struct {
@@ -113,4 +120,118 @@ func (p *Projector) Halted() map[string]uint64 {
 		out[name] = seq
 	}
 	return out
+}
+
+// unhalt deletes the halted_pools rows of the pools a catch-up batch
+// brought up to date.
+func unhalt(ctx context.Context, tx pgx.Tx, b *batch) error {
+	for name, ps := range b.resumed {
+		if ps.halted {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM halted_pools WHERE pool = $1`, name); err != nil {
+			return fmt.Errorf("clear halted pool %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// resumeHalted tries a halted pool again at start: it folds the pool's
+// events after its checkpoint up to the committed offset with the code
+// now running and, when none of them fails, writes them (a catch-up batch)
+// and lifts the halt. It returns an error only when the write fails or
+// the log needs a newer ledger.
+func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState) error {
+	ps.halted = false
+	b := newBatch(p.committed)
+	b.catchUp, b.resumed = true, map[string]*poolState{name: ps}
+	err := p.eachPoolMsg(ctx, name, ps.lastSeq+1, p.committed, func(m jetstream.Msg, seq uint64, ts time.Time) error {
+		_, st, ok := DecodeMessage(seq, m.Subject(), ts, m.Data())
+		if !ok {
+			return nil
+		}
+		Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
+		return b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotEvery, p.cfg.foldHook)
+	})
+	if err != nil {
+		return err
+	}
+	if h, again := b.halts[name]; again {
+		ps.halted = true
+		p.cfg.log.Warn("projector: halted pool still fails; it stays halted", "pool", name, "seq", h.seq)
+		return nil
+	}
+	if err := p.commit(ctx, b, b.finish()); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	delete(p.halted, name)
+	p.mu.Unlock()
+	p.setApplied(name, ps.lastSeq)
+	p.cfg.log.Info("projector: halted pool resumed", "pool", name, "caught_up_to", p.committed)
+	return nil
+}
+
+// eachPoolMsg calls fn for every stored message of pool name with a
+// sequence in [from, to], in order.
+func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, to uint64, fn func(m jetstream.Msg, seq uint64, ts time.Time) error) error {
+	if from > to {
+		return nil
+	}
+	last, err := p.lastPoolSeq(ctx, name, to)
+	if err != nil || last < from {
+		return err
+	}
+	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{stream.PoolFilter(name)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err != nil {
+		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
+	}
+	defer it.Stop()
+	for {
+		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read pool %s from %d to %d: %w", name, from, to, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := md.Sequence.Stream
+		if seq > to {
+			return nil
+		}
+		if err := fn(m, seq, md.Timestamp); err != nil {
+			return err
+		}
+		if seq >= last {
+			return nil
+		}
+	}
+}
+
+// lastPoolSeq is the sequence of pool name's last stored message at or
+// before to (0: none).
+func (p *Projector) lastPoolSeq(ctx context.Context, name string, to uint64) (uint64, error) {
+	s, err := p.js.Stream(ctx, stream.Name)
+	if err != nil {
+		return 0, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, stream.PoolFilter(name))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last event of pool %s: %w", name, err)
+	}
+	return min(m.Sequence, to), nil
 }

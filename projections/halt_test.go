@@ -59,13 +59,15 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 		t.Fatalf("%d events of the halted pool at or after its failure were written (%v)", after, err)
 	}
 
-	// A restart: the others go on, the halted pool stays halted.
+	// A restart with the bug still there: the others go on, the halted
+	// pool stays halted and nothing of it is written.
 	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
 	m.publish("tree", &events.PlanChange{Plan: plan})
 	m.randomEvents(rng, "tree", plan, leaves, 4, 20)
 	m.publish("bad", &events.Demand{Demands: map[string]int64{"/y": 1}})
 	delete(m.last, "bad")
 	p2 := New(js, db, WithLogger(quietLog()), WithBatchSize(7))
+	p2.cfg.foldHook = hook
 	r2 := start(p2)
 	if err := r2.waitFor(t, m); err != nil {
 		t.Fatal(err)
@@ -76,4 +78,35 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 	if err := r2.stop(); err != nil {
 		t.Fatal(err)
 	}
+
+	// A restart with the bug fixed (no failing hook): the pool is caught
+	// up from its checkpoint, its halt lifted, and it goes on with the
+	// others; the projection is the one a rebuild from the log gives.
+	m.publish("bad", &events.Demand{Demands: map[string]int64{"/z": 2}})
+	m.publish("tree", &events.Demand{Demands: map[string]int64{leaves[0]: 3}})
+	p3 := New(js, db, WithLogger(quietLog()), WithBatchSize(7))
+	r3 := start(p3)
+	if err := r3.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := p3.Halted(); len(got) != 0 {
+		t.Fatalf("after a fixed restart Halted() = %v, want none", got)
+	}
+	if err := r3.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM halted_pools`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("halted_pools rows after the resume: %d (%v)", n, err)
+	}
+	rebuilt := newDB(t)
+	r4 := start(New(js, rebuilt, WithLogger(quietLog()), WithBatchSize(5)))
+	if err := r4.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := r4.stop(); err != nil {
+		t.Fatal(err)
+	}
+	diffDumps(t, dump(t, rebuilt), dump(t, db))
+	checkAgainstModel(t, db, m)
 }

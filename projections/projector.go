@@ -289,7 +289,7 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 // commit writes the batch, retrying while PostgreSQL is unavailable. The
 // rows are computed once; a retry writes the same rows.
 func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
-	if b.to == b.from {
+	if b.to == b.from && !b.catchUp {
 		return nil
 	}
 	start := time.Now()

@@ -85,17 +85,20 @@ func (p *Projector) start(ctx context.Context) error {
 			return err
 		}
 		p.observeRebuilt(len(cps), i+1, ps.sinceSnap)
-		if cp.halted != nil {
-			ps.halted = true
-			p.cfg.log.Warn("projector: pool stays halted (rebuild the projection with fixed code to resume it)", "pool", cp.pool, "seq", cp.halted.seq)
-		}
 		p.pools[cp.pool] = ps
 		p.setApplied(cp.pool, cp.lastSeq)
+		if cp.halted != nil {
+			if err := p.haltedAtStart(ctx, cp.pool, ps, cp.halted.seq); err != nil {
+				return err
+			}
+		}
 	}
 	for _, name := range p.haltedNoCheckpoint { // halted at its first batch
 		ps := newPoolState(p.newDomainPool(name), zeroHash)
-		ps.halted = true
 		p.pools[name] = ps
+		if err := p.haltedAtStart(ctx, name, ps, p.halted[name]); err != nil {
+			return err
+		}
 	}
 	if p.cfg.part == nil { // a partition's consumer is shared: never reset
 		if err := p.resetConsumer(ctx); err != nil {
@@ -104,6 +107,17 @@ func (p *Projector) start(ctx context.Context) error {
 	}
 	p.cfg.log.Info("projector: resumed", "name", p.offsetName(), "committed_seq", committed, "pools", len(cps))
 	return nil
+}
+
+// haltedAtStart tries a halted pool again (resumeHalted), or, in a
+// partitioned projector, keeps it halted.
+func (p *Projector) haltedAtStart(ctx context.Context, name string, ps *poolState, seq uint64) error {
+	if p.cfg.part != nil {
+		ps.halted = true
+		p.cfg.log.Warn("projector: pool stays halted (a partitioned projector does not retry it: rebuild the projection with fixed code)", "pool", name, "seq", seq)
+		return nil
+	}
+	return p.resumeHalted(ctx, name, ps)
 }
 
 // loadCheckpoints reads the offset and the checkpoints in one snapshot of

@@ -232,6 +232,11 @@ func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRo
 	if err := writeHalts(ctx, tx, b.halts); err != nil {
 		return err
 	}
+	if b.catchUp {
+		if err := unhalt(ctx, tx, b); err != nil {
+			return err
+		}
+	}
 	return p.fail(StageBeforeCommit)
 }
 
@@ -245,6 +250,10 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 		return err
 	}
 	switch {
+	case b.catchUp && uint64(stored) == b.to:
+		return nil // a halted pool's rows, written at the offset
+	case b.catchUp:
+		return fatalf("projector_offsets[%s] moved to %d while a halted pool was caught up to %d: another projector with the same name is writing", p.cfg.name, stored, b.to)
 	case uint64(stored) == b.to || (p.cfg.part == nil && uint64(stored) > b.to):
 		// This batch's commit went through but its answer was lost (or,
 		// partitioned, another instance committed the same range: the

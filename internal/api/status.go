@@ -212,7 +212,7 @@ func problems(res StatusResponse) []string {
 	}
 	out = append(out, lagProblems(res.Projectors)...)
 	for _, h := range res.Halted {
-		out = append(out, fmt.Sprintf("pool %s halted at sequence %d (rebuild it once the cause is fixed)", h.Pool, h.Seq))
+		out = append(out, fmt.Sprintf("pool %s halted at sequence %d (fix the cause and restart the projector)", h.Pool, h.Seq))
 	}
 	return out
 }
