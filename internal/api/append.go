@@ -232,7 +232,7 @@ type draft struct {
 
 func (s *Server) draft(st *poolState, ins []incoming) *draft {
 	now := s.clock()
-	st.forgetBefore(now.Add(-stream.DuplicateWindow))
+	st.forgetBefore(now.Add(-s.window))
 	d := &draft{results: make([]Appended, len(ins)), at: stamp(now, st.pool.Time())}
 	for i, in := range ins {
 		if sid, ok := st.ids[in.id]; ok {

@@ -96,6 +96,7 @@ type Server struct {
 	timeout     time.Duration
 	maxAttempts int
 	signer      *signing.Signer
+	window      time.Duration    // the stream's duplicate window
 	trusted     *signing.Keyring // events none of these signed are refused in the pools' views (nil: none checked)
 	mux         *http.ServeMux
 	handler     http.Handler
@@ -126,6 +127,12 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s.stream = st
+	// The ids of the window are compared by content for as long as
+	// JetStream recognises them (ledger nats setup --duplicate-window).
+	s.window = stream.DuplicateWindow
+	if w := st.CachedInfo().Config.Duplicates; w > 0 {
+		s.window = w
+	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/pools/{pool}/events", s.postEvents)
 	s.HandleRead("GET /v1/pools/{pool}/allocations", s.timed(s.getAllocations))
