@@ -180,14 +180,31 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		}
 		addWant(tk.leaf, owner, tk.slots)
 	}
-	for _, owners := range pl.wants {
-		slices.SortFunc(owners, func(a, b int32) int { return cmp.Compare(firstPart[a], firstPart[b]) })
+	for l, owners := range pl.wants {
+		slices.SortFunc(owners, func(a, b int32) int {
+			return cmp.Or(cmp.Compare(pl.tierOf(int32(l), a), pl.tierOf(int32(l), b)), cmp.Compare(firstPart[a], firstPart[b]))
+		})
 	}
 	pl.reserve()
 	pl.keep()
 	pl.place()
 	pl.pair()
 	return pl.moves
+}
+
+// tierOf ranks the parts of owner for leaf l's grants (section 5,
+// "Placement with ownership"): its own, then its ancestors' private parts
+// nearest first, then public, then parts lent by others.
+func (pl *placement) tierOf(l, owner int32) int64 {
+	switch {
+	case owner == l:
+		return 0
+	case owner == noNode:
+		return 1 << 40
+	case pl.t.contains(owner, l):
+		return 1 + int64(pl.t.nodes[l].depth-pl.t.nodes[owner].depth)
+	}
+	return 1 << 41
 }
 
 func (pl *placement) holdOn(leaf, h int32) Slots { return pl.heldOn[partKey{leaf, h}] }
@@ -414,83 +431,90 @@ func (h *partHeap) Pop() any {
 	return x
 }
 
-// pair is step 3, host by host: the slots each leaf gave up on the host
-// (held, not kept) are paired with the slots others gained there. First
-// an owner (or a descendant of a parent owner) gaining its own part takes
-// it back from whoever sits there (return). Then slots a leaf gives up
-// while it is not losing overall (it is placed elsewhere) are released
-// (release.moved), so only what a leaf holds above its target can be
-// reclaimed; the remaining gains take those (reclaim), then free slots
-// (grant, or lend on another consumer's part).
+// pair is step 3: the slots each leaf gave up on a host (held, not kept)
+// are paired with the slots others gained there. Gains come in the order
+// they were placed (leaves by rank, each by tier), so the decisions read
+// as the fold: first an owner (or a descendant of a parent owner)
+// gaining its own part takes it back from whoever sits there (return);
+// then slots a leaf gives up while it is not losing overall (it is placed
+// elsewhere) are released (release.moved), so only what a leaf holds
+// above its target can be reclaimed; then the remaining gains take those
+// (reclaim), then free slots (grant, or lend on another consumer's part);
+// what is still given up is released.
 func (pl *placement) pair() {
-	placedOn := make([][]placing, len(pl.hosts))
-	for _, x := range pl.placed {
-		h := pl.parts[x.part].host
-		placedOn[h] = append(placedOn[h], x)
-	}
+	hs := make([]hostLoss, len(pl.hosts))
 	for h := range pl.hosts {
-		if len(pl.holders[h]) == 0 && len(placedOn[h]) == 0 {
-			continue
+		hs[h] = pl.lossesOn(int32(h))
+	}
+	gains := slices.Clone(pl.placed)
+	for g := range gains { // a leaf giving up one part and gaining another on a host stays
+		x := &gains[g]
+		hl := &hs[pl.parts[x.part].host]
+		relabel := minSlots(x.slots, hl.lost[x.leaf])
+		x.slots -= relabel
+		hl.lost[x.leaf] -= relabel
+	}
+	for h := range hs {
+		hl := &hs[h]
+		slices.SortFunc(hl.losers, func(a, b int32) int { return pl.giveBackOrder(hl.lost, a, b) })
+	}
+	for g := range gains { // returns
+		x := &gains[g]
+		h := pl.parts[x.part].host
+		for _, v := range hs[h].losers {
+			if x.slots == 0 {
+				break
+			}
+			if n := minSlots(x.slots, hs[h].lost[v]); n > 0 && pl.isReturn(x.leaf, v, pl.parts[x.part].owner) {
+				hs[h].lost[v] -= n
+				x.slots -= n
+				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: pl.parts[x.part].owner})
+			}
 		}
-		pl.pairHost(int32(h), placedOn[h])
+	}
+	for h := range hs { // moves: given up by a leaf placed elsewhere
+		for _, v := range hs[h].losers {
+			if moved := hs[h].lost[v] - minSlots(hs[h].lost[v], pl.over[v]); moved > 0 {
+				hs[h].lost[v] -= moved
+				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: int32(h), slots: moved, rule: RuleMoved, graceOf: noNode})
+			}
+		}
+	}
+	for _, x := range gains {
+		if x.slots > 0 {
+			h := pl.parts[x.part].host
+			pl.gain(x.leaf, pl.parts[x.part], x.slots, hs[h].losers, hs[h].lost)
+		}
+	}
+	for h := range hs {
+		for _, v := range hs[h].losers {
+			if k := hs[h].lost[v]; k > 0 {
+				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: int32(h), slots: k, rule: RuleMoved, graceOf: noNode})
+			}
+		}
 	}
 }
 
-// pairHost pairs one host's gains and losses.
-func (pl *placement) pairHost(h int32, gains []placing) {
+// hostLoss is what leaves give up on one host: held there, not kept.
+type hostLoss struct {
+	losers []int32
+	lost   map[int32]Slots
+}
+
+func (pl *placement) lossesOn(h int32) hostLoss {
+	hl := hostLoss{lost: map[int32]Slots{}}
 	i0, i1 := pl.partsOfHost(h)
-	var losers []int32
-	lost := map[int32]Slots{}
 	for _, x := range pl.holders[h] {
 		keptHere := Slots(0)
 		for i := i0; i < i1; i++ {
 			keptHere += pl.kept[partKey{x.leaf, int32(i)}]
 		}
 		if k := x.slots - keptHere; k > 0 {
-			lost[x.leaf] = k
-			losers = append(losers, x.leaf)
+			hl.lost[x.leaf] = k
+			hl.losers = append(hl.losers, x.leaf)
 		}
 	}
-	// Gains in part order, then path; a leaf that gives up slots of one
-	// part and gains slots of another on the same host keeps them where
-	// they are.
-	slices.SortStableFunc(gains, func(a, b placing) int { return cmp.Or(cmp.Compare(a.part, b.part), cmp.Compare(a.leaf, b.leaf)) })
-	for g := range gains {
-		l := gains[g].leaf
-		relabel := minSlots(gains[g].slots, lost[l])
-		gains[g].slots -= relabel
-		lost[l] -= relabel
-	}
-	slices.SortFunc(losers, func(a, b int32) int { return pl.giveBackOrder(lost, a, b) })
-	for g := range gains { // returns
-		x := &gains[g]
-		for _, v := range losers {
-			if x.slots == 0 {
-				break
-			}
-			if n := minSlots(x.slots, lost[v]); n > 0 && pl.isReturn(x.leaf, v, pl.parts[x.part].owner) {
-				lost[v] -= n
-				x.slots -= n
-				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: pl.parts[x.part].owner})
-			}
-		}
-	}
-	for _, v := range losers { // moves: given up by a leaf placed elsewhere
-		if moved := lost[v] - minSlots(lost[v], pl.over[v]); moved > 0 {
-			lost[v] -= moved
-			pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: moved, rule: RuleMoved, graceOf: noNode})
-		}
-	}
-	for g := range gains {
-		if gains[g].slots > 0 {
-			pl.gain(gains[g].leaf, pl.parts[gains[g].part], gains[g].slots, losers, lost)
-		}
-	}
-	for _, v := range losers {
-		if k := lost[v]; k > 0 {
-			pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: k, rule: RuleMoved, graceOf: noNode})
-		}
-	}
+	return hl
 }
 
 // giveBackOrder: lowest priority first, then most slots given up on the

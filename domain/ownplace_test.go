@@ -98,7 +98,7 @@ func TestPlaceOwned(t *testing.T) {
 		{
 			name:   "A alone uses its own, the public slots and B's lent slots",
 			demand: map[string]Slots{"/A": 12},
-			want:   "grant /A h1 4 own.use; lend /A<-/B h2 4 share_ratio.grant; grant /A h3 4 share_ratio.grant",
+			want:   "grant /A h1 4 own.use; grant /A h3 4 share_ratio.grant; lend /A<-/B h2 4 share_ratio.grant",
 		},
 		{
 			name:     "B takes its host back from A, with its lend_grace",
@@ -124,7 +124,7 @@ func TestPlaceOwned(t *testing.T) {
 			name:     "a borrower gives the owner's slots back and moves to its own",
 			demand:   map[string]Slots{"/A": 4, "/B": 4},
 			holdings: map[string]map[string]Slots{"/A": {"h2": 2, "h3": 2}, "/B": {"h2": 2}},
-			want:     "grant /A h1 4 own.use; return /B<-/A h2 2 own.return until 10:05; release /A h3 2 release.moved",
+			want:     "return /B<-/A h2 2 own.return until 10:05; release /A h3 2 release.moved; grant /A h1 4 own.use",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
