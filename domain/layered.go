@@ -55,6 +55,9 @@ type poolTake struct {
 	leaf   int32
 	lender int32
 	slots  Slots
+	// entitled: under priority, how many of slots are within the leaf's
+	// guarantee G in the pool (the rest it borrows); 0 otherwise.
+	entitled Slots
 }
 
 // ownTotals is the ownership assignment as the layered targets need it,
@@ -307,31 +310,37 @@ func (f *layeredFold) classGroups(lent []lentSlots, unrestricted Slots, graces [
 // what is left of each class.
 func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) []lentSlots {
 	left := slices.Clone(classes)
-	take := func(leaf int32, i int, n Slots) {
+	ent := make([]Slots, len(used)) // entitled slots of each leaf's part not attributed yet
+	take := func(ui int, i int, n Slots) {
 		left[i].slots -= n
-		f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: leaf, lender: left[i].lender, slots: n})
+		e := minSlots(n, ent[ui])
+		ent[ui] -= e
+		f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: used[ui].leaf, lender: left[i].lender, slots: n, entitled: e})
 	}
 	rest := make([]Slots, len(used))
+	for ui, u := range used {
+		ent[ui] = u.entitled
+	}
 	for ui, u := range used {
 		k := u.slots
 		for i := range left {
 			hk := heldKey{pool: x, leaf: u.leaf, lender: left[i].lender}
 			if n := minSlots(minSlots(k, left[i].slots), f.held[hk]); n > 0 {
 				f.held[hk] -= n
-				take(u.leaf, i, n)
+				take(ui, i, n)
 				k -= n
 			}
 		}
 		rest[ui] = k
 	}
 	i := 0
-	for ui, u := range used {
+	for ui := range used {
 		for k := rest[ui]; k > 0; {
 			for left[i].slots == 0 {
 				i++
 			}
 			n := minSlots(k, left[i].slots)
-			take(u.leaf, i, n)
+			take(ui, i, n)
 			k -= n
 		}
 	}

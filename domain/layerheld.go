@@ -75,7 +75,11 @@ func (f *layeredFold) divideHeld(x int32, c Slots, eligible time.Duration, class
 	var used []poolTake
 	for _, l := range d.leaves {
 		if k := d.cur[l]; k > 0 {
-			used = append(used, poolTake{pool: x, leaf: l, slots: k})
+			u := poolTake{pool: x, leaf: l, slots: k}
+			if !f.policy.shareRatio {
+				u.entitled = minSlots(k, d.g[l])
+			}
+			used = append(used, u)
 			f.give(l, k)
 		}
 	}

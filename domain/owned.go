@@ -104,16 +104,10 @@ func (p *Pool) holders() [][]leafSlots {
 
 // placeRules are the pool's policy's choices for the placement.
 func (p *Pool) placeRules() placeRules {
-	r := placeRules{reclaim: RuleShareRatioReclaim, preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(),
-		grant: func(int32) Rule { return RuleShareRatioGrant }, preference: p.preference}
+	r := placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
+		preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(), preference: p.preference}
 	if !p.mode.shareRatio {
-		r.reclaim = RulePriorityReclaim
-		r.grant = func(l int32) Rule {
-			if p.layered.target[l] <= p.sh(l).planned {
-				return RulePriorityEntitled
-			}
-			return RulePriorityBorrow
-		}
+		r.grant, r.borrow, r.reclaim, r.phased = RulePriorityEntitled, RulePriorityBorrow, RulePriorityReclaim, true
 	}
 	return r
 }

@@ -81,8 +81,10 @@ const (
 // are free (reclaim_for_preference), and each owner's preference for
 // each host.
 type placeRules struct {
-	grant      func(leaf int32) Rule
-	reclaim    Rule
+	grant, borrow, reclaim Rule
+	// phased: priority's order, every leaf's slots within its guarantee
+	// first (entitled order), then what it borrows (borrow order).
+	phased     bool
 	preferring bool
 	preference func(owner, host int32) int64
 }
@@ -95,6 +97,8 @@ type placement struct {
 	parts  []hostPart // by host, then part order
 	capRem []Slots    // by part: not yet placed
 	want   map[partKey]Slots
+	// entWant: the part of want within the leaf's guarantee (priority).
+	entWant map[partKey]Slots
 	// wants: by leaf, the owners whose parts it is due slots of, in the
 	// order of their first part.
 	wants   [][]int32
@@ -120,11 +124,13 @@ type leafSlots struct {
 	slots Slots
 }
 
-// placing is a number of slots placed for a leaf in one part.
+// placing is a number of slots placed for a leaf in one part, and the
+// rule that gives them.
 type placing struct {
 	leaf  int32
 	part  int
 	slots Slots
+	rule  Rule
 }
 
 // partKey names a leaf's slots in an owner's parts (owner), in one part
@@ -135,7 +141,7 @@ type partKey struct{ leaf, owner int32 }
 // parts; holders lists, by host, the leaves holding slots there now, in
 // path order.
 func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
-	pl := &placement{t: t, rules: rules, hosts: hosts, holders: holders, want: map[partKey]Slots{}, wants: make([][]int32, len(t.nodes)),
+	pl := &placement{t: t, rules: rules, hosts: hosts, holders: holders, want: map[partKey]Slots{}, entWant: map[partKey]Slots{}, wants: make([][]int32, len(t.nodes)),
 		heldOn: map[partKey]Slots{}, kept: map[partKey]Slots{}, over: map[int32]Slots{}, ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}}
 	pl.parts = slices.Clone(parts)
 	slices.SortStableFunc(pl.parts, pl.partOrder)
@@ -179,6 +185,7 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 			owner = tk.pool
 		}
 		addWant(tk.leaf, owner, tk.slots)
+		pl.entWant[partKey{tk.leaf, owner}] += tk.entitled
 	}
 	for l, owners := range pl.wants {
 		slices.SortFunc(owners, func(a, b int32) int {
@@ -272,6 +279,7 @@ func (pl *placement) keep() {
 			}
 			left[hk] -= k
 			pl.want[wk] -= k
+			pl.entWant[wk] -= minSlots(k, pl.entWant[wk]) // what it holds counts as its guarantee first
 			pl.capRem[i] -= k
 			pl.kept[partKey{l, int32(i)}] += k
 		}
@@ -354,29 +362,69 @@ func (pl *placement) hostFree(h int32) Slots { return pl.hosts[h].slots - pl.hos
 // reserved, then each owner's parts it is still due slots of, the part
 // with most room first, then host name.
 func (pl *placement) place() {
-	for _, l := range pl.t.leavesByRank() {
-		for _, i := range pl.ownOrder[l] {
-			if k := minSlots(pl.want[partKey{l, l}], pl.capRem[i]); k > 0 {
-				pl.put(l, l, i, k)
-			}
+	if !pl.rules.phased {
+		for _, l := range pl.t.leavesByRank() {
+			pl.placeOwn(l)
+			pl.placeWants(l, pl.rules.grant, func(key partKey) Slots { return pl.want[key] })
 		}
-		for _, owner := range pl.wants[l] {
-			for pl.want[partKey{l, owner}] > 0 {
-				best := pl.roomiest(owner)
-				if best < 0 {
-					break
-				}
-				pl.put(l, owner, best, minSlots(pl.want[partKey{l, owner}], pl.capRem[best]))
-			}
+		return
+	}
+	leaves := slices.Clone(pl.t.leaves)
+	slices.SortFunc(leaves, pl.entitledOrder)
+	for _, l := range leaves {
+		pl.placeOwn(l)
+		pl.placeWants(l, pl.rules.grant, func(key partKey) Slots { return minSlots(pl.entWant[key], pl.want[key]) })
+	}
+	slices.SortFunc(leaves, pl.borrowOrder)
+	for _, l := range leaves {
+		pl.placeWants(l, pl.rules.borrow, func(key partKey) Slots { return pl.want[key] })
+	}
+}
+
+// placeOwn places what leaf l is still due of its own parts, in the order
+// reserved.
+func (pl *placement) placeOwn(l int32) {
+	for _, i := range pl.ownOrder[l] {
+		if k := minSlots(pl.want[partKey{l, l}], pl.capRem[i]); k > 0 {
+			pl.put(l, l, i, k, RuleOwnUse)
 		}
 	}
 }
 
+// placeWants places up to due(l, owner) of what leaf l is due of each
+// owner's parts, its tiers in order, the roomiest part first.
+func (pl *placement) placeWants(l int32, rule Rule, due func(partKey) Slots) {
+	for _, owner := range pl.wants[l] {
+		key := partKey{l, owner}
+		for k := due(key); k > 0; k = due(key) {
+			best := pl.roomiest(owner)
+			if best < 0 {
+				break
+			}
+			pl.put(l, owner, best, minSlots(k, pl.capRem[best]), rule)
+		}
+	}
+}
+
+// entitledOrder: priority desc, waiting since asc, path.
+func (pl *placement) entitledOrder(a, b int32) int {
+	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
+	return cmp.Or(cmpDesc(x.priority, y.priority), cmp.Compare(x.waitingSince, y.waitingSince), cmp.Compare(a, b))
+}
+
+// borrowOrder: waiting since asc, priority desc, path.
+func (pl *placement) borrowOrder(a, b int32) int {
+	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
+	return cmp.Or(cmp.Compare(x.waitingSince, y.waitingSince), cmpDesc(x.priority, y.priority), cmp.Compare(a, b))
+}
+
 // put places k slots of leaf l's due share of owner's parts in part i.
-func (pl *placement) put(l, owner int32, i int, k Slots) {
-	pl.want[partKey{l, owner}] -= k
+func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
+	key := partKey{l, owner}
+	pl.want[key] -= k
+	pl.entWant[key] -= minSlots(k, pl.entWant[key])
 	pl.capRem[i] -= k
-	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k})
+	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: rule})
 	if h := pl.byOwner[pl.parts[i].owner]; h != nil {
 		heap.Push(h, partRoom{part: i, room: pl.capRem[i]})
 	}
@@ -483,7 +531,7 @@ func (pl *placement) pair() {
 	for _, x := range gains {
 		if x.slots > 0 {
 			h := pl.parts[x.part].host
-			pl.gain(x.leaf, pl.parts[x.part], x.slots, hs[h].losers, hs[h].lost)
+			pl.gain(x, hs[h].losers, hs[h].lost)
 		}
 	}
 	for h := range hs {
@@ -530,10 +578,10 @@ func (pl *placement) giveBackOrder(lost map[int32]Slots, a, b int32) int {
 	return cmp.Compare(a, b)
 }
 
-// gain records k slots leaf l gains in part p: taken from what leaves
-// above their target give up on the host first (reclaim), then from free
-// slots.
-func (pl *placement) gain(l int32, p hostPart, k Slots, losers []int32, lost map[int32]Slots) {
+// gain records what a placing gains: taken from what leaves above their
+// target give up on the host first (reclaim), then from free slots.
+func (pl *placement) gain(x placing, losers []int32, lost map[int32]Slots) {
+	l, p, k := x.leaf, pl.parts[x.part], x.slots
 	for _, v := range losers {
 		if k == 0 {
 			return
@@ -554,9 +602,9 @@ func (pl *placement) gain(l int32, p hostPart, k Slots, losers []int32, lost map
 	case p.owner == l:
 		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleOwnUse, graceOf: noNode})
 	case p.owner == noNode || pl.t.contains(p.owner, l):
-		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: pl.rules.grant(l), graceOf: noNode})
+		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: x.rule, graceOf: noNode})
 	default:
-		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: pl.rules.grant(l), graceOf: noNode})
+		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: x.rule, graceOf: noNode})
 	}
 }
 

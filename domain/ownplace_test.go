@@ -13,7 +13,7 @@ import (
 // placeCase is a placement run: hosts (registration order), parts, the
 // current holdings and the layered targets' case.
 // testPlaceRules: share_ratio's rules, every owned host of preference 5.
-var testPlaceRules = placeRules{grant: func(int32) Rule { return RuleShareRatioGrant }, reclaim: RuleShareRatioReclaim,
+var testPlaceRules = placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
 	preference: func(int32, int32) int64 { return 5 }}
 
 // holdersOf lists, by host, the leaves holdOn says hold slots there.
