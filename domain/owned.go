@@ -207,76 +207,116 @@ func (p *Pool) sittings(parts []hostPart) []sitting {
 	return out
 }
 
-// sitHost divides the holdings on one host over its parts parts[i:j].
+// sitHost divides the holdings on one host over its parts parts[i:j]:
+// a greedy pass in the order of sittings, then a repair that moves a
+// leaf off a part it may not borrow along an augmenting path (another
+// leaf moves over to make room), so nobody sits where it may not while
+// some reading of the counts allows it.
 func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding) []sitting {
-	left := make([]Slots, j-i)
+	n := j - i
+	left := make([]Slots, n)
 	for k := i; k < j; k++ {
 		left[k-i] = parts[k].slots
 	}
 	rest := make([]Slots, len(held))
-	for k, h := range held {
-		rest[k] = h.slots
+	amt := make([][]Slots, len(held)) // by holder, by part of the host
+	for hk, h := range held {
+		rest[hk], amt[hk] = h.slots, make([]Slots, n)
 	}
-	var mine []sitting
 	sit := func(k, hk int) {
-		if n := minSlots(rest[hk], left[k-i]); n > 0 {
-			rest[hk] -= n
-			left[k-i] -= n
-			mine = append(mine, sitting{leaf: held[hk].host, part: k, slots: n})
+		if m := minSlots(rest[hk], left[k]); m > 0 {
+			rest[hk] -= m
+			left[k] -= m
+			amt[hk][k] += m
 		}
 	}
-	order := make([]int, 0, j-i) // parts: leaf owners, private deepest first, public
-	for k := i; k < j; k++ {
+	order := make([]int, 0, n) // parts: leaf owners, private deepest first, public
+	for k := range n {
 		order = append(order, k)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.partRank(parts[a].owner), p.partRank(parts[b].owner)) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.partRank(parts[i+a].owner), p.partRank(parts[i+b].owner)) })
 	for _, k := range order {
-		o := parts[k].owner
+		o := parts[i+k].owner
 		for hk, h := range held {
 			if o == noNode || o == h.host || p.t.contains(o, h.host) {
 				sit(k, hk)
 			}
 		}
 	}
+	may := func(hk, k int) bool { return p.mayUse(held[hk].host, parts[i+k].owner) }
 	for _, eligibleOnly := range []bool{true, false} { // the rest: lent slots, those it may borrow first
-		for k := i; k < j; k++ {
-			for hk, h := range held {
-				if !eligibleOnly || p.mayUse(h.host, parts[k].owner) {
+		for k := range n {
+			for hk := range held {
+				if !eligibleOnly || may(hk, k) {
 					sit(k, hk)
 				}
 			}
 		}
 	}
-	for _, s := range p.swapIneligible(mine, parts) {
-		if s.slots > 0 {
-			out = append(out, s)
+	r := sitRepair{amt: amt, left: left, may: may}
+	for hk := range held {
+		for k := range n {
+			for amt[hk][k] > 0 && !may(hk, k) && r.move(hk, k) {
+			}
+		}
+	}
+	for hk, h := range held {
+		for k := range n {
+			if amt[hk][k] > 0 {
+				out = append(out, sitting{leaf: h.host, part: i + k, slots: amt[hk][k]})
+			}
 		}
 	}
 	return out
 }
 
-// swapIneligible exchanges slots between two leaves on one host when one
-// sits on a part it may not borrow and the other could sit there in its
-// place: the assignment of slots to parts is a reading of counts, and
-// this picks one where nobody holds slots lent by a consumer it may not
-// borrow from (allocation-rules.md section 5, "Properties").
-func (p *Pool) swapIneligible(host []sitting, parts []hostPart) []sitting {
-	for a := 0; a < len(host); a++ {
-		for b := 0; b < len(host) && host[a].slots > 0; b++ {
-			sa, sb := &host[a], &host[b]
-			if sa.slots == 0 || sb.slots == 0 || sa.leaf == sb.leaf || p.mayUse(sa.leaf, parts[sa.part].owner) {
-				continue
-			}
-			if !p.mayUse(sb.leaf, parts[sa.part].owner) || !p.mayUse(sa.leaf, parts[sb.part].owner) {
-				continue
-			}
-			n := minSlots(sa.slots, sb.slots)
-			sa.slots -= n
-			sb.slots -= n
-			host = append(host, sitting{leaf: sa.leaf, part: sb.part, slots: n}, sitting{leaf: sb.leaf, part: sa.part, slots: n})
+// sitRepair moves single slots between the parts of one host.
+type sitRepair struct {
+	amt     [][]Slots // by holder, by part
+	left    []Slots   // by part: not sat on
+	may     func(hk, k int) bool
+	visited []bool
+}
+
+// move takes one slot of holder hk off part from onto a part it may use,
+// making room there by moving another holder on (an augmenting path);
+// false when no path exists.
+func (r *sitRepair) move(hk, from int) bool {
+	r.amt[hk][from]-- // its slot leaves first: another holder may take its place
+	r.left[from]++
+	r.visited = make([]bool, len(r.left))
+	if r.place(hk) { // never back onto from: it may not use it
+		return true
+	}
+	r.amt[hk][from]++
+	r.left[from]--
+	return false
+}
+
+// place puts one more slot of holder hk on a part it may use, not yet
+// visited on this path: a free one, or one another holder can leave.
+func (r *sitRepair) place(hk int) bool {
+	for k := range r.left {
+		if !r.visited[k] && r.may(hk, k) && r.left[k] > 0 {
+			r.amt[hk][k]++
+			r.left[k]--
+			return true
 		}
 	}
-	return host
+	for k := range r.left {
+		if r.visited[k] || !r.may(hk, k) {
+			continue
+		}
+		r.visited[k] = true
+		for other := range r.amt {
+			if other != hk && r.amt[other][k] > 0 && r.may(other, k) && r.place(other) {
+				r.amt[other][k]--
+				r.amt[hk][k]++
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // mayUse reports whether leaf may hold slots of owner's part: its own,

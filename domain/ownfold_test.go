@@ -156,23 +156,55 @@ func ownersServed(plan events.Plan, cs []domain.ConsumerView) string {
 	return ""
 }
 
-// privateSlotsStayInside: a consumer's owned slots are used outside its
-// subtree only while none of its leaves has unmet demand it could use
-// them for: checked where no max binds and under share_ratio (under
-// priority a leaf's borrow limit, G + borrow_limit inside the private
-// pool, may leave its demand unmet while the pool lends the rest:
-// docs/decisions.md #103).
+// privateSlotsStayInside: slots a consumer L owns are used by a leaf
+// outside an owning ancestor-or-self X of L only while no leaf of X with
+// unmet demand could use them (a leaf of L's own subtree always could;
+// another only through the lending chain, every owner on the way lending
+// with a lend_grace at least its reclaim_grace). Checked where no max
+// binds and under share_ratio (under priority a leaf's borrow limit,
+// G + borrow_limit inside the private pool, may leave its demand unmet
+// while the pool lends the rest: docs/decisions.md #103).
 func privateSlotsStayInside(plan events.Plan, cs []domain.ConsumerView) string {
 	if planHasMax(plan) || plan.Policy.ReclaimOrDefault() != events.ReclaimShareRatio {
 		return ""
 	}
-	for _, x := range cs {
-		if x.LentOut == 0 {
-			continue
+	byPath := map[string]events.Consumer{}
+	for _, c := range plan.Consumers {
+		byPath[c.Path] = c
+	}
+	inside := func(x, l string) bool { return l == x || strings.HasPrefix(l, x+"/") }
+	canUse := func(m, lender string) bool {
+		if inside(lender, m) {
+			return true
 		}
-		for _, l := range cs {
-			if l.Leaf && (l.Path == x.Path || strings.HasPrefix(l.Path, x.Path+"/")) && l.Allocated < l.Effective {
-				return fmt.Sprintf("%s lends %d slots out while its leaf %s holds %d of %d", x.Path, x.LentOut, l.Path, l.Allocated, l.Effective)
+		g := time.Duration(0)
+		if c := byPath[m]; c.ReclaimGrace != nil {
+			g = c.ReclaimGrace.Duration
+		}
+		for o := lender; o != "/" && !inside(o, m); o = parentOf(o) {
+			c := byPath[o]
+			lg := time.Duration(0)
+			if c.LendGrace != nil {
+				lg = c.LendGrace.Duration
+			}
+			if !c.LendOrDefault() || g > lg {
+				return false
+			}
+		}
+		return true
+	}
+	for _, o := range cs {
+		for _, s := range o.Sources {
+			if s.Lender == "" {
+				continue
+			}
+			for x := s.Lender; x != "/" && !inside(x, o.Path); x = parentOf(x) {
+				for _, m := range cs {
+					if m.Leaf && m.Path != o.Path && inside(x, m.Path) && m.Allocated < m.Effective && canUse(m.Path, s.Lender) {
+						return fmt.Sprintf("%s holds %d slots lent by %s while %s (under %s) holds %d of %d and could use them",
+							o.Path, s.Slots, s.Lender, m.Path, x, m.Allocated, m.Effective)
+					}
+				}
 			}
 		}
 	}
