@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -78,6 +79,9 @@ func DecodePayload(t Type, data []byte) (Payload, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownType, t)
 	}
 	if err := decodeStrict(data, p); err != nil {
+		if errors.Is(err, ErrTooManyConsumers) { // refused while decoding, before the whole list is held
+			return nil, fmt.Errorf("%s: %w", t, err)
+		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
 	}
 	return p, nil

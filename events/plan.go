@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -27,9 +28,49 @@ type Plan struct {
 	// (allocation-rules.md section 8). 0 means "not named": the ledger
 	// stamps the newest version at append, and a stored plan without it
 	// was written before versions existed and means version 1.
-	Rules     int        `json:"rules,omitempty"`
-	Policy    Policy     `json:"policy"`
-	Consumers []Consumer `json:"consumers"`
+	Rules     int          `json:"rules,omitempty"`
+	Policy    Policy       `json:"policy"`
+	Consumers ConsumerList `json:"consumers"`
+}
+
+// ConsumerList is a plan's consumers. It decodes one consumer at a time
+// and stops as soon as the list has more than MaxPlanConsumers, so a
+// request never holds more consumers than a plan may have, whatever the
+// size of its body.
+type ConsumerList []Consumer
+
+// UnmarshalJSON decodes the list strictly (unknown fields refused), one
+// element at a time.
+func (l *ConsumerList) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil { // null
+		*l = nil
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("consumers must be an array")
+	}
+	var out ConsumerList
+	for dec.More() {
+		if len(out) == MaxPlanConsumers {
+			return fmt.Errorf("%w: more than %d consumers", ErrTooManyConsumers, MaxPlanConsumers)
+		}
+		var c Consumer
+		if err := dec.Decode(&c); err != nil {
+			return err
+		}
+		out = append(out, c)
+	}
+	if _, err := dec.Token(); err != nil { // the closing ]
+		return err
+	}
+	*l = out
+	return nil
 }
 
 // Policy selects the sharing rules. Empty fields take their defaults:
