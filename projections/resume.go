@@ -322,64 +322,22 @@ func restore(cp checkpoint, opts ...domain.PoolOption) (*domain.Pool, domain.Has
 }
 
 // replay folds the pool's events after its current sequence up to to,
-// reading only the pool's subjects.
+// reading only the pool's subjects, without writing.
 func (p *Projector) replay(ctx context.Context, ps *poolState, name string, to uint64) error {
-	from := ps.pool.Seq() + 1
-	if from > to {
-		return nil
-	}
-	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stream.PoolFilter(name)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
-	if err != nil {
-		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
-	}
-	defer it.Stop()
-	for ps.lastSeq < to {
-		seq, err := p.replayOne(ctx, it, ps, name, to)
-		if err != nil {
+	return p.eachPoolMsg(ctx, name, ps.pool.Seq()+1, to, func(m jetstream.Msg, seq uint64, ts time.Time) error {
+		pool, st, ok := DecodeMessage(seq, m.Subject(), ts, m.Data())
+		if !ok || pool != name {
+			return nil
+		}
+		Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
+		var err error
+		if _, ps.chain, err = Fold(ps.pool, ps.ids, st, ps.chain); err != nil {
 			return err
 		}
-		if seq >= to {
-			break
-		}
-	}
-	return nil
-}
-
-func (p *Projector) replayOne(ctx context.Context, it jetstream.MessagesContext, ps *poolState, name string, to uint64) (uint64, error) {
-	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	m, err := it.Next(jetstream.NextContext(nctx))
-	if err != nil {
-		return 0, fmt.Errorf("read pool %s after %d (rebuilding to %d): %w", name, ps.lastSeq, to, err)
-	}
-	md, err := m.Metadata()
-	if err != nil {
-		return 0, err
-	}
-	seq := md.Sequence.Stream
-	if seq > to {
-		return seq, nil
-	}
-	pool, st, ok := DecodeMessage(seq, m.Subject(), md.Timestamp, m.Data())
-	if !ok || pool != name {
-		return seq, nil
-	}
-	var err2 error
-	Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
-	if _, ps.chain, err2 = Fold(ps.pool, ps.ids, st, ps.chain); err2 != nil {
-		return 0, err2
-	}
-	ps.lastSeq = seq
-	ps.sinceSnap++
-	return seq, nil
+		ps.lastSeq = seq
+		ps.sinceSnap++
+		return nil
+	})
 }
 
 // loadIDs reads the ids of the events the pool applied up to its
