@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
@@ -87,10 +88,24 @@ func publishAll(b *testing.B, js jetstream.JetStream, subjects []string, bodies 
 func BenchmarkProject(b *testing.B) {
 	n := max(b.N, 100)
 	subjects, bodies := benchStream(n)
+	db := projectBacklog(b, n, subjects, bodies, func(js jetstream.JetStream, db *pgxpool.Pool) *Projector {
+		return New(js, db, WithLogger(quietLog()))
+	})
+	var rows int64
+	if err := db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM decisions) + (SELECT count(*) FROM allocation_history)`).Scan(&rows); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(rows)/float64(n), "rows/event")
+}
+
+// projectBacklog publishes the n events of pool bench, times a projector
+// made by newProjector folding them into a fresh database, reports
+// events/s and returns the database.
+func projectBacklog(b *testing.B, n int, subjects []string, bodies [][]byte, newProjector func(jetstream.JetStream, *pgxpool.Pool) *Projector) *pgxpool.Pool {
 	js := connectNATS(b, testenv.NATS(b))
 	db := newDB(b)
 	publishAll(b, js, subjects, bodies)
-	p := New(js, db, WithLogger(quietLog()))
+	p := newProjector(js, db)
 	b.ResetTimer()
 	begin := time.Now()
 	r := start(p)
@@ -107,11 +122,7 @@ func BenchmarkProject(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
-	var rows int64
-	if err := db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM decisions) + (SELECT count(*) FROM allocation_history)`).Scan(&rows); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(rows)/float64(n), "rows/event")
+	return db
 }
 
 // BenchmarkRawInsert is the floor BenchmarkProject is compared with: COPY

@@ -60,18 +60,9 @@ func (b *batch) dropPool(name string) {
 	b.decisions = slices.DeleteFunc(b.decisions, notPool)
 	b.snapshots = slices.DeleteFunc(b.snapshots, notPool)
 	b.history = slices.DeleteFunc(b.history, func(h histRow) bool { return h.pool == name })
-	c := b.closes
-	var kept closeRows
-	for i := range c.pools {
-		if c.pools[i] != name {
-			kept.pools = append(kept.pools, c.pools[i])
-			kept.consumers = append(kept.consumers, c.consumers[i])
-			kept.froms = append(kept.froms, c.froms[i])
-			kept.seqs = append(kept.seqs, c.seqs[i])
-			kept.times = append(kept.times, c.times[i])
-		}
-	}
-	b.closes = kept
+	c, keep := &b.closes, otherPools(b.closes.pools, name)
+	c.pools, c.consumers = keepRows(c.pools, keep), keepRows(c.consumers, keep)
+	c.froms, c.seqs, c.times = keepRows(c.froms, keep), keepRows(c.seqs, keep), keepRows(c.times, keep)
 	b.dropOwnership(name)
 	delete(b.pools, name)
 	// openHere indexes b.history, which moved: rebuild the indexes.
@@ -145,7 +136,11 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 	ps.halted = false
 	b := newBatch(p.committed)
 	b.catchUp, b.resumed = true, map[string]*poolState{name: ps}
-	err := p.eachPoolMsg(ctx, name, ps.lastSeq+1, p.committed, func(m jetstream.Msg, seq uint64, ts time.Time) error {
+	last, err := p.lastPoolSeq(ctx, name, p.committed)
+	if err != nil {
+		return err
+	}
+	err = p.eachPoolMsg(ctx, name, ps.lastSeq+1, last, func(m jetstream.Msg, seq uint64, ts time.Time) error {
 		_, st, ok := DecodeMessage(seq, m.Subject(), ts, m.Data())
 		if !ok {
 			return nil
@@ -173,14 +168,11 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 }
 
 // eachPoolMsg calls fn for every stored message of pool name with a
-// sequence in [from, to], in order.
-func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, to uint64, fn func(m jetstream.Msg, seq uint64, ts time.Time) error) error {
-	if from > to {
+// sequence in [from, last], in order; last must be the sequence of one of
+// the pool's messages (or below from: nothing to read).
+func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, last uint64, fn func(m jetstream.Msg, seq uint64, ts time.Time) error) error {
+	if from > last {
 		return nil
-	}
-	last, err := p.lastPoolSeq(ctx, name, to)
-	if err != nil || last < from {
-		return err
 	}
 	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{stream.PoolFilter(name)},
@@ -200,14 +192,14 @@ func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, to uint6
 		m, err := it.Next(jetstream.NextContext(nctx))
 		cancel()
 		if err != nil {
-			return fmt.Errorf("read pool %s from %d to %d: %w", name, from, to, err)
+			return fmt.Errorf("read pool %s from %d to %d: %w", name, from, last, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
 			return err
 		}
 		seq := md.Sequence.Stream
-		if seq > to {
+		if seq > last {
 			return nil
 		}
 		if err := fn(m, seq, md.Timestamp); err != nil {
@@ -234,4 +226,25 @@ func (p *Projector) lastPoolSeq(ctx context.Context, name string, to uint64) (ui
 		return 0, fmt.Errorf("last event of pool %s: %w", name, err)
 	}
 	return min(m.Sequence, to), nil
+}
+
+// otherPools marks the rows of a column of pool names that are not name.
+func otherPools(pools []string, name string) []bool {
+	keep := make([]bool, len(pools))
+	for i, p := range pools {
+		keep[i] = p != name
+	}
+	return keep
+}
+
+// keepRows keeps the rows of one column that keep marks (the columns of
+// one set of rows are filtered with the same marks).
+func keepRows[T any](col []T, keep []bool) []T {
+	var out []T
+	for i, v := range col {
+		if keep[i] {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -187,19 +187,9 @@ func (b *batch) closeOwnHistory(pb *poolBatch, name string, k ownKey, from, seq 
 // (dropPool).
 func (b *batch) dropOwnership(name string) {
 	b.ownHistory = slices.DeleteFunc(b.ownHistory, func(h ownHistRow) bool { return h.pool == name })
-	c := b.ownCloses
-	var kept ownCloseRows
-	for i := range c.pools {
-		if c.pools[i] != name {
-			kept.pools = append(kept.pools, c.pools[i])
-			kept.consumers = append(kept.consumers, c.consumers[i])
-			kept.hosts = append(kept.hosts, c.hosts[i])
-			kept.froms = append(kept.froms, c.froms[i])
-			kept.seqs = append(kept.seqs, c.seqs[i])
-			kept.times = append(kept.times, c.times[i])
-		}
-	}
-	b.ownCloses = kept
+	c, keep := &b.ownCloses, otherPools(b.ownCloses.pools, name)
+	c.pools, c.consumers, c.hosts = keepRows(c.pools, keep), keepRows(c.consumers, keep), keepRows(c.hosts, keep)
+	c.froms, c.seqs, c.times = keepRows(c.froms, keep), keepRows(c.seqs, keep), keepRows(c.times, keep)
 }
 
 // reindexOwnOpen rebuilds the batch's indexes of open ownership rows

@@ -659,24 +659,5 @@ func benchOwnStream(n int) (subjects []string, bodies [][]byte) {
 func BenchmarkProjectOwnership(b *testing.B) {
 	n := max(b.N, 100)
 	subjects, bodies := benchOwnStream(n)
-	js := connectNATS(b, testenv.NATS(b))
-	db := newDB(b)
-	publishAll(b, js, subjects, bodies)
-	p := ownProjector(js, db)
-	b.ResetTimer()
-	begin := time.Now()
-	r := start(p)
-	for p.Applied("bench") < uint64(n) {
-		select {
-		case err := <-r.done:
-			b.Fatalf("Run: %v", err)
-		case <-time.After(time.Millisecond):
-		}
-	}
-	elapsed := time.Since(begin)
-	b.StopTimer()
-	if err := r.stop(); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	projectBacklog(b, n, subjects, bodies, func(js jetstream.JetStream, db *pgxpool.Pool) *Projector { return ownProjector(js, db) })
 }

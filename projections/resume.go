@@ -321,8 +321,9 @@ func restore(cp checkpoint, opts ...domain.PoolOption) (*domain.Pool, domain.Has
 	return pool, chain, nil
 }
 
-// replay folds the pool's events after its current sequence up to to,
-// reading only the pool's subjects, without writing.
+// replay folds the pool's events after its current sequence up to to
+// (its checkpoint: one of its events), reading only the pool's subjects,
+// without writing.
 func (p *Projector) replay(ctx context.Context, ps *poolState, name string, to uint64) error {
 	return p.eachPoolMsg(ctx, name, ps.pool.Seq()+1, to, func(m jetstream.Msg, seq uint64, ts time.Time) error {
 		pool, st, ok := DecodeMessage(seq, m.Subject(), ts, m.Data())
