@@ -150,14 +150,6 @@ func (f *layeredFold) ownLayer(own ownTotals) {
 	}
 }
 
-// byRank: priority desc, then path.
-func (f *layeredFold) byRank(a, b int32) int {
-	if pa, pb := f.t.nodes[a].priority, f.t.nodes[b].priority; pa != pb {
-		return cmpDesc(pa, pb)
-	}
-	return cmp.Compare(a, b)
-}
-
 // headroom is what a leaf may still be given under the remaining max of
 // its ancestors.
 func (f *layeredFold) headroom(l int32) Slots {

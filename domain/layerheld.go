@@ -209,13 +209,13 @@ func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, include func(int
 // dividePriority is section 4's reclaim: priority inside the division.
 func (f *layeredFold) dividePriority(x int32, d *heldDivision) {
 	entitled := slices.Clone(d.leaves)
-	slices.SortFunc(entitled, f.entitledOrder)
+	slices.SortFunc(entitled, f.t.entitledOrder)
 	entitledNeed := func(l int32) Slots { return minSlots(f.eff[l], d.g[l]) - d.cur[l] }
 	for _, l := range entitled {
 		f.grantIn(x, d, l, entitledNeed(l))
 	}
 	borrowers := slices.Clone(d.leaves)
-	slices.SortFunc(borrowers, f.borrowOrder)
+	slices.SortFunc(borrowers, f.t.borrowOrder)
 	for _, l := range borrowers {
 		limit := f.t.nodes[l].borrowLimit
 		if limit == defaultBorrowLimit {
@@ -255,18 +255,6 @@ func (f *layeredFold) grantIn(x int32, d *heldDivision, l int32, need Slots) {
 	if k := minSlots(minSlots(need, d.left), f.roomIn(x, d, l, noNode)); k > 0 {
 		f.addCur(x, d, l, k)
 	}
-}
-
-// entitledOrder: priority desc, waiting since asc, path.
-func (f *layeredFold) entitledOrder(a, b int32) int {
-	x, y := &f.t.nodes[a], &f.t.nodes[b]
-	return cmp.Or(cmpDesc(x.priority, y.priority), cmp.Compare(x.waitingSince, y.waitingSince), cmp.Compare(a, b))
-}
-
-// borrowOrder: waiting since asc, priority desc, path.
-func (f *layeredFold) borrowOrder(a, b int32) int {
-	x, y := &f.t.nodes[a], &f.t.nodes[b]
-	return cmp.Or(cmp.Compare(x.waitingSince, y.waitingSince), cmpDesc(x.priority, y.priority), cmp.Compare(a, b))
 }
 
 // branchOf is the child of x whose subtree holds leaf l.

@@ -370,12 +370,12 @@ func (pl *placement) place() {
 		return
 	}
 	leaves := slices.Clone(pl.t.leaves)
-	slices.SortFunc(leaves, pl.entitledOrder)
+	slices.SortFunc(leaves, pl.t.entitledOrder)
 	for _, l := range leaves {
 		pl.placeOwn(l)
 		pl.placeWants(l, pl.rules.grant, func(key partKey) Slots { return minSlots(pl.entWant[key], pl.want[key]) })
 	}
-	slices.SortFunc(leaves, pl.borrowOrder)
+	slices.SortFunc(leaves, pl.t.borrowOrder)
 	for _, l := range leaves {
 		pl.placeWants(l, pl.rules.borrow, func(key partKey) Slots { return pl.want[key] })
 	}
@@ -404,18 +404,6 @@ func (pl *placement) placeWants(l int32, rule Rule, due func(partKey) Slots) {
 			pl.put(l, owner, best, minSlots(k, pl.capRem[best]), rule)
 		}
 	}
-}
-
-// entitledOrder: priority desc, waiting since asc, path.
-func (pl *placement) entitledOrder(a, b int32) int {
-	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
-	return cmp.Or(cmpDesc(x.priority, y.priority), cmp.Compare(x.waitingSince, y.waitingSince), cmp.Compare(a, b))
-}
-
-// borrowOrder: waiting since asc, priority desc, path.
-func (pl *placement) borrowOrder(a, b int32) int {
-	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
-	return cmp.Or(cmp.Compare(x.waitingSince, y.waitingSince), cmpDesc(x.priority, y.priority), cmp.Compare(a, b))
 }
 
 // put places k slots of leaf l's due share of owner's parts in part i.

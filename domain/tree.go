@@ -304,3 +304,17 @@ func (t *tree) leavesByRank() []int32 {
 	}
 	return t.byRank
 }
+
+// entitledOrder orders leaves as section 4 serves entitled ones: priority
+// desc, waiting since asc, path.
+func (t *tree) entitledOrder(a, b int32) int {
+	x, y := &t.nodes[a], &t.nodes[b]
+	return cmp.Or(cmpDesc(x.priority, y.priority), cmp.Compare(x.waitingSince, y.waitingSince), cmp.Compare(a, b))
+}
+
+// borrowOrder orders borrowers first come first served: waiting since
+// asc, priority desc, path.
+func (t *tree) borrowOrder(a, b int32) int {
+	x, y := &t.nodes[a], &t.nodes[b]
+	return cmp.Or(cmp.Compare(x.waitingSince, y.waitingSince), cmpDesc(x.priority, y.priority), cmp.Compare(a, b))
+}
