@@ -315,7 +315,7 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 	}
 	for ui, u := range used {
 		k := u.slots
-		for i := range left {
+		for _, i := range f.keepOrder(x, u, left) {
 			hk := heldKey{pool: x, leaf: u.leaf, lender: left[i].lender}
 			if n := minSlots(minSlots(k, left[i].slots), f.held[hk]); n > 0 {
 				f.held[hk] -= n
@@ -337,6 +337,25 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 		}
 	}
 	return slices.DeleteFunc(left, func(s lentSlots) bool { return s.slots == 0 })
+}
+
+// keepOrder is the order in which leaf u.leaf keeps the group's classes
+// it sits on: the group's order while it keeps all it sits on; reversed
+// when its part is smaller (it gives slots up), so what it gives up is what
+// the leaves gaining would use first, the pool's own slots (section 5: "a
+// reclaim takes the victim's slots from the host the claimant would use
+// first"; decisions.md #104).
+func (f *layeredFold) keepOrder(x int32, u poolTake, classes []lentSlots) []int {
+	order := make([]int, len(classes))
+	sits := Slots(0)
+	for i := range classes {
+		order[i] = i
+		sits += f.held[heldKey{pool: x, leaf: u.leaf, lender: classes[i].lender}]
+	}
+	if u.slots < sits {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 // divide splits c slots of pool(x) among x's leaves whose reclaim_grace

@@ -12,9 +12,7 @@ import (
 // does not pass yet, each with the point of difference. The list is kept
 // honest: a file on it that starts passing fails the test until it is
 // taken off.
-var engineDiffers = map[string]string{
-	"share-ratio-grace-classes.yaml": "step 2 places B's reclaimed slots on D's lent host (the fold divides the most restrictive lent class first, section 5) where the file reads placement by tier (public before lent); step 3's return count follows from it",
-}
+var engineDiffers = map[string]string{}
 
 // TestDevelopmentScenarios folds the hand-worked scenarios of the rules
 // version in development (test/development/*/*.yaml: ownership, rules v3)

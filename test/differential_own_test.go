@@ -24,6 +24,7 @@ var (
 	ownDiffShow     = flag.Int("own.show", 5, "TestDifferentialOwnership: how many differing logs to print")
 	ownDiffStrict   = flag.Bool("own.strict", false, "TestDifferentialOwnership: fail on any differing log (the goal once rules v3 is released), not only below the agreement floor")
 	ownDiffAnyOrder = flag.Bool("own.anyorder", false, "TestDifferentialOwnership: compare each event's decisions as a multiset (to see past differences of order)")
+	ownDiffTotals   = flag.Bool("own.totals", false, "TestDifferentialOwnership: compare only each leaf's total allocation after every event (to see past differences of placement and decision order)")
 )
 
 // TestDifferentialOwnership folds random logs WITH ownership (section 5:
@@ -150,6 +151,7 @@ func compareOwnedWithReference(sc gen.Scenario) (msg string, notModelled bool) {
 	pool, ref := domain.NewPool("diffown", domain.WithDevelopmentRules()), refmodel.NewRules3()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
+	hostsAgreed := true
 	for i, ev := range sc.Events {
 		at = at.Add(time.Second)
 		var got domain.Result
@@ -173,6 +175,20 @@ func compareOwnedWithReference(sc gen.Scenario) (msg string, notModelled bool) {
 			continue
 		}
 		seq++
+		if *ownDiffTotals {
+			w := ref.Allocations()
+			maps.DeleteFunc(w, func(_ string, v int64) bool { return v == 0 })
+			if g := engineTotals(pool); !maps.Equal(g, w) {
+				where := "hosts agreed before"
+				if !hostsAgreed {
+					where = "hosts differed before"
+				}
+				return fmt.Sprintf("event %d (%s, seq %d; %s): allocations per consumer differ:\n expected (reference): %v\n found (engine):       %v",
+					i, ev.EventType(), seq, where, w, g), false
+			}
+			hostsAgreed = hostsAgreed && maps.EqualFunc(engineHosts(pool), ref.HostAllocations(), maps.Equal)
+			continue
+		}
 		if g, w := engineDecisions(got.Decisions), referenceDecisions(want); !slices.Equal(g, w) {
 			gs, ws := slices.Sorted(slices.Values(g)), slices.Sorted(slices.Values(w))
 			orderOnly := slices.Equal(gs, ws)
@@ -185,22 +201,41 @@ func compareOwnedWithReference(sc gen.Scenario) (msg string, notModelled bool) {
 					i, ev.EventType(), seq, what, strings.Join(w, "; "), strings.Join(g, "; ")), false
 			}
 		}
-		hosts := map[string]map[string]int64{}
-		for _, a := range pool.Allocations() {
-			if a.Slots == 0 {
-				continue
-			}
-			if hosts[a.Consumer] == nil {
-				hosts[a.Consumer] = map[string]int64{}
-			}
-			hosts[a.Consumer][a.Host] += a.Slots
-		}
+		hosts := engineHosts(pool)
 		if w := ref.HostAllocations(); !maps.EqualFunc(hosts, w, maps.Equal) {
 			return fmt.Sprintf("event %d (%s, seq %d): allocations per (consumer, host) differ:\n expected (reference): %v\n found (engine):       %v",
 				i, ev.EventType(), seq, w, hosts), false
 		}
 	}
 	return "", false
+}
+
+// engineTotals is every leaf's total allocation, as the model reports
+// them (leaves holding nothing left out).
+func engineTotals(pool *domain.Pool) map[string]int64 {
+	out := map[string]int64{}
+	for _, a := range pool.Allocations() {
+		if a.Slots != 0 {
+			out[a.Consumer] += a.Slots
+		}
+	}
+	return out
+}
+
+// engineHosts is every leaf's allocation per host, as the model reports
+// them.
+func engineHosts(pool *domain.Pool) map[string]map[string]int64 {
+	hosts := map[string]map[string]int64{}
+	for _, a := range pool.Allocations() {
+		if a.Slots == 0 {
+			continue
+		}
+		if hosts[a.Consumer] == nil {
+			hosts[a.Consumer] = map[string]int64{}
+		}
+		hosts[a.Consumer][a.Host] += a.Slots
+	}
+	return hosts
 }
 
 // withOwnership returns sc with ownership added to its plans, drawn from
