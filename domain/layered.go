@@ -326,7 +326,7 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 		rest[ui] = k
 	}
 	i := 0
-	for ui := range used {
+	for _, ui := range f.keeperOrder(used) {
 		for k := rest[ui]; k > 0; {
 			for left[i].slots == 0 {
 				i++
@@ -337,6 +337,23 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 		}
 	}
 	return slices.DeleteFunc(left, func(s lentSlots) bool { return s.slots == 0 })
+}
+
+// keeperOrder lists the indices of used in the reverse of section 5's
+// return order (highest priority first, then fewest slots, then path
+// descending): the pool's own slots go to them first, so the leaves that
+// sit on lent slots, which an owner takes back, are those that give back
+// first (decisions.md #98).
+func (f *layeredFold) keeperOrder(used []poolTake) []int {
+	order := make([]int, len(used))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		la, lb := used[a].leaf, used[b].leaf
+		return cmp.Or(cmpDesc(f.t.nodes[la].priority, f.t.nodes[lb].priority), cmp.Compare(used[a].slots, used[b].slots), cmpDesc(la, lb))
+	})
+	return order
 }
 
 // keepOrder is the order in which leaf u.leaf keeps the group's classes

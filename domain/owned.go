@@ -186,7 +186,7 @@ type sitting struct {
 // (docs/decisions.md #98): on each host, a leaf's own part first, then
 // the private parts of its ancestors (deepest first), then the public
 // part, then whatever is left of other owners' parts (slots lent to it),
-// leaves in path order at every step. parts must be in host order, as
+// leaves in the reverse of the return order at every step. parts must be in host order, as
 // partsOf lists them.
 func (p *Pool) sittings(parts []hostPart) []sitting {
 	byHost := make([][]holding, len(p.hosts)) // (leaf as host field, slots) per host, leaves in path order
@@ -235,10 +235,22 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 		order = append(order, k)
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.partRank(parts[i+a].owner), p.partRank(parts[i+b].owner)) })
+	// Holders in the reverse of section 5's return order (priority desc,
+	// fewest slots on the host, path descending) sit on the parts they
+	// belong to first; the overflow onto other owners' parts, which the
+	// owners take back, is then that of the leaves that give back first.
+	keepers := make([]int, len(held))
+	for hk := range keepers {
+		keepers[hk] = hk
+	}
+	slices.SortStableFunc(keepers, func(a, b int) int {
+		la, lb := held[a].host, held[b].host
+		return cmp.Or(cmpDesc(p.t.nodes[la].priority, p.t.nodes[lb].priority), cmp.Compare(held[a].slots, held[b].slots), cmpDesc(la, lb))
+	})
 	for _, k := range order {
 		o := parts[i+k].owner
-		for hk, h := range held {
-			if o == noNode || o == h.host || p.t.contains(o, h.host) {
+		for _, hk := range keepers {
+			if h := held[hk]; o == noNode || o == h.host || p.t.contains(o, h.host) {
 				sit(k, hk)
 			}
 		}
@@ -246,7 +258,7 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 	may := func(hk, k int) bool { return p.mayUse(held[hk].host, parts[i+k].owner) }
 	for _, eligibleOnly := range []bool{true, false} { // the rest: lent slots, those it may borrow first
 		for k := range n {
-			for hk := range held {
+			for _, hk := range keepers {
 				if !eligibleOnly || may(hk, k) {
 					sit(k, hk)
 				}
