@@ -26,7 +26,7 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
 # The engine's per-event benchmarks run 2000 events each; the heavy ones
-# (ownership in development, whole-pool recomputation; the worst-case
+# (ownership, whole-pool recomputation; the worst-case
 # plan) 20, beside the plain pools' figures of the same run.
 bench: build
 	$(GO) test -run '^$$' -bench . -skip 'Owned|WorstCase' -benchmem -benchtime 2000x ./domain/

@@ -71,8 +71,8 @@ var shareRatioDemand = divisionPolicy{shareRatio: true, preempt: true, balance: 
 // buildTreeUnchecked builds a tree without the ownership gate, which
 // refuses ownership under every released version.
 func buildTreeUnchecked(plan events.Plan) (*tree, error) {
-	plan.Rules = int(RulesDevelopment)
-	return buildTree(plan, true)
+	plan.Rules = int(RulesV3)
+	return buildTree(plan)
 }
 
 func fmtLayered(tr *tree, lt layeredTargets) string {

@@ -52,7 +52,7 @@ func ownedBenchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []
 			}
 		}
 	}
-	p := domain.NewPool("bench", domain.WithDevelopmentRules())
+	p := domain.NewPool("bench")
 	seq := uint64(0)
 	apply := func(ev events.Payload) {
 		seq++
@@ -63,7 +63,7 @@ func ownedBenchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []
 	for h := 0; h < max(1, n/10); h++ { // before the plan: one assignment, not one per host
 		apply(&events.HostUp{Host: fmt.Sprintf("h%05d", h), Slots: 20})
 	}
-	apply(&events.PlanChange{Plan: events.Plan{Rules: int(domain.RulesDevelopment), Policy: policy, Consumers: cs}})
+	apply(&events.PlanChange{Plan: events.Plan{Rules: int(domain.RulesV3), Policy: policy, Consumers: cs}})
 	rng := rand.New(rand.NewPCG(1, 2))
 	d := &events.Demand{Demands: map[string]int64{}}
 	for _, l := range leaves {

@@ -43,7 +43,7 @@ func TestOwnershipFoldProperties(t *testing.T) {
 // pool holding an ownership assignment.
 func foldOwned(t testing.TB, seed uint64, sc gen.Scenario) ([]byte, int) {
 	t.Helper()
-	pool := domain.NewPool("own", domain.WithDevelopmentRules())
+	pool := domain.NewPool("own")
 	var plan events.Plan
 	var log bytes.Buffer
 	owned, seq := 0, uint64(0)

@@ -39,8 +39,6 @@ type Pool struct {
 	// then host name, and the layered targets of the last rebalance.
 	own     []ownSlot
 	layered layeredTargets
-	// development: plans may name the rules version in development.
-	development bool
 	// The host parts of the assignment (owned.go hostParts), kept until
 	// the assignment or a host changes.
 	parts      []hostPart
@@ -62,23 +60,12 @@ type Pool struct {
 	targetsDirty bool // share_ratio: some E changed since the last target pass
 }
 
-// PoolOption configures a pool made by NewPool.
-type PoolOption func(*Pool)
-
-// WithDevelopmentRules lets the pool's plans name the rules version in
-// development (RulesDevelopment), which the ledger does not accept at
-// append: for simulations and tests of work in progress.
-func WithDevelopmentRules() PoolOption { return func(p *Pool) { p.development = true } }
-
 // NewPool returns an empty pool: no plan, no hosts.
-func NewPool(name string, opts ...PoolOption) *Pool {
+func NewPool(name string) *Pool {
 	p := &Pool{name: name, hostByID: map[string]int32{}}
 	p.t, _ = emptyTree()
 	p.layers = []layer{newLayer(len(p.t.nodes))}
 	p.pub = &p.layers[0]
-	for _, o := range opts {
-		o(p)
-	}
 	return p
 }
 

@@ -307,9 +307,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			sc = gen.GenerateOwned(gen.NewRand(seed), 40)
 		}
 		cut := len(sc.Events) / 2
-		a := domain.NewPool("snap", domain.WithDevelopmentRules())
+		a := domain.NewPool("snap")
 		applyAll(a, sc.Events[:cut], 0)
-		b, err := domain.Restore(a.Snapshot(), domain.WithDevelopmentRules())
+		b, err := domain.Restore(a.Snapshot())
 		if err != nil {
 			t.Fatalf("seed %d: restore: %v", seed, err)
 		}

@@ -32,25 +32,18 @@ const (
 	// (allocation-rules.md sections 5 and 6) to version 2. A plan without
 	// ownership folds exactly as under version 2: versions 1 and 2
 	// refused every plan naming ownership (ownership_unsupported_rules),
-	// so no log they accepted means anything else under version 3.
-	//
-	// It is in development, not released: the engine folds it only in
-	// pools made WithDevelopmentRules (ledger simulate
-	// --rules-development, tests), and the ledger refuses it at append,
-	// so no stored log holds it and its behaviour may still change.
-	// Released, it becomes RulesNewest and its golden column is recorded
-	// (docs/decisions.md #101).
+	// so no log they accepted means anything else under version 3, and
+	// the golden corpus holds every log without ownership to version 2's
+	// decisions under version 3 (TestGoldenV3KeepsV2WithoutOwnership).
 	RulesV3 RulesVersion = 3
 
 	// RulesNewest is the version the ledger stamps on a plan that names
 	// none: the newest released one.
-	RulesNewest = RulesV2
-	// RulesDevelopment is the version in development.
-	RulesDevelopment = RulesV3
+	RulesNewest = RulesV3
 )
 
 // RulesVersions lists every released version, oldest first.
-var RulesVersions = []RulesVersion{RulesV1, RulesV2}
+var RulesVersions = []RulesVersion{RulesV1, RulesV2, RulesV3}
 
 // Released reports whether this build implements v.
 func (v RulesVersion) Released() bool { return v >= RulesV1 && v <= RulesNewest }
@@ -84,16 +77,11 @@ func behaviourOf(v RulesVersion) behaviour {
 }
 
 // validateRules refuses a plan naming a version this build does not
-// implement; the version in development only where development allows
-// it. A projector that meets one in the log (written by a newer ledger)
-// must stop rather than skip it.
-func validateRules(plan events.Plan, development bool) error {
-	v := RulesVersion(plan.Rules)
-	if plan.Rules == 0 || v.Released() || (development && v == RulesDevelopment) {
+// implement. A projector that meets one in the log (written by a newer
+// ledger) must stop rather than skip it.
+func validateRules(plan events.Plan) error {
+	if plan.Rules == 0 || RulesVersion(plan.Rules).Released() {
 		return nil
-	}
-	if v == RulesDevelopment {
-		return refuse(ErrUnknownRules, "the plan asks for rules version %d, which is in development and not released; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
 	}
 	return refuse(ErrUnknownRules, "the plan asks for rules version %d; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
 }
@@ -104,8 +92,8 @@ func validateRules(plan events.Plan, development bool) error {
 // is not modified.
 func StampRules(payload events.Payload) events.Payload { return StampRulesAs(payload, RulesNewest) }
 
-// StampRulesAs is StampRules with another version: the version in
-// development, for simulations of work in progress.
+// StampRulesAs is StampRules with another version (tests fold a log under
+// each released version with it).
 func StampRulesAs(payload events.Payload, v RulesVersion) events.Payload {
 	pc, ok := payload.(*events.PlanChange)
 	if !ok || pc.Plan.Rules != 0 {

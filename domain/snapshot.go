@@ -101,7 +101,7 @@ func (p *Pool) Snapshot() []byte {
 }
 
 // Restore rebuilds a pool from a snapshot.
-func Restore(b []byte, opts ...PoolOption) (*Pool, error) {
+func Restore(b []byte) (*Pool, error) {
 	var s snapshot
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -111,7 +111,7 @@ func Restore(b []byte, opts ...PoolOption) (*Pool, error) {
 	if s.Format < 1 || s.Format > SnapshotFormat {
 		return nil, fmt.Errorf("snapshot format %d: this build reads formats 1 to %d", s.Format, SnapshotFormat)
 	}
-	p := NewPool(s.Pool, opts...)
+	p := NewPool(s.Pool)
 	p.seq, p.now = s.Seq, s.Time
 	for _, o := range s.Own {
 		p.own = append(p.own, ownSlot{o.Consumer, o.Host, Slots(o.Slots)})
@@ -127,7 +127,7 @@ func Restore(b []byte, opts ...PoolOption) (*Pool, error) {
 		p.recomputeAll()
 		return p, nil
 	}
-	t, err := buildTree(*s.Plan, true) // the engine wrote it: any version it folds
+	t, err := buildTree(*s.Plan)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot plan: %w", err)
 	}
@@ -135,7 +135,6 @@ func Restore(b []byte, opts ...PoolOption) (*Pool, error) {
 	p.pub.sh = make([]shares, len(t.nodes))
 	p.planDigest = digestPlan(true, p.plan)
 	p.setPolicy(*s.Plan)
-	p.development = p.development || RulesOf(*s.Plan) == RulesDevelopment
 	p.rulesSince = s.RulesSince
 	type wait struct {
 		id int32

@@ -79,8 +79,8 @@ func (t *tree) lookup(path string) (int32, bool) {
 
 // buildTree validates a plan and builds its tree. Parents implied by a
 // child's path get share 1 and priority 0 (decisions.md #3).
-func buildTree(plan events.Plan, development bool) (*tree, error) {
-	if err := validateRules(plan, development); err != nil {
+func buildTree(plan events.Plan) (*tree, error) {
+	if err := validateRules(plan); err != nil {
 		return nil, err
 	}
 	if err := validatePolicy(plan.Policy); err != nil {

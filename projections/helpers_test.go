@@ -59,7 +59,6 @@ type model struct {
 	asOf    map[string]map[uint64]map[string]int64    // pool -> seq -> consumer -> slots (non-zero)
 	ownAsOf map[string]map[uint64][]domain.OwnedSlots // pool -> seq -> the ownership assignment after it
 	times   map[uint64]time.Time                      // seq -> event time
-	opts    []domain.PoolOption                       // how the engine's pools are made
 }
 
 func newModel(t testing.TB, js jetstream.JetStream) *model {
@@ -70,7 +69,7 @@ func newModel(t testing.TB, js jetstream.JetStream) *model {
 
 func (m *model) pool(name string) *domain.Pool {
 	if m.pools[name] == nil {
-		m.pools[name] = domain.NewPool(name, m.opts...)
+		m.pools[name] = domain.NewPool(name)
 		m.asOf[name] = map[uint64]map[string]int64{}
 		m.ownAsOf[name] = map[uint64][]domain.OwnedSlots{}
 	}

@@ -30,26 +30,9 @@ import (
 // worked example of allocation-rules.md section 5, unchanged.
 const ownDir = "../internal/scenario/testdata/ownership/"
 
-// Ownership is rules version 3, in development (domain.RulesDevelopment):
-// the ledger refuses it at append, so these tests publish to the stream
-// directly and fold with the projector's and the engine's development
-// option.
-
-// newOwnModel is a model whose pools fold the rules in development.
-func newOwnModel(t testing.TB, js jetstream.JetStream) *model {
-	m := newModel(t, js)
-	m.opts = []domain.PoolOption{domain.WithDevelopmentRules()}
-	return m
-}
-
-// ownProjector is a projector folding the rules in development.
-func ownProjector(js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) *Projector {
-	return New(js, db, append([]Option{WithLogger(quietLog()), WithDevelopmentRules()}, opts...)...)
-}
-
 // publishOwnScenario publishes a scenario as the ledger would append it,
-// with a plan that names no rules version stamped with the version in
-// development.
+// a plan that names no rules version stamped with the newest (3, which
+// implements ownership).
 func (m *model) publishOwnScenario(path, pool string) {
 	m.t.Helper()
 	s, err := scenario.ParseFile(path)
@@ -57,11 +40,11 @@ func (m *model) publishOwnScenario(path, pool string) {
 		m.t.Fatal(err)
 	}
 	for _, ev := range s.Setup() {
-		m.publish(pool, domain.StampRulesAs(ev.Payload, domain.RulesDevelopment))
+		m.publish(pool, domain.StampRules(ev.Payload))
 	}
 	for _, st := range s.Steps {
 		for _, ev := range st.Events {
-			m.publish(pool, domain.StampRulesAs(ev.Payload, domain.RulesDevelopment))
+			m.publish(pool, domain.StampRules(ev.Payload))
 		}
 	}
 }
@@ -76,7 +59,7 @@ func ownPlan() (events.Plan, []string) {
 		v, _ := time.ParseDuration(s)
 		return &events.Duration{Duration: v}
 	}
-	plan := events.Plan{Rules: int(domain.RulesDevelopment), Policy: events.Policy{Reclaim: events.ReclaimShareRatio}, Consumers: []events.Consumer{
+	plan := events.Plan{Rules: int(domain.RulesV3), Policy: events.Policy{Reclaim: events.ReclaimShareRatio}, Consumers: []events.Consumer{
 		{Path: "/a", Share: i(2), Priority: 1, LendGrace: d("1m"), Own: []events.OwnEntry{{Host: "h0"}}},
 		{Path: "/a/x", Share: i(1), LendGrace: d("30s"), Own: []events.OwnEntry{{Host: "h0", Slots: i(2)}}},
 		{Path: "/a/y", Share: i(1), ReclaimGrace: d("10s")},
@@ -156,15 +139,15 @@ func publishOwnership(m *model, rng *rand.Rand, n int) {
 func TestProjectOwnership(t *testing.T) {
 	js := connectNATS(t, testenv.NATS(t))
 	db := newDB(t)
-	m := newOwnModel(t, js)
+	m := newModel(t, js)
 	publishOwnership(m, rand.New(rand.NewPCG(41, 42)), 400)
-	project(t, ownProjector(js, db, WithBatchSize(7), WithSnapshotEvery(11)), m)
+	project(t, New(js, db, WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(11)), m)
 	checkAgainstModel(t, db, m)
 	checkOwnershipAgainstModel(t, db, m)
 	checkWorkedExample(t, db, m)
 
 	rebuilt := newDB(t)
-	project(t, ownProjector(js, rebuilt, WithName("rebuild-ownership"), WithBatchSize(1000), WithSnapshotEvery(11)), m)
+	project(t, New(js, rebuilt, WithLogger(quietLog()), WithName("rebuild-ownership"), WithBatchSize(1000), WithSnapshotEvery(11)), m)
 	diffDumps(t, dump(t, db), dump(t, rebuilt))
 }
 
@@ -173,7 +156,7 @@ func TestProjectOwnership(t *testing.T) {
 // back) and compares with an uninterrupted projection.
 func TestOwnershipCrashResume(t *testing.T) {
 	js := connectNATS(t, testenv.NATS(t))
-	m := newOwnModel(t, js)
+	m := newModel(t, js)
 	publishOwnership(m, rand.New(rand.NewPCG(43, 44)), 300)
 	for _, stage := range []string{StageBeforeCommit, StageAfterCommitBeforeAck} {
 		t.Run(stage, func(t *testing.T) {
@@ -186,14 +169,14 @@ func TestOwnershipCrashResume(t *testing.T) {
 				}
 				return nil
 			}
-			r := start(ownProjector(js, db, WithBatchSize(5), WithSnapshotEvery(9), WithFailpoint(fp)))
+			r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(5), WithSnapshotEvery(9), WithFailpoint(fp)))
 			if err := <-r.done; !errors.Is(err, boom) {
 				t.Fatalf("Run with failpoint: %v, want the simulated crash", err)
 			}
 			r.cancel()
-			project(t, ownProjector(js, db, WithBatchSize(13), WithSnapshotEvery(9)), m)
+			project(t, New(js, db, WithLogger(quietLog()), WithBatchSize(13), WithSnapshotEvery(9)), m)
 			ref := newDB(t)
-			project(t, ownProjector(js, ref, WithBatchSize(1000), WithSnapshotEvery(9)), m)
+			project(t, New(js, ref, WithLogger(quietLog()), WithBatchSize(1000), WithSnapshotEvery(9)), m)
 			diffDumps(t, dump(t, ref), dump(t, db))
 			checkOwnershipAgainstModel(t, db, m)
 		})
@@ -208,14 +191,14 @@ func TestOwnershipCrashResume(t *testing.T) {
 func TestOwnershipColumnsAfterEveryEvent(t *testing.T) {
 	js := connectNATS(t, testenv.NATS(t))
 	db := newDB(t)
-	m := newOwnModel(t, js)
+	m := newModel(t, js)
 	rng := rand.New(rand.NewPCG(45, 46))
 	plan, leaves := ownPlan()
 	m.publish("rand", &events.PlanChange{Plan: plan})
 	for _, h := range ownHosts() {
 		m.publish("rand", h)
 	}
-	r := start(ownProjector(js, db, WithBatchSize(3), WithSnapshotEvery(7)))
+	r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(3), WithSnapshotEvery(7)))
 	for range 250 {
 		m.publish("rand", randomOwnEvent(rng, m.pool("rand"), plan, leaves))
 		if err := r.waitFor(t, m); err != nil {
@@ -441,13 +424,13 @@ func checkWorkedExample(t *testing.T, db *pgxpool.Pool, m *model) {
 func TestLendingReport(t *testing.T) {
 	js := connectNATS(t, testenv.NATS(t))
 	db := newDB(t)
-	m := newOwnModel(t, js)
+	m := newModel(t, js)
 	m.publishOwnScenario(ownDir+"own-lend-return.yaml", "spec")
 	m.publishOwnScenario(ownDir+"ml-lends-gpu.yaml", "gpus")
 	m.clock = m.clock.Add(36 * time.Hour) // the next day (UTC)
 	m.publish("gpus", &events.Demand{Demands: map[string]int64{"/web": 0}})
 	m.publish("gpus", &events.Demand{Demands: map[string]int64{"/web": 10}})
-	project(t, ownProjector(js, db), m)
+	project(t, New(js, db, WithLogger(quietLog())), m)
 	ctx := context.Background()
 
 	report := func(pool string) string {
@@ -595,21 +578,6 @@ func readmeSQL(t *testing.T, title, pool string) string {
 	return strings.ReplaceAll(s[i+start+7:i+start+7+end], "'demo'", "'"+pool+"'")
 }
 
-// TestDevelopmentRulesNeedTheOption: without WithDevelopmentRules a
-// projector meeting a plan under the rules in development stops there,
-// naming the sequence, as for any version it does not implement.
-func TestDevelopmentRulesNeedTheOption(t *testing.T) {
-	js := connectNATS(t, testenv.NATS(t))
-	db := newDB(t)
-	m := newOwnModel(t, js)
-	m.publishOwnScenario(ownDir+"own-lend-return.yaml", "spec")
-	err := New(js, db, WithLogger(quietLog())).Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), ErrUnknownRules.Error()) || !strings.Contains(err.Error(), "sequence 1") ||
-		!strings.Contains(err.Error(), "rules version 3") {
-		t.Fatalf("Run without the development option: %v, want ErrUnknownRules at sequence 1", err)
-	}
-}
-
 // benchOwnStream is benchStream's pool with ownership: each of the 10
 // top-level consumers owns 200 slots of group default, each of their
 // children 12 of them, and every third leaf 3 of its parent's (a third
@@ -617,7 +585,7 @@ func TestDevelopmentRulesNeedTheOption(t *testing.T) {
 func benchOwnStream(n int) (subjects []string, bodies [][]byte) {
 	i := func(v int64) *int64 { return &v }
 	plan, leaves := treePlan(events.ReclaimShareRatio, 10, 10, 10)
-	plan.Rules = int(domain.RulesDevelopment)
+	plan.Rules = int(domain.RulesV3)
 	for k := range plan.Consumers {
 		c := &plan.Consumers[k]
 		switch strings.Count(c.Path, "/") {
@@ -632,7 +600,7 @@ func benchOwnStream(n int) (subjects []string, bodies [][]byte) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(42, 43))
-	dp := domain.NewPool("bench", domain.WithDevelopmentRules())
+	dp := domain.NewPool("bench")
 	at := scenario.Epoch
 	add := func(p events.Payload) {
 		env, _ := events.New(fmt.Sprintf("b%d", len(bodies)), "bench", "bench", at, p)
@@ -659,5 +627,5 @@ func benchOwnStream(n int) (subjects []string, bodies [][]byte) {
 func BenchmarkProjectOwnership(b *testing.B) {
 	n := max(b.N, 100)
 	subjects, bodies := benchOwnStream(n)
-	projectBacklog(b, n, subjects, bodies, func(js jetstream.JetStream, db *pgxpool.Pool) *Projector { return ownProjector(js, db) })
+	projectBacklog(b, n, subjects, bodies, func(js jetstream.JetStream, db *pgxpool.Pool) *Projector { return New(js, db, WithLogger(quietLog())) })
 }

@@ -18,7 +18,8 @@ import (
 
 var diffRuns = flag.Int("diff.runs", 400, "random scenarios compared with the reference model")
 
-// TestDifferential folds random scenarios, under every rules version,
+// TestDifferential folds random scenarios without ownership, under every
+// rules version (3 among them: it must decide as 2 does),
 // through the engine and through
 // the independent reference model (test/refmodel, written from the spec
 // alone) and requires the same refusals, the same decisions in the same
@@ -36,7 +37,7 @@ func TestDifferential(t *testing.T) {
 }
 
 func compareWithReference(sc gen.Scenario) string {
-	pool, ref := domain.NewPool("diff"), refmodel.New()
+	pool, ref := domain.NewPool("diff"), refmodel.NewRules3() // versions 1 and 2 as New, and 3 (ownership; gen.Generate names none)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
 	for i, ev := range sc.Events {

@@ -18,7 +18,6 @@ import (
 func explainCommand() *cobra.Command {
 	var f logFlags
 	var pool, consumer, at, file string
-	var development bool
 	var keep int
 	cmd := &cobra.Command{
 		Use:   "explain",
@@ -34,7 +33,7 @@ back (return, deadline, lend grace).`,
 		Example: `  ledger explain --pool demo --consumer /eng/dev
   ledger explain --pool demo --consumer /C --at 1200
   ledger explain --file test/scenarios/seed/seed-000-priority-reclaim.yaml --consumer /C
-  ledger explain --rules-development --file internal/scenario/testdata/ownership/ml-lends-gpu.yaml --consumer /ml --at 6`,
+  ledger explain --file internal/scenario/testdata/ownership/ml-lends-gpu.yaml --consumer /ml --at 6`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			limit, err := parseAt(at)
@@ -44,7 +43,7 @@ back (return, deadline, lend grace).`,
 			story := explain.New(consumer, keep)
 			var p *domain.Pool
 			if file != "" {
-				p, err = explainScenario(file, story, limit, development)
+				p, err = explainScenario(file, story, limit)
 			} else {
 				p, err = explainLog(cmd.Context(), f, pool, story, limit)
 			}
@@ -60,7 +59,6 @@ back (return, deadline, lend grace).`,
 	cmd.Flags().StringVar(&at, "at", "", "stop at this sequence or RFC 3339 time (default: the end)")
 	cmd.Flags().StringVar(&file, "file", "", "explain a scenario file folded in memory instead of the log")
 	cmd.Flags().IntVar(&keep, "last", 20, "how many of the consumer's decisions to show")
-	cmd.Flags().BoolVar(&development, "rules-development", false, fmt.Sprintf("with --file: fold under rules version %d, in development and not accepted by the service yet (as ledger simulate --rules-development)", int(domain.RulesDevelopment)))
 	_ = cmd.MarkFlagRequired("consumer")
 	return cmd
 }
@@ -124,17 +122,12 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 	return last, nil
 }
 
-func explainScenario(file string, story *explain.Story, lim limit, development bool) (*domain.Pool, error) {
+func explainScenario(file string, story *explain.Story, lim limit) (*domain.Pool, error) {
 	s, err := scenario.ParseFile(file)
 	if err != nil {
 		return nil, err
 	}
-	rules := domain.RulesNewest
-	var opts []domain.PoolOption
-	if development {
-		rules, opts = domain.RulesDevelopment, []domain.PoolOption{domain.WithDevelopmentRules()}
-	}
-	p := domain.NewPool(s.Pool, opts...)
+	p := domain.NewPool(s.Pool)
 	tl := scenario.NewTimeline()
 	evs := s.Setup()
 	for _, st := range s.Steps {
@@ -146,9 +139,8 @@ func explainScenario(file string, story *explain.Story, lim limit, development b
 			break
 		}
 		// As the service would append it (and as simulate folds it): a
-		// plan naming no rules version runs under the newest (or the one
-		// in development).
-		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: domain.StampRulesAs(ev.Payload, rules)})
+		// plan naming no rules version runs under the newest.
+		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: domain.StampRules(ev.Payload)})
 		if err == nil {
 			story.After(p, p.Seq(), at, ds.Decisions)
 		} else if i == 0 {

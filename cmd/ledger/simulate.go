@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	var asJSON, development bool
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "simulate FILE...",
 		Short: "Fold scenario files in memory and check their expectations",
@@ -32,26 +32,20 @@ whom when lent), and the ownership assignment by host. When
 an expectation does not hold it prints what was expected and what was
 found, and exits with status 1.
 
---rules-development folds under the rules version in development (today
-version 3: ownership, private pools, lending and returns), which the
-service does not accept yet; a plan that names no version runs under it.`,
+A plan that names no rules version runs under the newest, as the service
+would stamp it.`,
 		Example: `  ledger simulate test/scenarios/seed/*.yaml
   ledger simulate --json scenario.yaml | jq .`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var opts []scenario.RunOption
-			if development {
-				opts = append(opts, scenario.WithDevelopmentRules())
-			}
-			return simulate(cmd.OutOrStdout(), args, asJSON, opts...)
+			return simulate(cmd.OutOrStdout(), args, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per step instead of tables")
-	cmd.Flags().BoolVar(&development, "rules-development", false, fmt.Sprintf("fold under rules version %d, in development and not accepted by the service yet", int(domain.RulesDevelopment)))
 	root.AddCommand(cmd)
 }
 
-func simulate(w io.Writer, files []string, asJSON bool, opts ...scenario.RunOption) error {
+func simulate(w io.Writer, files []string, asJSON bool) error {
 	failed := 0
 	for _, f := range files {
 		s, err := scenario.ParseFile(f)
@@ -60,7 +54,7 @@ func simulate(w io.Writer, files []string, asJSON bool, opts ...scenario.RunOpti
 			failed++
 			continue
 		}
-		res := scenario.Run(s, opts...)
+		res := scenario.Run(s)
 		if res.Failed() {
 			failed++
 		}

@@ -5,21 +5,18 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/cluster-ledger/ledger/internal/scenario"
 )
 
 const ownScenario = "../../internal/scenario/testdata/ownership/own-lend-return.yaml"
 
-// Ownership is rules version 3, in development: these fold under it
-// (--rules-development).
+// Ownership is rules version 3, the newest: these fold under it.
 
 // TestSimulateShowsOwnership: a pool with ownership gets the ownership
 // columns (owned, own used, lent out, sources) and the assignment; a
 // pool without keeps today's table.
 func TestSimulateShowsOwnership(t *testing.T) {
 	var out bytes.Buffer
-	if err := simulate(&out, []string{ownScenario}, false, scenario.WithDevelopmentRules()); err != nil {
+	if err := simulate(&out, []string{ownScenario}, false); err != nil {
 		t.Fatalf("simulate: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
@@ -49,7 +46,7 @@ func TestSimulateShowsOwnership(t *testing.T) {
 
 func TestSimulateJSONShowsOwnership(t *testing.T) {
 	var out bytes.Buffer
-	if err := simulate(&out, []string{ownScenario}, true, scenario.WithDevelopmentRules()); err != nil {
+	if err := simulate(&out, []string{ownScenario}, true); err != nil {
 		t.Fatalf("simulate: %v\n%s", err, out.String())
 	}
 	var step struct {

@@ -28,8 +28,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestVerifyComparesOwnership projects section 5's worked example (rules
-// version 3, in development: published to the stream directly, folded
-// with the development option), verifies it, then changes the ownership
+// version 3), verifies it, then changes the ownership
 // rows and consumer_state's ownership columns one at a time: each change
 // is a divergence naming what differs.
 func TestVerifyComparesOwnership(t *testing.T) {
@@ -49,7 +48,7 @@ func TestVerifyComparesOwnership(t *testing.T) {
 	project(t, js, db, last)
 
 	verify := func() error {
-		_, err := audit.Verify(ctx, js, db, nil, 1, "", nil, audit.WithDevelopmentRules())
+		_, err := audit.Verify(ctx, js, db, nil, 1, "", nil)
 		return err
 	}
 	if err := verify(); err != nil {
@@ -84,7 +83,7 @@ func exec(t *testing.T, db *pgxpool.Pool, sql string) {
 }
 
 // publishScenario appends a scenario's events to the stream as the ledger
-// would (a plan naming no version stamped with the one in development)
+// would (a plan naming no version stamped with the newest)
 // and returns the last sequence.
 func publishScenario(t *testing.T, js jetstream.JetStream, file, pool string) uint64 {
 	t.Helper()
@@ -99,7 +98,7 @@ func publishScenario(t *testing.T, js jetstream.JetStream, file, pool string) ui
 	at := scenario.Epoch
 	var last uint64
 	for i, ev := range evs {
-		p := domain.StampRulesAs(ev.Payload, domain.RulesDevelopment)
+		p := domain.StampRules(ev.Payload)
 		env, err := events.New(fmt.Sprintf("ev-%d", i), pool, "test", at, p)
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +116,7 @@ func publishScenario(t *testing.T, js jetstream.JetStream, file, pool string) ui
 	return last
 }
 
-// project runs a projector with the development rules until it has
+// project runs a projector until it has
 // applied seq.
 func project(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, seq uint64) {
 	t.Helper()
@@ -125,7 +124,7 @@ func project(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, seq uint64)
 	done := make(chan error, 1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
-		done <- projections.New(js, db, projections.WithLogger(quiet), projections.WithDevelopmentRules()).Run(ctx)
+		done <- projections.New(js, db, projections.WithLogger(quiet)).Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(30 * time.Second)

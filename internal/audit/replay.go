@@ -26,17 +26,6 @@ type Replayer struct {
 	from  uint64
 	pools map[string]*poolReplay
 	keys  *signing.Keyring
-	opts  []domain.PoolOption // how the engine's pools are made
-}
-
-// Option configures a Replayer (and Verify).
-type Option func(*Replayer)
-
-// WithDevelopmentRules folds plans that name the rules version in
-// development (domain.RulesDevelopment), as a projector made with
-// projections.WithDevelopmentRules does: for tests and development only.
-func WithDevelopmentRules() Option {
-	return func(r *Replayer) { r.opts = append(r.opts, domain.WithDevelopmentRules()) }
 }
 
 // Trust makes the replay refuse (unauthenticated) events no key of keys
@@ -44,12 +33,8 @@ func WithDevelopmentRules() Option {
 func (r *Replayer) Trust(keys *signing.Keyring) { r.keys = keys }
 
 // NewReplayer prepares a replay from offset from; db may be nil.
-func NewReplayer(db *pgxpool.Pool, from uint64, opts ...Option) *Replayer {
-	r := &Replayer{db: db, from: max(from, 1), pools: map[string]*poolReplay{}}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
+func NewReplayer(db *pgxpool.Pool, from uint64) *Replayer {
+	return &Replayer{db: db, from: max(from, 1), pools: map[string]*poolReplay{}}
 }
 
 // Event is one event re-folded, with what it did.
@@ -111,7 +96,7 @@ func (r *Replayer) open(ctx context.Context, name string) (*poolReplay, error) {
 	if pr, ok := r.pools[name]; ok {
 		return pr, nil
 	}
-	pr := &poolReplay{pool: domain.NewPool(name, r.opts...), ids: projections.IDs{}}
+	pr := &poolReplay{pool: domain.NewPool(name), ids: projections.IDs{}}
 	if r.db != nil && r.from > 1 && name != "" {
 		if err := r.restore(ctx, name, pr); err != nil {
 			return nil, err
@@ -127,7 +112,7 @@ func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) err
 		return err
 	}
 	seq, state, link := snap.Seq, snap.State, snap.ChainHash
-	p, err := domain.Restore(state, r.opts...)
+	p, err := domain.Restore(state)
 	if err != nil {
 		return fmt.Errorf("snapshot of pool %s at %d: %w", name, seq, err)
 	}

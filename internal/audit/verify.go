@@ -54,10 +54,9 @@ type Refusal struct {
 // hash-chain link and decision, then every pool's final allocations,
 // consumer state (ownership figures included), ownership and checkpoint. It returns the first *Divergence as the
 // error. progress, if not nil, is called as events are checked.
-// keys, when not nil, are the trusted keys the projector was given; opts
-// configure the replay (WithDevelopmentRules).
-func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, from uint64, pool string, progress func(checked int), opts ...Option) (Report, error) {
-	r := NewReplayer(db, from, opts...)
+// keys, when not nil, are the trusted keys the projector was given.
+func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, from uint64, pool string, progress func(checked int)) (Report, error) {
+	r := NewReplayer(db, from)
 	r.Trust(keys)
 	var forged []Refusal
 	filter := "ledger.>"

@@ -23,8 +23,7 @@ func storyUpTo(t *testing.T, file, consumer string, last uint64) string {
 }
 
 // fold folds a scenario as the ledger would append it, a plan naming no
-// rules version stamped with rules (the version in development needs
-// the engine's development option), up to the event with sequence last
+// rules version stamped with rules, up to the event with sequence last
 // (0: all of it), and tells consumer's story there.
 func fold(t *testing.T, file, consumer string, last uint64, rules domain.RulesVersion) string {
 	t.Helper()
@@ -32,11 +31,7 @@ func fold(t *testing.T, file, consumer string, last uint64, rules domain.RulesVe
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts []domain.PoolOption
-	if rules == domain.RulesDevelopment {
-		opts = append(opts, domain.WithDevelopmentRules())
-	}
-	pool := domain.NewPool(s.Pool, opts...)
+	pool := domain.NewPool(s.Pool)
 	st := explain.New(consumer, 20)
 	tl := scenario.NewTimeline()
 	seq := uint64(0)

@@ -9,12 +9,11 @@ import (
 
 const ownDir = "../../internal/scenario/testdata/ownership/"
 
-// Ownership is rules version 3, in development: these stories fold under
-// it (domain.RulesDevelopment).
+// Ownership is rules version 3: these stories fold under it.
 
 func ownStory(t *testing.T, file, consumer string) string {
 	t.Helper()
-	return fold(t, file, consumer, 0, domain.RulesDevelopment)
+	return fold(t, file, consumer, 0, domain.RulesV3)
 }
 
 // TestOwnershipStoryOfTheIssue is the story issue 10 asks for: /ml owns
@@ -22,7 +21,7 @@ func ownStory(t *testing.T, file, consumer string) string {
 // to /web while idle, then asked for 8 and took them back with a
 // deadline of its 5-minute lend grace.
 func TestOwnershipStoryOfTheIssue(t *testing.T) {
-	out := fold(t, ownDir+"ml-lends-gpu.yaml", "/ml", 6, domain.RulesDevelopment)
+	out := fold(t, ownDir+"ml-lends-gpu.yaml", "/ml", 6, domain.RulesV3)
 	requireAll(t, out,
 		"owns 8 slots (used by itself: 8, lent out: 0)",
 		"/ml owns 8 slots on gpu-07 (rank 2, preference 9); it was assigned 8 slots of it at seq 2; "+

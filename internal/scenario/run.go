@@ -75,37 +75,15 @@ func (s *Scenario) Setup() []Event {
 	return evs
 }
 
-// RunOption changes how Run folds a scenario.
-type RunOption func(*runConfig)
-
-type runConfig struct {
-	pool  []domain.PoolOption
-	rules domain.RulesVersion // stamped on a plan that names none
-}
-
-// WithDevelopmentRules folds under the rules version in development
-// (domain.RulesDevelopment), which the service does not accept yet: a
-// plan that names no version runs under it.
-func WithDevelopmentRules() RunOption {
-	return func(c *runConfig) {
-		c.pool = append(c.pool, domain.WithDevelopmentRules())
-		c.rules = domain.RulesDevelopment
-	}
-}
-
 // Run folds the scenario in memory with the engine, as the service would:
 // a plan that names no rules version runs under the newest.
-func Run(s *Scenario, opts ...RunOption) *Result {
-	cfg := runConfig{rules: domain.RulesNewest}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	pool := domain.NewPool(s.Pool, cfg.pool...)
+func Run(s *Scenario) *Result {
+	pool := domain.NewPool(s.Pool)
 	tl := NewTimeline()
 	res := &Result{File: s.File, Name: s.Name}
 	apply := func(ev Event) ([]domain.Decision, error) {
 		at := tl.At(ev.Time)
-		r, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: domain.StampRulesAs(ev.Payload, cfg.rules)})
+		r, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: domain.StampRules(ev.Payload)})
 		if err == nil {
 			tl.seq++
 		}

@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
 )
 
 var (
@@ -155,4 +157,62 @@ func TestGoldenCoversEveryScenario(t *testing.T) {
 			t.Errorf("%s has no golden log %s: make it with -golden.make-logs -golden.add-logs", f, name)
 		}
 	}
+}
+
+// TestGoldenV3KeepsV2WithoutOwnership: version 3 adds ownership and
+// nothing else, so every log of the corpus whose plans name no ownership
+// decides under version 3 exactly what it decides under version 2, event
+// by event, refusals included (the chain hashes differ: the version is
+// part of the state they cover).
+func TestGoldenV3KeepsV2WithoutOwnership(t *testing.T) {
+	names, err := logNames(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared := 0
+	for _, name := range names {
+		lines, err := readLog(logDir + "/" + name + ".jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if namesOwnership(lines) {
+			continue
+		}
+		v2, err := foldLog(lines, domain.RulesV2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v3, err := foldLog(lines, domain.RulesV3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compared++
+		if v2.record.Decisions != v3.record.Decisions || v2.record.Refused != v3.record.Refused {
+			for i := range v2.decisions {
+				if !slices.Equal(v2.decisions[i], v3.decisions[i]) {
+					t.Errorf("%s: event #%d %s decides under v2 %v, under v3 %v", name, i+1, lines[i], v2.decisions[i], v3.decisions[i])
+					break
+				}
+			}
+		}
+	}
+	if compared < 300 {
+		t.Errorf("only %d logs without ownership compared", compared)
+	}
+	t.Logf("%d logs without ownership decide the same under v2 and v3", compared)
+}
+
+// namesOwnership reports whether any plan of the log names ownership.
+func namesOwnership(lines [][]byte) bool {
+	for _, line := range lines {
+		env, err := events.ParseEnvelope(line)
+		if err != nil || env.Type != events.TypePlan {
+			continue
+		}
+		var pc events.PlanChange
+		if json.Unmarshal(env.Data, &pc) == nil && pc.Plan.HasOwnership() {
+			return true
+		}
+	}
+	return false
 }
