@@ -182,10 +182,12 @@ type sitting struct {
 }
 
 // sittings says which part of each host every leaf's slots are in
-// (docs/decisions.md #98): on each host, a leaf's own part first, then
-// the private parts of its ancestors (deepest first), then the public
-// part, then whatever is left of other owners' parts (slots lent to it),
-// leaves in the reverse of the return order at every step. parts must be in host order, as
+// (docs/decisions.md #98, #105): on each host, a leaf's own part first,
+// then the parts of the private pools it is in (deepest first: an
+// ancestor's private part, and the parts lent into that pool by others
+// under the same ancestor), then the public part, then whatever is left
+// of other owners' parts (slots lent to it); a part's owner first, then
+// leaves in the reverse of the return order. parts must be in host order, as
 // partsOf lists them.
 func (p *Pool) sittings(parts []hostPart) []sitting {
 	byHost := make([][]holding, len(p.hosts)) // (leaf as host field, slots) per host, leaves in path order
@@ -248,9 +250,17 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 	})
 	for _, k := range order {
 		o := parts[i+k].owner
-		for _, hk := range keepers {
-			if h := held[hk]; o == noNode || o == h.host || p.t.contains(o, h.host) {
-				sit(k, hk)
+		// The part's owner, then the leaves under it, then those of the
+		// pool it is lent into.
+		for _, belongs := range []func(h int32) bool{
+			func(h int32) bool { return h == o },
+			func(h int32) bool { return o == noNode || p.t.contains(o, h) },
+			func(h int32) bool { return p.lentInBranch(h, o) },
+		} {
+			for _, hk := range keepers {
+				if belongs(held[hk].host) {
+					sit(k, hk)
+				}
 			}
 		}
 	}
@@ -347,6 +357,15 @@ func (p *Pool) mayUse(leaf, owner int32) bool {
 		}
 	}
 	return true
+}
+
+// lentInBranch reports whether the slots of owner's part are lent into a
+// private pool that leaf may use (the pool of a parent both are under): in
+// the layered fold they are that pool's, used by its leaves before the
+// public pool (section 5, private pools).
+func (p *Pool) lentInBranch(leaf, owner int32) bool {
+	return owner != noNode && owner != leaf && !p.t.contains(owner, leaf) &&
+		p.t.commonAncestor(owner, leaf) != 0 && p.mayUse(leaf, owner)
 }
 
 // partRank orders the parts of a host for sittings: leaf owners' parts,

@@ -3,6 +3,7 @@ package domain_test
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,13 +14,15 @@ import (
 	"github.com/cluster-ledger/ledger/internal/gen"
 )
 
+var ownFoldRuns = flag.Int("ownfold.runs", 400, "TestOwnershipFoldProperties: random logs with ownership folded")
+
 // TestOwnershipFoldProperties folds random logs with ownership
 // (gen.GenerateOwned: every policy, enforcement, preemption and balance,
 // grace periods, lend: false, reclaim_for_preference, host and plan
 // changes) and checks section 1's invariants and section 5's properties
 // after every event, and that a second fold gives the same bytes.
 func TestOwnershipFoldProperties(t *testing.T) {
-	runs := 400
+	runs := *ownFoldRuns
 	if testing.Short() {
 		runs = 100
 	}
