@@ -248,19 +248,30 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 		la, lb := held[a].host, held[b].host
 		return cmp.Or(cmpDesc(p.t.nodes[la].priority, p.t.nodes[lb].priority), cmp.Compare(held[a].slots, held[b].slots), cmpDesc(la, lb))
 	})
+	// Tier by tier, as a leaf uses the layers: its own part; the private
+	// pools it is in, deepest first (an ancestor's private part and the
+	// parts lent into that ancestor's pool by others under it); the public
+	// part.
 	for _, k := range order {
-		o := parts[i+k].owner
-		// The part's owner, then the leaves under it, then those of the
-		// pool it is lent into.
-		for _, belongs := range []func(h int32) bool{
-			func(h int32) bool { return h == o },
-			func(h int32) bool { return o == noNode || p.t.contains(o, h) },
-			func(h int32) bool { return p.lentInBranch(h, o) },
-		} {
+		for _, hk := range keepers {
+			if held[hk].host == parts[i+k].owner {
+				sit(k, hk)
+			}
+		}
+	}
+	for d := p.t.maxDepth; d > 0; d-- {
+		for _, k := range order {
 			for _, hk := range keepers {
-				if belongs(held[hk].host) {
+				if x := p.poolOfPart(held[hk].host, parts[i+k].owner); x != noNode && p.t.nodes[x].depth == d {
 					sit(k, hk)
 				}
+			}
+		}
+	}
+	for _, k := range order {
+		if parts[i+k].owner == noNode {
+			for _, hk := range keepers {
+				sit(k, hk)
 			}
 		}
 	}
@@ -359,13 +370,22 @@ func (p *Pool) mayUse(leaf, owner int32) bool {
 	return true
 }
 
-// lentInBranch reports whether the slots of owner's part are lent into a
-// private pool that leaf may use (the pool of a parent both are under): in
-// the layered fold they are that pool's, used by its leaves before the
-// public pool (section 5, private pools).
-func (p *Pool) lentInBranch(leaf, owner int32) bool {
-	return owner != noNode && owner != leaf && !p.t.contains(owner, leaf) &&
-		p.t.commonAncestor(owner, leaf) != 0 && p.mayUse(leaf, owner)
+// poolOfPart is the private pool (a parent) in which leaf uses the slots
+// of owner's part: owner's own pool when leaf is under owner, else the
+// pool of the parent both are under when owner lends into it and leaf may
+// borrow there; noNode when neither (the public pool, or slots lent to
+// leaf across the root, or the leaf's own part).
+func (p *Pool) poolOfPart(leaf, owner int32) int32 {
+	switch {
+	case owner == noNode || owner == leaf:
+		return noNode
+	case p.t.contains(owner, leaf):
+		return owner
+	}
+	if x := p.t.commonAncestor(owner, leaf); x != 0 && p.mayUse(leaf, owner) {
+		return x
+	}
+	return noNode
 }
 
 // partRank orders the parts of a host for sittings: leaf owners' parts,

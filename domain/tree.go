@@ -70,6 +70,7 @@ type tree struct {
 	tops         []int32
 	byPath       map[string]int32
 	hasMax       bool // some consumer has a max: share_ratio/leaf may re-split
+	maxDepth     int32
 }
 
 func (t *tree) lookup(path string) (int32, bool) {
@@ -131,6 +132,7 @@ func buildTree(plan events.Plan) (*tree, error) {
 		if i > 0 {
 			n.parent = t.byPath[parentPath(p)]
 			n.depth = t.nodes[n.parent].depth + 1
+			t.maxDepth = max(t.maxDepth, n.depth)
 			t.nodes[n.parent].children = append(t.nodes[n.parent].children, int32(i))
 			n.top = int32(i)
 			if n.depth > 1 {
