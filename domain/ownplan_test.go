@@ -26,8 +26,8 @@ func owner(path string, own ...events.OwnEntry) events.Consumer {
 
 // TestOwnershipValidation: every malformed or inconsistent ownership of
 // section 5 is refused with its own code; a consistent one gets past
-// every check and is refused only because no released rules version
-// implements ownership yet.
+// every check and is refused only because the plan names rules 2, which
+// does not implement ownership.
 func TestOwnershipValidation(t *testing.T) {
 	cases := []struct {
 		name string
@@ -127,5 +127,28 @@ func TestOwnershipNeedsRules(t *testing.T) {
 		if err := pool.Validate(&events.PlanChange{Plan: events.Plan{Rules: int(v), Consumers: []events.Consumer{{Path: "/a", LendGrace: grace, ReclaimGrace: grace}}}}); err != nil {
 			t.Errorf("%v: lend_grace without ownership refused: %v", v, err)
 		}
+	}
+}
+
+// TestPlanIsACopy: Pool.Plan gives the plan in force, and changing what
+// it returns changes nothing in the pool.
+func TestPlanIsACopy(t *testing.T) {
+	pool := domain.NewPool("p")
+	if _, ok := pool.Plan(); ok {
+		t.Fatal("a new pool has a plan")
+	}
+	plan := events.Plan{Rules: int(domain.RulesNewest), Consumers: []events.Consumer{owner("/a", pref(host("h1"), 8)), {Path: "/b", Share: i64(3)}}}
+	if _, err := pool.Apply(domain.Event{Seq: 1, Time: time.Unix(1, 0), Payload: &events.PlanChange{Plan: plan}}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := pool.Plan()
+	if !ok || len(got.Consumers) != 2 || *got.Consumers[0].Own[0].Preference != 8 || *got.Consumers[1].Share != 3 {
+		t.Fatalf("Plan() = %+v, %v", got, ok)
+	}
+	hash := pool.StateHash()
+	*got.Consumers[0].Own[0].Preference, *got.Consumers[1].Share = 1, 9
+	got.Consumers[0].Path = "/z"
+	if again, _ := pool.Plan(); *again.Consumers[0].Own[0].Preference != 8 || *again.Consumers[1].Share != 3 || again.Consumers[0].Path != "/a" || pool.StateHash() != hash {
+		t.Fatalf("changing the copy changed the pool: %+v", again)
 	}
 }

@@ -1,8 +1,12 @@
 package domain
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cluster-ledger/ledger/events"
 )
 
 // ConsumerView is the reportable state of one consumer after an event.
@@ -174,3 +178,20 @@ func (p *Pool) Held(consumer, host string) int64 {
 // version holds (0 before the first plan, and for a pool restored from a
 // format-1 snapshot, which did not record it).
 func (p *Pool) RulesSince() uint64 { return p.rulesSince }
+
+// Plan returns a copy of the plan in force, as the pool was given it (ok
+// is false before the first plan). The copy is the caller's: changing it
+// changes nothing in the pool.
+func (p *Pool) Plan() (plan events.Plan, ok bool) {
+	if !p.hasPlan {
+		return events.Plan{}, false
+	}
+	b, err := json.Marshal(p.plan)
+	if err == nil {
+		err = json.Unmarshal(b, &plan)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("domain: a plan the engine accepted must round-trip: %v", err))
+	}
+	return plan, true
+}

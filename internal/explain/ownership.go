@@ -2,7 +2,6 @@ package explain
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -312,17 +311,13 @@ func planConsumer(plan *events.Plan, path string) *events.Consumer {
 	return nil
 }
 
-// planOf reads the pool's current plan from its snapshot (the engine
-// keeps the plan as given; the snapshot format is stable and every
-// format stays readable). nil when the pool has none.
+// planOf is the pool's plan in force; nil when it has none.
 func planOf(p *domain.Pool) *events.Plan {
-	var s struct {
-		Plan *events.Plan `json:"plan"`
-	}
-	if err := json.Unmarshal(p.Snapshot(), &s); err != nil {
+	plan, ok := p.Plan()
+	if !ok {
 		return nil
 	}
-	return s.Plan
+	return &plan
 }
 
 // graceText is ", within its lend grace G" for an owner with a lend grace.
