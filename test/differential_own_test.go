@@ -159,7 +159,7 @@ func compareOwnedWithReference(sc gen.Scenario, totalsOnly bool) (msg string, no
 	pool, ref := domain.NewPool("diffown"), refmodel.NewRules3()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
-	hostsAgreed := true
+	hostsAgreed, inForce := true, ""
 	for i, ev := range sc.Events {
 		at = at.Add(time.Second)
 		var got domain.Result
@@ -182,6 +182,9 @@ func compareOwnedWithReference(sc gen.Scenario, totalsOnly bool) (msg string, no
 		if gotErr != nil {
 			continue
 		}
+		if pc, ok := ev.(*events.PlanChange); ok {
+			inForce = policyKey(pc)
+		}
 		seq++
 		if totalsOnly {
 			w := ref.Allocations()
@@ -191,6 +194,7 @@ func compareOwnedWithReference(sc gen.Scenario, totalsOnly bool) (msg string, no
 				if !hostsAgreed {
 					where = "hosts differed before"
 				}
+				where += ", policy " + inForce
 				return fmt.Sprintf("event %d (%s, seq %d; %s): allocations per consumer differ:\n expected (reference): %v\n found (engine):       %v",
 					i, ev.EventType(), seq, where, w, g), false
 			}
