@@ -2,7 +2,6 @@ package domain
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"time"
 )
@@ -86,6 +85,7 @@ type layeredInput struct {
 	// divisions that keep what leaves hold (every policy but share_ratio
 	// with reclaim and balance) start from it, and every division
 	// attributes a leaf's part to the classes it already sits on first.
+	// The computation consumes it (it counts down what it attributed).
 	held map[heldKey]Slots
 }
 
@@ -112,7 +112,7 @@ type layeredFold struct {
 func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
 	n := len(t.nodes)
 	own := in.own
-	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: maps.Clone(in.held),
+	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held,
 		remDemand: make([]Slots, n), remMax: make([]Slots, n), inbox: make([][]lentSlots, n),
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
 	if f.held == nil {

@@ -406,8 +406,9 @@ func (p *Pool) partRank(owner int32) int64 {
 // slots the public pool's (0), and slots another consumer L owns were lent
 // into the pool of the deepest common ancestor of L and the leaf.
 func (p *Pool) heldByPool(parts []hostPart) map[heldKey]Slots {
-	held := map[heldKey]Slots{}
-	for _, s := range p.sittings(parts) {
+	sits := p.sittings(parts)
+	held := make(map[heldKey]Slots, len(sits))
+	for _, s := range sits {
 		o := parts[s.part].owner
 		switch {
 		case o == s.leaf: // its own slots: the own layer

@@ -103,8 +103,7 @@ type placement struct {
 	// order of their first part.
 	wants   [][]int32
 	holders [][]leafSlots // by host: who holds slots there now, path order
-	heldOn  map[partKey]Slots
-	kept    map[partKey]Slots // (leaf, part) kept in step 1, keyed by part index
+	kept    [][]Slots // by host, by holder: the slots kept there in step 1
 	placed  []placing         // step 2, in the order placed
 	over    map[int32]Slots   // by leaf: what it holds above its target, which may be reclaimed
 	moves   []placeMove
@@ -142,7 +141,7 @@ type partKey struct{ leaf, owner int32 }
 // path order.
 func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
 	pl := &placement{t: t, rules: rules, hosts: hosts, holders: holders, want: map[partKey]Slots{}, entWant: map[partKey]Slots{}, wants: make([][]int32, len(t.nodes)),
-		heldOn: map[partKey]Slots{}, kept: map[partKey]Slots{}, over: map[int32]Slots{}, ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}}
+		kept: make([][]Slots, len(hosts)), over: map[int32]Slots{}, ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}}
 	pl.parts = slices.Clone(parts)
 	slices.SortStableFunc(pl.parts, pl.partOrder)
 	pl.capRem = make([]Slots, len(pl.parts))
@@ -158,9 +157,8 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		firstPart[p.owner] = i
 	}
 	total := make([]Slots, len(t.nodes))
-	for h, hs := range holders {
+	for _, hs := range holders {
 		for _, x := range hs {
-			pl.heldOn[partKey{x.leaf, int32(h)}] = x.slots
 			total[x.leaf] += x.slots
 		}
 	}
@@ -214,7 +212,14 @@ func (pl *placement) tierOf(l, owner int32) int64 {
 	return 1 << 41
 }
 
-func (pl *placement) holdOn(leaf, h int32) Slots { return pl.heldOn[partKey{leaf, h}] }
+// holdOn is what leaf holds on host h now.
+func (pl *placement) holdOn(leaf, h int32) Slots {
+	hs := pl.holders[h] // in path order, so by id
+	if j, ok := slices.BinarySearchFunc(hs, leaf, func(x leafSlots, l int32) int { return cmp.Compare(x.leaf, l) }); ok {
+		return hs[j].slots
+	}
+	return 0
+}
 
 // partsOfHost is the range of parts on host h.
 func (pl *placement) partsOfHost(h int32) (int, int) {
@@ -251,44 +256,51 @@ func (pl *placement) partTier(owner int32) int64 {
 // keep is step 1: host by host, part by part, the slots a leaf already
 // holds on the host count for a part it is due slots of.
 func (pl *placement) keep() {
-	left := map[partKey]Slots{} // (leaf, host) not yet counted for a part
-	for i, p := range pl.parts {
-		var keepers []int32
-		for _, x := range pl.holders[p.host] {
-			if pl.want[partKey{x.leaf, p.owner}] <= 0 {
-				continue
+	for i0 := 0; i0 < len(pl.parts); {
+		h := pl.parts[i0].host
+		_, i1 := pl.partsOfHost(h)
+		hs := pl.holders[h]
+		left := make([]Slots, len(hs)) // by holder: not yet counted for a part
+		kept := make([]Slots, len(hs))
+		for j, x := range hs {
+			left[j] = x.slots
+		}
+		var keepers []int
+		for i := i0; i < i1; i++ {
+			p := pl.parts[i]
+			keepers = keepers[:0]
+			for j, x := range hs {
+				if left[j] > 0 && pl.want[partKey{x.leaf, p.owner}] > 0 {
+					keepers = append(keepers, j)
+				}
 			}
-			k := partKey{x.leaf, p.host}
-			if _, seen := left[k]; !seen {
-				left[k] = x.slots
-			}
-			if left[k] > 0 {
-				keepers = append(keepers, x.leaf)
+			slices.SortFunc(keepers, func(a, b int) int { return pl.keepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
+			for _, j := range keepers {
+				l := hs[j].leaf
+				wk := partKey{l, p.owner}
+				room := pl.capRem[i]
+				if l != p.owner {
+					room -= pl.reserved[i]
+				}
+				k := minSlots(minSlots(left[j], pl.want[wk]), room)
+				if k <= 0 {
+					continue
+				}
+				left[j] -= k
+				kept[j] += k
+				pl.want[wk] -= k
+				pl.entWant[wk] -= minSlots(k, pl.entWant[wk]) // what it holds counts as its guarantee first
+				pl.capRem[i] -= k
 			}
 		}
-		slices.SortFunc(keepers, func(a, b int32) int { return pl.keepOrder(p, left, a, b) })
-		for _, l := range keepers {
-			hk, wk := partKey{l, p.host}, partKey{l, p.owner}
-			room := pl.capRem[i]
-			if l != p.owner {
-				room -= pl.reserved[i]
-			}
-			k := minSlots(minSlots(left[hk], pl.want[wk]), room)
-			if k <= 0 {
-				continue
-			}
-			left[hk] -= k
-			pl.want[wk] -= k
-			pl.entWant[wk] -= minSlots(k, pl.entWant[wk]) // what it holds counts as its guarantee first
-			pl.capRem[i] -= k
-			pl.kept[partKey{l, int32(i)}] += k
-		}
+		pl.kept[h] = kept
+		i0 = i1
 	}
 }
 
 // keepOrder: the part's owner first, then priority desc, fewest slots on
-// the host, path.
-func (pl *placement) keepOrder(p hostPart, left map[partKey]Slots, a, b int32) int {
+// the host (not yet counted: la, lb), path.
+func (pl *placement) keepOrder(p hostPart, a, b int32, la, lb Slots) int {
 	if (a == p.owner) != (b == p.owner) {
 		if a == p.owner {
 			return -1
@@ -299,8 +311,8 @@ func (pl *placement) keepOrder(p hostPart, left map[partKey]Slots, a, b int32) i
 	if x.priority != y.priority {
 		return cmpDesc(x.priority, y.priority)
 	}
-	if ha, hb := left[partKey{a, p.host}], left[partKey{b, p.host}]; ha != hb {
-		return cmp.Compare(ha, hb)
+	if la != lb {
+		return cmp.Compare(la, lb)
 	}
 	return cmp.Compare(a, b)
 }
@@ -539,11 +551,10 @@ type hostLoss struct {
 
 func (pl *placement) lossesOn(h int32) hostLoss {
 	hl := hostLoss{lost: map[int32]Slots{}}
-	i0, i1 := pl.partsOfHost(h)
-	for _, x := range pl.holders[h] {
+	for j, x := range pl.holders[h] {
 		keptHere := Slots(0)
-		for i := i0; i < i1; i++ {
-			keptHere += pl.kept[partKey{x.leaf, int32(i)}]
+		if pl.kept[h] != nil {
+			keptHere = pl.kept[h][j]
 		}
 		if k := x.slots - keptHere; k > 0 {
 			hl.lost[x.leaf] = k
