@@ -13,9 +13,16 @@
 //
 // Layout: quantity.go (the Slots value type and limits), apportion.go (the
 // one rounding primitive), tree.go (the consumer tree built from a plan),
-// hosts.go and placement.go (capacity and where slots sit), shares.go
-// (planned shares, guarantees and targets), priority.go and shareratio.go
-// (the two rebalance policies), release.go (excess and trims), pool.go
-// (the fold), validate.go (refusals), views.go (read-only state for the
-// edges) and snapshot.go (the versioned, hashable state encoding).
+// hosts.go and placement.go (capacity and where slots sit), shares.go and
+// targets.go (planned shares, guarantees and targets, full and
+// incremental), priority.go and shareratio.go (the two rebalance
+// policies), release.go (excess and trims), pool.go (the fold), rules.go
+// (the rules versions), validate.go (refusals), views.go (read-only state
+// for the edges) and snapshot.go (the versioned, hashable state encoding).
+// Ownership (rules v3, allocation-rules.md section 5): ownplan.go (the
+// plan's ownership fields, validated), ownership.go (assignment to host
+// slots), layered.go and layerheld.go (each leaf's part of each layer),
+// owned.go (the layered fold and its views), ownplace.go (placing the
+// parts on hosts: grants, lends, returns, reclaims, moves) and
+// sitcache.go (which part of a host each leaf's slots sit in, per host).
 package domain

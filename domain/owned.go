@@ -181,34 +181,14 @@ type sitting struct {
 	slots Slots
 }
 
-// sittings says which part of each host every leaf's slots are in
-// (docs/decisions.md #98, #105): on each host, a leaf's own part first,
-// then the parts of the private pools it is in (deepest first: an
-// ancestor's private part, and the parts lent into that pool by others
-// under the same ancestor), then the public part, then whatever is left
-// of other owners' parts (slots lent to it); a part's owner first, then
-// leaves in the reverse of the return order. parts must be in host order, as
-// partsOf lists them.
-func (p *Pool) sittings(parts []hostPart) []sitting {
-	byHost := make([][]holding, len(p.hosts)) // (leaf as host field, slots) per host, leaves in path order
-	for _, l := range p.t.sortedLeaves {
-		for _, h := range p.t.nodes[l].holdings {
-			byHost[h.host] = append(byHost[h.host], holding{host: l, slots: h.slots})
-		}
-	}
-	var out []sitting
-	for i := 0; i < len(parts); {
-		j := i
-		for j < len(parts) && parts[j].host == parts[i].host {
-			j++
-		}
-		out = p.sitHost(out, parts, i, j, byHost[parts[i].host])
-		i = j
-	}
-	return out
-}
-
-// sitHost divides the holdings on one host over its parts parts[i:j]:
+// sitHost divides the holdings on one host over its parts parts[i:j]
+// (docs/decisions.md #98, #105): a leaf's own part first, then the parts
+// of the private pools it is in (deepest first: an ancestor's private
+// part, and the parts lent into that pool by others under the same
+// ancestor), then the public part, then whatever is left of other owners'
+// parts (slots lent to it); a part's owner first, then leaves in the
+// reverse of the return order. held is in path order; parts must be in
+// host order, as partsOf lists them. The steps:
 // a greedy pass in the order of sittings, then a repair that moves a
 // leaf off a part it may not borrow along an augmenting path (another
 // leaf moves over to make room), so nobody sits where it may not while

@@ -33,6 +33,7 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 	p.pub.sh = sh
 	sumUp(nt)
 	p.t, p.plan, p.hasPlan = nt, plan, true
+	p.sits.forgetTree()
 	p.planDigest = digestPlan(true, plan)
 	p.setPolicy(plan)
 	p.unfileAll()

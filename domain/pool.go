@@ -44,6 +44,7 @@ type Pool struct {
 	parts      []hostPart
 	partTot    ownTotals
 	partsFresh bool
+	sits       sitCache // which part of each host the slots sit in (sitcache.go)
 
 	// Per-event work.
 	decisions    []Decision
@@ -131,7 +132,11 @@ func (p *Pool) Skip(seq uint64, at time.Time) {
 
 func (p *Pool) begin(ev Event) {
 	p.seq, p.now = ev.Seq, ev.Time
-	p.partsFresh = false // hosts or the assignment may change
+	switch ev.Payload.(type) {
+	case *events.Demand, *events.Release: // neither hosts nor the assignment change
+	default:
+		p.partsFresh = false
+	}
 	p.decisions = p.decisions[:0]
 	p.touched = p.touched[:0]
 	p.allTouch = false
@@ -269,7 +274,9 @@ func (p *Pool) addAlloc(id, hostID int32, delta Slots) {
 	if !found {
 		n.holdings = slices.Insert(n.holdings, i, holding{host: hostID})
 	}
+	before := n.holdings[i].slots
 	n.holdings[i].slots += delta
+	p.sits.held(id, hostID, before, n.holdings[i].slots)
 	if n.holdings[i].slots == 0 {
 		n.holdings = slices.Delete(n.holdings, i, i+1)
 	}

@@ -1,0 +1,113 @@
+package domain
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Which part of each host every leaf's slots sit in (sittings, owned.go)
+// depends only on that host: its parts (the assignment), the leaves
+// holding slots there and the tree. The fold reads it at every rebalance
+// and the views after it, so it is kept per host and recomputed only for
+// the hosts whose holdings changed since (addAlloc marks them), or all of
+// them when the parts or the tree changed. This is derived state: it is
+// never hashed nor stored, and it gives exactly what a full computation
+// gives (TestSittingsCacheMatchesFull).
+type sitCache struct {
+	parts  []hostPart  // the parts the sittings were computed for
+	byHost [][]sitting // by host
+	fresh  []bool      // by host: byHost[h] is current
+	// holders: by host, the leaves holding slots there, in path order (by
+	// id); nil until built, dropped when the tree changes.
+	holders [][]int32
+}
+
+// invalidate forgets every host's sittings (the parts or the tree changed).
+func (c *sitCache) invalidate() {
+	clear(c.fresh)
+	c.parts = nil
+}
+
+// forgetTree drops what is keyed by node id (a plan replaced the tree).
+func (c *sitCache) forgetTree() {
+	c.invalidate()
+	c.holders = nil
+}
+
+// held notes that leaf's holding on host changed (created, when before is
+// 0; removed, when after is 0).
+func (c *sitCache) held(leaf, host int32, before, after Slots) {
+	if int(host) < len(c.fresh) {
+		c.fresh[host] = false
+	}
+	if int(host) >= len(c.holders) { // not built, or a host registered since
+		c.holders = nil
+		return
+	}
+	if (before != 0) == (after != 0) {
+		return
+	}
+	hs := c.holders[host]
+	i, found := slices.BinarySearch(hs, leaf)
+	switch {
+	case after != 0 && !found:
+		c.holders[host] = slices.Insert(hs, i, leaf)
+	case after == 0 && found:
+		c.holders[host] = slices.Delete(hs, i, i+1)
+	}
+}
+
+// hostHolders lists, by host, the leaves holding slots there, in path
+// order.
+func (p *Pool) hostHolders() [][]int32 {
+	c := &p.sits
+	if c.holders == nil || len(c.holders) != len(p.hosts) {
+		c.holders = make([][]int32, len(p.hosts))
+		for _, l := range p.t.sortedLeaves {
+			for _, h := range p.t.nodes[l].holdings {
+				c.holders[h.host] = append(c.holders[h.host], l)
+			}
+		}
+	}
+	return c.holders
+}
+
+// holdingOn is what leaf l holds on host h.
+func (p *Pool) holdingOn(l, h int32) Slots {
+	hs := p.t.nodes[l].holdings
+	if i, ok := slices.BinarySearchFunc(hs, h, func(x holding, h int32) int { return cmp.Compare(x.host, h) }); ok {
+		return hs[i].slots
+	}
+	return 0
+}
+
+// sittings says which part of each host every leaf's slots are in, for
+// the parts of hostParts, host by host in the parts' order.
+func (p *Pool) sittings(parts []hostPart) []sitting {
+	c := &p.sits
+	if len(c.fresh) != len(p.hosts) || !slices.Equal(c.parts, parts) {
+		c.fresh = make([]bool, len(p.hosts))
+		c.byHost = make([][]sitting, len(p.hosts))
+		c.parts = slices.Clone(parts)
+	}
+	holders := p.hostHolders()
+	var out []sitting
+	for i := 0; i < len(parts); {
+		h := parts[i].host
+		j := i
+		for j < len(parts) && parts[j].host == h {
+			j++
+		}
+		if !c.fresh[h] {
+			held := make([]holding, len(holders[h])) // (leaf as host field, slots), path order
+			for k, l := range holders[h] {
+				held[k] = holding{host: l, slots: p.holdingOn(l, h)}
+			}
+			c.byHost[h] = p.sitHost(c.byHost[h][:0], parts, i, j, held)
+			c.fresh[h] = true
+		}
+		out = append(out, c.byHost[h]...)
+		i = j
+	}
+	return out
+}

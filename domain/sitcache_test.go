@@ -1,0 +1,51 @@
+package domain
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cluster-ledger/ledger/internal/gen"
+)
+
+// TestSittingsCacheMatchesFull: after every event of random logs with
+// ownership, the sittings kept per host (recomputed only where holdings
+// changed) equal a computation from scratch, and so do the views built
+// on them.
+func TestSittingsCacheMatchesFull(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	compared := 0
+	for seed := range uint64(runs) {
+		sc := gen.GenerateOwned(gen.NewRand(seed+93000), 40)
+		pool := NewPool("sits")
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		seq := uint64(0)
+		for i, ev := range sc.Events {
+			at = at.Add(time.Second)
+			if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+				continue
+			}
+			seq++
+			if !pool.mode.owned {
+				continue
+			}
+			parts, _ := pool.hostParts()
+			cached := pool.sittings(parts)
+			kept := pool.sits
+			pool.sits = sitCache{}
+			full := pool.sittings(parts)
+			pool.sits = kept
+			if !slices.Equal(cached, full) {
+				t.Fatalf("seed %d event %d: cached sittings %v, from scratch %v", seed, i, cached, full)
+			}
+			compared++
+		}
+	}
+	if compared < runs*5 {
+		t.Fatalf("only %d states compared", compared)
+	}
+	t.Logf("%d states compared", compared)
+}
