@@ -102,10 +102,10 @@ type placement struct {
 	// wants: by leaf, the owners whose parts it is due slots of, in the
 	// order of their first part.
 	wants   [][]int32
-	holders [][]leafSlots // by host: who holds slots there now, path order
-	kept    [][]Slots // by host, by holder: the slots kept there in step 1
-	placed  []placing         // step 2, in the order placed
-	over    map[int32]Slots   // by leaf: what it holds above its target, which may be reclaimed
+	holders [][]leafSlots   // by host: who holds slots there now, path order
+	kept    [][]Slots       // by host, by holder: the slots kept there in step 1
+	placed  []placing       // step 2, in the order placed
+	over    map[int32]Slots // by leaf: what it holds above its target, which may be reclaimed
 	moves   []placeMove
 	// reserved: by part, the slots of a leaf owner's part kept for the
 	// owner's own use (no one else keeps them); ownOrder: by owner, its
