@@ -298,10 +298,12 @@ func (f *layeredFold) classGroups(lent []lentSlots, unrestricted Slots, graces [
 // attribute hands the slots each leaf was given in one division out of
 // the group's classes: first the classes it already sits on (so running
 // work stays where it is), then in the group's order (the pool's own
-// first, then lent by lowest grace), leaves in path order; it returns
-// what is left of each class.
+// first, then lent by lowest grace), leaves in keeperOrder; it returns
+// what is left of each class. With one class the orders decide nothing
+// (a leaf's parts all come from it), so they are not computed.
 func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) []lentSlots {
 	left := slices.Clone(classes)
+	oneClass := len(left) == 1
 	ent := make([]Slots, len(used)) // entitled slots of each leaf's part not attributed yet
 	take := func(ui int, i int, n Slots) {
 		left[i].slots -= n
@@ -315,7 +317,7 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 	}
 	for ui, u := range used {
 		k := u.slots
-		for _, i := range f.keepOrder(x, u, left) {
+		for _, i := range f.keepOrder(x, u, left, oneClass) {
 			hk := heldKey{pool: x, leaf: u.leaf, lender: left[i].lender}
 			if n := minSlots(minSlots(k, left[i].slots), f.held[hk]); n > 0 {
 				f.held[hk] -= n
@@ -326,7 +328,7 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 		rest[ui] = k
 	}
 	i := 0
-	for _, ui := range f.keeperOrder(used) {
+	for _, ui := range f.keeperOrder(used, len(left) == 1) {
 		for k := rest[ui]; k > 0; {
 			for left[i].slots == 0 {
 				i++
@@ -344,10 +346,13 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 // descending): the pool's own slots go to them first, so the leaves that
 // sit on lent slots, which an owner takes back, are those that give back
 // first (decisions.md #98).
-func (f *layeredFold) keeperOrder(used []poolTake) []int {
+func (f *layeredFold) keeperOrder(used []poolTake, inPathOrder bool) []int {
 	order := make([]int, len(used))
 	for i := range order {
 		order[i] = i
+	}
+	if inPathOrder {
+		return order
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		la, lb := used[a].leaf, used[b].leaf
@@ -356,13 +361,18 @@ func (f *layeredFold) keeperOrder(used []poolTake) []int {
 	return order
 }
 
+var onlyClass = []int{0}
+
 // keepOrder is the order in which leaf u.leaf keeps the group's classes
 // it sits on: the group's order while it keeps all it sits on; reversed
 // when its part is smaller (it gives slots up), so what it gives up is what
 // the leaves gaining would use first, the pool's own slots (section 5: "a
 // reclaim takes the victim's slots from the host the claimant would use
 // first"; decisions.md #104).
-func (f *layeredFold) keepOrder(x int32, u poolTake, classes []lentSlots) []int {
+func (f *layeredFold) keepOrder(x int32, u poolTake, classes []lentSlots, oneClass bool) []int {
+	if oneClass {
+		return onlyClass
+	}
 	order := make([]int, len(classes))
 	sits := Slots(0)
 	for i := range classes {
