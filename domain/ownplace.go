@@ -96,11 +96,9 @@ type placement struct {
 	hosts  []host
 	parts  []hostPart // by host, then part order
 	capRem []Slots    // by part: not yet placed
-	want   map[partKey]Slots
-	// entWant: the part of want within the leaf's guarantee (priority).
-	entWant map[partKey]Slots
-	// wants: by leaf, the owners whose parts it is due slots of, in the
-	// order of their first part.
+	// due: by leaf, what it is due of each owner's parts (a few owners a
+	// leaf); wants: by leaf, those owners in the order it uses them.
+	due     [][]dueShare
 	wants   [][]int32
 	holders [][]leafSlots   // by host: who holds slots there now, path order
 	kept    [][]Slots       // by host, by holder: the slots kept there in step 1
@@ -114,6 +112,31 @@ type placement struct {
 	ownOrder map[int32][]int
 	byOwner  map[int32]*partHeap // the parts of each owner, roomiest first
 	hostAt   []int               // by host: index of its first part (len(parts) when none)
+}
+
+// dueShare is what a leaf is due of one owner's parts (owner noNode: the
+// public parts): want, of which ent within its guarantee (priority).
+type dueShare struct {
+	owner     int32
+	want, ent Slots
+}
+
+// dueOf is leaf l's due share of owner's parts (nil: none).
+func (pl *placement) dueOf(l, owner int32) *dueShare {
+	for i := range pl.due[l] {
+		if pl.due[l][i].owner == owner {
+			return &pl.due[l][i]
+		}
+	}
+	return nil
+}
+
+// want is what leaf l is still due of owner's parts.
+func (pl *placement) want(l, owner int32) Slots {
+	if d := pl.dueOf(l, owner); d != nil {
+		return d.want
+	}
+	return 0
 }
 
 // leafSlots is a number of slots a leaf holds (on a host known from
@@ -132,15 +155,11 @@ type placing struct {
 	rule  Rule
 }
 
-// partKey names a leaf's slots in an owner's parts (owner), in one part
-// (the part's index, as owner) or on a host (the host, as owner).
-type partKey struct{ leaf, owner int32 }
-
 // placeOwned computes the placement. parts must list every up host's
 // parts; holders lists, by host, the leaves holding slots there now, in
 // path order.
 func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
-	pl := &placement{t: t, rules: rules, hosts: hosts, holders: holders, want: map[partKey]Slots{}, entWant: map[partKey]Slots{}, wants: make([][]int32, len(t.nodes)),
+	pl := &placement{t: t, rules: rules, hosts: hosts, holders: holders, due: make([][]dueShare, len(t.nodes)), wants: make([][]int32, len(t.nodes)),
 		kept: make([][]Slots, len(hosts)), over: map[int32]Slots{}, ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}}
 	pl.parts = slices.Clone(parts)
 	slices.SortStableFunc(pl.parts, pl.partOrder)
@@ -162,16 +181,19 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 			total[x.leaf] += x.slots
 		}
 	}
-	addWant := func(leaf, owner int32, k Slots) {
-		key := partKey{leaf, owner}
-		if pl.want[key] == 0 {
+	addWant := func(leaf, owner int32, k, ent Slots) {
+		d := pl.dueOf(leaf, owner)
+		if d == nil {
 			pl.wants[leaf] = append(pl.wants[leaf], owner)
+			pl.due[leaf] = append(pl.due[leaf], dueShare{owner: owner})
+			d = &pl.due[leaf][len(pl.due[leaf])-1]
 		}
-		pl.want[key] += k
+		d.want += k
+		d.ent += ent
 	}
 	for _, l := range t.leaves {
 		if k := lt.ownUse[l]; k > 0 {
-			addWant(l, l, k)
+			addWant(l, l, k, 0)
 		}
 		if k := total[l] - lt.target[l]; k > 0 {
 			pl.over[l] = k
@@ -182,8 +204,7 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		if owner == noNode && tk.pool != 0 {
 			owner = tk.pool
 		}
-		addWant(tk.leaf, owner, tk.slots)
-		pl.entWant[partKey{tk.leaf, owner}] += tk.entitled
+		addWant(tk.leaf, owner, tk.slots, tk.entitled)
 	}
 	for l, owners := range pl.wants {
 		slices.SortFunc(owners, func(a, b int32) int {
@@ -270,26 +291,26 @@ func (pl *placement) keep() {
 			p := pl.parts[i]
 			keepers = keepers[:0]
 			for j, x := range hs {
-				if left[j] > 0 && pl.want[partKey{x.leaf, p.owner}] > 0 {
+				if left[j] > 0 && pl.want(x.leaf, p.owner) > 0 {
 					keepers = append(keepers, j)
 				}
 			}
 			slices.SortFunc(keepers, func(a, b int) int { return pl.keepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
 			for _, j := range keepers {
 				l := hs[j].leaf
-				wk := partKey{l, p.owner}
+				d := pl.dueOf(l, p.owner)
 				room := pl.capRem[i]
 				if l != p.owner {
 					room -= pl.reserved[i]
 				}
-				k := minSlots(minSlots(left[j], pl.want[wk]), room)
+				k := minSlots(minSlots(left[j], d.want), room)
 				if k <= 0 {
 					continue
 				}
 				left[j] -= k
 				kept[j] += k
-				pl.want[wk] -= k
-				pl.entWant[wk] -= minSlots(k, pl.entWant[wk]) // what it holds counts as its guarantee first
+				d.want -= k
+				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
 				pl.capRem[i] -= k
 			}
 		}
@@ -327,7 +348,7 @@ func (pl *placement) reserve() {
 	pl.reserved = make([]Slots, len(pl.parts))
 	mineOf := map[int32][]int{}
 	for i, p := range pl.parts {
-		if p.owner != noNode && pl.t.nodes[p.owner].leaf && pl.want[partKey{p.owner, p.owner}] > 0 {
+		if p.owner != noNode && pl.t.nodes[p.owner].leaf && pl.want(p.owner, p.owner) > 0 {
 			mineOf[p.owner] = append(mineOf[p.owner], i)
 		}
 	}
@@ -336,7 +357,7 @@ func (pl *placement) reserve() {
 		if len(mine) == 0 {
 			continue
 		}
-		want := pl.want[partKey{o, o}]
+		want := pl.want(o, o)
 		sits := make(map[int]Slots, len(mine))
 		for _, i := range mine {
 			sits[i] = minSlots(pl.holdOn(o, pl.parts[i].host), pl.parts[i].slots)
@@ -377,7 +398,7 @@ func (pl *placement) place() {
 	if !pl.rules.phased {
 		for _, l := range pl.t.leavesByRank() {
 			pl.placeOwn(l)
-			pl.placeWants(l, pl.rules.grant, func(key partKey) Slots { return pl.want[key] })
+			pl.placeWants(l, pl.rules.grant, func(d *dueShare) Slots { return d.want })
 		}
 		return
 	}
@@ -385,11 +406,11 @@ func (pl *placement) place() {
 	slices.SortFunc(leaves, pl.t.entitledOrder)
 	for _, l := range leaves {
 		pl.placeOwn(l)
-		pl.placeWants(l, pl.rules.grant, func(key partKey) Slots { return minSlots(pl.entWant[key], pl.want[key]) })
+		pl.placeWants(l, pl.rules.grant, func(d *dueShare) Slots { return minSlots(d.ent, d.want) })
 	}
 	slices.SortFunc(leaves, pl.t.borrowOrder)
 	for _, l := range leaves {
-		pl.placeWants(l, pl.rules.borrow, func(key partKey) Slots { return pl.want[key] })
+		pl.placeWants(l, pl.rules.borrow, func(d *dueShare) Slots { return d.want })
 	}
 }
 
@@ -397,7 +418,7 @@ func (pl *placement) place() {
 // reserved.
 func (pl *placement) placeOwn(l int32) {
 	for _, i := range pl.ownOrder[l] {
-		if k := minSlots(pl.want[partKey{l, l}], pl.capRem[i]); k > 0 {
+		if k := minSlots(pl.want(l, l), pl.capRem[i]); k > 0 {
 			pl.put(l, l, i, k, RuleOwnUse)
 		}
 	}
@@ -405,10 +426,10 @@ func (pl *placement) placeOwn(l int32) {
 
 // placeWants places up to due(l, owner) of what leaf l is due of each
 // owner's parts, its tiers in order, the roomiest part first.
-func (pl *placement) placeWants(l int32, rule Rule, due func(partKey) Slots) {
+func (pl *placement) placeWants(l int32, rule Rule, due func(*dueShare) Slots) {
 	for _, owner := range pl.wants[l] {
-		key := partKey{l, owner}
-		for k := due(key); k > 0; k = due(key) {
+		d := pl.dueOf(l, owner)
+		for k := due(d); k > 0; k = due(d) {
 			best := pl.roomiest(owner)
 			if best < 0 {
 				break
@@ -420,9 +441,9 @@ func (pl *placement) placeWants(l int32, rule Rule, due func(partKey) Slots) {
 
 // put places k slots of leaf l's due share of owner's parts in part i.
 func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
-	key := partKey{l, owner}
-	pl.want[key] -= k
-	pl.entWant[key] -= minSlots(k, pl.entWant[key])
+	d := pl.dueOf(l, owner)
+	d.want -= k
+	d.ent -= minSlots(k, d.ent)
 	pl.capRem[i] -= k
 	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: rule})
 	if h := pl.byOwner[pl.parts[i].owner]; h != nil {
