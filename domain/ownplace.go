@@ -287,36 +287,48 @@ func (pl *placement) keep() {
 			left[j] = x.slots
 		}
 		var keepers []int
-		for i := i0; i < i1; i++ {
-			p := pl.parts[i]
-			keepers = keepers[:0]
-			for j, x := range hs {
-				if left[j] > 0 && pl.want(x.leaf, p.owner) > 0 {
-					keepers = append(keepers, j)
+		// First on the parts that are the holder's own tiers (its own part,
+		// its ancestors' private parts, the public part), then on parts
+		// others lend it: what a leaf already runs counts as its own slots
+		// first, so what it gains on a lender's part is recorded as lent.
+		for _, lent := range []bool{false, true} {
+			for i := i0; i < i1; i++ {
+				p := pl.parts[i]
+				keepers = keepers[:0]
+				for j, x := range hs {
+					if left[j] > 0 && pl.lentTo(x.leaf, p.owner) == lent && pl.want(x.leaf, p.owner) > 0 {
+						keepers = append(keepers, j)
+					}
 				}
-			}
-			slices.SortFunc(keepers, func(a, b int) int { return pl.keepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
-			for _, j := range keepers {
-				l := hs[j].leaf
-				d := pl.dueOf(l, p.owner)
-				room := pl.capRem[i]
-				if l != p.owner {
-					room -= pl.reserved[i]
+				slices.SortFunc(keepers, func(a, b int) int { return pl.keepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
+				for _, j := range keepers {
+					l := hs[j].leaf
+					d := pl.dueOf(l, p.owner)
+					room := pl.capRem[i]
+					if l != p.owner {
+						room -= pl.reserved[i]
+					}
+					k := minSlots(minSlots(left[j], d.want), room)
+					if k <= 0 {
+						continue
+					}
+					left[j] -= k
+					kept[j] += k
+					d.want -= k
+					d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
+					pl.capRem[i] -= k
 				}
-				k := minSlots(minSlots(left[j], d.want), room)
-				if k <= 0 {
-					continue
-				}
-				left[j] -= k
-				kept[j] += k
-				d.want -= k
-				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
-				pl.capRem[i] -= k
 			}
 		}
 		pl.kept[h] = kept
 		i0 = i1
 	}
+}
+
+// lentTo reports whether owner's parts are lent to leaf l: neither its
+// own, nor an ancestor's private part, nor public.
+func (pl *placement) lentTo(l, owner int32) bool {
+	return owner != noNode && owner != l && !pl.t.contains(owner, l)
 }
 
 // keepOrder: the part's owner first, then priority desc, fewest slots on

@@ -32,6 +32,8 @@ var modelDisagrees = map[string]string{
 	"ownership/share-ratio-return-deadline.yaml":         "same point as share-ratio-private-pool.yaml, and which part of a host a borrower's slots sit in (the model counts them all as the leaf owner's)",
 	"ownership/share-ratio-lend-sibling-and-upward.yaml": "which of a leaf's slots on a host are its branch's private slots and which are lent by a sibling (#98): the model returns 4 then reclaims 2, the file returns 2",
 	"ownership/priority-lend-sibling-and-upward.yaml":    "same point as its share_ratio twin (#98, #105): the model returns 4 from the sibling (most slots on the host first), the file 2 from the sibling and 2 from the outsider",
+	"ownership/x-three-level-private.yaml":               "same point as share-ratio-private-pool.yaml: descendants taking their ancestors' private slots back from an outsider, returns in the file (#99), share reclaims in the model",
+	"ownership/x-grace-chain.yaml":                       "the same point for slots lent into a private pool (the file's return from R); and the model does not model reclaim deadlines (AMBIGUITIES.md 19)",
 	"ownership/priority-grace-classes.yaml":              "the file states the reclaim's deadline (time + the victim's reclaim_grace, section 6); the model does not model reclaim deadlines (AMBIGUITIES.md 19)",
 }
 
