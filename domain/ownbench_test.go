@@ -16,7 +16,7 @@ import (
 // 2 slots of their mid-level parent's host, the parents and top-level
 // consumers owning those hosts whole, and a first round of demand (0..4
 // a leaf).
-func ownedBenchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []string, *rand.Rand) {
+func ownedBenchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []string, *rand.Rand, []events.Consumer) {
 	b.Helper()
 	f := 1
 	for f*f*f < n {
@@ -70,7 +70,7 @@ func ownedBenchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []
 		d.Demands[l] = int64(rng.IntN(5))
 	}
 	apply(d)
-	return p, leaves, rng
+	return p, leaves, rng, cs
 }
 
 var ownedBenchSizes = []int{1000, 10000}
@@ -82,7 +82,7 @@ func BenchmarkOwnedDemand(b *testing.B) {
 	for _, pol := range benchPolicies {
 		for _, n := range ownedBenchSizes {
 			b.Run(fmt.Sprintf("%s/leaves=%d", pol.name, n), func(b *testing.B) {
-				p, leaves, rng := ownedBenchPool(b, n, pol.policy)
+				p, leaves, rng, _ := ownedBenchPool(b, n, pol.policy)
 				timed(b, p, demandEvents(leaves, rng))
 			})
 		}
@@ -92,7 +92,7 @@ func BenchmarkOwnedDemand(b *testing.B) {
 func BenchmarkOwnedRelease(b *testing.B) {
 	for _, n := range ownedBenchSizes {
 		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
-			p, leaves, rng := ownedBenchPool(b, n, benchPolicies[2].policy)
+			p, leaves, rng, _ := ownedBenchPool(b, n, benchPolicies[2].policy)
 			timed(b, p, releaseEvents(p, leaves, rng))
 		})
 	}
@@ -101,8 +101,23 @@ func BenchmarkOwnedRelease(b *testing.B) {
 func BenchmarkOwnedHost(b *testing.B) {
 	for _, n := range ownedBenchSizes {
 		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
-			p, _, rng := ownedBenchPool(b, n, benchPolicies[2].policy)
+			p, _, rng, _ := ownedBenchPool(b, n, benchPolicies[2].policy)
 			timed(b, p, hostEvents(p, rng))
+		})
+	}
+}
+
+// BenchmarkOwnedPlan: the plan is given again with the enforcement
+// switched (leaf, parent, ...): the whole tree, the ownership assignment
+// and the layered targets are recomputed, as BenchmarkPlan does without
+// ownership.
+func BenchmarkOwnedPlan(b *testing.B) {
+	for _, n := range ownedBenchSizes {
+		b.Run(fmt.Sprintf("share_ratio/leaves=%d", n), func(b *testing.B) {
+			p, _, _, cs := ownedBenchPool(b, n, benchPolicies[2].policy)
+			timed(b, p, func(i int) events.Payload {
+				return &events.PlanChange{Plan: events.Plan{Rules: int(domain.RulesV3), Policy: benchPolicies[2+(i+1)%2].policy, Consumers: cs}}
+			})
 		})
 	}
 }
