@@ -96,6 +96,7 @@ type layeredFold struct {
 	policy    divisionPolicy
 	lend      func(id int32) bool
 	held      map[heldKey]Slots
+	heldBy    map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
 	heldDiv   heldDivision
 	remDemand []Slots // by node id: E less what earlier layers gave (leaves)
 	remMax    []Slots // by node id: max less what earlier layers gave
@@ -117,6 +118,11 @@ func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
 	if f.held == nil {
 		f.held = map[heldKey]Slots{}
+	}
+	f.heldBy = make(map[poolLeaf][]int32, len(f.held))
+	for k := range f.held {
+		pl := poolLeaf{k.pool, k.leaf}
+		f.heldBy[pl] = append(f.heldBy[pl], k.lender)
 	}
 	f.out.ownUse = make([]Slots, n)
 	f.out.target = make([]Slots, n)
@@ -315,9 +321,13 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 	for ui, u := range used {
 		ent[ui] = u.entitled
 	}
+	var byLender classIndex
+	if !oneClass {
+		byLender = indexClasses(left)
+	}
 	for ui, u := range used {
 		k := u.slots
-		for _, i := range f.keepOrder(x, u, left, oneClass) {
+		for _, i := range f.keepOrder(x, u, byLender) {
 			hk := heldKey{pool: x, leaf: u.leaf, lender: left[i].lender}
 			if n := minSlots(minSlots(k, left[i].slots), f.held[hk]); n > 0 {
 				f.held[hk] -= n
@@ -363,22 +373,47 @@ func (f *layeredFold) keeperOrder(used []poolTake, inPathOrder bool) []int {
 
 var onlyClass = []int{0}
 
+// poolLeaf names a leaf's slots in one pool.
+type poolLeaf struct{ pool, leaf int32 }
+
+// classIndex maps a lender to the indices of its classes in a group.
+type classIndex map[int32][]int
+
+func indexClasses(classes []lentSlots) classIndex {
+	idx := make(classIndex, len(classes))
+	for i, c := range classes {
+		idx[c.lender] = append(idx[c.lender], i)
+	}
+	return idx
+}
+
+// heldIn is what leaf l sits on in pool x's classes of idx, and the
+// indices of those classes (in the group's order).
+func (f *layeredFold) heldIn(x, l int32, idx classIndex) (Slots, []int) {
+	var is []int
+	sits := Slots(0)
+	for _, lender := range f.heldBy[poolLeaf{x, l}] {
+		for _, i := range idx[lender] {
+			is = append(is, i)
+			sits += f.held[heldKey{pool: x, leaf: l, lender: lender}]
+		}
+	}
+	slices.Sort(is)
+	return sits, is
+}
+
 // keepOrder is the order in which leaf u.leaf keeps the group's classes
-// it sits on: the group's order while it keeps all it sits on; reversed
-// when its part is smaller (it gives slots up), so what it gives up is what
-// the leaves gaining would use first, the pool's own slots (section 5: "a
-// reclaim takes the victim's slots from the host the claimant would use
-// first"; decisions.md #104).
-func (f *layeredFold) keepOrder(x int32, u poolTake, classes []lentSlots, oneClass bool) []int {
-	if oneClass {
+// it sits on (nil idx: the group has one class): the group's order while
+// it keeps all it sits on; reversed when its part is smaller (it gives
+// slots up), so what it gives up is what the leaves gaining would use
+// first, the pool's own slots (section 5: "a reclaim takes the victim's
+// slots from the host the claimant would use first"; decisions.md #106).
+// Classes it does not sit on are left out: it keeps nothing there.
+func (f *layeredFold) keepOrder(x int32, u poolTake, idx classIndex) []int {
+	if idx == nil {
 		return onlyClass
 	}
-	order := make([]int, len(classes))
-	sits := Slots(0)
-	for i := range classes {
-		order[i] = i
-		sits += f.held[heldKey{pool: x, leaf: u.leaf, lender: classes[i].lender}]
-	}
+	sits, order := f.heldIn(x, u.leaf, idx)
 	if u.slots < sits {
 		slices.Reverse(order)
 	}

@@ -112,10 +112,9 @@ func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivi
 	}
 	slices.Sort(d.leaves)
 	sits := make(map[int32]Slots, len(d.leaves))
+	idx := indexClasses(classes)
 	for _, l := range d.leaves {
-		for _, cl := range classes {
-			sits[l] += f.held[heldKey{pool: x, leaf: l, lender: cl.lender}]
-		}
+		sits[l], _ = f.heldIn(x, l, idx)
 	}
 	keepers := slices.Clone(d.leaves)
 	slices.SortFunc(keepers, func(a, b int32) int {
