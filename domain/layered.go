@@ -86,7 +86,7 @@ type layeredInput struct {
 	// with reclaim and balance) start from it, and every division
 	// attributes a leaf's part to the classes it already sits on first.
 	// The computation consumes it (it counts down what it attributed).
-	held map[heldKey]Slots
+	held heldSlots
 }
 
 // layeredFold holds one computation's state.
@@ -113,14 +113,14 @@ type layeredFold struct {
 func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
 	n := len(t.nodes)
 	own := in.own
-	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held,
+	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount,
 		remDemand: make([]Slots, n), remMax: make([]Slots, n), inbox: make([][]lentSlots, n),
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
 	if f.held == nil {
 		f.held = map[heldKey]Slots{}
 	}
-	f.heldBy = make(map[poolLeaf][]int32, len(f.held))
-	for k := range f.held {
+	f.heldBy = make(map[poolLeaf][]int32, len(in.held.keys))
+	for _, k := range in.held.keys {
 		pl := poolLeaf{k.pool, k.leaf}
 		f.heldBy[pl] = append(f.heldBy[pl], k.lender)
 	}

@@ -43,6 +43,13 @@ func (d divisionPolicy) demandOnly() bool { return d.shareRatio && d.preempt && 
 // lender (noNode: the pool's own slots).
 type heldKey struct{ pool, leaf, lender int32 }
 
+// heldSlots is where the slots sit, by heldKey: amount, and its keys in
+// the order met (a map's order is not the engine's to use).
+type heldSlots struct {
+	amount map[heldKey]Slots
+	keys   []heldKey
+}
+
 // heldDivision is the scratch of one division that starts from holdings,
 // by node id: cur is a leaf's part (a parent's: the sum of its leaves'),
 // g a leaf's guarantee G (priority), planned the static planned share of

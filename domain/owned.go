@@ -385,19 +385,25 @@ func (p *Pool) partRank(owner int32) int64 {
 // slots of a private part of an ancestor X are pool(X)'s own, public
 // slots the public pool's (0), and slots another consumer L owns were lent
 // into the pool of the deepest common ancestor of L and the leaf.
-func (p *Pool) heldByPool(parts []hostPart) map[heldKey]Slots {
+func (p *Pool) heldByPool(parts []hostPart) heldSlots {
 	sits := p.sittings(parts)
-	held := make(map[heldKey]Slots, len(sits))
+	held := heldSlots{amount: make(map[heldKey]Slots, len(sits))}
+	add := func(k heldKey, n Slots) {
+		if _, seen := held.amount[k]; !seen {
+			held.keys = append(held.keys, k)
+		}
+		held.amount[k] += n
+	}
 	for _, s := range sits {
 		o := parts[s.part].owner
 		switch {
 		case o == s.leaf: // its own slots: the own layer
 		case o == noNode:
-			held[heldKey{pool: 0, leaf: s.leaf, lender: noNode}] += s.slots
+			add(heldKey{pool: 0, leaf: s.leaf, lender: noNode}, s.slots)
 		case p.t.contains(o, s.leaf):
-			held[heldKey{pool: o, leaf: s.leaf, lender: noNode}] += s.slots
+			add(heldKey{pool: o, leaf: s.leaf, lender: noNode}, s.slots)
 		default:
-			held[heldKey{pool: p.t.commonAncestor(o, s.leaf), leaf: s.leaf, lender: o}] += s.slots
+			add(heldKey{pool: p.t.commonAncestor(o, s.leaf), leaf: s.leaf, lender: o}, s.slots)
 		}
 	}
 	return held
