@@ -118,17 +118,17 @@ func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivi
 		}
 	}
 	slices.Sort(d.leaves)
-	sits := make(map[int32]Slots, len(d.leaves))
 	idx := indexClasses(classes)
-	for _, l := range d.leaves {
-		sits[l], _ = f.heldIn(x, l, idx)
+	keepers := make([]leafSlots, len(d.leaves)) // what each sits on in the division's classes
+	for i, l := range d.leaves {
+		keepers[i].leaf = l
+		keepers[i].slots, _ = f.heldIn(x, l, idx)
 	}
-	keepers := slices.Clone(d.leaves)
-	slices.SortFunc(keepers, func(a, b int32) int {
-		return cmp.Or(cmpDesc(f.t.nodes[a].priority, f.t.nodes[b].priority), cmp.Compare(sits[a], sits[b]), cmpDesc(a, b))
+	slices.SortFunc(keepers, func(a, b leafSlots) int {
+		return cmp.Or(cmpDesc(f.t.nodes[a.leaf].priority, f.t.nodes[b.leaf].priority), cmp.Compare(a.slots, b.slots), cmpDesc(a.leaf, b.leaf))
 	})
-	for _, l := range keepers {
-		f.addCur(x, d, l, minSlots(minSlots(sits[l], f.eff[l]), minSlots(d.left, f.roomIn(x, d, l, noNode))))
+	for _, k := range keepers {
+		f.addCur(x, d, k.leaf, minSlots(minSlots(k.slots, f.eff[k.leaf]), minSlots(d.left, f.roomIn(x, d, k.leaf, noNode))))
 	}
 	f.plannedShares(x, c, d)
 	return d
