@@ -124,13 +124,8 @@ func (m *model) publishScenario(path, pool string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	for _, ev := range s.Setup() {
+	for _, ev := range s.Events() {
 		m.publish(pool, ev.Payload)
-	}
-	for _, st := range s.Steps {
-		for _, ev := range st.Events {
-			m.publish(pool, ev.Payload)
-		}
 	}
 }
 

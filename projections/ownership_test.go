@@ -39,13 +39,8 @@ func (m *model) publishOwnScenario(path, pool string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	for _, ev := range s.Setup() {
+	for _, ev := range s.Events() {
 		m.publish(pool, domain.StampRules(ev.Payload))
-	}
-	for _, st := range s.Steps {
-		for _, ev := range st.Events {
-			m.publish(pool, domain.StampRules(ev.Payload))
-		}
 	}
 }
 

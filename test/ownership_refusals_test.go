@@ -31,10 +31,7 @@ func TestOwnershipRefusalCodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			pool := domain.NewPool(s.Pool)
-			evs := s.Setup()
-			for _, st := range s.Steps {
-				evs = append(evs, st.Events...)
-			}
+			evs := s.Events()
 			seq, refused := uint64(0), 0
 			for _, ev := range evs {
 				_, err := pool.Apply(domain.Event{Seq: seq + 1, Time: time.Unix(int64(seq+1), 0), Payload: domain.StampRules(ev.Payload)})

@@ -66,10 +66,7 @@ func (s *stack) publishScenario(t *testing.T, file, pool string) {
 		t.Fatal(err)
 	}
 	tl := scenario.NewTimeline()
-	evs := sc.Setup()
-	for _, st := range sc.Steps {
-		evs = append(evs, st.Events...)
-	}
+	evs := sc.Events()
 	for i, ev := range evs {
 		at := tl.At(ev.Time)
 		if domain.StampRules(ev.Payload) == ev.Payload && isPlan(ev.Payload) && !domain.RulesOf(ev.Payload.(*events.PlanChange).Plan).Released() {

@@ -142,10 +142,7 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 func publishUnderRules(t *testing.T, js jetstream.JetStream, sc *scenario.Scenario, pool string, v int) {
 	t.Helper()
 	tl := scenario.NewTimeline()
-	evs := sc.Setup()
-	for _, st := range sc.Steps {
-		evs = append(evs, st.Events...)
-	}
+	evs := sc.Events()
 	for i, ev := range evs {
 		p := ev.Payload
 		if pc, ok := p.(*events.PlanChange); ok {

@@ -129,10 +129,7 @@ func explainScenario(file string, story *explain.Story, lim limit) (*domain.Pool
 	}
 	p := domain.NewPool(s.Pool)
 	tl := scenario.NewTimeline()
-	evs := s.Setup()
-	for _, st := range s.Steps {
-		evs = append(evs, st.Events...)
-	}
+	evs := s.Events()
 	for i, ev := range evs {
 		at := tl.At(ev.Time)
 		if lim.past(p.Seq()+1, at) {

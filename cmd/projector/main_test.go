@@ -46,10 +46,7 @@ func publishSeed(t *testing.T, url string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := s.Setup()
-	for _, st := range s.Steps {
-		evs = append(evs, st.Events...)
-	}
+	evs := s.Events()
 	var last uint64
 	for i, ev := range evs {
 		env, err := events.New(fmt.Sprintf("e%d", i), "seed", "test", scenario.Epoch.Add(time.Duration(i)*time.Second), ev.Payload)

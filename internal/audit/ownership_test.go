@@ -91,10 +91,7 @@ func publishScenario(t *testing.T, js jetstream.JetStream, file, pool string) ui
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := s.Setup()
-	for _, st := range s.Steps {
-		evs = append(evs, st.Events...)
-	}
+	evs := s.Events()
 	at := scenario.Epoch
 	var last uint64
 	for i, ev := range evs {

@@ -105,10 +105,7 @@ func TestAsOfFollowsTheEngine(t *testing.T) {
 		pool := nonToken.ReplaceAllString(strings.TrimSuffix(filepath.Base(file), ".yaml"), "_")
 		p := domain.NewPool(pool)
 		want := map[uint64]view{}
-		evs := sc.Setup()
-		for _, st := range sc.Steps {
-			evs = append(evs, st.Events...)
-		}
+		evs := sc.Events()
 		var last uint64
 		for _, ev := range evs {
 			req, err := client.Event(ev.Payload, client.NewID(), "console-test")

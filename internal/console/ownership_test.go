@@ -24,13 +24,8 @@ func TestHostsShowTheirOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	var evs []events.Payload
-	for _, ev := range sc.Setup() {
+	for _, ev := range sc.Events() {
 		evs = append(evs, ev.Payload)
-	}
-	for _, st := range sc.Steps {
-		for _, ev := range st.Events {
-			evs = append(evs, ev.Payload)
-		}
 	}
 	seqs := s.send(t, "p", evs...)
 	before := seqs[len(seqs)-1]

@@ -35,10 +35,7 @@ func fold(t *testing.T, file, consumer string, last uint64, rules domain.RulesVe
 	st := explain.New(consumer, 20)
 	tl := scenario.NewTimeline()
 	seq := uint64(0)
-	evs := s.Setup()
-	for _, step := range s.Steps {
-		evs = append(evs, step.Events...)
-	}
+	evs := s.Events()
 	for _, ev := range evs {
 		if last > 0 && seq == last {
 			break

@@ -75,6 +75,16 @@ func (s *Scenario) Setup() []Event {
 	return evs
 }
 
+// Events is every event of the scenario in the order it is folded: the
+// setup, then each step's events.
+func (s *Scenario) Events() []Event {
+	evs := s.Setup()
+	for _, st := range s.Steps {
+		evs = append(evs, st.Events...)
+	}
+	return evs
+}
+
 // Run folds the scenario in memory with the engine, as the service would:
 // a plan that names no rules version runs under the newest.
 func Run(s *Scenario) *Result {

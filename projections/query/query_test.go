@@ -123,13 +123,8 @@ func publishSeed(t *testing.T, js jetstream.JetStream) uint64 {
 		t.Fatal(err)
 	}
 	var payloads []events.Payload
-	for _, ev := range s.Setup() {
+	for _, ev := range s.Events() {
 		payloads = append(payloads, ev.Payload)
-	}
-	for _, st := range s.Steps {
-		for _, ev := range st.Events {
-			payloads = append(payloads, ev.Payload)
-		}
 	}
 	// Last, one the engine refuses: it changes nothing but is recorded.
 	payloads = append(payloads, &events.Demand{Demands: map[string]int64{"/nobody": 1}})

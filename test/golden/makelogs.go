@@ -90,10 +90,7 @@ func scenarioLogName(scenarioDir, file string) string {
 // plan, hosts and step events, timed as `ledger simulate` times them.
 func scenarioLog(name string, sc *scenario.Scenario) ([][]byte, error) {
 	tl := scenario.NewTimeline()
-	evs := sc.Setup()
-	for _, st := range sc.Steps {
-		evs = append(evs, st.Events...)
-	}
+	evs := sc.Events()
 	pool := sc.Pool
 	if pool == "" {
 		pool = "default"
