@@ -10,9 +10,9 @@ import (
 // section 5, "The layered fold"): how many slots each leaf should hold
 // from each layer, given its effective demand and the ownership
 // assignment. This file is the arithmetic alone, a pure function of the
-// tree, the demand and the assignment's totals, like the assignment in
-// ownership.go; the fold does not call it yet (ownership needs a rules
-// version that implements it, ownplan.go). The layers, in the order they
+// tree, the demand, the assignment's totals and where the slots sit now,
+// like the assignment in ownership.go; the fold (owned.go) calls it on
+// every rebalance of a pool with ownership. The layers, in the order they
 // are used:
 //
 //  1. the own layer: every leaf, by rank (priority desc, then path), uses

@@ -6,8 +6,9 @@ import (
 )
 
 // The layered fold (allocation-rules.md section 5) for a pool whose plan
-// names ownership under a rules version that implements it (rules v3). An event then folds as: input; slots on down hosts lost;
-// on plan and host events the ownership re-assigned (ownership.go, own
+// names ownership under a rules version that implements it (rules v3).
+// An event then folds as: input; slots on down hosts lost; on plan and
+// host events the ownership re-assigned (ownership.go, own
 // decisions); excess released, the slots lent by others first and the
 // leaf's own last; the layered targets computed (layered.go) and the
 // slots placed on them (ownplace.go), which makes the grant, lend,

@@ -12,8 +12,8 @@ import (
 // ownership to concrete host slots"): which slots of which up host each
 // owner holds, re-run on every plan, host_up and host_down event with the
 // least disruption. This file is the assignment alone, a pure function of
-// its input; the fold does not call it yet (ownership needs a rules
-// version that implements it, ownplan.go).
+// its input; the fold (owned.go reassignOwnership) calls it on plan and
+// host events.
 //
 // The procedure, top-down:
 //   - top-level consumers are assigned from the up hosts, the children of
