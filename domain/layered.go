@@ -73,6 +73,18 @@ type layeredTargets struct {
 	takes  []poolTake  // pools in the order divided, then leaves by path
 	target []Slots     // by node id: a leaf's total; a parent's is its leaves' sum
 	idle   []lentSlots // slots nobody may use: not lent (lend: false), or left in the public pool (lender noNode)
+	// transfers: the slots divisions that reclaim (priority, balance:
+	// false) moved from a victim to a claimant, in the order moved; the
+	// placement pairs a claimant's gains with them first, so a reclaim's
+	// from is the victim the rules chose (section 4's victim order, its
+	// branch floor included).
+	transfers []transfer
+}
+
+// transfer is slots a division moved from victim to claimant.
+type transfer struct {
+	claimant, victim int32
+	slots            Slots
 }
 
 // layeredInput is what the layered targets depend on besides the tree.

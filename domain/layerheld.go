@@ -251,6 +251,7 @@ func (f *layeredFold) dividePriority(x int32, d *heldDivision) {
 			}
 			f.addCur(x, d, v, -give)
 			f.addCur(x, d, l, give)
+			f.out.transfers = append(f.out.transfers, transfer{claimant: l, victim: v, slots: give})
 			need -= give
 		}
 	}
@@ -365,6 +366,7 @@ func (f *layeredFold) divideGuarantees(x int32, c Slots, d *heldDivision) {
 			if give := minSlots(minSlots(need, d.cur[v]-t0[v]), f.roomIn(x, d, l, v)); give > 0 {
 				f.addCur(x, d, v, -give)
 				f.addCur(x, d, l, give)
+				f.out.transfers = append(f.out.transfers, transfer{claimant: l, victim: v, slots: give})
 				need -= give
 			}
 		}

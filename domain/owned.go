@@ -230,9 +230,9 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 		return cmp.Or(cmpDesc(p.t.nodes[la].priority, p.t.nodes[lb].priority), cmp.Compare(held[a].slots, held[b].slots), cmpDesc(la, lb))
 	})
 	// Tier by tier, as a leaf uses the layers: its own part; the private
-	// pools it is in, deepest first (an ancestor's private part and the
-	// parts lent into that ancestor's pool by others under it); the public
-	// part.
+	// pools it is in, deepest first (an ancestor's private part, then the
+	// parts lent into that ancestor's pool by others under it: a pool's own
+	// slots are used first); the public part.
 	for _, k := range order {
 		for _, hk := range keepers {
 			if held[hk].host == parts[i+k].owner {
@@ -241,10 +241,13 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 		}
 	}
 	for d := p.t.maxDepth; d > 0; d-- {
-		for _, k := range order {
-			for _, hk := range keepers {
-				if x := p.poolOfPart(held[hk].host, parts[i+k].owner); x != noNode && p.t.nodes[x].depth == d {
-					sit(k, hk)
+		for _, lentIn := range []bool{false, true} { // a pool's own private part before the parts lent into it
+			for _, k := range order {
+				for _, hk := range keepers {
+					o := parts[i+k].owner
+					if x := p.poolOfPart(held[hk].host, o); x != noNode && p.t.nodes[x].depth == d && (x != o) == lentIn {
+						sit(k, hk)
+					}
 				}
 			}
 		}

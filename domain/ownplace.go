@@ -112,6 +112,9 @@ type placement struct {
 	ownOrder map[int32][]int
 	byOwner  map[int32]*partHeap // the parts of each owner, roomiest first
 	hostAt   []int               // by host: index of its first part (len(parts) when none)
+	// owed: by claimant, what the layered fold moved to it from each
+	// victim (lookups only), paired first with what it gains.
+	owed map[int32][]transfer
 }
 
 // dueShare is what a leaf is due of one owner's parts (owner noNode: the
@@ -210,6 +213,10 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		slices.SortFunc(owners, func(a, b int32) int {
 			return cmp.Or(cmp.Compare(pl.tierOf(int32(l), a), pl.tierOf(int32(l), b)), cmp.Compare(firstPart[a], firstPart[b]))
 		})
+	}
+	pl.owed = map[int32][]transfer{}
+	for _, tr := range lt.transfers {
+		pl.owed[tr.claimant] = append(pl.owed[tr.claimant], tr)
 	}
 	pl.reserve()
 	pl.keep()
@@ -614,6 +621,19 @@ func (pl *placement) giveBackOrder(lost map[int32]Slots, a, b int32) int {
 // target give up on the host first (reclaim), then from free slots.
 func (pl *placement) gain(x placing, losers []int32, lost map[int32]Slots) {
 	l, p, k := x.leaf, pl.parts[x.part], x.slots
+	owed := pl.owed[l]
+	for i := range owed { // the victims the fold chose first
+		v := owed[i].victim
+		n := minSlots(minSlots(k, lost[v]), owed[i].slots)
+		if n <= 0 {
+			continue
+		}
+		lost[v] -= n
+		pl.over[v] -= n
+		owed[i].slots -= n
+		k -= n
+		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: pl.rules.reclaim, graceOf: v})
+	}
 	for _, v := range losers {
 		if k == 0 {
 			return

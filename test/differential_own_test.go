@@ -136,7 +136,7 @@ const ownAgreementFloor = 47
 
 // ownTotalsFloor is how many of them agree on every leaf's total after
 // every event at least.
-const ownTotalsFloor = 204
+const ownTotalsFloor = 205
 
 // policyKey names the policy of a log's first plan.
 func policyKey(p events.Payload) string {
