@@ -67,6 +67,60 @@ func (p *Pool) updateLayeredTargets() {
 			}
 		}
 	}
+	if p.mode.shareRatio && p.mode.preempt && p.mode.balance {
+		p.layered.transfers = p.shareRatioPairing()
+	}
+}
+
+// shareRatioPairing is section 4's share_ratio pairing on the leaves'
+// totals, for the decision log (decisions.md #111): claimants below their
+// layered target, largest deficit per unit of share first, take free
+// slots first, then from the leaves above their target in the victim
+// walk's order. It only names who gives to whom: the placement pairs a
+// claimant's gains with these victims first.
+func (p *Pool) shareRatioPairing() []transfer {
+	var claimants, victims []int32
+	for _, l := range p.t.sortedLeaves {
+		switch a, tg := p.t.nodes[l].alloc, p.sh(l).target; {
+		case a < tg:
+			claimants = append(claimants, l)
+		case a > tg:
+			victims = append(victims, l)
+		}
+	}
+	if len(claimants) == 0 || len(victims) == 0 {
+		return nil
+	}
+	slices.SortFunc(claimants, p.claimantOrder)
+	p.sortVictimWalk(victims)
+	// Every leaf ends on its target, so what the claimants take from free
+	// slots is what they gain beyond what the victims give up (not every
+	// free slot may be used: lend: false, grace classes).
+	excess := make([]Slots, len(victims))
+	free := Slots(0)
+	for i, v := range victims {
+		excess[i] = p.t.nodes[v].alloc - p.sh(v).target
+		free -= excess[i]
+	}
+	for _, c := range claimants {
+		free += p.sh(c).target - p.t.nodes[c].alloc
+	}
+	free = maxSlots(free, 0)
+	var out []transfer
+	for _, c := range claimants {
+		need := p.sh(c).target - p.t.nodes[c].alloc
+		k := minSlots(need, free)
+		free -= k
+		need -= k
+		for i := 0; i < len(victims) && need > 0; i++ {
+			if give := minSlots(need, excess[i]); give > 0 {
+				excess[i] -= give
+				need -= give
+				out = append(out, transfer{claimant: c, victim: victims[i], slots: give})
+			}
+		}
+	}
+	return out
 }
 
 // rebalanceOwned places every leaf on its layered target.
