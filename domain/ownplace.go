@@ -115,6 +115,9 @@ type placement struct {
 	// owed: by claimant, what the layered fold moved to it from each
 	// victim (lookups only), paired first with what it gains.
 	owed map[int32][]transfer
+	// deficit: by leaf, what it is short of its target (share_ratio's
+	// claimant order).
+	deficit []Slots
 }
 
 // dueShare is what a leaf is due of one owner's parts (owner noNode: the
@@ -179,6 +182,7 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		firstPart[p.owner] = i
 	}
 	total := make([]Slots, len(t.nodes))
+	pl.deficit = make([]Slots, len(t.nodes))
 	for _, hs := range holders {
 		for _, x := range hs {
 			total[x.leaf] += x.slots
@@ -198,6 +202,7 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 		if k := lt.ownUse[l]; k > 0 {
 			addWant(l, l, k, 0)
 		}
+		pl.deficit[l] = maxSlots(lt.target[l]-total[l], 0)
 		if k := total[l] - lt.target[l]; k > 0 {
 			pl.over[l] = k
 		}
@@ -415,7 +420,9 @@ func (pl *placement) hostFree(h int32) Slots { return pl.hosts[h].slots - pl.hos
 // with most room first, then host name.
 func (pl *placement) place() {
 	if !pl.rules.phased {
-		for _, l := range pl.t.leavesByRank() {
+		leaves := slices.Clone(pl.t.leavesByRank())
+		slices.SortStableFunc(leaves, pl.claimantOrder)
+		for _, l := range leaves {
 			pl.placeOwn(l)
 			pl.placeWants(l, pl.rules.grant, func(d *dueShare) Slots { return d.want })
 		}
@@ -431,6 +438,13 @@ func (pl *placement) place() {
 	for _, l := range leaves {
 		pl.placeWants(l, pl.rules.borrow, func(d *dueShare) Slots { return d.want })
 	}
+}
+
+// claimantOrder is share_ratio's (section 4): the largest deficit per
+// unit of share first (leaves at their target last, by rank).
+func (pl *placement) claimantOrder(a, b int32) int {
+	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
+	return cmpDesc(int64(pl.deficit[a])*y.share, int64(pl.deficit[b])*x.share)
 }
 
 // placeOwn places what leaf l is still due of its own parts, in the order
