@@ -180,46 +180,65 @@ func (p *Pool) preference(owner, host int32) int64 {
 	return best
 }
 
-// releaseHost is the host a leaf gives slots back from first. With
-// ownership (section 5, "Placement with ownership"): slots lent by
-// others first, then public, then private pools (farthest ancestor
-// first), its own last; within a tier the host holding most of its
-// slots, then name. Without, the host holding most, then name.
-func (p *Pool) releaseHost(id int32) int32 {
+// releaseHost is where a leaf gives slots back first, and how many of
+// its slots there are in that tier. With ownership (section 5,
+// "Placement with ownership"), by the part of a host each slot sits in:
+// slots lent by others first, then public, then private pools (farthest
+// ancestor first), its own last; within a tier the host holding most of
+// its slots, then name. Without, the host holding most, then name.
+func (p *Pool) releaseHost(id int32) (int32, Slots) {
 	if !p.mode.owned {
-		return p.mostHeldHost(id)
+		h := p.mostHeldHost(id)
+		return h, p.held(id, h)
 	}
 	parts, _ := p.hostParts()
-	best, bestTier := holding{host: -1}, int64(0)
+	best, bestTier, bestN := holding{host: -1}, int64(0), Slots(0)
 	for _, h := range p.t.nodes[id].holdings {
-		tier := p.releaseTier(id, h.host, parts)
+		tier, n := int64(0), h.slots // a host without parts: lent by nobody, given back first
+		if sits := p.sittingsOn(parts, h.host); sits != nil {
+			if t, k := p.lowestReleaseTier(id, parts, sits); k > 0 {
+				tier, n = t, k
+			}
+		}
 		if best.host < 0 || cmp.Or(cmp.Compare(tier, bestTier), cmpDesc(h.slots, best.slots),
 			cmp.Compare(p.hosts[h.host].name, p.hosts[best.host].name)) < 0 {
-			best, bestTier = h, tier
+			best, bestTier, bestN = h, tier, n
 		}
 	}
-	return best.host
+	return best.host, bestN
 }
 
-// releaseTier ranks a host for a leaf's release (smaller first) by the
-// part of it the leaf's slots belong to most: its own part, then its
-// nearest ancestor's private part, ... then the public part, then others'.
-func (p *Pool) releaseTier(id, hostID int32, parts []hostPart) int64 {
-	tier := int64(0) // slots lent by others
-	for _, pt := range parts[firstPartOf(parts, hostID):] {
-		if pt.host != hostID {
-			break
+// lowestReleaseTier is the first tier leaf id gives back from among its
+// sittings on one host, and how many of its slots are in it.
+func (p *Pool) lowestReleaseTier(id int32, parts []hostPart, sits []sitting) (int64, Slots) {
+	tier, n := int64(-1), Slots(0)
+	for _, s := range sits {
+		if s.leaf != id {
+			continue
 		}
-		switch {
-		case pt.owner == id:
-			tier = max(tier, 1<<40)
-		case pt.owner == noNode:
-			tier = max(tier, 1)
-		case p.t.contains(pt.owner, id):
-			tier = max(tier, 2+int64(p.t.nodes[pt.owner].depth))
+		switch t := p.releaseTier(id, parts[s.part].owner); {
+		case tier < 0 || t < tier:
+			tier, n = t, s.slots
+		case t == tier:
+			n += s.slots
 		}
 	}
-	return tier
+	return tier, n
+}
+
+// releaseTier ranks the part owner's slots for leaf id's release
+// (smaller first): lent by others, public, private pools (farthest
+// ancestor first), its own.
+func (p *Pool) releaseTier(id, owner int32) int64 {
+	switch {
+	case owner == id:
+		return 1 << 40
+	case owner == noNode:
+		return 1
+	case p.t.contains(owner, id):
+		return 2 + int64(p.t.nodes[owner].depth)
+	}
+	return 0
 }
 
 // firstPartOf returns the index of the first part on a host (parts are in

@@ -23,11 +23,12 @@ func (p *Pool) grantTo(id int32, k Slots, rule Rule) Slots {
 }
 
 // releaseFrom takes k slots back from leaf id, from the host where it
-// holds most (then name) onward.
+// holds most (then name) onward; with ownership, tier by tier
+// (releaseHost).
 func (p *Pool) releaseFrom(id int32, k Slots, rule Rule) {
 	for k > 0 {
-		h := p.releaseHost(id)
-		n := minSlots(k, p.held(id, h))
+		h, there := p.releaseHost(id)
+		n := minSlots(k, there)
 		p.addAlloc(id, h, -n)
 		p.emit(KindRelease, id, noNode, h, n, rule)
 		k -= n

@@ -84,13 +84,7 @@ func (p *Pool) holdingOn(l, h int32) Slots {
 // sittings says which part of each host every leaf's slots are in, for
 // the parts of hostParts, host by host in the parts' order.
 func (p *Pool) sittings(parts []hostPart) []sitting {
-	c := &p.sits
-	if len(c.fresh) != len(p.hosts) || !slices.Equal(c.parts, parts) {
-		c.fresh = make([]bool, len(p.hosts))
-		c.byHost = make([][]sitting, len(p.hosts))
-		c.parts = slices.Clone(parts)
-	}
-	holders := p.hostHolders()
+	p.sitsFor(parts)
 	var out []sitting
 	for i := 0; i < len(parts); {
 		h := parts[i].host
@@ -98,16 +92,49 @@ func (p *Pool) sittings(parts []hostPart) []sitting {
 		for j < len(parts) && parts[j].host == h {
 			j++
 		}
-		if !c.fresh[h] {
-			held := make([]holding, len(holders[h])) // (leaf as host field, slots), path order
-			for k, l := range holders[h] {
-				held[k] = holding{host: l, slots: p.holdingOn(l, h)}
-			}
-			c.byHost[h] = p.sitHost(c.byHost[h][:0], parts, i, j, held)
-			c.fresh[h] = true
-		}
-		out = append(out, c.byHost[h]...)
+		out = append(out, p.sitOn(parts, i, j)...)
 		i = j
 	}
 	return out
+}
+
+// sittingsOn is sittings for host h alone (nil when it has no parts: it is
+// down).
+func (p *Pool) sittingsOn(parts []hostPart, h int32) []sitting {
+	p.sitsFor(parts)
+	i := firstPartOf(parts, h)
+	j := i
+	for j < len(parts) && parts[j].host == h {
+		j++
+	}
+	if i == j {
+		return nil
+	}
+	return p.sitOn(parts, i, j)
+}
+
+// sitsFor makes the cache one for parts: emptied when they changed.
+func (p *Pool) sitsFor(parts []hostPart) {
+	c := &p.sits
+	if len(c.fresh) != len(p.hosts) || !slices.Equal(c.parts, parts) {
+		c.fresh = make([]bool, len(p.hosts))
+		c.byHost = make([][]sitting, len(p.hosts))
+		c.parts = slices.Clone(parts)
+	}
+}
+
+// sitOn is the sittings of the host of parts[i:j], from the cache.
+func (p *Pool) sitOn(parts []hostPart, i, j int) []sitting {
+	c := &p.sits
+	h := parts[i].host
+	if !c.fresh[h] {
+		holders := p.hostHolders()
+		held := make([]holding, len(holders[h])) // (leaf as host field, slots), path order
+		for k, l := range holders[h] {
+			held[k] = holding{host: l, slots: p.holdingOn(l, h)}
+		}
+		c.byHost[h] = p.sitHost(c.byHost[h][:0], parts, i, j, held)
+		c.fresh[h] = true
+	}
+	return c.byHost[h]
 }
