@@ -582,11 +582,40 @@ func (pl *placement) pair() {
 			}
 		}
 	}
+	// What is gained on a host beyond what is given up there comes from
+	// free slots. Each leaf takes free slots first, on every host it
+	// gains on, then what others give up (section 4: "Free slots are used
+	// first").
+	free := make([]Slots, len(pl.hosts))
 	for _, x := range gains {
-		if x.slots > 0 {
-			h := pl.parts[x.part].host
-			pl.gain(x, hs[h].losers, hs[h].lost)
+		free[pl.parts[x.part].host] += x.slots
+	}
+	for h := range hs {
+		for _, v := range hs[h].losers {
+			free[h] -= hs[h].lost[v]
 		}
+	}
+	for i := 0; i < len(gains); {
+		j := i
+		for j < len(gains) && gains[j].leaf == gains[i].leaf {
+			j++
+		}
+		for g := i; g < j; g++ {
+			x := &gains[g]
+			h := pl.parts[x.part].host
+			if n := minSlots(x.slots, free[h]); n > 0 {
+				pl.grant(*x, n)
+				x.slots -= n
+				free[h] -= n
+			}
+		}
+		for g := i; g < j; g++ {
+			if x := gains[g]; x.slots > 0 {
+				h := pl.parts[x.part].host
+				pl.gain(x, hs[h].losers, hs[h].lost)
+			}
+		}
+		i = j
 	}
 	for h := range hs {
 		for _, v := range hs[h].losers {
@@ -661,9 +690,16 @@ func (pl *placement) gain(x placing, losers []int32, lost map[int32]Slots) {
 		k -= n
 		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: pl.rules.reclaim, graceOf: v})
 	}
-	if k == 0 {
-		return
+	if k > 0 {
+		pl.grant(x, k)
 	}
+}
+
+// grant records k of placing x given from free slots: a grant on the
+// leaf's own part (own.use), its ancestors' or the public part; a lend on
+// a part another consumer owns.
+func (pl *placement) grant(x placing, k Slots) {
+	l, p := x.leaf, pl.parts[x.part]
 	switch {
 	case p.owner == l:
 		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleOwnUse, graceOf: noNode})
