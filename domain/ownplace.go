@@ -289,51 +289,74 @@ func (pl *placement) partTier(owner int32) int64 {
 // keep is step 1: host by host, part by part, the slots a leaf already
 // holds on the host count for a part it is due slots of.
 func (pl *placement) keep() {
+	left := make([][]Slots, len(pl.hosts)) // by host, by holder: not yet counted for a part
+	var withParts []int32
 	for i0 := 0; i0 < len(pl.parts); {
 		h := pl.parts[i0].host
 		_, i1 := pl.partsOfHost(h)
 		hs := pl.holders[h]
-		left := make([]Slots, len(hs)) // by holder: not yet counted for a part
-		kept := make([]Slots, len(hs))
+		left[h], pl.kept[h] = make([]Slots, len(hs)), make([]Slots, len(hs))
 		for j, x := range hs {
-			left[j] = x.slots
+			left[h][j] = x.slots
 		}
-		var keepers []int
-		// First on the parts that are the holder's own tiers (its own part,
-		// its ancestors' private parts, the public part), then on parts
-		// others lend it: what a leaf already runs counts as its own slots
-		// first, so what it gains on a lender's part is recorded as lent.
-		for _, lent := range []bool{false, true} {
-			for i := i0; i < i1; i++ {
-				p := pl.parts[i]
-				keepers = keepers[:0]
-				for j, x := range hs {
-					if left[j] > 0 && pl.lentTo(x.leaf, p.owner) == lent && pl.want(x.leaf, p.owner) > 0 {
-						keepers = append(keepers, j)
-					}
-				}
-				slices.SortFunc(keepers, func(a, b int) int { return pl.keepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
-				for _, j := range keepers {
-					l := hs[j].leaf
-					d := pl.dueOf(l, p.owner)
-					room := pl.capRem[i]
-					if l != p.owner {
-						room -= pl.reserved[i]
-					}
-					k := minSlots(minSlots(left[j], d.want), room)
-					if k <= 0 {
-						continue
-					}
-					left[j] -= k
-					kept[j] += k
-					d.want -= k
-					d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
-					pl.capRem[i] -= k
+		withParts = append(withParts, h)
+		i0 = i1
+	}
+	// Leaves that keep all they hold first, host by host; then those
+	// giving slots up keep on the hosts a claimant would use last (least
+	// free, then name descending), so what they give up is where the
+	// claimants go first (section 5: "a reclaim takes the victim's slots
+	// from the host the claimant would use first").
+	for _, h := range withParts {
+		pl.keepOn(h, left[h], false)
+	}
+	slices.SortFunc(withParts, func(a, b int32) int {
+		x, y := &pl.hosts[a], &pl.hosts[b]
+		return cmp.Or(cmp.Compare(x.free(), y.free()), cmp.Compare(y.name, x.name))
+	})
+	for _, h := range withParts {
+		pl.keepOn(h, left[h], true)
+	}
+}
+
+// keepOn is step 1 on host h for the leaves giving slots up (losing) or
+// the others.
+func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
+	i0, i1 := pl.partsOfHost(h)
+	hs, kept := pl.holders[h], pl.kept[h]
+	var keepers []int
+	// First on the parts that are the holder's own tiers (its own part,
+	// its ancestors' private parts, the public part), then on parts
+	// others lend it: what a leaf already runs counts as its own slots
+	// first, so what it gains on a lender's part is recorded as lent.
+	for _, lent := range []bool{false, true} {
+		for i := i0; i < i1; i++ {
+			p := pl.parts[i]
+			keepers = keepers[:0]
+			for j, x := range hs {
+				if left[j] > 0 && (pl.over[x.leaf] > 0) == losing && pl.lentTo(x.leaf, p.owner) == lent && pl.want(x.leaf, p.owner) > 0 {
+					keepers = append(keepers, j)
 				}
 			}
+			slices.SortFunc(keepers, func(a, b int) int { return pl.keepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
+			for _, j := range keepers {
+				l := hs[j].leaf
+				d := pl.dueOf(l, p.owner)
+				room := pl.capRem[i]
+				if l != p.owner {
+					room -= pl.reserved[i]
+				}
+				k := minSlots(minSlots(left[j], d.want), room)
+				if k <= 0 {
+					continue
+				}
+				left[j] -= k
+				kept[j] += k
+				d.want -= k
+				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
+				pl.capRem[i] -= k
+			}
 		}
-		pl.kept[h] = kept
-		i0 = i1
 	}
 }
 
