@@ -25,8 +25,17 @@ import (
 // held slots, and now and then a host failing or coming back. It folds
 // them in memory to generate only sensible releases.
 func benchStream(n int) (subjects []string, bodies [][]byte) {
-	rng := rand.New(rand.NewPCG(42, 43))
 	plan, leaves := treePlan(events.ReclaimShareRatio, 10, 10, 10)
+	subjects, bodies, _ = benchStreamOf(plan, leaves, n)
+	return subjects, bodies
+}
+
+// benchStreamOf is n events of pool "bench": plan, 50 hosts of 64 slots,
+// then benchEvent's events on leaves, folded as they are made (so each is
+// drawn from the state before it); refused counts those the engine
+// refuses, which the stream keeps.
+func benchStreamOf(plan events.Plan, leaves []string, n int) (subjects []string, bodies [][]byte, refused int) {
+	rng := rand.New(rand.NewPCG(42, 43))
 	dp := domain.NewPool("bench")
 	at := scenario.Epoch
 	add := func(p events.Payload) {
@@ -35,6 +44,7 @@ func benchStream(n int) (subjects []string, bodies [][]byte) {
 		subjects, bodies = append(subjects, stream.Subject("bench", p.EventType())), append(bodies, b)
 		if _, err := dp.Apply(domain.Event{Seq: uint64(len(bodies)), Time: at, Payload: p}); err != nil {
 			dp.Skip(uint64(len(bodies)), at)
+			refused++
 		}
 		at = at.Add(100 * time.Millisecond)
 	}
@@ -45,7 +55,7 @@ func benchStream(n int) (subjects []string, bodies [][]byte) {
 	for len(bodies) < n {
 		add(benchEvent(rng, dp, leaves))
 	}
-	return subjects[:n], bodies[:n]
+	return subjects[:n], bodies[:n], refused
 }
 
 func benchEvent(rng *rand.Rand, dp *domain.Pool, leaves []string) events.Payload {

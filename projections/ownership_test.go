@@ -21,7 +21,6 @@ import (
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/scenario"
-	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	pq "github.com/cluster-ledger/ledger/projections/query"
 )
@@ -594,26 +593,11 @@ func benchOwnStream(n int) (subjects []string, bodies [][]byte) {
 			}
 		}
 	}
-	rng := rand.New(rand.NewPCG(42, 43))
-	dp := domain.NewPool("bench")
-	at := scenario.Epoch
-	add := func(p events.Payload) {
-		env, _ := events.New(fmt.Sprintf("b%d", len(bodies)), "bench", "bench", at, p)
-		b, _ := json.Marshal(env)
-		subjects, bodies = append(subjects, stream.Subject("bench", p.EventType())), append(bodies, b)
-		if _, err := dp.Apply(domain.Event{Seq: uint64(len(bodies)), Time: at, Payload: p}); err != nil {
-			panic(fmt.Sprintf("event %d refused: %v", len(bodies), err))
-		}
-		at = at.Add(100 * time.Millisecond)
+	subjects, bodies, refused := benchStreamOf(plan, leaves, n)
+	if refused > 0 {
+		panic(fmt.Sprintf("%d events of the ownership benchmark stream refused", refused))
 	}
-	add(&events.PlanChange{Plan: plan})
-	for _, h := range hostsUp(50, 64) {
-		add(h)
-	}
-	for len(bodies) < n {
-		add(benchEvent(rng, dp, leaves))
-	}
-	return subjects[:n], bodies[:n]
+	return subjects, bodies
 }
 
 // BenchmarkProjectOwnership is BenchmarkProject on a pool with ownership
