@@ -55,17 +55,7 @@ type Scenario struct {
 
 // Generate makes a scenario of about n events after the plan and hosts.
 func Generate(src Source, n int) Scenario {
-	g := &generator{src: src}
-	plan := g.plan()
-	sc := Scenario{Leaves: g.leaves, Parent: g.parents}
-	sc.Events = append(sc.Events, &events.PlanChange{Plan: plan})
-	for i := 0; i < 1+src.Intn(4); i++ {
-		sc.Events = append(sc.Events, g.hostUp())
-	}
-	for i := 0; i < n; i++ {
-		sc.Events = append(sc.Events, g.event())
-	}
-	return sc
+	return (&generator{src: src}).scenario(1, n)
 }
 
 type generator struct {
@@ -83,11 +73,15 @@ type generator struct {
 // reclaim_grace and reclaim_for_preference; hosts come in two groups.
 // Generate's own draws are untouched, so its seeds keep their scenarios.
 func GenerateOwned(src Source, n int) Scenario {
-	g := &generator{src: src, owned: true}
+	return (&generator{src: src, owned: true}).scenario(2, n)
+}
+
+// scenario draws a plan, minHosts to minHosts+3 hosts, then n events.
+func (g *generator) scenario(minHosts, n int) Scenario {
 	plan := g.plan()
 	sc := Scenario{Leaves: g.leaves, Parent: g.parents}
 	sc.Events = append(sc.Events, &events.PlanChange{Plan: plan})
-	for i := 0; i < 2+src.Intn(4); i++ {
+	for i := 0; i < minHosts+g.src.Intn(4); i++ {
 		sc.Events = append(sc.Events, g.hostUp())
 	}
 	for i := 0; i < n; i++ {
