@@ -192,6 +192,7 @@ func (p *Pool) releaseHost(id int32) (int32, Slots) {
 		return h, p.held(id, h)
 	}
 	parts, _ := p.hostParts()
+	p.sitsFor(parts)
 	best, bestTier, bestN := holding{host: -1}, int64(0), Slots(0)
 	for _, h := range p.t.nodes[id].holdings {
 		tier, n := int64(0), h.slots // a host without parts: lent by nobody, given back first

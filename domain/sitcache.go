@@ -99,9 +99,8 @@ func (p *Pool) sittings(parts []hostPart) []sitting {
 }
 
 // sittingsOn is sittings for host h alone (nil when it has no parts: it is
-// down).
+// down); the cache must be one for parts (sitsFor).
 func (p *Pool) sittingsOn(parts []hostPart, h int32) []sitting {
-	p.sitsFor(parts)
 	i := firstPartOf(parts, h)
 	j := i
 	for j < len(parts) && parts[j].host == h {
