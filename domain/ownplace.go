@@ -686,32 +686,27 @@ func (pl *placement) giveBackOrder(lost map[int32]Slots, a, b int32) int {
 // gain records what a placing gains: taken from what leaves above their
 // target give up on the host first (reclaim), then from free slots.
 func (pl *placement) gain(x placing, losers []int32, lost map[int32]Slots) {
-	l, p, k := x.leaf, pl.parts[x.part], x.slots
-	owed := pl.owed[l]
-	for i := range owed { // the victims the fold chose first
-		v := owed[i].victim
-		n := minSlots(minSlots(k, lost[v]), owed[i].slots)
+	k := x.slots
+	reclaim := func(v int32, most Slots) Slots {
+		n := minSlots(minSlots(k, lost[v]), most)
 		if n <= 0 {
-			continue
+			return 0
 		}
 		lost[v] -= n
 		pl.over[v] -= n
-		owed[i].slots -= n
 		k -= n
-		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: pl.rules.reclaim, graceOf: v})
+		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: x.leaf, from: v, host: pl.parts[x.part].host, slots: n, rule: pl.rules.reclaim, graceOf: v})
+		return n
+	}
+	owed := pl.owed[x.leaf]
+	for i := range owed { // the victims the fold chose first
+		owed[i].slots -= reclaim(owed[i].victim, owed[i].slots)
 	}
 	for _, v := range losers {
 		if k == 0 {
 			return
 		}
-		n := minSlots(k, lost[v])
-		if n <= 0 {
-			continue
-		}
-		lost[v] -= n
-		pl.over[v] -= n
-		k -= n
-		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: l, from: v, host: p.host, slots: n, rule: pl.rules.reclaim, graceOf: v})
+		reclaim(v, Unlimited)
 	}
 	if k > 0 {
 		pl.grant(x, k)
