@@ -16,7 +16,7 @@ import (
 // 2 slots of their mid-level parent's host, the parents and top-level
 // consumers owning those hosts whole, and a first round of demand (0..4
 // a leaf).
-func ownedBenchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []string, *rand.Rand, []events.Consumer) {
+func ownedBenchPool(b testing.TB, n int, policy events.Policy) (*domain.Pool, []string, *rand.Rand, []events.Consumer) {
 	b.Helper()
 	f := 1
 	for f*f*f < n {

@@ -57,8 +57,16 @@ func (p *Pool) updateLayeredTargets() {
 	parts, tot := p.hostParts()
 	in := layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
 		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}}
-	in.held = p.heldByPool(parts)
-	p.layered = computeLayeredTargets(p.t, in)
+	if p.incFoldable() {
+		p.layered = p.inc.fold(p, parts, tot)
+		if p.foldCheck != nil {
+			p.foldCheck(p)
+		}
+	} else {
+		p.inc.ready = false
+		in.held = p.heldByPool(parts)
+		p.layered = computeLayeredTargets(p.t, in)
+	}
 	for id := range p.t.nodes {
 		if s := p.sh(int32(id)); s.target != p.layered.target[id] {
 			s.target = p.layered.target[id]

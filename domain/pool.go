@@ -45,6 +45,10 @@ type Pool struct {
 	partTot    ownTotals
 	partsFresh bool
 	sits       sitCache // which part of each host the slots sit in (sitcache.go)
+	inc        incFold  // the layered fold kept between events (layerinc.go)
+	// foldCheck, set by tests only, sees every kept fold's outcome before
+	// the placement uses it.
+	foldCheck func(*Pool)
 
 	// Per-event work.
 	decisions    []Decision
@@ -136,6 +140,7 @@ func (p *Pool) begin(ev Event) {
 	case *events.Demand, *events.Release: // neither hosts nor the assignment change
 	default:
 		p.partsFresh = false
+		p.inc.ready = false
 	}
 	p.decisions = p.decisions[:0]
 	p.touched = p.touched[:0]
@@ -228,6 +233,7 @@ func (p *Pool) setEff(id int32, e Slots) {
 	n.eff = e
 	p.noteUnmet(id, unmet)
 	p.markDirty(id)
+	p.inc.noteEff(id)
 	for c := n.parent; c != noNode && delta != 0; c = p.t.nodes[c].parent {
 		pn := &p.t.nodes[c]
 		pn.childEff += delta

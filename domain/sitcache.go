@@ -17,6 +17,7 @@ type sitCache struct {
 	parts  []hostPart  // the parts the sittings were computed for
 	byHost [][]sitting // by host
 	fresh  []bool      // by host: byHost[h] is current
+	stale  []int32     // hosts whose fresh was cleared since the last refreshSittings
 	// holders: by host, the leaves holding slots there, in path order (by
 	// id); nil until built, dropped when the tree changes.
 	holders [][]int32
@@ -38,6 +39,9 @@ func (c *sitCache) forgetTree() {
 // 0; removed, when after is 0).
 func (c *sitCache) held(leaf, host int32, before, after Slots) {
 	if int(host) < len(c.fresh) {
+		if c.fresh[host] {
+			c.stale = append(c.stale, host)
+		}
 		c.fresh[host] = false
 	}
 	if int(host) >= len(c.holders) { // not built, or a host registered since
@@ -118,6 +122,7 @@ func (p *Pool) sitsFor(parts []hostPart) {
 	if len(c.fresh) != len(p.hosts) || !slices.Equal(c.parts, parts) {
 		c.fresh = make([]bool, len(p.hosts))
 		c.byHost = make([][]sitting, len(p.hosts))
+		c.stale = c.stale[:0]
 		c.parts = slices.Clone(parts)
 	}
 }
@@ -132,8 +137,27 @@ func (p *Pool) sitOn(parts []hostPart, i, j int) []sitting {
 		for k, l := range holders[h] {
 			held[k] = holding{host: l, slots: p.holdingOn(l, h)}
 		}
+		if p.inc.ready { // the kept fold's held follows the sittings
+			p.inc.noteSittings(p.t, parts, c.byHost[h], -1)
+		}
 		c.byHost[h] = p.sitHost(c.byHost[h][:0], parts, i, j, held)
 		c.fresh[h] = true
+		if p.inc.ready {
+			p.inc.noteSittings(p.t, parts, c.byHost[h], 1)
+		}
 	}
 	return c.byHost[h]
+}
+
+// refreshSittings recomputes the sittings of the hosts whose holdings
+// changed since they were last computed (the cache must be one for
+// parts).
+func (p *Pool) refreshSittings(parts []hostPart) {
+	c := &p.sits
+	for _, h := range c.stale {
+		if !c.fresh[h] {
+			p.sittingsOn(parts, h)
+		}
+	}
+	c.stale = c.stale[:0]
 }

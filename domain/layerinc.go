@@ -1,0 +1,358 @@
+package domain
+
+import "slices"
+
+// The layered fold kept between events. computeLayeredTargets (layered.go)
+// divides every pool from scratch; on a large pool that is most of an
+// event's cost, while a demand or release event changes a few leaves. This
+// is the same fold with its state kept: each pool remembers its division
+// (the memos of targets.go, per pool), each leaf's part of it and which
+// classes the part came from, and what it lent upward; an event revisits
+// only the pools its change reaches, and in them only the nodes whose
+// inputs moved. It gives exactly what computeLayeredTargets gives
+// (TestIncrementalFoldMatchesFull), under the conditions of incFoldable;
+// the other pools take the full computation.
+//
+// What a pool x's division depends on, and so what marks it for a visit:
+//   - the demand its leaves bring into it (E less the own layer less their
+//     parts of the pools below x): a leaf is pending in every pool of its
+//     path above the change;
+//   - its classes (its private slots and what its children lend): rebuilt
+//     when a child's lend or a child pool's leftover changed;
+//   - where the slots sit (held, from the sittings of the hosts whose
+//     holdings changed): a leaf's attribution is recomputed.
+
+// incFoldable reports whether the pool's fold can be kept between events:
+// share_ratio with preemption and balance (the divisions depend on demand
+// alone), no max anywhere (no division takes room from another), and every
+// lent class usable by every leaf (one class group per pool: the smallest
+// lend_grace is at least the largest reclaim_grace).
+func (p *Pool) incFoldable() bool {
+	if !p.mode.shareRatio || !p.mode.preempt || !p.mode.balance || p.t.hasMax {
+		return false
+	}
+	return p.inc.oneGroup(p.t)
+}
+
+// incFold is the kept state; ready is false until built for the current
+// tree, assignment and hosts (every event that is not a demand or a
+// release clears it).
+type incFold struct {
+	ready     bool
+	parentEnf bool // enforcement: parent
+	t         *tree
+	single bool       // oneGroup's answer for t
+	pre    []int32    // by node id: position in depth-first preorder
+	size   []int32    // by node id: nodes in its subtree
+	pools  []*incPool // by node id: the pool of each parent (the root's is the public pool)
+	order  []int32    // the parents deepest first, then path; the root last
+	owned  []Slots    // by node id: the assignment's totals
+	ownUse []Slots    // by node id: the own layer (leaves)
+	eff    []Slots    // by node id: the E the state is for (leaves)
+
+	held   map[heldKey]Slots
+	heldBy map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
+	lentBy map[poolLeaf][]int32 // the leaves sitting on a lender's slots, by (pool, lender)
+	moved  []int32              // leaves whose E changed since the last fold (setEff)
+
+	ap    apportioner
+	items []share
+}
+
+// incPool is one pool's kept division. Arrays are by local index: a node's
+// preorder position less the pool's.
+type incPool struct {
+	x            int32
+	at           int32   // pre[x]
+	leaves       []int32 // x's leaves in path order
+	unrestricted Slots
+	classes      []lentSlots // the division's classes in the group's order
+	leftover     []lentSlots // what it passed upward, in the group's order
+	classesDirty bool
+
+	eff, base, part, memoQ, memoU, tmp []Slots
+	dirty, dirtyU                      []bool
+
+	pending, attr         []int32 // leaves to revisit: entering demand, attribution
+	pendingMark, attrMark []bool
+
+	keeps     [][]lenderSlots // by local leaf: what it keeps of the classes it sits on
+	rest      []Slots         // by local leaf: its part not kept
+	restTakes [][]lenderSlots // by local leaf: where its rest came from
+	restSet   []int32         // leaves that had rest > 0 (filtered when used)
+	restMark  []bool
+	keepSum   map[int32]Slots // by class lender: the keeps on it
+	truncated bool            // the last attribution had a keep cut by its class: redo it whole
+}
+
+// lenderSlots is a number of slots of one class (by lender).
+type lenderSlots struct {
+	lender int32
+	slots  Slots
+}
+
+func (pl *incPool) loc(id int32, f *incFold) int32 { return f.pre[id] - pl.at }
+
+// oneGroup: the smallest lend_grace of the tree is at least its largest
+// reclaim_grace, so every class is usable by every leaf.
+func (f *incFold) oneGroup(t *tree) bool {
+	if f.t == t {
+		return f.single
+	}
+	f.ready, f.t = false, t
+	minLend, maxReclaim := t.nodes[0].lendGrace, t.nodes[0].reclaimGrace
+	for i := range t.nodes {
+		n := &t.nodes[i]
+		if i > 0 {
+			minLend = min(minLend, n.lendGrace)
+		}
+		if n.leaf {
+			maxReclaim = max(maxReclaim, n.reclaimGrace)
+		}
+	}
+	f.single = minLend >= maxReclaim
+	return f.single
+}
+
+// noteEff records that a leaf's E changed (setEff).
+func (f *incFold) noteEff(id int32) {
+	if f.ready {
+		f.moved = append(f.moved, id)
+	}
+}
+
+// fold brings the kept state up to date and returns the layered targets.
+func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) layeredTargets {
+	if !f.ready {
+		f.build(p, parts, tot)
+	} else {
+		p.refreshSittings(parts)
+		f.takeMoved(p.t)
+	}
+	f.moved = f.moved[:0]
+	for _, x := range f.order {
+		if pl := f.pools[x]; pl.classesDirty || len(pl.pending) > 0 || len(pl.attr) > 0 {
+			f.divide(p.t, pl)
+		}
+	}
+	return f.output(p.t)
+}
+
+// build makes the state from scratch: every pool, every leaf revisited.
+func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
+	t := p.t
+	n := len(t.nodes)
+	f.pre, f.size = make([]int32, n), make([]int32, n)
+	var walk func(id int32, at int32) int32
+	walk = func(id, at int32) int32 {
+		f.pre[id] = at
+		next := at + 1
+		for _, c := range t.nodes[id].children {
+			next = walk(c, next)
+		}
+		f.size[id] = next - at
+		return next
+	}
+	walk(0, 0)
+	f.parentEnf = p.mode.parent
+	f.owned, f.ownUse, f.eff = tot.owned, make([]Slots, n), make([]Slots, n)
+	f.pools = make([]*incPool, n)
+	f.order = (&layeredFold{t: t}).poolOrder()
+	for _, x := range f.order {
+		f.pools[x] = f.newPool(t, x, tot)
+	}
+	f.held, f.heldBy, f.lentBy = map[heldKey]Slots{}, map[poolLeaf][]int32{}, map[poolLeaf][]int32{}
+	f.ready = false // the sittings are computed first, then noted once
+	sits := p.sittings(parts)
+	f.ready = true
+	f.noteSittings(t, parts, sits, 1)
+	for _, l := range t.leaves {
+		f.eff[l] = t.nodes[l].eff
+		f.ownUse[l] = minSlots(f.eff[l], f.owned[l])
+		f.markPending(t, l, t.nodes[l].parent)
+	}
+}
+
+func (f *incFold) newPool(t *tree, x int32, tot ownTotals) *incPool {
+	k := f.size[x]
+	nd := &t.nodes[x]
+	pl := &incPool{x: x, at: f.pre[x], leaves: slices.Sorted(slices.Values(t.leaves[nd.lo:nd.hi])), classesDirty: true, truncated: true,
+		eff: make([]Slots, k), base: make([]Slots, k), part: make([]Slots, k), memoQ: make([]Slots, k), memoU: make([]Slots, k),
+		tmp: make([]Slots, k), dirty: make([]bool, k), dirtyU: make([]bool, k), pendingMark: make([]bool, k), attrMark: make([]bool, k),
+		keeps: make([][]lenderSlots, k), rest: make([]Slots, k), restTakes: make([][]lenderSlots, k), restMark: make([]bool, k),
+		keepSum: map[int32]Slots{}}
+	for i := range pl.dirty {
+		pl.dirty[i], pl.dirtyU[i] = true, true
+	}
+	pl.unrestricted = tot.public
+	if x != 0 {
+		pl.unrestricted = tot.private[x]
+	}
+	return pl
+}
+
+// takeMoved revisits the leaves whose E changed: their own layer, what
+// they lend, and the demand they bring into every pool above.
+func (f *incFold) takeMoved(t *tree) {
+	for _, l := range f.moved {
+		e := t.nodes[l].eff
+		if e == f.eff[l] {
+			continue
+		}
+		f.eff[l] = e
+		if use := minSlots(e, f.owned[l]); use != f.ownUse[l] {
+			f.ownUse[l] = use
+			f.pools[t.nodes[l].parent].classesDirty = true
+		}
+		f.markPending(t, l, t.nodes[l].parent)
+	}
+}
+
+// markPending notes that the demand leaf l brings into the pools from
+// pool a up to the public pool may have changed.
+func (f *incFold) markPending(t *tree, l, a int32) {
+	for ; a != noNode; a = t.nodes[a].parent {
+		pl := f.pools[a]
+		if i := pl.loc(l, f); !pl.pendingMark[i] {
+			pl.pendingMark[i] = true
+			pl.pending = append(pl.pending, l)
+		}
+	}
+}
+
+// markAttr notes that leaf l's attribution in pool x must be recomputed.
+func (f *incFold) markAttr(x, l int32) {
+	pl := f.pools[x]
+	if i := pl.loc(l, f); !pl.attrMark[i] {
+		pl.attrMark[i] = true
+		pl.attr = append(pl.attr, l)
+	}
+}
+
+// entering is the demand leaf l brings into pool x: E less the own layer
+// less its parts of the pools below x.
+func (f *incFold) entering(t *tree, l, x int32) Slots {
+	d := f.eff[l] - f.ownUse[l]
+	for a := t.nodes[l].parent; a != x; a = t.nodes[a].parent {
+		pa := f.pools[a]
+		d -= pa.part[pa.loc(l, f)]
+	}
+	return d
+}
+
+// divide revisits one pool: its classes, the demand entering it, its
+// division and its attribution; what changed is passed upward.
+func (f *incFold) divide(t *tree, pl *incPool) {
+	if pl.classesDirty {
+		f.rebuildClasses(t, pl)
+	}
+	for _, l := range pl.pending {
+		i := pl.loc(l, f)
+		pl.pendingMark[i] = false
+		d := f.entering(t, l, pl.x)
+		delta := d - pl.eff[i]
+		if delta == 0 {
+			continue
+		}
+		for a := l; ; a = t.nodes[a].parent {
+			j := pl.loc(a, f)
+			pl.eff[j] += delta
+			pl.dirty[j] = true
+			if a == pl.x {
+				break
+			}
+		}
+	}
+	pl.pending = pl.pending[:0]
+	c := Slots(0)
+	for _, s := range pl.classes {
+		c += s.slots
+	}
+	if f.parentEnf {
+		f.fillInc(t, pl, pl.x, minSlots(c, pl.eff[0]))
+	} else {
+		f.pdynInc(t, pl, pl.x, c)
+		f.surplusInc(t, pl, pl.x, minSlots(c, pl.eff[0])-pl.base[0])
+	}
+	f.attribute(t, pl)
+}
+
+// output is the layered targets of the kept state.
+func (f *incFold) output(t *tree) layeredTargets {
+	n := len(t.nodes)
+	out := layeredTargets{ownUse: f.ownUse, target: make([]Slots, n)}
+	for _, x := range f.order {
+		pl := f.pools[x]
+		for _, l := range pl.leaves {
+			i := pl.loc(l, f)
+			if pl.part[i] == 0 {
+				continue
+			}
+			out.target[l] += pl.part[i]
+			for _, lists := range [2][]lenderSlots{pl.keeps[i], pl.restTakes[i]} {
+				for _, k := range lists {
+					out.takes = append(out.takes, poolTake{pool: x, leaf: l, lender: k.lender, slots: k.slots})
+				}
+			}
+		}
+	}
+	for _, l := range t.leaves {
+		out.target[l] += f.ownUse[l]
+	}
+	for id := n - 1; id > 0; id-- { // children before parents
+		if nd := &t.nodes[id]; !nd.leaf {
+			for _, c := range nd.children {
+				out.target[id] += out.target[c]
+			}
+		}
+	}
+	return out
+}
+
+// noteSittings adds (sign 1) or takes away (-1) one host's sittings from
+// held, the slots each leaf sits on by pool and lender (heldByPool).
+func (f *incFold) noteSittings(t *tree, parts []hostPart, sits []sitting, sign Slots) {
+	for _, s := range sits {
+		o := parts[s.part].owner
+		switch {
+		case o == s.leaf: // its own slots: the own layer
+		case o == noNode:
+			f.addHeld(heldKey{pool: 0, leaf: s.leaf, lender: noNode}, sign*s.slots)
+		case t.contains(o, s.leaf):
+			f.addHeld(heldKey{pool: o, leaf: s.leaf, lender: noNode}, sign*s.slots)
+		default:
+			f.addHeld(heldKey{pool: t.commonAncestor(o, s.leaf), leaf: s.leaf, lender: o}, sign*s.slots)
+		}
+	}
+}
+
+// addHeld changes one entry of held and its indexes; the leaf's
+// attribution in the pool is redone.
+func (f *incFold) addHeld(k heldKey, d Slots) {
+	if d == 0 {
+		return
+	}
+	before := f.held[k]
+	after := before + d
+	if after == 0 {
+		delete(f.held, k)
+	} else {
+		f.held[k] = after
+	}
+	byLeaf, byLender := poolLeaf{k.pool, k.leaf}, poolLeaf{k.pool, k.lender}
+	switch {
+	case before == 0:
+		f.heldBy[byLeaf] = append(f.heldBy[byLeaf], k.lender)
+		if k.lender != noNode {
+			ls := f.lentBy[byLender]
+			i, _ := slices.BinarySearch(ls, k.leaf)
+			f.lentBy[byLender] = slices.Insert(ls, i, k.leaf)
+		}
+	case after == 0:
+		f.heldBy[byLeaf] = slices.DeleteFunc(f.heldBy[byLeaf], func(l int32) bool { return l == k.lender })
+		if k.lender != noNode {
+			f.lentBy[byLender] = slices.DeleteFunc(f.lentBy[byLender], func(l int32) bool { return l == k.leaf })
+		}
+	}
+	f.markAttr(k.pool, k.leaf)
+}

@@ -1,0 +1,238 @@
+package domain
+
+import (
+	"cmp"
+	"slices"
+)
+
+// The attribution of one kept pool (layerinc.go): which classes each
+// leaf's part comes from, as layeredFold.attribute decides it. A leaf
+// first keeps the classes it sits on (keepOrder), then the parts not kept
+// take what is left, leaves in keeperOrder, classes in the group's order.
+// Keeps are taken leaf by leaf in path order, each cut by what earlier
+// leaves left of a class; while no class is asked for more than it has,
+// no keep is cut and each leaf's keeps depend on that leaf alone, so only
+// the leaves whose part or sittings changed are redone. When a class is
+// asked for more, the pool's keeps are redone whole, in path order, until
+// a pass cuts nothing again.
+
+// rebuildClasses lists the pool's classes in the group's order: its own
+// slots, then what its children lend by grace, then lender. Leaves that
+// sit on a lender whose class came or went redo their attribution.
+func (f *incFold) rebuildClasses(t *tree, pl *incPool) {
+	pl.classesDirty = false
+	var lent []lentSlots
+	for _, c := range t.nodes[pl.x].children {
+		n := &t.nodes[c]
+		if !n.lend {
+			continue
+		}
+		if n.leaf {
+			if k := f.owned[c] - f.ownUse[c]; k > 0 {
+				lent = append(lent, lentSlots{lender: c, grace: n.lendGrace, slots: k})
+			}
+			continue
+		}
+		for _, s := range f.pools[c].leftover {
+			if s.lender == noNode {
+				s.lender, s.grace = c, n.lendGrace
+			}
+			s.grace = min(s.grace, n.lendGrace)
+			lent = append(lent, s)
+		}
+	}
+	slices.SortFunc(lent, func(a, b lentSlots) int { return cmp.Or(cmp.Compare(a.grace, b.grace), cmp.Compare(a.lender, b.lender)) })
+	var classes []lentSlots
+	if pl.unrestricted > 0 {
+		classes = append(classes, lentSlots{lender: noNode, slots: pl.unrestricted})
+	}
+	classes = append(classes, lent...)
+	f.markLenderChanges(pl, pl.classes, classes)
+	pl.classes = classes
+}
+
+// markLenderChanges redoes the attribution of the leaves sitting on a
+// lender whose class is in one list and not the other.
+func (f *incFold) markLenderChanges(pl *incPool, before, after []lentSlots) {
+	has := func(list []lentSlots, lender int32) bool {
+		return slices.ContainsFunc(list, func(s lentSlots) bool { return s.lender == lender })
+	}
+	for _, pair := range [][2][]lentSlots{{before, after}, {after, before}} {
+		for _, s := range pair[0] {
+			if s.lender != noNode && !has(pair[1], s.lender) {
+				for _, l := range f.lentBy[poolLeaf{pl.x, s.lender}] {
+					f.markAttr(pl.x, l)
+				}
+			}
+		}
+	}
+}
+
+// classAt is the position of lender's class in the pool's classes, -1
+// when it has none.
+func (pl *incPool) classAt(lender int32) int {
+	return slices.IndexFunc(pl.classes, func(s lentSlots) bool { return s.lender == lender })
+}
+
+// attribute redoes the attribution of the leaves marked, or of the whole
+// pool when a keep is or was cut, then the rest and the leftover.
+func (f *incFold) attribute(t *tree, pl *incPool) {
+	if !pl.truncated {
+		for _, l := range pl.attr {
+			f.keepUncut(pl, l)
+		}
+		pl.truncated = slices.ContainsFunc(pl.classes, func(s lentSlots) bool { return pl.keepSum[s.lender] > s.slots })
+	}
+	for _, l := range pl.attr {
+		pl.attrMark[pl.loc(l, f)] = false
+	}
+	pl.attr = pl.attr[:0]
+	if pl.truncated {
+		f.keepAll(pl)
+	}
+	left := f.takeRest(t, pl)
+	var leftover []lentSlots
+	for i, s := range pl.classes {
+		if left[i] > 0 {
+			s.slots = left[i]
+			leftover = append(leftover, s)
+		}
+	}
+	if !slices.Equal(leftover, pl.leftover) {
+		pl.leftover = leftover
+		if pl.x != 0 {
+			f.pools[t.nodes[pl.x].parent].classesDirty = true
+		}
+	}
+}
+
+// keepOrder is the positions of the classes leaf l keeps, in the order it
+// keeps them (layeredFold.keepOrder).
+func (f *incFold) keepOrder(pl *incPool, l int32, part Slots) []int {
+	var order []int
+	sits := Slots(0)
+	for _, lender := range f.heldBy[poolLeaf{pl.x, l}] {
+		if i := pl.classAt(lender); i >= 0 {
+			order = append(order, i)
+			sits += f.held[heldKey{pool: pl.x, leaf: l, lender: lender}]
+		}
+	}
+	slices.Sort(order)
+	if part < sits {
+		slices.Reverse(order)
+	}
+	return order
+}
+
+// keeps is what leaf l keeps of the classes it sits on, each cut by left
+// (nil: by nothing), and whether a cut happened.
+func (f *incFold) keeps(pl *incPool, l int32, left []Slots) ([]lenderSlots, bool) {
+	k := pl.part[pl.loc(l, f)]
+	if k == 0 {
+		return nil, false
+	}
+	var out []lenderSlots
+	cut := false
+	for _, i := range f.keepOrder(pl, l, k) {
+		lender := pl.classes[i].lender
+		n := minSlots(k, f.held[heldKey{pool: pl.x, leaf: l, lender: lender}])
+		if left != nil && left[i] < n {
+			n, cut = left[i], true
+			left[i] = 0
+		} else if left != nil {
+			left[i] -= n
+		}
+		if n > 0 {
+			out = append(out, lenderSlots{lender: lender, slots: n})
+			k -= n
+		}
+	}
+	return out, cut
+}
+
+// setKeeps replaces leaf l's keeps, keeping the sums per class and the
+// leaves with a rest.
+func (f *incFold) setKeeps(pl *incPool, l int32, ks []lenderSlots) {
+	i := pl.loc(l, f)
+	for _, k := range pl.keeps[i] {
+		pl.keepSum[k.lender] -= k.slots
+	}
+	pl.keeps[i] = ks
+	rest := pl.part[i]
+	for _, k := range ks {
+		pl.keepSum[k.lender] += k.slots
+		rest -= k.slots
+	}
+	pl.rest[i] = rest
+	if rest > 0 && !pl.restMark[i] {
+		pl.restMark[i] = true
+		pl.restSet = append(pl.restSet, l)
+	}
+}
+
+// keepUncut redoes leaf l's keeps on the assumption that no class is cut.
+func (f *incFold) keepUncut(pl *incPool, l int32) {
+	ks, _ := f.keeps(pl, l, nil)
+	f.setKeeps(pl, l, ks)
+}
+
+// keepAll redoes every leaf's keeps in path order, each cut by what the
+// leaves before it left of a class.
+func (f *incFold) keepAll(pl *incPool) {
+	left := make([]Slots, len(pl.classes))
+	for i, s := range pl.classes {
+		left[i] = s.slots
+	}
+	cut := false
+	for _, l := range pl.leaves {
+		ks, c := f.keeps(pl, l, left)
+		cut = cut || c
+		f.setKeeps(pl, l, ks)
+	}
+	pl.truncated = cut
+}
+
+// takeRest hands the parts not kept out of what the keeps left of each
+// class (leaves in keeperOrder, classes in order) and returns what is left
+// of each class.
+func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
+	left := make([]Slots, len(pl.classes))
+	for i, s := range pl.classes {
+		left[i] = s.slots - pl.keepSum[s.lender]
+	}
+	var takers []int32
+	kept := pl.restSet[:0]
+	for _, l := range pl.restSet {
+		i := pl.loc(l, f)
+		pl.restTakes[i] = pl.restTakes[i][:0]
+		if pl.rest[i] > 0 {
+			kept = append(kept, l)
+			takers = append(takers, l)
+		} else {
+			pl.restMark[i] = false
+		}
+	}
+	pl.restSet = kept
+	if len(pl.classes) == 1 {
+		slices.Sort(takers)
+	} else {
+		slices.SortFunc(takers, func(a, b int32) int {
+			return cmp.Or(cmpDesc(t.nodes[a].priority, t.nodes[b].priority),
+				cmp.Compare(pl.part[pl.loc(a, f)], pl.part[pl.loc(b, f)]), cmpDesc(a, b))
+		})
+	}
+	c := 0
+	for _, l := range takers {
+		i := pl.loc(l, f)
+		for k := pl.rest[i]; k > 0; {
+			for left[c] == 0 {
+				c++
+			}
+			n := minSlots(k, left[c])
+			pl.restTakes[i] = append(pl.restTakes[i], lenderSlots{lender: pl.classes[c].lender, slots: n})
+			left[c] -= n
+			k -= n
+		}
+	}
+	return left
+}

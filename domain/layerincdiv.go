@@ -1,0 +1,120 @@
+package domain
+
+// The division of one kept pool (layerinc.go): section 3's targets over
+// the pool's subtree, c being the pool's size and a leaf's demand what it
+// brings into the pool, with the memos of targets.go: a node is revisited
+// only when its part or a node below it changed. The arithmetic is
+// layeredFold's (divide, targets) without a max, which incFoldable
+// requires: no base exceeds its parent's demand, so nothing re-splits.
+
+// fillInc is waterFill with memo (parent enforcement).
+func (f *incFold) fillInc(t *tree, pl *incPool, id int32, q Slots) {
+	i := pl.loc(id, f)
+	if !pl.dirty[i] && q == pl.memoQ[i] {
+		return
+	}
+	pl.dirty[i], pl.memoQ[i] = false, q
+	n := &t.nodes[id]
+	if n.leaf {
+		f.setPart(t, pl, id, q)
+		return
+	}
+	f.split(t, pl, id, q, pl.withDemand, pl.effCap)
+	var sum Slots
+	for _, c := range n.children {
+		j := pl.loc(c, f)
+		if pl.dirty[j] || pl.tmp[j] != pl.memoQ[j] {
+			f.fillInc(t, pl, c, pl.tmp[j])
+		}
+		sum += pl.part[j]
+	}
+	pl.part[i] = sum
+}
+
+// pdynInc computes Pdyn top-down and returns the subtree's base B.
+func (f *incFold) pdynInc(t *tree, pl *incPool, id int32, q Slots) Slots {
+	i := pl.loc(id, f)
+	if !pl.dirty[i] && q == pl.memoQ[i] {
+		return pl.base[i]
+	}
+	pl.dirty[i], pl.memoQ[i], pl.dirtyU[i] = false, q, true
+	n := &t.nodes[id]
+	if n.leaf {
+		pl.base[i] = minSlots(pl.eff[i], q)
+		return pl.base[i]
+	}
+	f.split(t, pl, id, q, pl.withDemand, uncappedLocal)
+	var sum Slots
+	for _, c := range n.children {
+		j := pl.loc(c, f)
+		if !pl.dirty[j] && pl.tmp[j] == pl.memoQ[j] {
+			sum += pl.base[j]
+			continue
+		}
+		sum += f.pdynInc(t, pl, c, pl.tmp[j])
+	}
+	pl.base[i] = sum
+	return sum
+}
+
+// surplusInc spreads the surplus over residual needs.
+func (f *incFold) surplusInc(t *tree, pl *incPool, id int32, u Slots) {
+	i := pl.loc(id, f)
+	if !pl.dirtyU[i] && u == pl.memoU[i] {
+		return
+	}
+	pl.dirtyU[i], pl.memoU[i] = false, u
+	n := &t.nodes[id]
+	if n.leaf {
+		f.setPart(t, pl, id, pl.base[i]+u)
+		return
+	}
+	f.split(t, pl, id, u, pl.withResidual, pl.residual)
+	var sum Slots
+	for _, c := range n.children {
+		j := pl.loc(c, f)
+		if pl.dirtyU[j] || pl.tmp[j] != pl.memoU[j] {
+			f.surplusInc(t, pl, c, pl.tmp[j])
+		}
+		sum += pl.part[j]
+	}
+	pl.part[i] = sum
+}
+
+// setPart records a leaf's new part of the pool: its attribution is
+// redone, and the demand it brings into the pools above changes.
+func (f *incFold) setPart(t *tree, pl *incPool, l int32, k Slots) {
+	i := pl.loc(l, f)
+	if pl.part[i] == k {
+		return
+	}
+	pl.part[i] = k
+	f.markAttr(pl.x, l)
+	f.markPending(t, l, t.nodes[pl.x].parent)
+}
+
+// split apportions q over id's children that include accepts, by share,
+// capped by capOf, into tmp (by local index).
+func (f *incFold) split(t *tree, pl *incPool, id int32, q Slots, include func(int32) bool, capOf func(int32) Slots) {
+	items := f.items[:0]
+	for _, c := range t.nodes[id].children {
+		j := pl.loc(c, f)
+		pl.tmp[j] = 0
+		if include(j) {
+			n := &t.nodes[c]
+			items = append(items, share{weight: n.share, cap: capOf(j), priority: n.priority, rank: c})
+		}
+	}
+	f.ap.apportion(q, items)
+	for _, it := range items {
+		pl.tmp[pl.loc(it.rank, f)] = it.got
+	}
+	f.items = items
+}
+
+// Child filters and caps of the kept divisions, by local index.
+func (pl *incPool) withDemand(j int32) bool   { return pl.eff[j] > 0 }
+func (pl *incPool) effCap(j int32) Slots      { return pl.eff[j] }
+func (pl *incPool) withResidual(j int32) bool { return pl.eff[j] > pl.base[j] }
+func (pl *incPool) residual(j int32) Slots    { return pl.eff[j] - pl.base[j] }
+func uncappedLocal(int32) Slots               { return Unlimited }
