@@ -41,14 +41,14 @@ type incFold struct {
 	ready     bool
 	parentEnf bool // enforcement: parent
 	t         *tree
-	single bool       // oneGroup's answer for t
-	pre    []int32    // by node id: position in depth-first preorder
-	size   []int32    // by node id: nodes in its subtree
-	pools  []*incPool // by node id: the pool of each parent (the root's is the public pool)
-	order  []int32    // the parents deepest first, then path; the root last
-	owned  []Slots    // by node id: the assignment's totals
-	ownUse []Slots    // by node id: the own layer (leaves)
-	eff    []Slots    // by node id: the E the state is for (leaves)
+	single    bool       // oneGroup's answer for t
+	pre       []int32    // by node id: position in depth-first preorder
+	size      []int32    // by node id: nodes in its subtree
+	pools     []*incPool // by node id: the pool of each parent (the root's is the public pool)
+	order     []int32    // the parents deepest first, then path; the root last
+	owned     []Slots    // by node id: the assignment's totals
+	ownUse    []Slots    // by node id: the own layer (leaves)
+	eff       []Slots    // by node id: the E the state is for (leaves)
 
 	held   map[heldKey]Slots
 	heldBy map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)

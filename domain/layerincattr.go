@@ -41,7 +41,9 @@ func (f *incFold) rebuildClasses(t *tree, pl *incPool) {
 			lent = append(lent, s)
 		}
 	}
-	slices.SortFunc(lent, func(a, b lentSlots) int { return cmp.Or(cmp.Compare(a.grace, b.grace), cmp.Compare(a.lender, b.lender)) })
+	slices.SortFunc(lent, func(a, b lentSlots) int {
+		return cmp.Or(cmp.Compare(a.grace, b.grace), cmp.Compare(a.lender, b.lender))
+	})
 	var classes []lentSlots
 	if pl.unrestricted > 0 {
 		classes = append(classes, lentSlots{lender: noNode, slots: pl.unrestricted})
