@@ -55,6 +55,12 @@ type incFold struct {
 	lentBy map[poolLeaf][]int32 // the leaves sitting on a lender's slots, by (pool, lender)
 	moved  []int32              // leaves whose E changed since the last fold (setEff)
 
+	// What the fold changed, for its reader (the placement) to take: the
+	// leaves whose target moved, and those whose due shares (own layer,
+	// parts, classes) may have.
+	targetMoved, dueMoved []int32
+	targetMark, dueMark   []bool
+
 	ap    apportioner
 	items []share
 }
@@ -121,10 +127,12 @@ func (f *incFold) noteEff(id int32) {
 	}
 }
 
-// fold brings the kept state up to date and returns the layered targets.
-func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) layeredTargets {
+// fold brings the kept state up to date; it reports whether it was
+// built from scratch (every target is then to be taken).
+func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) (built bool) {
 	if !f.ready {
 		f.build(p, parts, tot)
+		built = true
 	} else {
 		p.refreshSittings(parts)
 		f.takeMoved(p.t)
@@ -135,7 +143,74 @@ func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) layeredTargets 
 			f.divide(p.t, pl)
 		}
 	}
-	return f.output(p.t)
+	return built
+}
+
+// noteTarget records that leaf l's target and due shares may have moved;
+// noteDue, its due shares only.
+func (f *incFold) noteTarget(l int32) {
+	if !f.targetMark[l] {
+		f.targetMark[l] = true
+		f.targetMoved = append(f.targetMoved, l)
+	}
+	f.noteDue(l)
+}
+
+func (f *incFold) noteDue(l int32) {
+	if !f.dueMark[l] {
+		f.dueMark[l] = true
+		f.dueMoved = append(f.dueMoved, l)
+	}
+}
+
+// takeTargetMoved and takeDueMoved hand the leaves noted over, forgetting
+// them.
+func (f *incFold) takeTargetMoved() []int32 {
+	out := f.targetMoved
+	for _, l := range out {
+		f.targetMark[l] = false
+	}
+	f.targetMoved = f.targetMoved[:0]
+	return out
+}
+
+func (f *incFold) takeDueMoved() []int32 {
+	out := f.dueMoved
+	for _, l := range out {
+		f.dueMark[l] = false
+	}
+	f.dueMoved = f.dueMoved[:0]
+	return out
+}
+
+// target is leaf l's layered target: its own layer and its parts.
+func (f *incFold) target(t *tree, l int32) Slots {
+	k := f.ownUse[l]
+	for a := t.nodes[l].parent; a != noNode; a = t.nodes[a].parent {
+		pa := f.pools[a]
+		k += pa.part[pa.loc(l, f)]
+	}
+	return k
+}
+
+// dueOf hands out leaf l's due shares: its own layer, then its takes of
+// each pool, by whose parts they are.
+func (f *incFold) dueOf(t *tree, l int32, add func(owner int32, want, ent Slots)) {
+	if k := f.ownUse[l]; k > 0 {
+		add(l, k, 0)
+	}
+	for a := t.nodes[l].parent; a != noNode; a = t.nodes[a].parent {
+		pa := f.pools[a]
+		i := pa.loc(l, f)
+		if pa.part[i] == 0 {
+			continue
+		}
+		for _, list := range [2][]lenderSlots{pa.keeps[i], pa.restTakes[i]} {
+			for _, k := range list {
+				add(poolTake{pool: a, lender: k.lender}.takeOwner(), k.slots, 0)
+			}
+		}
+	}
 }
 
 // build makes the state from scratch: every pool, every leaf revisited.
@@ -156,6 +231,8 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	walk(0, 0)
 	f.parentEnf = p.mode.parent
 	f.owned, f.ownUse, f.eff = tot.owned, make([]Slots, n), make([]Slots, n)
+	f.targetMark, f.dueMark = make([]bool, n), make([]bool, n)
+	f.targetMoved, f.dueMoved = f.targetMoved[:0], f.dueMoved[:0]
 	f.pools = make([]*incPool, n)
 	f.order = (&layeredFold{t: t}).poolOrder()
 	for _, x := range f.order {
@@ -170,6 +247,7 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 		f.eff[l] = t.nodes[l].eff
 		f.ownUse[l] = minSlots(f.eff[l], f.owned[l])
 		f.markPending(t, l, t.nodes[l].parent)
+		f.noteTarget(l)
 	}
 }
 
@@ -203,6 +281,7 @@ func (f *incFold) takeMoved(t *tree) {
 		if use := minSlots(e, f.owned[l]); use != f.ownUse[l] {
 			f.ownUse[l] = use
 			f.pools[t.nodes[l].parent].classesDirty = true
+			f.noteTarget(l)
 		}
 		f.markPending(t, l, t.nodes[l].parent)
 	}

@@ -108,3 +108,61 @@ func sumTakes(ts []poolTake) []poolTake {
 	})
 	return out
 }
+
+// TestKeptPlacementMatchesFull: on the same logs, every placement made
+// over the leaves that are not quiet gives the moves of a placement over
+// every leaf from the same state.
+func TestKeptPlacementMatchesFull(t *testing.T) {
+	runs := 400
+	if testing.Short() {
+		runs = 80
+	}
+	compared := 0
+	for seed := range uint64(runs) {
+		sc := gen.GenerateOwned(gen.NewRand(seed+71000), 60)
+		pool := NewPool("inc")
+		var diff string
+		pool.placeCheck = func(p *Pool, moves []placeMove) {
+			compared++
+			if diff == "" {
+				diff = compareWithFullPlacement(p, moves)
+			}
+		}
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		seq := uint64(0)
+		for i, ev := range sc.Events {
+			if pc, ok := ev.(*events.PlanChange); ok {
+				ev = foldablePlan(pc, seed)
+			}
+			at = at.Add(time.Second)
+			if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+				continue
+			}
+			seq++
+			if diff != "" {
+				t.Fatalf("seed %d event %d (%T): %s", seed, i, ev, diff)
+			}
+		}
+	}
+	if compared < runs*10 {
+		t.Fatalf("only %d placements compared", compared)
+	}
+	t.Logf("%d placements compared", compared)
+}
+
+// compareWithFullPlacement runs the placement over every leaf and
+// compares its moves with the kept placement's; "" when equal.
+func compareWithFullPlacement(p *Pool, moves []placeMove) string {
+	idx := p.partIndex()
+	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
+		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts))}
+	for i, pt := range idx.parts {
+		in.room[i] = pt.slots
+	}
+	in.transfers = p.shareRatioPairing(p.t.sortedLeaves)
+	full := place(p.t, p.hosts, idx, in, p.placeRules(), &placeBufs{}).moves
+	if !slices.Equal(full, moves) {
+		return fmt.Sprintf("kept placement %v, over every leaf %v", moves, full)
+	}
+	return ""
+}

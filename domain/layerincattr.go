@@ -156,6 +156,9 @@ func (f *incFold) keeps(pl *incPool, l int32, left []Slots) ([]lenderSlots, bool
 // leaves with a rest.
 func (f *incFold) setKeeps(pl *incPool, l int32, ks []lenderSlots) {
 	i := pl.loc(l, f)
+	if !slices.Equal(pl.keeps[i], ks) {
+		f.noteDue(l)
+	}
 	for _, k := range pl.keeps[i] {
 		pl.keepSum[k.lender] -= k.slots
 	}
@@ -206,6 +209,9 @@ func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
 	kept := pl.restSet[:0]
 	for _, l := range pl.restSet {
 		i := pl.loc(l, f)
+		if len(pl.restTakes[i]) > 0 {
+			f.noteDue(l) // its takes are redone below: compared, they would rarely differ
+		}
 		pl.restTakes[i] = pl.restTakes[i][:0]
 		if pl.rest[i] > 0 {
 			kept = append(kept, l)
@@ -232,6 +238,7 @@ func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
 			}
 			n := minSlots(k, left[c])
 			pl.restTakes[i] = append(pl.restTakes[i], lenderSlots{lender: pl.classes[c].lender, slots: n})
+			f.noteDue(l)
 			left[c] -= n
 			k -= n
 		}

@@ -89,6 +89,7 @@ func (f *incFold) setPart(t *tree, pl *incPool, l int32, k Slots) {
 		return
 	}
 	pl.part[i] = k
+	f.noteTarget(l)
 	f.markAttr(pl.x, l)
 	f.markPending(t, l, t.nodes[pl.x].parent)
 }

@@ -58,25 +58,55 @@ func (p *Pool) updateLayeredTargets() {
 	in := layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
 		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}}
 	if p.incFoldable() {
-		p.layered = p.inc.fold(p, parts, tot)
+		built := p.inc.fold(p, parts, tot)
+		if p.foldCheck != nil || built {
+			p.layered = p.inc.output(p.t)
+		}
 		if p.foldCheck != nil {
 			p.foldCheck(p)
 		}
-	} else {
-		p.inc.ready = false
-		in.held = p.heldByPool(parts)
-		p.layered = computeLayeredTargets(p.t, in)
+		if !built {
+			p.keptTargets()
+			return
+		}
+		p.inc.takeTargetMoved()
+		p.takeTargets(p.layered.target)
+		return
 	}
+	p.inc.ready = false
+	in.held = p.heldByPool(parts)
+	p.layered = computeLayeredTargets(p.t, in)
+	p.takeTargets(p.layered.target)
+	if p.mode.shareRatio && p.mode.preempt && p.mode.balance {
+		p.layered.transfers = p.shareRatioPairing(p.t.sortedLeaves)
+	}
+}
+
+// takeTargets sets every node's target, touching those that moved.
+func (p *Pool) takeTargets(target []Slots) {
 	for id := range p.t.nodes {
-		if s := p.sh(int32(id)); s.target != p.layered.target[id] {
-			s.target = p.layered.target[id]
+		if s := p.sh(int32(id)); s.target != target[id] {
+			s.target = target[id]
 			if id > 0 {
 				p.touch(int32(id))
 			}
 		}
 	}
-	if p.mode.shareRatio && p.mode.preempt && p.mode.balance {
-		p.layered.transfers = p.shareRatioPairing()
+}
+
+// keptTargets takes the kept fold's targets: only the leaves whose target
+// may have moved are looked at, and their ancestors moved by as much.
+func (p *Pool) keptTargets() {
+	for _, l := range p.inc.takeTargetMoved() {
+		s := p.sh(l)
+		delta := p.inc.target(p.t, l) - s.target
+		if delta == 0 {
+			continue
+		}
+		for a := l; a > 0; a = p.t.nodes[a].parent { // the root's stays 0, as sumTargets leaves it
+			p.sh(a).target += delta
+		}
+		p.touch(l)
 	}
 }
 
@@ -85,10 +115,11 @@ func (p *Pool) updateLayeredTargets() {
 // layered target, largest deficit per unit of share first, take free
 // slots first, then from the leaves above their target in the victim
 // walk's order. It only names who gives to whom: the placement pairs a
-// claimant's gains with these victims first.
-func (p *Pool) shareRatioPairing() []transfer {
+// claimant's gains with these victims first. leaves (path order) must
+// hold every leaf off its target.
+func (p *Pool) shareRatioPairing(leaves []int32) []transfer {
 	var claimants, victims []int32
-	for _, l := range p.t.sortedLeaves {
+	for _, l := range leaves {
 		switch a, tg := p.t.nodes[l].alloc, p.sh(l).target; {
 		case a < tg:
 			claimants = append(claimants, l)
@@ -133,8 +164,17 @@ func (p *Pool) shareRatioPairing() []transfer {
 
 // rebalanceOwned places every leaf on its layered target.
 func (p *Pool) rebalanceOwned() {
-	parts, _ := p.hostParts()
-	for _, m := range placeOwned(p.t, p.hosts, parts, p.layered, p.holders(), p.placeRules()) {
+	var moves []placeMove
+	if p.inc.ready {
+		moves = p.placeKept()
+		if p.placeCheck != nil {
+			p.placeCheck(p, moves)
+		}
+	} else {
+		p.pk.ready = false
+		moves = p.placeAll()
+	}
+	for _, m := range moves {
 		switch m.kind {
 		case KindReclaim, KindReturn:
 			p.addAlloc(m.from, m.host, -m.slots)

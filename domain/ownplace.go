@@ -94,16 +94,19 @@ type placement struct {
 	t      *tree
 	rules  placeRules
 	hosts  []host
-	parts  []hostPart // by host, then part order
+	idx    *partIndex
+	parts  []hostPart // idx.parts: by host, then part order
 	capRem []Slots    // by part: not yet placed
+	leaves []int32    // the leaves taking part, path order
 	// due: by leaf, what it is due of each owner's parts (a few owners a
 	// leaf); wants: by leaf, those owners in the order it uses them.
 	due     [][]dueShare
 	wants   [][]int32
-	holders [][]leafSlots   // by host: who holds slots there now, path order
-	kept    [][]Slots       // by host, by holder: the slots kept there in step 1
-	placed  []placing       // step 2, in the order placed
-	over    map[int32]Slots // by leaf: what it holds above its target, which may be reclaimed
+	holders [][]leafSlots     // by host: who of the leaves taking part holds slots there now, path order
+	hosts0  []int32           // the hosts where they hold slots, in host order
+	kept    map[int32][]Slots // by host, by holder: the slots kept there in step 1
+	placed  []placing         // step 2, in the order placed
+	over    map[int32]Slots   // by leaf: what it holds above its target, which may be reclaimed
 	moves   []placeMove
 	// reserved: by part, the slots of a leaf owner's part kept for the
 	// owner's own use (no one else keeps them); ownOrder: by owner, its
@@ -118,6 +121,10 @@ type placement struct {
 	// deficit: by leaf, what it is short of its target (share_ratio's
 	// claimant order).
 	deficit []Slots
+	// keptSum: by part, what step 1 kept there; keptElse, of it, what
+	// leaves other than the part's owner kept.
+	keptSum, keptElse []Slots
+	cut               bool // step 1 cut some keep for want of room
 }
 
 // dueShare is what a leaf is due of one owner's parts (owner noNode: the
@@ -161,73 +168,163 @@ type placing struct {
 	rule  Rule
 }
 
-// placeOwned computes the placement. parts must list every up host's
-// parts; holders lists, by host, the leaves holding slots there now, in
-// path order.
+// partIndex is the up hosts' parts in the placement's order, and where
+// each host's and each owner's parts are in it; kept while the parts are.
+type partIndex struct {
+	t       *tree      // the tree it orders parts by
+	source  []hostPart // the parts it indexes, as given
+	parts   []hostPart
+	hostAt  []int           // by host: index of its first part (len(parts) when none)
+	first   map[int32]int   // by owner: index of its first part
+	byOwner map[int32][]int // by owner: its parts, in order
+}
+
+func newPartIndex(t *tree, nHosts int, parts []hostPart) *partIndex {
+	ix := &partIndex{t: t, parts: slices.Clone(parts), hostAt: make([]int, nHosts), first: map[int32]int{}, byOwner: map[int32][]int{}}
+	slices.SortStableFunc(ix.parts, func(a, b hostPart) int { return partOrder(t, a, b) })
+	for h := range ix.hostAt {
+		ix.hostAt[h] = len(ix.parts)
+	}
+	for i := len(ix.parts) - 1; i >= 0; i-- {
+		p := ix.parts[i]
+		ix.hostAt[p.host] = i
+		ix.first[p.owner] = i
+	}
+	for i, p := range ix.parts {
+		ix.byOwner[p.owner] = append(ix.byOwner[p.owner], i)
+	}
+	return ix
+}
+
+// placeInput is what one run covers: the leaves taking part, in path
+// order; by host, what they hold there (path order); each one's due
+// shares (ownUse, then its takes) and target; by part of the index, the
+// room the leaves left out leave (the slots they keep there taken away);
+// and the fold's transfers.
+type placeInput struct {
+	leaves    []int32
+	holders   [][]leafSlots
+	due       func(l int32, add func(owner int32, want, ent Slots))
+	target    func(l int32) Slots
+	room      []Slots
+	transfers []transfer
+}
+
+// placeOwned computes the placement of every leaf. parts must list every
+// up host's parts; holders lists, by host, the leaves holding slots there
+// now, in path order.
 func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
-	pl := &placement{t: t, rules: rules, hosts: hosts, holders: holders, due: make([][]dueShare, len(t.nodes)), wants: make([][]int32, len(t.nodes)),
-		kept: make([][]Slots, len(hosts)), over: map[int32]Slots{}, ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}}
-	pl.parts = slices.Clone(parts)
-	slices.SortStableFunc(pl.parts, pl.partOrder)
-	pl.capRem = make([]Slots, len(pl.parts))
-	pl.hostAt = make([]int, len(hosts))
-	for h := range pl.hostAt {
-		pl.hostAt[h] = len(pl.parts)
+	idx := newPartIndex(t, len(hosts), parts)
+	byLeaf := make([][]poolTake, len(t.nodes))
+	for _, tk := range lt.takes {
+		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
 	}
-	firstPart := map[int32]int{}
-	for i := len(pl.parts) - 1; i >= 0; i-- {
-		p := pl.parts[i]
-		pl.capRem[i] = p.slots
-		pl.hostAt[p.host] = i
-		firstPart[p.owner] = i
+	in := placeInput{leaves: t.sortedLeaves, holders: holders, due: lt.dueFrom(byLeaf), target: func(l int32) Slots { return lt.target[l] },
+		room: make([]Slots, len(idx.parts)), transfers: lt.transfers}
+	for i, p := range idx.parts {
+		in.room[i] = p.slots
 	}
-	total := make([]Slots, len(t.nodes))
-	pl.deficit = make([]Slots, len(t.nodes))
-	for _, hs := range holders {
-		for _, x := range hs {
-			total[x.leaf] += x.slots
-		}
-	}
-	addWant := func(leaf, owner int32, k, ent Slots) {
-		d := pl.dueOf(leaf, owner)
-		if d == nil {
-			pl.wants[leaf] = append(pl.wants[leaf], owner)
-			pl.due[leaf] = append(pl.due[leaf], dueShare{owner: owner})
-			d = &pl.due[leaf][len(pl.due[leaf])-1]
-		}
-		d.want += k
-		d.ent += ent
-	}
-	for _, l := range t.leaves {
+	return place(t, hosts, idx, in, rules, &placeBufs{}).moves
+}
+
+// dueFrom hands out a leaf's due shares: its own layer, then its takes
+// (byLeaf: the takes by leaf).
+func (lt layeredTargets) dueFrom(byLeaf [][]poolTake) func(l int32, add func(owner int32, want, ent Slots)) {
+	return func(l int32, add func(owner int32, want, ent Slots)) {
 		if k := lt.ownUse[l]; k > 0 {
-			addWant(l, l, k, 0)
+			add(l, k, 0)
 		}
-		pl.deficit[l] = maxSlots(lt.target[l]-total[l], 0)
-		if k := total[l] - lt.target[l]; k > 0 {
+		for _, tk := range byLeaf[l] {
+			add(tk.takeOwner(), tk.slots, tk.entitled)
+		}
+	}
+}
+
+// takeOwner is whose parts a take's slots are: the lender's, the pool's
+// own (a private pool), or the public parts (noNode).
+func (tk poolTake) takeOwner() int32 {
+	if tk.lender == noNode && tk.pool != 0 {
+		return tk.pool
+	}
+	return tk.lender
+}
+
+// placeBufs is scratch a pool keeps between runs, by node id and by host;
+// a run leaves it as it found it.
+type placeBufs struct {
+	due     [][]dueShare
+	wants   [][]int32
+	deficit []Slots
+	total   []Slots // what each leaf holds, while a run sums it
+}
+
+func (b *placeBufs) fit(n int) {
+	if len(b.due) != n {
+		b.due, b.wants, b.deficit, b.total = make([][]dueShare, n), make([][]int32, n), make([]Slots, n), make([]Slots, n)
+	}
+}
+
+// place runs the placement of in's leaves.
+func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRules, bufs *placeBufs) *placement {
+	bufs.fit(len(t.nodes))
+	pl := &placement{t: t, rules: rules, hosts: hosts, idx: idx, parts: idx.parts, hostAt: idx.hostAt, leaves: in.leaves, holders: in.holders,
+		due: bufs.due, wants: bufs.wants, deficit: bufs.deficit, kept: map[int32][]Slots{}, over: map[int32]Slots{},
+		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: slices.Clone(in.room)}
+	defer pl.release()
+	for h, hs := range in.holders {
+		if len(hs) > 0 {
+			pl.hosts0 = append(pl.hosts0, int32(h))
+		}
+		for _, x := range hs {
+			bufs.total[x.leaf] += x.slots
+		}
+	}
+	for _, l := range in.leaves {
+		total := bufs.total[l]
+		bufs.total[l] = 0
+		target := in.target(l)
+		pl.deficit[l] = maxSlots(target-total, 0)
+		if k := total - target; k > 0 {
 			pl.over[l] = k
 		}
-	}
-	for _, tk := range lt.takes {
-		owner := tk.lender
-		if owner == noNode && tk.pool != 0 {
-			owner = tk.pool
-		}
-		addWant(tk.leaf, owner, tk.slots, tk.entitled)
-	}
-	for l, owners := range pl.wants {
-		slices.SortFunc(owners, func(a, b int32) int {
-			return cmp.Or(cmp.Compare(pl.tierOf(int32(l), a), pl.tierOf(int32(l), b)), cmp.Compare(firstPart[a], firstPart[b]))
+		in.due(l, func(owner int32, k, ent Slots) { pl.addWant(l, owner, k, ent) })
+		slices.SortFunc(pl.wants[l], func(a, b int32) int {
+			return cmp.Or(cmp.Compare(pl.tierOf(l, a), pl.tierOf(l, b)), cmp.Compare(pl.firstPart(a), pl.firstPart(b)))
 		})
 	}
 	pl.owed = map[int32][]transfer{}
-	for _, tr := range lt.transfers {
+	for _, tr := range in.transfers {
 		pl.owed[tr.claimant] = append(pl.owed[tr.claimant], tr)
 	}
+	pl.keptSum, pl.keptElse = make([]Slots, len(pl.parts)), make([]Slots, len(pl.parts))
 	pl.reserve()
 	pl.keep()
 	pl.place()
 	pl.pair()
-	return pl.moves
+	return pl
+}
+
+// release clears the scratch the run used.
+func (pl *placement) release() {
+	for _, l := range pl.leaves {
+		pl.due[l], pl.wants[l], pl.deficit[l] = pl.due[l][:0], pl.wants[l][:0], 0
+	}
+}
+
+// firstPart is the index of owner's first part (0 when it has none).
+func (pl *placement) firstPart(owner int32) int { return pl.idx.first[owner] }
+
+// addWant adds k slots (ent of them within its guarantee) to what leaf is
+// due of owner's parts.
+func (pl *placement) addWant(leaf, owner int32, k, ent Slots) {
+	d := pl.dueOf(leaf, owner)
+	if d == nil {
+		pl.wants[leaf] = append(pl.wants[leaf], owner)
+		pl.due[leaf] = append(pl.due[leaf], dueShare{owner: owner})
+		d = &pl.due[leaf][len(pl.due[leaf])-1]
+	}
+	d.want += k
+	d.ent += ent
 }
 
 // tierOf ranks the parts of owner for leaf l's grants (section 5,
@@ -267,19 +364,19 @@ func (pl *placement) partsOfHost(h int32) (int, int) {
 // partOrder: hosts in registration order; on a host, leaf owners' parts
 // (by path), then parents' private parts deepest first (then path), then
 // the public part.
-func (pl *placement) partOrder(a, b hostPart) int {
+func partOrder(t *tree, a, b hostPart) int {
 	if a.host != b.host {
 		return cmp.Compare(a.host, b.host)
 	}
-	return cmp.Compare(pl.partTier(a.owner), pl.partTier(b.owner))
+	return cmp.Compare(partTier(t, a.owner), partTier(t, b.owner))
 }
 
 // partTier ranks an owner's part on a host (smaller first).
-func (pl *placement) partTier(owner int32) int64 {
+func partTier(t *tree, owner int32) int64 {
 	if owner == noNode {
 		return 1 << 62
 	}
-	n := &pl.t.nodes[owner]
+	n := &t.nodes[owner]
 	if n.leaf {
 		return int64(owner)
 	}
@@ -289,18 +386,18 @@ func (pl *placement) partTier(owner int32) int64 {
 // keep is step 1: host by host, part by part, the slots a leaf already
 // holds on the host count for a part it is due slots of.
 func (pl *placement) keep() {
-	left := make([][]Slots, len(pl.hosts)) // by host, by holder: not yet counted for a part
+	left := map[int32][]Slots{} // by host, by holder: not yet counted for a part
 	var withParts []int32
-	for i0 := 0; i0 < len(pl.parts); {
-		h := pl.parts[i0].host
-		_, i1 := pl.partsOfHost(h)
+	for _, h := range pl.hosts0 {
+		if pl.hostAt[h] == len(pl.parts) { // down: no parts
+			continue
+		}
 		hs := pl.holders[h]
 		left[h], pl.kept[h] = make([]Slots, len(hs)), make([]Slots, len(hs))
 		for j, x := range hs {
 			left[h][j] = x.slots
 		}
 		withParts = append(withParts, h)
-		i0 = i1
 	}
 	// Leaves that keep all they hold first, host by host; then those
 	// giving slots up keep on the hosts a claimant would use last (least
@@ -346,7 +443,10 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
 				if l != p.owner {
 					room -= pl.reserved[i]
 				}
-				k := minSlots(minSlots(left[j], d.want), room)
+				k := minSlots(left[j], d.want)
+				if room < k {
+					k, pl.cut = room, true
+				}
 				if k <= 0 {
 					continue
 				}
@@ -355,6 +455,10 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
 				d.want -= k
 				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
 				pl.capRem[i] -= k
+				pl.keptSum[i] += k
+				if l != p.owner {
+					pl.keptElse[i] += k
+				}
 			}
 		}
 	}
@@ -362,8 +466,10 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
 
 // lentTo reports whether owner's parts are lent to leaf l: neither its
 // own, nor an ancestor's private part, nor public.
-func (pl *placement) lentTo(l, owner int32) bool {
-	return owner != noNode && owner != l && !pl.t.contains(owner, l)
+func (pl *placement) lentTo(l, owner int32) bool { return lentTo(pl.t, l, owner) }
+
+func lentTo(t *tree, l, owner int32) bool {
+	return owner != noNode && owner != l && !t.contains(owner, l)
 }
 
 // keepOrder: the part's owner first, then priority desc, fewest slots on
@@ -393,17 +499,11 @@ func (pl *placement) keepOrder(p hostPart, a, b int32, la, lb Slots) int {
 // only what is not reserved.
 func (pl *placement) reserve() {
 	pl.reserved = make([]Slots, len(pl.parts))
-	mineOf := map[int32][]int{}
-	for i, p := range pl.parts {
-		if p.owner != noNode && pl.t.nodes[p.owner].leaf && pl.want(p.owner, p.owner) > 0 {
-			mineOf[p.owner] = append(mineOf[p.owner], i)
-		}
-	}
-	for _, o := range pl.t.sortedLeaves {
-		mine := mineOf[o]
-		if len(mine) == 0 {
+	for _, o := range pl.leaves {
+		if pl.want(o, o) == 0 || len(pl.idx.byOwner[o]) == 0 {
 			continue
 		}
+		mine := slices.Clone(pl.idx.byOwner[o])
 		want := pl.want(o, o)
 		sits := make(map[int]Slots, len(mine))
 		for _, i := range mine {
@@ -443,7 +543,7 @@ func (pl *placement) hostFree(h int32) Slots { return pl.hosts[h].slots - pl.hos
 // with most room first, then host name.
 func (pl *placement) place() {
 	if !pl.rules.phased {
-		leaves := slices.Clone(pl.t.leavesByRank())
+		leaves := pl.byRank()
 		slices.SortStableFunc(leaves, pl.claimantOrder)
 		for _, l := range leaves {
 			pl.placeOwn(l)
@@ -451,7 +551,7 @@ func (pl *placement) place() {
 		}
 		return
 	}
-	leaves := slices.Clone(pl.t.leaves)
+	leaves := slices.Clone(pl.leaves)
 	slices.SortFunc(leaves, pl.t.entitledOrder)
 	for _, l := range leaves {
 		pl.placeOwn(l)
@@ -461,6 +561,18 @@ func (pl *placement) place() {
 	for _, l := range leaves {
 		pl.placeWants(l, pl.rules.borrow, func(d *dueShare) Slots { return d.want })
 	}
+}
+
+// byRank lists the leaves taking part by rank (priority desc, then path).
+func (pl *placement) byRank() []int32 {
+	if len(pl.leaves) == len(pl.t.leaves) {
+		return slices.Clone(pl.t.leavesByRank())
+	}
+	leaves := slices.Clone(pl.leaves)
+	slices.SortFunc(leaves, func(a, b int32) int {
+		return cmp.Or(cmpDesc(pl.t.nodes[a].priority, pl.t.nodes[b].priority), cmp.Compare(a, b))
+	})
+	return leaves
 }
 
 // claimantOrder is share_ratio's (section 4): the largest deficit per
@@ -513,8 +625,8 @@ func (pl *placement) roomiest(owner int32) int {
 	h := pl.byOwner[owner]
 	if h == nil {
 		h = &partHeap{pl: pl}
-		for i, p := range pl.parts {
-			if p.owner == owner && pl.capRem[i] > 0 {
+		for _, i := range pl.idx.byOwner[owner] {
+			if pl.capRem[i] > 0 {
 				h.items = append(h.items, partRoom{part: i, room: pl.capRem[i]})
 			}
 		}
@@ -567,41 +679,52 @@ func (h *partHeap) Pop() any {
 // (reclaim), then free slots (grant, or lend on another consumer's part);
 // what is still given up is released.
 func (pl *placement) pair() {
-	hs := make([]hostLoss, len(pl.hosts))
-	for h := range pl.hosts {
-		hs[h] = pl.lossesOn(int32(h))
+	hs := make(map[int32]*hostLoss, len(pl.hosts0)) // the hosts of hosts0; others lose nothing
+	for _, h := range pl.hosts0 {
+		hs[h] = pl.lossesOn(h)
+	}
+	none := &hostLoss{}
+	lossOn := func(h int32) *hostLoss {
+		if hl := hs[h]; hl != nil {
+			return hl
+		}
+		return none
 	}
 	gains := slices.Clone(pl.placed)
 	for g := range gains { // a leaf giving up one part and gaining another on a host stays
 		x := &gains[g]
-		hl := &hs[pl.parts[x.part].host]
+		hl := lossOn(pl.parts[x.part].host)
 		relabel := minSlots(x.slots, hl.lost[x.leaf])
 		x.slots -= relabel
-		hl.lost[x.leaf] -= relabel
+		if relabel > 0 {
+			hl.lost[x.leaf] -= relabel
+		}
 	}
-	for h := range hs {
-		hl := &hs[h]
+	for _, h := range pl.hosts0 {
+		hl := hs[h]
 		slices.SortFunc(hl.losers, func(a, b int32) int { return pl.giveBackOrder(hl.lost, a, b) })
 	}
 	for g := range gains { // returns
 		x := &gains[g]
 		h := pl.parts[x.part].host
-		for _, v := range hs[h].losers {
+		hl := lossOn(h)
+		for _, v := range hl.losers {
 			if x.slots == 0 {
 				break
 			}
-			if n := minSlots(x.slots, hs[h].lost[v]); n > 0 && pl.isReturn(x.leaf, v, pl.parts[x.part].owner) {
-				hs[h].lost[v] -= n
+			if n := minSlots(x.slots, hl.lost[v]); n > 0 && pl.isReturn(x.leaf, v, pl.parts[x.part].owner) {
+				hl.lost[v] -= n
 				x.slots -= n
 				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: pl.parts[x.part].owner})
 			}
 		}
 	}
-	for h := range hs { // moves: given up by a leaf placed elsewhere
-		for _, v := range hs[h].losers {
-			if moved := hs[h].lost[v] - minSlots(hs[h].lost[v], pl.over[v]); moved > 0 {
-				hs[h].lost[v] -= moved
-				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: int32(h), slots: moved, rule: RuleMoved, graceOf: noNode})
+	for _, h := range pl.hosts0 { // moves: given up by a leaf placed elsewhere
+		hl := hs[h]
+		for _, v := range hl.losers {
+			if moved := hl.lost[v] - minSlots(hl.lost[v], pl.over[v]); moved > 0 {
+				hl.lost[v] -= moved
+				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: moved, rule: RuleMoved, graceOf: noNode})
 			}
 		}
 	}
@@ -609,11 +732,11 @@ func (pl *placement) pair() {
 	// free slots. Each leaf takes free slots first, on every host it
 	// gains on, then what others give up (section 4: "Free slots are used
 	// first").
-	free := make([]Slots, len(pl.hosts))
+	free := map[int32]Slots{}
 	for _, x := range gains {
 		free[pl.parts[x.part].host] += x.slots
 	}
-	for h := range hs {
+	for _, h := range pl.hosts0 {
 		for _, v := range hs[h].losers {
 			free[h] -= hs[h].lost[v]
 		}
@@ -634,16 +757,16 @@ func (pl *placement) pair() {
 		}
 		for g := i; g < j; g++ {
 			if x := gains[g]; x.slots > 0 {
-				h := pl.parts[x.part].host
-				pl.gain(x, hs[h].losers, hs[h].lost)
+				hl := lossOn(pl.parts[x.part].host)
+				pl.gain(x, hl.losers, hl.lost)
 			}
 		}
 		i = j
 	}
-	for h := range hs {
+	for _, h := range pl.hosts0 {
 		for _, v := range hs[h].losers {
 			if k := hs[h].lost[v]; k > 0 {
-				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: int32(h), slots: k, rule: RuleMoved, graceOf: noNode})
+				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: k, rule: RuleMoved, graceOf: noNode})
 			}
 		}
 	}
@@ -655,8 +778,8 @@ type hostLoss struct {
 	lost   map[int32]Slots
 }
 
-func (pl *placement) lossesOn(h int32) hostLoss {
-	hl := hostLoss{lost: map[int32]Slots{}}
+func (pl *placement) lossesOn(h int32) *hostLoss {
+	hl := &hostLoss{lost: map[int32]Slots{}}
 	for j, x := range pl.holders[h] {
 		keptHere := Slots(0)
 		if pl.kept[h] != nil {

@@ -44,11 +44,15 @@ type Pool struct {
 	parts      []hostPart
 	partTot    ownTotals
 	partsFresh bool
-	sits       sitCache // which part of each host the slots sit in (sitcache.go)
-	inc        incFold  // the layered fold kept between events (layerinc.go)
-	// foldCheck, set by tests only, sees every kept fold's outcome before
-	// the placement uses it.
-	foldCheck func(*Pool)
+	sits       sitCache   // which part of each host the slots sit in (sitcache.go)
+	inc        incFold    // the layered fold kept between events (layerinc.go)
+	pk         placeKeep  // the placement kept beside it (ownplaceinc.go)
+	partIdx    *partIndex // the placement's index of parts
+	// foldCheck and placeCheck, set by tests only, see every kept fold's
+	// outcome before the placement uses it, and every kept placement's
+	// moves before they are made.
+	foldCheck  func(*Pool)
+	placeCheck func(*Pool, []placeMove)
 
 	// Per-event work.
 	decisions    []Decision
@@ -140,7 +144,7 @@ func (p *Pool) begin(ev Event) {
 	case *events.Demand, *events.Release: // neither hosts nor the assignment change
 	default:
 		p.partsFresh = false
-		p.inc.ready = false
+		p.inc.ready, p.pk.ready = false, false
 	}
 	p.decisions = p.decisions[:0]
 	p.touched = p.touched[:0]
@@ -283,6 +287,7 @@ func (p *Pool) addAlloc(id, hostID int32, delta Slots) {
 	before := n.holdings[i].slots
 	n.holdings[i].slots += delta
 	p.sits.held(id, hostID, before, n.holdings[i].slots)
+	p.pk.noteHeld(id)
 	if n.holdings[i].slots == 0 {
 		n.holdings = slices.Delete(n.holdings, i, i+1)
 	}

@@ -1,0 +1,238 @@
+package domain
+
+import "slices"
+
+// The placement kept between events, beside the kept fold (layerinc.go).
+// After a placement most leaves are quiet: the slots they hold already
+// count for everything they are due (step 1 keeps all of them, and they
+// have nothing to place, give up or pair). A quiet leaf whose holdings
+// and due shares have not changed since is quiet again, and does nothing
+// in a placement but take room on the parts its slots count for; so a run
+// over the other leaves alone, on the room the quiet ones leave, makes the
+// same moves, provided step 1 cuts no leaf's keep for want of room (then
+// the order in which leaves keep, and so who is in the run, could matter).
+// That proviso is checked on every part, and when it fails the run is
+// made over every leaf. TestKeptPlacementMatchesFull compares the two.
+
+// placeKeep is what is kept: which leaves are quiet, what each quiet
+// leaf keeps where, and by part how much the quiet leaves keep.
+type placeKeep struct {
+	ready bool
+	quiet []bool        // by node id
+	keeps [][]partSlots // by node id: what a quiet leaf keeps, by part
+	qsum  []Slots       // by part: what quiet leaves keep there
+	qelse []Slots       // by part: of qsum, what leaves other than the part's owner keep
+	over  int           // parts where qsum exceeds the part
+	redo  []int32       // leaves to look at again: in the last run, or whose holdings changed
+	mark  []bool        // by node id: in redo
+	bufs  placeBufs
+}
+
+// partSlots is a number of slots counted for one part (of the index).
+type partSlots struct {
+	part  int
+	slots Slots
+}
+
+// noteHeld records that a leaf's holdings changed (addAlloc).
+func (k *placeKeep) noteHeld(l int32) {
+	if k.ready && !k.mark[l] {
+		k.mark[l] = true
+		k.redo = append(k.redo, l)
+	}
+}
+
+// partIndex is the placement's index of the current parts.
+func (p *Pool) partIndex() *partIndex {
+	parts, _ := p.hostParts()
+	if p.partIdx == nil || p.partIdx.t != p.t || len(p.partIdx.hostAt) != len(p.hosts) || !slices.Equal(p.partIdx.source, parts) {
+		p.partIdx = newPartIndex(p.t, len(p.hosts), parts)
+		p.partIdx.source = slices.Clone(parts)
+		p.pk.ready = false
+	}
+	return p.partIdx
+}
+
+// placeKept places the leaves that are not quiet, or every leaf when the
+// proviso fails.
+func (p *Pool) placeKept() []placeMove {
+	idx := p.partIndex()
+	k := &p.pk
+	if !k.ready {
+		k.reset(len(p.t.nodes), len(idx.parts))
+		for _, l := range p.t.sortedLeaves {
+			k.noteHeld(l)
+		}
+	}
+	for _, l := range p.inc.takeDueMoved() {
+		k.noteHeld(l)
+	}
+	var run []int32
+	for _, l := range k.redo {
+		k.mark[l] = false
+		if !k.settle(p, idx, l) {
+			run = append(run, l)
+		}
+	}
+	k.redo = k.redo[:0]
+	slices.Sort(run)
+	in := placeInput{leaves: run, holders: make([][]leafSlots, len(p.hosts)), target: func(l int32) Slots { return p.sh(l).target },
+		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts))}
+	for _, l := range run {
+		for _, h := range p.t.nodes[l].holdings {
+			in.holders[h.host] = append(in.holders[h.host], leafSlots{leaf: l, slots: h.slots})
+		}
+	}
+	for i, pt := range idx.parts {
+		in.room[i] = pt.slots - k.qsum[i]
+	}
+	in.transfers = p.shareRatioPairing(run)
+	if k.over == 0 {
+		pl := place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs)
+		if k.uncut(idx, pl) {
+			k.redo = append(k.redo, run...)
+			for _, l := range run {
+				k.mark[l] = true
+			}
+			return pl.moves
+		}
+	}
+	// The proviso fails: every leaf takes part, and every leaf is looked
+	// at again after.
+	k.ready = false
+	in.leaves = p.t.sortedLeaves
+	in.holders = p.holders()
+	for i, pt := range idx.parts {
+		in.room[i] = pt.slots
+	}
+	in.transfers = p.shareRatioPairing(p.t.sortedLeaves)
+	return place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs).moves
+}
+
+// placeAll places every leaf on the layered targets of a full fold.
+func (p *Pool) placeAll() []placeMove {
+	idx := p.partIndex()
+	lt := p.layered
+	byLeaf := make([][]poolTake, len(p.t.nodes))
+	for _, tk := range lt.takes {
+		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
+	}
+	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return lt.target[l] },
+		due: lt.dueFrom(byLeaf), room: make([]Slots, len(idx.parts)), transfers: lt.transfers}
+	for i, pt := range idx.parts {
+		in.room[i] = pt.slots
+	}
+	return place(p.t, p.hosts, idx, in, p.placeRules(), &p.pk.bufs).moves
+}
+
+// reset forgets every quiet leaf.
+func (k *placeKeep) reset(n, parts int) {
+	k.ready = true
+	k.quiet, k.keeps, k.mark = make([]bool, n), make([][]partSlots, n), make([]bool, n)
+	k.qsum, k.qelse = make([]Slots, parts), make([]Slots, parts)
+	k.over, k.redo = 0, k.redo[:0]
+}
+
+// settle looks at leaf l again: whether it is quiet, and if so what it
+// keeps where (kept in qsum). It reports whether l is quiet.
+func (k *placeKeep) settle(p *Pool, idx *partIndex, l int32) bool {
+	if k.quiet[l] {
+		k.addQuiet(idx, l, -1)
+	}
+	keeps, quiet := isolatedKeep(p, idx, l)
+	k.quiet[l], k.keeps[l] = quiet, keeps
+	if quiet {
+		k.addQuiet(idx, l, 1)
+	}
+	return quiet
+}
+
+func (k *placeKeep) addQuiet(idx *partIndex, l int32, sign Slots) {
+	for _, ks := range k.keeps[l] {
+		i := ks.part
+		before := k.qsum[i] > idx.parts[i].slots
+		k.qsum[i] += sign * ks.slots
+		if idx.parts[i].owner != l {
+			k.qelse[i] += sign * ks.slots
+		}
+		if after := k.qsum[i] > idx.parts[i].slots; after != before {
+			if after {
+				k.over++
+			} else {
+				k.over--
+			}
+		}
+	}
+}
+
+// isolatedKeep is step 1 for leaf l alone, no part short of room: what it
+// keeps on each part, and whether that is all it holds and all it is due
+// (it is quiet).
+func isolatedKeep(p *Pool, idx *partIndex, l int32) ([]partSlots, bool) {
+	var due []dueShare
+	p.inc.dueOf(p.t, l, func(owner int32, k, _ Slots) {
+		for i := range due {
+			if due[i].owner == owner {
+				due[i].want += k
+				return
+			}
+		}
+		due = append(due, dueShare{owner: owner, want: k})
+	})
+	total, target := Slots(0), p.sh(l).target
+	for _, h := range p.t.nodes[l].holdings {
+		total += h.slots
+	}
+	if total != target {
+		return nil, false
+	}
+	var keeps []partSlots
+	for _, h := range p.t.nodes[l].holdings {
+		left := h.slots
+		i0 := idx.hostAt[h.host]
+		for _, lent := range []bool{false, true} {
+			for i := i0; i < len(idx.parts) && idx.parts[i].host == h.host && left > 0; i++ {
+				owner := idx.parts[i].owner
+				if lentTo(p.t, l, owner) != lent {
+					continue
+				}
+				for d := range due {
+					if due[d].owner == owner && due[d].want > 0 {
+						n := minSlots(left, due[d].want)
+						due[d].want -= n
+						left -= n
+						keeps = append(keeps, partSlots{part: i, slots: n})
+					}
+				}
+			}
+		}
+		if left > 0 {
+			return nil, false
+		}
+	}
+	return keeps, true // all held is kept, and total == target: nothing is still due
+}
+
+// uncut checks the proviso after a run over some leaves: on every part
+// where they kept slots or an owner reserved some, what the quiet leaves
+// and they keep fits, with the reserve when a leaf other than the owner
+// keeps there. Then no leaf's keep is cut, in this run or in one over
+// every leaf.
+func (k *placeKeep) uncut(idx *partIndex, pl *placement) bool {
+	if pl.cut {
+		return false
+	}
+	for i, pt := range idx.parts {
+		if pl.keptSum[i] == 0 && pl.reserved[i] == 0 {
+			continue
+		}
+		total := k.qsum[i] + pl.keptSum[i]
+		if k.qelse[i]+pl.keptElse[i] > 0 {
+			total += pl.reserved[i]
+		}
+		if total > pt.slots {
+			return false
+		}
+	}
+	return true
+}
