@@ -1,6 +1,9 @@
 package domain
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // The layered fold kept between events. computeLayeredTargets (layered.go)
 // divides every pool from scratch; on a large pool that is most of an
@@ -392,16 +395,56 @@ func (f *incFold) output(t *tree) layeredTargets {
 // held, the slots each leaf sits on by pool and lender (heldByPool).
 func (f *incFold) noteSittings(t *tree, parts []hostPart, sits []sitting, sign Slots) {
 	for _, s := range sits {
-		o := parts[s.part].owner
-		switch {
-		case o == s.leaf: // its own slots: the own layer
-		case o == noNode:
-			f.addHeld(heldKey{pool: 0, leaf: s.leaf, lender: noNode}, sign*s.slots)
-		case t.contains(o, s.leaf):
-			f.addHeld(heldKey{pool: o, leaf: s.leaf, lender: noNode}, sign*s.slots)
-		default:
-			f.addHeld(heldKey{pool: t.commonAncestor(o, s.leaf), leaf: s.leaf, lender: o}, sign*s.slots)
+		if k, ok := sittingKey(t, parts, s); ok {
+			f.addHeld(k, sign*s.slots)
 		}
+	}
+}
+
+// noteResit replaces one host's sittings in held: only the entries whose
+// amount changes are touched, so only their leaves redo their
+// attribution.
+func (f *incFold) noteResit(t *tree, parts []hostPart, before, after []sitting) {
+	type change struct {
+		k heldKey
+		d Slots
+	}
+	var cs []change
+	for _, s := range before {
+		if k, ok := sittingKey(t, parts, s); ok {
+			cs = append(cs, change{k, -s.slots})
+		}
+	}
+	for _, s := range after {
+		if k, ok := sittingKey(t, parts, s); ok {
+			cs = append(cs, change{k, s.slots})
+		}
+	}
+	slices.SortFunc(cs, func(a, b change) int {
+		return cmp.Or(cmp.Compare(a.k.pool, b.k.pool), cmp.Compare(a.k.leaf, b.k.leaf), cmp.Compare(a.k.lender, b.k.lender))
+	})
+	for i := 0; i < len(cs); {
+		j, d := i, Slots(0)
+		for ; j < len(cs) && cs[j].k == cs[i].k; j++ {
+			d += cs[j].d
+		}
+		f.addHeld(cs[i].k, d)
+		i = j
+	}
+}
+
+// sittingKey is the held entry a sitting counts for; false for a leaf's
+// own slots (the own layer).
+func sittingKey(t *tree, parts []hostPart, s sitting) (heldKey, bool) {
+	switch o := parts[s.part].owner; {
+	case o == s.leaf:
+		return heldKey{}, false
+	case o == noNode:
+		return heldKey{pool: 0, leaf: s.leaf, lender: noNode}, true
+	case t.contains(o, s.leaf):
+		return heldKey{pool: o, leaf: s.leaf, lender: noNode}, true
+	default:
+		return heldKey{pool: t.commonAncestor(o, s.leaf), leaf: s.leaf, lender: o}, true
 	}
 }
 

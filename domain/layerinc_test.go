@@ -160,7 +160,9 @@ func compareWithFullPlacement(p *Pool, moves []placeMove) string {
 		in.room[i] = pt.slots
 	}
 	in.transfers = p.shareRatioPairing(p.t.sortedLeaves)
-	full := place(p.t, p.hosts, idx, in, p.placeRules(), &placeBufs{}).moves
+	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &placeBufs{})
+	pl.release()
+	full := pl.moves
 	if !slices.Equal(full, moves) {
 		return fmt.Sprintf("kept placement %v, over every leaf %v", moves, full)
 	}

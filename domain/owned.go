@@ -46,6 +46,7 @@ func (p *Pool) hostParts() ([]hostPart, ownTotals) {
 	if !p.partsFresh {
 		p.parts, p.partTot = partsOf(p.t, p.hosts, p.own)
 		p.partsFresh = true
+		p.partsGen++
 	}
 	return p.parts, p.partTot
 }
@@ -362,12 +363,23 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 			}
 		}
 	}
+	// pool: by holder, by part, the pool the holder uses the part's slots
+	// in (poolOfPart) and may: whether it may hold them at all (mayUse);
+	// worked out once, used by every pass below.
+	pool, mayHold := make([][]int32, len(held)), make([][]bool, len(held))
+	for hk, h := range held {
+		pool[hk], mayHold[hk] = make([]int32, n), make([]bool, n)
+		for k := range n {
+			o := parts[i+k].owner
+			pool[hk][k], mayHold[hk][k] = p.poolOfPart(h.host, o), p.mayUse(h.host, o)
+		}
+	}
 	for d := p.t.maxDepth; d > 0; d-- {
 		for _, lentIn := range []bool{false, true} { // a pool's own private part before the parts lent into it
 			for _, k := range order {
 				for _, hk := range keepers {
 					o := parts[i+k].owner
-					if x := p.poolOfPart(held[hk].host, o); x != noNode && p.t.nodes[x].depth == d && (x != o) == lentIn {
+					if x := pool[hk][k]; x != noNode && p.t.nodes[x].depth == d && (x != o) == lentIn {
 						sit(k, hk)
 					}
 				}
@@ -381,7 +393,7 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 			}
 		}
 	}
-	may := func(hk, k int) bool { return p.mayUse(held[hk].host, parts[i+k].owner) }
+	may := func(hk, k int) bool { return mayHold[hk][k] }
 	for _, eligibleOnly := range []bool{true, false} { // the rest: lent slots, those it may borrow first
 		for k := range n {
 			for _, hk := range keepers {

@@ -125,6 +125,7 @@ type placement struct {
 	// leaves other than the part's owner kept.
 	keptSum, keptElse []Slots
 	cut               bool // step 1 cut some keep for want of room
+	b                 *placeBufs
 }
 
 // dueShare is what a leaf is due of one owner's parts (owner noNode: the
@@ -172,6 +173,7 @@ type placing struct {
 // each host's and each owner's parts are in it; kept while the parts are.
 type partIndex struct {
 	t       *tree      // the tree it orders parts by
+	gen     uint64     // the pool's parts generation it was checked against
 	source  []hostPart // the parts it indexes, as given
 	parts   []hostPart
 	hostAt  []int           // by host: index of its first part (len(parts) when none)
@@ -208,6 +210,7 @@ type placeInput struct {
 	target    func(l int32) Slots
 	room      []Slots
 	transfers []transfer
+	hosts     []int32 // the hosts where the leaves hold slots, in host order (nil: those of holders)
 }
 
 // placeOwned computes the placement of every leaf. parts must list every
@@ -224,7 +227,9 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 	for i, p := range idx.parts {
 		in.room[i] = p.slots
 	}
-	return place(t, hosts, idx, in, rules, &placeBufs{}).moves
+	pl := place(t, hosts, idx, in, rules, &placeBufs{})
+	pl.release()
+	return pl.moves
 }
 
 // dueFrom hands out a leaf's due shares: its own layer, then its takes
@@ -249,33 +254,49 @@ func (tk poolTake) takeOwner() int32 {
 	return tk.lender
 }
 
-// placeBufs is scratch a pool keeps between runs, by node id and by host;
-// a run leaves it as it found it.
+// placeBufs is scratch a pool keeps between runs, by node id and by
+// part; a run leaves it as it found it (release), so a run costs what it
+// touches, not the pool's size.
 type placeBufs struct {
 	due     [][]dueShare
 	wants   [][]int32
 	deficit []Slots
 	total   []Slots // what each leaf holds, while a run sums it
+	// By part: reserved and kept in step 1, and the parts a run touched
+	// with the room they had before (put back by release).
+	reserved, keptSum, keptElse []Slots
+	mark                        []bool
+	touched                     []partSlots
 }
 
-func (b *placeBufs) fit(n int) {
+func (b *placeBufs) fit(n, parts int) {
 	if len(b.due) != n {
 		b.due, b.wants, b.deficit, b.total = make([][]dueShare, n), make([][]int32, n), make([]Slots, n), make([]Slots, n)
 	}
+	if len(b.mark) != parts {
+		b.reserved, b.keptSum, b.keptElse, b.mark = make([]Slots, parts), make([]Slots, parts), make([]Slots, parts), make([]bool, parts)
+	}
 }
 
-// place runs the placement of in's leaves.
+// place runs the placement of in's leaves. It works in in.room, which
+// release puts back as it was, and in bufs; the caller calls release when
+// it has read the run.
 func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRules, bufs *placeBufs) *placement {
-	bufs.fit(len(t.nodes))
+	bufs.fit(len(t.nodes), len(idx.parts))
 	pl := &placement{t: t, rules: rules, hosts: hosts, idx: idx, parts: idx.parts, hostAt: idx.hostAt, leaves: in.leaves, holders: in.holders,
 		due: bufs.due, wants: bufs.wants, deficit: bufs.deficit, kept: map[int32][]Slots{}, over: map[int32]Slots{},
-		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: slices.Clone(in.room)}
-	defer pl.release()
-	for h, hs := range in.holders {
-		if len(hs) > 0 {
-			pl.hosts0 = append(pl.hosts0, int32(h))
+		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: in.room, b: bufs,
+		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse}
+	pl.hosts0 = in.hosts
+	if pl.hosts0 == nil {
+		for h, hs := range in.holders {
+			if len(hs) > 0 {
+				pl.hosts0 = append(pl.hosts0, int32(h))
+			}
 		}
-		for _, x := range hs {
+	}
+	for _, h := range pl.hosts0 {
+		for _, x := range in.holders[h] {
 			bufs.total[x.leaf] += x.slots
 		}
 	}
@@ -296,7 +317,6 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 	for _, tr := range in.transfers {
 		pl.owed[tr.claimant] = append(pl.owed[tr.claimant], tr)
 	}
-	pl.keptSum, pl.keptElse = make([]Slots, len(pl.parts)), make([]Slots, len(pl.parts))
 	pl.reserve()
 	pl.keep()
 	pl.place()
@@ -304,10 +324,24 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 	return pl
 }
 
-// release clears the scratch the run used.
+// release clears the scratch the run used and puts the room back.
 func (pl *placement) release() {
 	for _, l := range pl.leaves {
 		pl.due[l], pl.wants[l], pl.deficit[l] = pl.due[l][:0], pl.wants[l][:0], 0
+	}
+	b := pl.b
+	for _, t := range b.touched {
+		pl.capRem[t.part] = t.slots
+		b.reserved[t.part], b.keptSum[t.part], b.keptElse[t.part], b.mark[t.part] = 0, 0, 0, false
+	}
+	b.touched = b.touched[:0]
+}
+
+// touch notes that the run changes part i (its room, reserve or keeps).
+func (pl *placement) touch(i int) {
+	if b := pl.b; !b.mark[i] {
+		b.mark[i] = true
+		b.touched = append(b.touched, partSlots{part: i, slots: pl.capRem[i]})
 	}
 }
 
@@ -454,6 +488,7 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
 				kept[j] += k
 				d.want -= k
 				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
+				pl.touch(i)
 				pl.capRem[i] -= k
 				pl.keptSum[i] += k
 				if l != p.owner {
@@ -498,7 +533,6 @@ func (pl *placement) keepOrder(p hostPart, a, b int32, la, lb Slots) int {
 // borrowers hold (returns) only for what is still missing. Borrowers keep
 // only what is not reserved.
 func (pl *placement) reserve() {
-	pl.reserved = make([]Slots, len(pl.parts))
 	for _, o := range pl.leaves {
 		if pl.want(o, o) == 0 || len(pl.idx.byOwner[o]) == 0 {
 			continue
@@ -518,6 +552,7 @@ func (pl *placement) reserve() {
 		if !pl.rules.preferring {
 			for _, i := range mine {
 				r := minSlots(want, minSlots(pl.parts[i].slots-sits[i], pl.hostFree(pl.parts[i].host)))
+				pl.touch(i)
 				pl.reserved[i] += maxSlots(r, 0)
 				want -= maxSlots(r, 0)
 			}
@@ -529,6 +564,7 @@ func (pl *placement) reserve() {
 				break
 			}
 			r := minSlots(want, pl.parts[i].slots-sits[i]-pl.reserved[i])
+			pl.touch(i)
 			pl.reserved[i] += r
 			want -= r
 		}
@@ -612,6 +648,7 @@ func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
 	d := pl.dueOf(l, owner)
 	d.want -= k
 	d.ent -= minSlots(k, d.ent)
+	pl.touch(i)
 	pl.capRem[i] -= k
 	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: rule})
 	if h := pl.byOwner[pl.parts[i].owner]; h != nil {

@@ -22,10 +22,13 @@ type placeKeep struct {
 	keeps [][]partSlots // by node id: what a quiet leaf keeps, by part
 	qsum  []Slots       // by part: what quiet leaves keep there
 	qelse []Slots       // by part: of qsum, what leaves other than the part's owner keep
+	room  []Slots       // by part: what the quiet leaves leave of it
 	over  int           // parts where qsum exceeds the part
-	redo  []int32       // leaves to look at again: in the last run, or whose holdings changed
-	mark  []bool        // by node id: in redo
-	bufs  placeBufs
+	// holders: by host, scratch for the leaves of a run.
+	holders [][]leafSlots
+	redo    []int32 // leaves to look at again: in the last run, or whose holdings changed
+	mark    []bool  // by node id: in redo
+	bufs    placeBufs
 }
 
 // partSlots is a number of slots counted for one part (of the index).
@@ -45,11 +48,15 @@ func (k *placeKeep) noteHeld(l int32) {
 // partIndex is the placement's index of the current parts.
 func (p *Pool) partIndex() *partIndex {
 	parts, _ := p.hostParts()
+	if ix := p.partIdx; ix != nil && ix.gen == p.partsGen {
+		return ix
+	}
 	if p.partIdx == nil || p.partIdx.t != p.t || len(p.partIdx.hostAt) != len(p.hosts) || !slices.Equal(p.partIdx.source, parts) {
 		p.partIdx = newPartIndex(p.t, len(p.hosts), parts)
 		p.partIdx.source = slices.Clone(parts)
 		p.pk.ready = false
 	}
+	p.partIdx.gen = p.partsGen
 	return p.partIdx
 }
 
@@ -59,7 +66,7 @@ func (p *Pool) placeKept() []placeMove {
 	idx := p.partIndex()
 	k := &p.pk
 	if !k.ready {
-		k.reset(len(p.t.nodes), len(idx.parts))
+		k.reset(len(p.t.nodes), idx)
 		for _, l := range p.t.sortedLeaves {
 			k.noteHeld(l)
 		}
@@ -76,60 +83,65 @@ func (p *Pool) placeKept() []placeMove {
 	}
 	k.redo = k.redo[:0]
 	slices.Sort(run)
-	in := placeInput{leaves: run, holders: make([][]leafSlots, len(p.hosts)), target: func(l int32) Slots { return p.sh(l).target },
-		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts))}
-	for _, l := range run {
-		for _, h := range p.t.nodes[l].holdings {
-			in.holders[h.host] = append(in.holders[h.host], leafSlots{leaf: l, slots: h.slots})
-		}
-	}
-	for i, pt := range idx.parts {
-		in.room[i] = pt.slots - k.qsum[i]
-	}
-	in.transfers = p.shareRatioPairing(run)
 	if k.over == 0 {
-		pl := place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs)
-		if k.uncut(idx, pl) {
-			k.redo = append(k.redo, run...)
+		if moves, ok := k.placeRun(p, idx, run); ok {
 			for _, l := range run {
-				k.mark[l] = true
+				k.noteHeld(l)
 			}
-			return pl.moves
+			return moves
 		}
 	}
 	// The proviso fails: every leaf takes part, and every leaf is looked
 	// at again after.
 	k.ready = false
-	in.leaves = p.t.sortedLeaves
-	in.holders = p.holders()
+	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
+		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts)),
+		transfers: p.shareRatioPairing(p.t.sortedLeaves)}
 	for i, pt := range idx.parts {
 		in.room[i] = pt.slots
 	}
-	in.transfers = p.shareRatioPairing(p.t.sortedLeaves)
-	return place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs).moves
+	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs)
+	pl.release()
+	return pl.moves
 }
 
-// placeAll places every leaf on the layered targets of a full fold.
-func (p *Pool) placeAll() []placeMove {
-	idx := p.partIndex()
-	lt := p.layered
-	byLeaf := make([][]poolTake, len(p.t.nodes))
-	for _, tk := range lt.takes {
-		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
+// placeRun places the leaves of run (path order) on the room the quiet
+// leaves leave; false when the proviso fails.
+func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) ([]placeMove, bool) {
+	in := placeInput{leaves: run, holders: k.holders, target: func(l int32) Slots { return p.sh(l).target },
+		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: k.room,
+		transfers: p.shareRatioPairing(run)}
+	for _, l := range run {
+		for _, h := range p.t.nodes[l].holdings {
+			if len(k.holders[h.host]) == 0 {
+				in.hosts = append(in.hosts, h.host)
+			}
+			k.holders[h.host] = append(k.holders[h.host], leafSlots{leaf: l, slots: h.slots})
+		}
 	}
-	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return lt.target[l] },
-		due: lt.dueFrom(byLeaf), room: make([]Slots, len(idx.parts)), transfers: lt.transfers}
-	for i, pt := range idx.parts {
-		in.room[i] = pt.slots
+	slices.Sort(in.hosts)
+	if in.hosts == nil {
+		in.hosts = []int32{}
 	}
-	return place(p.t, p.hosts, idx, in, p.placeRules(), &p.pk.bufs).moves
+	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs)
+	ok := k.uncut(idx, pl)
+	pl.release()
+	for _, h := range in.hosts {
+		k.holders[h] = k.holders[h][:0]
+	}
+	return pl.moves, ok
 }
 
 // reset forgets every quiet leaf.
-func (k *placeKeep) reset(n, parts int) {
+func (k *placeKeep) reset(n int, idx *partIndex) {
 	k.ready = true
 	k.quiet, k.keeps, k.mark = make([]bool, n), make([][]partSlots, n), make([]bool, n)
-	k.qsum, k.qelse = make([]Slots, parts), make([]Slots, parts)
+	parts := len(idx.parts)
+	k.qsum, k.qelse, k.room = make([]Slots, parts), make([]Slots, parts), make([]Slots, parts)
+	for i, pt := range idx.parts {
+		k.room[i] = pt.slots
+	}
+	k.holders = make([][]leafSlots, len(idx.hostAt))
 	k.over, k.redo = 0, k.redo[:0]
 }
 
@@ -152,6 +164,7 @@ func (k *placeKeep) addQuiet(idx *partIndex, l int32, sign Slots) {
 		i := ks.part
 		before := k.qsum[i] > idx.parts[i].slots
 		k.qsum[i] += sign * ks.slots
+		k.room[i] -= sign * ks.slots
 		if idx.parts[i].owner != l {
 			k.qelse[i] += sign * ks.slots
 		}
@@ -222,10 +235,8 @@ func (k *placeKeep) uncut(idx *partIndex, pl *placement) bool {
 	if pl.cut {
 		return false
 	}
-	for i, pt := range idx.parts {
-		if pl.keptSum[i] == 0 && pl.reserved[i] == 0 {
-			continue
-		}
+	for _, t := range pl.b.touched {
+		i, pt := t.part, idx.parts[t.part]
 		total := k.qsum[i] + pl.keptSum[i]
 		if k.qelse[i]+pl.keptElse[i] > 0 {
 			total += pl.reserved[i]
@@ -235,4 +246,22 @@ func (k *placeKeep) uncut(idx *partIndex, pl *placement) bool {
 		}
 	}
 	return true
+}
+
+// placeAll places every leaf on the layered targets of a full fold.
+func (p *Pool) placeAll() []placeMove {
+	idx := p.partIndex()
+	lt := p.layered
+	byLeaf := make([][]poolTake, len(p.t.nodes))
+	for _, tk := range lt.takes {
+		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
+	}
+	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return lt.target[l] },
+		due: lt.dueFrom(byLeaf), room: make([]Slots, len(idx.parts)), transfers: lt.transfers}
+	for i, pt := range idx.parts {
+		in.room[i] = pt.slots
+	}
+	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &p.pk.bufs)
+	pl.release()
+	return pl.moves
 }

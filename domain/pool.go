@@ -44,6 +44,7 @@ type Pool struct {
 	parts      []hostPart
 	partTot    ownTotals
 	partsFresh bool
+	partsGen   uint64     // counts the recomputations of parts
 	sits       sitCache   // which part of each host the slots sit in (sitcache.go)
 	inc        incFold    // the layered fold kept between events (layerinc.go)
 	pk         placeKeep  // the placement kept beside it (ownplaceinc.go)

@@ -18,6 +18,7 @@ type sitCache struct {
 	byHost [][]sitting // by host
 	fresh  []bool      // by host: byHost[h] is current
 	stale  []int32     // hosts whose fresh was cleared since the last refreshSittings
+	gen    uint64      // the pool's parts generation the cache was checked against (0: none)
 	// holders: by host, the leaves holding slots there, in path order (by
 	// id); nil until built, dropped when the tree changes.
 	holders [][]int32
@@ -26,7 +27,7 @@ type sitCache struct {
 // invalidate forgets every host's sittings (the parts or the tree changed).
 func (c *sitCache) invalidate() {
 	clear(c.fresh)
-	c.parts = nil
+	c.parts, c.gen = nil, 0
 }
 
 // forgetTree drops what is keyed by node id (a plan replaced the tree).
@@ -119,6 +120,13 @@ func (p *Pool) sittingsOn(parts []hostPart, h int32) []sitting {
 // sitsFor makes the cache one for parts: emptied when they changed.
 func (p *Pool) sitsFor(parts []hostPart) {
 	c := &p.sits
+	if c.gen != 0 && c.gen == p.partsGen && len(c.fresh) == len(p.hosts) && len(parts) == len(p.parts) && (len(parts) == 0 || &parts[0] == &p.parts[0]) {
+		return // the pool's current parts, already checked
+	}
+	c.gen = 0
+	if len(parts) == len(p.parts) && (len(parts) == 0 || &parts[0] == &p.parts[0]) {
+		defer func() { c.gen = p.partsGen }()
+	}
 	if len(c.fresh) != len(p.hosts) || !slices.Equal(c.parts, parts) {
 		c.fresh = make([]bool, len(p.hosts))
 		c.byHost = make([][]sitting, len(p.hosts))
@@ -137,13 +145,11 @@ func (p *Pool) sitOn(parts []hostPart, i, j int) []sitting {
 		for k, l := range holders[h] {
 			held[k] = holding{host: l, slots: p.holdingOn(l, h)}
 		}
-		if p.inc.ready { // the kept fold's held follows the sittings
-			p.inc.noteSittings(p.t, parts, c.byHost[h], -1)
-		}
-		c.byHost[h] = p.sitHost(c.byHost[h][:0], parts, i, j, held)
+		before := c.byHost[h]
+		c.byHost[h] = p.sitHost(nil, parts, i, j, held)
 		c.fresh[h] = true
-		if p.inc.ready {
-			p.inc.noteSittings(p.t, parts, c.byHost[h], 1)
+		if p.inc.ready { // the kept fold's held follows the sittings
+			p.inc.noteResit(p.t, parts, before, c.byHost[h])
 		}
 	}
 	return c.byHost[h]
