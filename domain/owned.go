@@ -318,6 +318,9 @@ type sitting struct {
 // leaf moves over to make room), so nobody sits where it may not while
 // some reading of the counts allows it.
 func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding) []sitting {
+	if out, ok := sitPublicHost(out, parts, i, j, held); ok {
+		return out
+	}
 	n := j - i
 	left := make([]Slots, n)
 	for k := i; k < j; k++ {
@@ -418,6 +421,28 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 		}
 	}
 	return out
+}
+
+// sitPublicHost is sitHost for a host that is one public part with room
+// for all its holders: every leaf may use it, so each sits there whole,
+// which is what the passes of sitHost come to.
+func sitPublicHost(out []sitting, parts []hostPart, i, j int, held []holding) ([]sitting, bool) {
+	if j-i != 1 || parts[i].owner != noNode {
+		return out, false
+	}
+	total := Slots(0)
+	for _, h := range held {
+		total += h.slots
+	}
+	if total > parts[i].slots {
+		return out, false
+	}
+	for _, h := range held {
+		if h.slots > 0 {
+			out = append(out, sitting{leaf: h.host, part: i, slots: h.slots})
+		}
+	}
+	return out, true
 }
 
 // sitRepair moves single slots between the parts of one host.
