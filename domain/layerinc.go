@@ -56,6 +56,7 @@ type incFold struct {
 	held   map[heldKey]Slots
 	heldBy map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
 	lentBy map[poolLeaf][]int32 // the leaves sitting on a lender's slots, by (pool, lender)
+	lentOn map[poolLeaf]Slots   // the slots they sit on, by (pool, lender)
 	moved  []int32              // leaves whose E changed since the last fold (setEff)
 
 	// What the fold changed, for its reader (the placement) to take: the
@@ -91,7 +92,7 @@ type incPool struct {
 	restSet   []int32         // leaves that had rest > 0 (filtered when used)
 	restMark  []bool
 	keepSum   map[int32]Slots // by class lender: the keeps on it
-	truncated bool            // the last attribution had a keep cut by its class: redo it whole
+	cutLeaves []int32         // the leaves whose keeps the last coupled pass made (coupleKeeps)
 }
 
 // lenderSlots is a number of slots of one class (by lender).
@@ -241,7 +242,7 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	for _, x := range f.order {
 		f.pools[x] = f.newPool(t, x, tot)
 	}
-	f.held, f.heldBy, f.lentBy = map[heldKey]Slots{}, map[poolLeaf][]int32{}, map[poolLeaf][]int32{}
+	f.held, f.heldBy, f.lentBy, f.lentOn = map[heldKey]Slots{}, map[poolLeaf][]int32{}, map[poolLeaf][]int32{}, map[poolLeaf]Slots{}
 	f.ready = false // the sittings are computed first, then noted once
 	sits := p.sittings(parts)
 	f.ready = true
@@ -257,7 +258,7 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 func (f *incFold) newPool(t *tree, x int32, tot ownTotals) *incPool {
 	k := f.size[x]
 	nd := &t.nodes[x]
-	pl := &incPool{x: x, at: f.pre[x], leaves: slices.Sorted(slices.Values(t.leaves[nd.lo:nd.hi])), classesDirty: true, truncated: true,
+	pl := &incPool{x: x, at: f.pre[x], leaves: slices.Sorted(slices.Values(t.leaves[nd.lo:nd.hi])), classesDirty: true,
 		eff: make([]Slots, k), base: make([]Slots, k), part: make([]Slots, k), memoQ: make([]Slots, k), memoU: make([]Slots, k),
 		tmp: make([]Slots, k), dirty: make([]bool, k), dirtyU: make([]bool, k), pendingMark: make([]bool, k), attrMark: make([]bool, k),
 		keeps: make([][]lenderSlots, k), rest: make([]Slots, k), restTakes: make([][]lenderSlots, k), restMark: make([]bool, k),
@@ -462,6 +463,9 @@ func (f *incFold) addHeld(k heldKey, d Slots) {
 		f.held[k] = after
 	}
 	byLeaf, byLender := poolLeaf{k.pool, k.leaf}, poolLeaf{k.pool, k.lender}
+	if k.lender != noNode {
+		f.lentOn[byLender] += d
+	}
 	switch {
 	case before == 0:
 		f.heldBy[byLeaf] = append(f.heldBy[byLeaf], k.lender)

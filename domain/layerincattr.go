@@ -10,11 +10,14 @@ import (
 // first keeps the classes it sits on (keepOrder), then the parts not kept
 // take what is left, leaves in keeperOrder, classes in the group's order.
 // Keeps are taken leaf by leaf in path order, each cut by what earlier
-// leaves left of a class; while no class is asked for more than it has,
-// no keep is cut and each leaf's keeps depend on that leaf alone, so only
-// the leaves whose part or sittings changed are redone. When a class is
-// asked for more, the pool's keeps are redone whole, in path order, until
-// a pass cuts nothing again.
+// leaves left of a class. A keep is never more than what the leaf sits
+// on, so a class whose sitters sit on no more than it has is never cut
+// (the pool's own slots never are: the leaves sit on no more than there
+// are); only a lent class that shrank below what is sat on can be, and
+// only its sitters' keeps depend on the order. Those leaves are redone
+// together in path order (coupleKeeps); every other leaf's keeps depend
+// on that leaf alone, and are redone only when its part or sittings
+// change.
 
 // rebuildClasses lists the pool's classes in the group's order: its own
 // slots, then what its children lend by grace, then lender. Leaves that
@@ -76,22 +79,15 @@ func (pl *incPool) classAt(lender int32) int {
 	return slices.IndexFunc(pl.classes, func(s lentSlots) bool { return s.lender == lender })
 }
 
-// attribute redoes the attribution of the leaves marked, or of the whole
-// pool when a keep is or was cut, then the rest and the leftover.
+// attribute redoes the keeps of the leaves marked and of the sitters of
+// the classes that are cut, then the rest and the leftover.
 func (f *incFold) attribute(t *tree, pl *incPool) {
-	if !pl.truncated {
-		for _, l := range pl.attr {
-			f.keepUncut(pl, l)
-		}
-		pl.truncated = slices.ContainsFunc(pl.classes, func(s lentSlots) bool { return pl.keepSum[s.lender] > s.slots })
-	}
 	for _, l := range pl.attr {
 		pl.attrMark[pl.loc(l, f)] = false
+		f.keepUncut(pl, l)
 	}
 	pl.attr = pl.attr[:0]
-	if pl.truncated {
-		f.keepAll(pl)
-	}
+	f.coupleKeeps(pl)
 	left := f.takeRest(t, pl)
 	var leftover []lentSlots
 	for i, s := range pl.classes {
@@ -106,6 +102,34 @@ func (f *incFold) attribute(t *tree, pl *incPool) {
 			f.pools[t.nodes[pl.x].parent].classesDirty = true
 		}
 	}
+}
+
+// coupleKeeps redoes, in path order, the keeps of the leaves sitting on a
+// class that is sat on beyond its size, each cut by what the leaves
+// before it left of such a class; the leaves a previous pass did and
+// that no longer sit on one are redone alone.
+func (f *incFold) coupleKeeps(pl *incPool) {
+	var coupled []int32
+	left := make([]Slots, len(pl.classes))
+	for i, s := range pl.classes {
+		left[i] = Unlimited
+		if s.lender != noNode && f.lentOn[poolLeaf{pl.x, s.lender}] > s.slots {
+			left[i] = s.slots
+			coupled = append(coupled, f.lentBy[poolLeaf{pl.x, s.lender}]...)
+		}
+	}
+	slices.Sort(coupled)
+	coupled = slices.Compact(coupled)
+	for _, l := range pl.cutLeaves {
+		if _, in := slices.BinarySearch(coupled, l); !in {
+			f.keepUncut(pl, l)
+		}
+	}
+	for _, l := range coupled {
+		ks, _ := f.keeps(pl, l, left)
+		f.setKeeps(pl, l, ks)
+	}
+	pl.cutLeaves = coupled
 }
 
 // keepOrder is the positions of the classes leaf l keeps, in the order it
@@ -179,22 +203,6 @@ func (f *incFold) setKeeps(pl *incPool, l int32, ks []lenderSlots) {
 func (f *incFold) keepUncut(pl *incPool, l int32) {
 	ks, _ := f.keeps(pl, l, nil)
 	f.setKeeps(pl, l, ks)
-}
-
-// keepAll redoes every leaf's keeps in path order, each cut by what the
-// leaves before it left of a class.
-func (f *incFold) keepAll(pl *incPool) {
-	left := make([]Slots, len(pl.classes))
-	for i, s := range pl.classes {
-		left[i] = s.slots
-	}
-	cut := false
-	for _, l := range pl.leaves {
-		ks, c := f.keeps(pl, l, left)
-		cut = cut || c
-		f.setKeeps(pl, l, ks)
-	}
-	pl.truncated = cut
 }
 
 // takeRest hands the parts not kept out of what the keeps left of each
