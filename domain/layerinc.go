@@ -410,6 +410,12 @@ func (f *incFold) noteResit(t *tree, parts []hostPart, before, after []sitting) 
 		k heldKey
 		d Slots
 	}
+	for len(before) > 0 && len(after) > 0 && before[0] == after[0] { // the same sittings count the same
+		before, after = before[1:], after[1:]
+	}
+	for len(before) > 0 && len(after) > 0 && before[len(before)-1] == after[len(after)-1] {
+		before, after = before[:len(before)-1], after[:len(after)-1]
+	}
 	var cs []change
 	for _, s := range before {
 		if k, ok := sittingKey(t, parts, s); ok {

@@ -19,7 +19,7 @@ func (f *incFold) fillInc(t *tree, pl *incPool, id int32, q Slots) {
 		f.setPart(t, pl, id, q)
 		return
 	}
-	f.split(t, pl, id, q, pl.withDemand, pl.effCap)
+	f.split(t, pl, id, q, splitFill)
 	var sum Slots
 	for _, c := range n.children {
 		j := pl.loc(c, f)
@@ -43,7 +43,7 @@ func (f *incFold) pdynInc(t *tree, pl *incPool, id int32, q Slots) Slots {
 		pl.base[i] = minSlots(pl.eff[i], q)
 		return pl.base[i]
 	}
-	f.split(t, pl, id, q, pl.withDemand, uncappedLocal)
+	f.split(t, pl, id, q, splitPdyn)
 	var sum Slots
 	for _, c := range n.children {
 		j := pl.loc(c, f)
@@ -69,7 +69,7 @@ func (f *incFold) surplusInc(t *tree, pl *incPool, id int32, u Slots) {
 		f.setPart(t, pl, id, pl.base[i]+u)
 		return
 	}
-	f.split(t, pl, id, u, pl.withResidual, pl.residual)
+	f.split(t, pl, id, u, splitSurplus)
 	var sum Slots
 	for _, c := range n.children {
 		j := pl.loc(c, f)
@@ -94,28 +94,49 @@ func (f *incFold) setPart(t *tree, pl *incPool, l int32, k Slots) {
 	f.markPending(t, l, t.nodes[pl.x].parent)
 }
 
-// split apportions q over id's children that include accepts, by share,
-// capped by capOf, into tmp (by local index).
-func (f *incFold) split(t *tree, pl *incPool, id int32, q Slots, include func(int32) bool, capOf func(int32) Slots) {
+// splitKind names which children a split includes and how each is
+// capped: those with demand capped by it (waterFill), those with demand
+// uncapped (Pdyn), those with residual need capped by it (surplus).
+type splitKind int
+
+const (
+	splitFill splitKind = iota
+	splitPdyn
+	splitSurplus
+)
+
+// split apportions q over id's children by share, as kind says, into tmp
+// (by local index).
+func (f *incFold) split(t *tree, pl *incPool, id int32, q Slots, kind splitKind) {
 	items := f.items[:0]
 	for _, c := range t.nodes[id].children {
-		j := pl.loc(c, f)
+		j := f.pre[c] - pl.at
 		pl.tmp[j] = 0
-		if include(j) {
-			n := &t.nodes[c]
-			items = append(items, share{weight: n.share, cap: capOf(j), priority: n.priority, rank: c})
+		e := pl.eff[j]
+		var cp Slots
+		switch kind {
+		case splitFill:
+			if e <= 0 {
+				continue
+			}
+			cp = e
+		case splitPdyn:
+			if e <= 0 {
+				continue
+			}
+			cp = Unlimited
+		case splitSurplus:
+			if e <= pl.base[j] {
+				continue
+			}
+			cp = e - pl.base[j]
 		}
+		n := &t.nodes[c]
+		items = append(items, share{weight: n.share, cap: cp, priority: n.priority, rank: c})
 	}
 	f.ap.apportion(q, items)
 	for _, it := range items {
-		pl.tmp[pl.loc(it.rank, f)] = it.got
+		pl.tmp[f.pre[it.rank]-pl.at] = it.got
 	}
 	f.items = items
 }
-
-// Child filters and caps of the kept divisions, by local index.
-func (pl *incPool) withDemand(j int32) bool   { return pl.eff[j] > 0 }
-func (pl *incPool) effCap(j int32) Slots      { return pl.eff[j] }
-func (pl *incPool) withResidual(j int32) bool { return pl.eff[j] > pl.base[j] }
-func (pl *incPool) residual(j int32) Slots    { return pl.eff[j] - pl.base[j] }
-func uncappedLocal(int32) Slots               { return Unlimited }
