@@ -328,8 +328,9 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 	}
 	rest := make([]Slots, len(held))
 	amt := make([][]Slots, len(held)) // by holder, by part of the host
+	flat := make([]Slots, len(held)*n)
 	for hk, h := range held {
-		rest[hk], amt[hk] = h.slots, make([]Slots, n)
+		rest[hk], amt[hk] = h.slots, flat[hk*n:(hk+1)*n:(hk+1)*n]
 	}
 	sit := func(k, hk int) {
 		if m := minSlots(rest[hk], left[k]); m > 0 {
@@ -370,8 +371,9 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 	// in (poolOfPart) and may: whether it may hold them at all (mayUse);
 	// worked out once, used by every pass below.
 	pool, mayHold := make([][]int32, len(held)), make([][]bool, len(held))
+	poolFlat, mayFlat := make([]int32, len(held)*n), make([]bool, len(held)*n)
 	for hk, h := range held {
-		pool[hk], mayHold[hk] = make([]int32, n), make([]bool, n)
+		pool[hk], mayHold[hk] = poolFlat[hk*n:(hk+1)*n:(hk+1)*n], mayFlat[hk*n:(hk+1)*n:(hk+1)*n]
 		for k := range n {
 			o := parts[i+k].owner
 			pool[hk][k], mayHold[hk][k] = p.poolOfPart(h.host, o), p.mayUse(h.host, o)
