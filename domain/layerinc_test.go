@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -11,62 +12,105 @@ import (
 	"github.com/cluster-ledger/ledger/internal/gen"
 )
 
-// TestIncrementalFoldMatchesFull: on random logs with ownership whose
-// plans the kept fold can take (incFoldable: share_ratio with preemption
-// and balance, no max, one class group), the layered targets after every
-// event equal computeLayeredTargets' from scratch: each leaf's own layer,
-// total and part of every pool by lender.
-func TestIncrementalFoldMatchesFull(t *testing.T) {
+// TestKeptFoldMatchesFull: on random logs with ownership whose plans the
+// kept fold can take (incFoldable: share_ratio with preemption and
+// balance, no max, one class group), after every event the layered
+// targets equal computeLayeredTargets' from scratch (each leaf's own
+// layer, total and part of every pool by lender), and the placement over
+// the leaves that are not quiet makes the moves of a placement over
+// every leaf from the same state.
+func TestKeptFoldMatchesFull(t *testing.T) {
 	runs := 400
 	if testing.Short() {
 		runs = 80
 	}
-	compared := 0
+	folds, places := 0, 0
 	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+71000), 60)
-		pool := NewPool("inc")
-		var diff string
-		checked := 0
-		pool.foldCheck = func(p *Pool) {
-			checked++
-			if diff == "" {
-				diff = compareWithFull(p)
-			}
+		f, pl, err := foldKept(gen.GenerateOwned(gen.NewRand(seed+71000), 60), seed%2 == 1)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
 		}
-		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		seq := uint64(0)
-		for i, ev := range sc.Events {
-			if pc, ok := ev.(*events.PlanChange); ok {
-				ev = foldablePlan(pc, seed)
-			}
-			at = at.Add(time.Second)
-			if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
-				continue
-			}
-			seq++
-			if diff != "" {
-				t.Fatalf("seed %d event %d (%T): %s", seed, i, ev, diff)
-			}
+		folds, places = folds+f, places+pl
+	}
+	if folds < runs*10 || places < runs*10 {
+		t.Fatalf("only %d folds and %d placements compared", folds, places)
+	}
+	t.Logf("%d folds and %d placements compared", folds, places)
+}
+
+// TestKeptFoldMatchesFullLarge: the same on the benchmarks' pool
+// (ownedBenchPool's shape at 600 leaves), demand and release events.
+func TestKeptFoldMatchesFullLarge(t *testing.T) {
+	sc := benchShaped(600, 400)
+	f, pl, err := foldKept(sc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f < 300 || pl < 300 { // releases of a leaf holding nothing are refused
+		t.Fatalf("only %d folds and %d placements compared", f, pl)
+	}
+}
+
+// FuzzKeptFold: the kept fold and placement against the full ones on
+// logs drawn from the fuzzer's bytes.
+func FuzzKeptFold(f *testing.F) {
+	for _, seed := range [][]byte{{}, {1, 2, 3, 4, 5, 6, 7, 8}, bytes.Repeat([]byte{0xff, 0x10, 0x33}, 40)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, _, err := foldKept(gen.GenerateOwned(gen.NewBytes(data), 30), len(data)%2 == 1); err != nil {
+			t.Fatal(err)
 		}
-		compared += checked
+	})
+}
+
+// foldKept folds a log, its plans made foldable (foldablePlan), checking
+// every kept fold and placement against the full ones; it returns how
+// many of each it compared.
+func foldKept(sc gen.Scenario, graces bool) (folds, places int, err error) {
+	pool := NewPool("inc")
+	var diff string
+	pool.foldCheck = func(p *Pool) {
+		folds++
+		if diff == "" {
+			diff = compareWithFull(p)
+		}
 	}
-	if compared < runs*10 {
-		t.Fatalf("only %d states compared", compared)
+	pool.placeCheck = func(p *Pool, moves []placeMove) {
+		places++
+		if diff == "" {
+			diff = compareWithFullPlacement(p, moves)
+		}
 	}
-	t.Logf("%d states compared", compared)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := uint64(0)
+	for i, ev := range sc.Events {
+		if pc, ok := ev.(*events.PlanChange); ok {
+			ev = foldablePlan(pc, graces)
+		}
+		at = at.Add(time.Second)
+		if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+			continue
+		}
+		seq++
+		if diff != "" {
+			return folds, places, fmt.Errorf("event %d (%T): %s", i, ev, diff)
+		}
+	}
+	return folds, places, nil
 }
 
 // foldablePlan makes a plan the kept fold takes: share_ratio with
-// preemption and balance, no max; graces are kept on odd seeds (one class
+// preemption and balance, no max; graces are kept when asked (one class
 // group or not, as they fall).
-func foldablePlan(pc *events.PlanChange, seed uint64) *events.PlanChange {
+func foldablePlan(pc *events.PlanChange, graces bool) *events.PlanChange {
 	plan := pc.Plan
 	plan.Policy = events.Policy{Reclaim: "share_ratio", Enforcement: plan.Policy.Enforcement, ReclaimForPreference: plan.Policy.ReclaimForPreference}
 	plan.Consumers = slices.Clone(plan.Consumers)
 	for i := range plan.Consumers {
 		c := &plan.Consumers[i]
 		c.Max = nil
-		if seed%2 == 0 {
+		if !graces {
 			c.ReclaimGrace, c.LendGrace = nil, nil
 		}
 	}
@@ -109,47 +153,6 @@ func sumTakes(ts []poolTake) []poolTake {
 	return out
 }
 
-// TestKeptPlacementMatchesFull: on the same logs, every placement made
-// over the leaves that are not quiet gives the moves of a placement over
-// every leaf from the same state.
-func TestKeptPlacementMatchesFull(t *testing.T) {
-	runs := 400
-	if testing.Short() {
-		runs = 80
-	}
-	compared := 0
-	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+71000), 60)
-		pool := NewPool("inc")
-		var diff string
-		pool.placeCheck = func(p *Pool, moves []placeMove) {
-			compared++
-			if diff == "" {
-				diff = compareWithFullPlacement(p, moves)
-			}
-		}
-		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		seq := uint64(0)
-		for i, ev := range sc.Events {
-			if pc, ok := ev.(*events.PlanChange); ok {
-				ev = foldablePlan(pc, seed)
-			}
-			at = at.Add(time.Second)
-			if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
-				continue
-			}
-			seq++
-			if diff != "" {
-				t.Fatalf("seed %d event %d (%T): %s", seed, i, ev, diff)
-			}
-		}
-	}
-	if compared < runs*10 {
-		t.Fatalf("only %d placements compared", compared)
-	}
-	t.Logf("%d placements compared", compared)
-}
-
 // compareWithFullPlacement runs the placement over every leaf and
 // compares its moves with the kept placement's; "" when equal.
 func compareWithFullPlacement(p *Pool, moves []placeMove) string {
@@ -167,4 +170,29 @@ func compareWithFullPlacement(p *Pool, moves []placeMove) string {
 		return fmt.Sprintf("kept placement %v, over every leaf %v", moves, full)
 	}
 	return ""
+}
+
+// benchShaped is a log on gen.OwnedBench's pool of n leaves under
+// share_ratio: the hosts, the plan, a first round of demand, then nEvents
+// demand changes (a third of them releases of one slot, refused when the
+// leaf holds none).
+func benchShaped(n, nEvents int) gen.Scenario {
+	hosts, cs, leaves := gen.OwnedBench(n)
+	sc := gen.Scenario{Events: hosts}
+	sc.Events = append(sc.Events, &events.PlanChange{Plan: events.Plan{Rules: int(RulesV3), Policy: events.Policy{Reclaim: "share_ratio"}, Consumers: cs}})
+	rng := gen.NewRand(7)
+	first := &events.Demand{Demands: map[string]int64{}}
+	for _, l := range leaves {
+		first.Demands[l] = int64(rng.Intn(5))
+	}
+	sc.Events = append(sc.Events, first)
+	for i := 0; i < nEvents; i++ {
+		l := leaves[rng.Intn(len(leaves))]
+		if i%3 == 2 {
+			sc.Events = append(sc.Events, &events.Release{Consumer: l, Slots: 1})
+			continue
+		}
+		sc.Events = append(sc.Events, &events.Demand{Demands: map[string]int64{l: int64(rng.Intn(7))}})
+	}
+	return sc
 }

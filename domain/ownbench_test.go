@@ -3,55 +3,19 @@ package domain_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/gen"
 )
 
-// ownedBenchPool builds the ownership benchmark pool: a 3-level
-// tree of n leaves, n/10 hosts of 20 slots, a third of the leaves owning
-// 2 slots of their mid-level parent's host, the parents and top-level
-// consumers owning those hosts whole, and a first round of demand (0..4
-// a leaf).
+// ownedBenchPool builds the ownership benchmark pool
+// (gen.OwnedBench) and a first round of demand (0..4 a leaf).
 func ownedBenchPool(b testing.TB, n int, policy events.Policy) (*domain.Pool, []string, *rand.Rand, []events.Consumer) {
 	b.Helper()
-	f := 1
-	for f*f*f < n {
-		f++
-	}
-	var cs []events.Consumer
-	var leaves []string
-	idx := 0
-	two := int64(2)
-	for i := 0; i < f && len(leaves) < n; i++ {
-		top := events.Consumer{Path: fmt.Sprintf("/t%02d", i)}
-		topAt := len(cs)
-		cs = append(cs, top)
-		for j := 0; j < f && len(leaves) < n; j++ {
-			mid := events.Consumer{Path: fmt.Sprintf("/t%02d/m%02d", i, j)}
-			midAt := len(cs)
-			cs = append(cs, mid)
-			for k := 0; k < f && len(leaves) < n; k++ {
-				share := int64(1 + (i+j+k)%4)
-				c := events.Consumer{Path: fmt.Sprintf("/t%02d/m%02d/l%02d", i, j, k), Share: &share, Priority: int64(k % 3)}
-				if idx%3 == 0 {
-					h := fmt.Sprintf("h%05d", i*f+j) // one host per mid-level consumer
-					c.Own = []events.OwnEntry{{Host: h, Slots: &two}}
-					for _, at := range []int{midAt, topAt} {
-						if !slices.ContainsFunc(cs[at].Own, func(e events.OwnEntry) bool { return e.Host == h }) {
-							cs[at].Own = append(cs[at].Own, events.OwnEntry{Host: h})
-						}
-					}
-				}
-				cs = append(cs, c)
-				leaves = append(leaves, c.Path)
-				idx++
-			}
-		}
-	}
+	hosts, cs, leaves := gen.OwnedBench(n)
 	p := domain.NewPool("bench")
 	seq := uint64(0)
 	apply := func(ev events.Payload) {
@@ -60,8 +24,8 @@ func ownedBenchPool(b testing.TB, n int, policy events.Policy) (*domain.Pool, []
 			b.Fatal(err)
 		}
 	}
-	for h := 0; h < max(1, n/10); h++ { // before the plan: one assignment, not one per host
-		apply(&events.HostUp{Host: fmt.Sprintf("h%05d", h), Slots: 20})
+	for _, h := range hosts { // before the plan: one assignment, not one per host
+		apply(h)
 	}
 	apply(&events.PlanChange{Plan: events.Plan{Rules: int(domain.RulesV3), Policy: policy, Consumers: cs}})
 	rng := rand.New(rand.NewPCG(1, 2))
