@@ -31,7 +31,7 @@ import (
 // lent class usable by every leaf (one class group per pool: the smallest
 // lend_grace is at least the largest reclaim_grace).
 func (p *Pool) incFoldable() bool {
-	if !p.mode.shareRatio || !p.mode.preempt || !p.mode.balance || p.t.hasMax {
+	if p.t.hasMax || (p.mode.shareRatio && (!p.mode.preempt || !p.mode.balance)) {
 		return false
 	}
 	return p.inc.oneGroup(p.t)
@@ -43,6 +43,8 @@ func (p *Pool) incFoldable() bool {
 type incFold struct {
 	ready     bool
 	parentEnf bool // enforcement: parent
+	priority  bool // reclaim: priority (the pools divide from what is held, layerincheld.go)
+	preempt   bool
 	t         *tree
 	single    bool       // oneGroup's answer for t
 	pre       []int32    // by node id: position in depth-first preorder
@@ -79,6 +81,7 @@ type incPool struct {
 	classes      []lentSlots // the division's classes in the group's order
 	leftover     []lentSlots // what it passed upward, in the group's order
 	classesDirty bool
+	held         *heldPool // priority's state (nil under share_ratio)
 
 	eff, base, part, memoQ, memoU, tmp []Slots
 	dirty, dirtyU                      []bool
@@ -209,12 +212,36 @@ func (f *incFold) dueOf(t *tree, l int32, add func(owner int32, want, ent Slots)
 		if pa.part[i] == 0 {
 			continue
 		}
+		ent := pa.entitled(i)
 		for _, list := range [2][]lenderSlots{pa.keeps[i], pa.restTakes[i]} {
 			for _, k := range list {
-				add(poolTake{pool: a, lender: k.lender}.takeOwner(), k.slots, 0)
+				e := minSlots(k.slots, ent)
+				ent -= e
+				add(poolTake{pool: a, lender: k.lender}.takeOwner(), k.slots, e)
 			}
 		}
 	}
+}
+
+// entitled is how much of a leaf's part is within its guarantee
+// (priority; 0 under share_ratio).
+func (pl *incPool) entitled(i int32) Slots {
+	if pl.held == nil {
+		return 0
+	}
+	return minSlots(pl.part[i], pl.held.g[i])
+}
+
+// transfers lists what the pools' reclaims moved, pools in the fold's
+// order.
+func (f *incFold) transfers() []transfer {
+	var out []transfer
+	for _, x := range f.order {
+		if h := f.pools[x].held; h != nil {
+			out = append(out, h.transfers...)
+		}
+	}
+	return out
 }
 
 // build makes the state from scratch: every pool, every leaf revisited.
@@ -233,7 +260,7 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 		return next
 	}
 	walk(0, 0)
-	f.parentEnf = p.mode.parent
+	f.parentEnf, f.priority, f.preempt = p.mode.parent, !p.mode.shareRatio, p.mode.preempt
 	f.owned, f.ownUse, f.eff = tot.owned, make([]Slots, n), make([]Slots, n)
 	f.targetMark, f.dueMark = make([]bool, n), make([]bool, n)
 	f.targetMoved, f.dueMoved = f.targetMoved[:0], f.dueMoved[:0]
@@ -266,6 +293,9 @@ func (f *incFold) newPool(t *tree, x int32, tot ownTotals) *incPool {
 	for i := range pl.dirty {
 		pl.dirty[i], pl.dirtyU[i] = true, true
 	}
+	if f.priority {
+		pl.held = newHeldPool(k)
+	}
 	pl.unrestricted = tot.public
 	if x != 0 {
 		pl.unrestricted = tot.private[x]
@@ -279,6 +309,9 @@ func (f *incFold) takeMoved(t *tree) {
 	for _, l := range f.moved {
 		e := t.nodes[l].eff
 		if e == f.eff[l] {
+			if f.priority { // its waiting-since moved: the pools' orders
+				f.markPending(t, l, t.nodes[l].parent)
+			}
 			continue
 		}
 		f.eff[l] = e
@@ -333,6 +366,9 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 		i := pl.loc(l, f)
 		pl.pendingMark[i] = false
 		d := f.entering(t, l, pl.x)
+		if pl.held != nil {
+			f.activate(pl, l) // its waiting-since may have moved too
+		}
 		delta := d - pl.eff[i]
 		if delta == 0 {
 			continue
@@ -351,9 +387,12 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 	for _, s := range pl.classes {
 		c += s.slots
 	}
-	if f.parentEnf {
+	switch {
+	case pl.held != nil:
+		f.divideHeldKept(t, pl, c)
+	case f.parentEnf:
 		f.fillInc(t, pl, pl.x, minSlots(c, pl.eff[0]))
-	} else {
+	default:
 		f.pdynInc(t, pl, pl.x, c)
 		f.surplusInc(t, pl, pl.x, minSlots(c, pl.eff[0])-pl.base[0])
 	}
@@ -372,9 +411,12 @@ func (f *incFold) output(t *tree) layeredTargets {
 				continue
 			}
 			out.target[l] += pl.part[i]
+			ent := pl.entitled(i)
 			for _, lists := range [2][]lenderSlots{pl.keeps[i], pl.restTakes[i]} {
 				for _, k := range lists {
-					out.takes = append(out.takes, poolTake{pool: x, leaf: l, lender: k.lender, slots: k.slots})
+					e := minSlots(k.slots, ent)
+					ent -= e
+					out.takes = append(out.takes, poolTake{pool: x, leaf: l, lender: k.lender, slots: k.slots, entitled: e})
 				}
 			}
 		}
@@ -382,6 +424,7 @@ func (f *incFold) output(t *tree) layeredTargets {
 	for _, l := range t.leaves {
 		out.target[l] += f.ownUse[l]
 	}
+	out.transfers = f.transfers()
 	for id := n - 1; id > 0; id-- { // children before parents
 		if nd := &t.nodes[id]; !nd.leaf {
 			for _, c := range nd.children {

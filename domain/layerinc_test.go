@@ -20,13 +20,14 @@ import (
 // the leaves that are not quiet makes the moves of a placement over
 // every leaf from the same state.
 func TestKeptFoldMatchesFull(t *testing.T) {
+	reclaims := []string{"share_ratio", "priority"}
 	runs := 400
 	if testing.Short() {
 		runs = 80
 	}
 	folds, places := 0, 0
 	for seed := range uint64(runs) {
-		f, pl, err := foldKept(gen.GenerateOwned(gen.NewRand(seed+71000), 60), seed%2 == 1)
+		f, pl, err := foldKept(gen.GenerateOwned(gen.NewRand(seed+71000), 60), seed%2 == 1, reclaims[seed/2%2])
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -41,13 +42,14 @@ func TestKeptFoldMatchesFull(t *testing.T) {
 // TestKeptFoldMatchesFullLarge: the same on the benchmarks' pool
 // (ownedBenchPool's shape at 600 leaves), demand and release events.
 func TestKeptFoldMatchesFullLarge(t *testing.T) {
-	sc := benchShaped(600, 400)
-	f, pl, err := foldKept(sc, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f < 300 || pl < 300 { // releases of a leaf holding nothing are refused
-		t.Fatalf("only %d folds and %d placements compared", f, pl)
+	for _, reclaim := range []string{"share_ratio", "priority"} {
+		f, pl, err := foldKept(benchShaped(600, 400), false, reclaim)
+		if err != nil {
+			t.Fatalf("%s: %v", reclaim, err)
+		}
+		if f < 300 || pl < 300 { // releases of a leaf holding nothing are refused
+			t.Fatalf("%s: only %d folds and %d placements compared", reclaim, f, pl)
+		}
 	}
 }
 
@@ -58,7 +60,11 @@ func FuzzKeptFold(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, _, err := foldKept(gen.GenerateOwned(gen.NewBytes(data), 30), len(data)%2 == 1); err != nil {
+		reclaim := "share_ratio"
+		if len(data)%4 >= 2 {
+			reclaim = "priority"
+		}
+		if _, _, err := foldKept(gen.GenerateOwned(gen.NewBytes(data), 30), len(data)%2 == 1, reclaim); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -67,7 +73,7 @@ func FuzzKeptFold(f *testing.F) {
 // foldKept folds a log, its plans made foldable (foldablePlan), checking
 // every kept fold and placement against the full ones; it returns how
 // many of each it compared.
-func foldKept(sc gen.Scenario, graces bool) (folds, places int, err error) {
+func foldKept(sc gen.Scenario, graces bool, reclaim string) (folds, places int, err error) {
 	pool := NewPool("inc")
 	var diff string
 	pool.foldCheck = func(p *Pool) {
@@ -86,7 +92,7 @@ func foldKept(sc gen.Scenario, graces bool) (folds, places int, err error) {
 	seq := uint64(0)
 	for i, ev := range sc.Events {
 		if pc, ok := ev.(*events.PlanChange); ok {
-			ev = foldablePlan(pc, graces)
+			ev = foldablePlan(pc, graces, reclaim)
 		}
 		at = at.Add(time.Second)
 		if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
@@ -101,11 +107,16 @@ func foldKept(sc gen.Scenario, graces bool) (folds, places int, err error) {
 }
 
 // foldablePlan makes a plan the kept fold takes: share_ratio with
-// preemption and balance, no max; graces are kept when asked (one class
-// group or not, as they fall).
-func foldablePlan(pc *events.PlanChange, graces bool) *events.PlanChange {
+// preemption and balance, or priority with or without preemption, as
+// reclaim says; no max; graces are kept when asked (one class group or
+// not, as they fall).
+func foldablePlan(pc *events.PlanChange, graces bool, reclaim string) *events.PlanChange {
 	plan := pc.Plan
-	plan.Policy = events.Policy{Reclaim: "share_ratio", Enforcement: plan.Policy.Enforcement, ReclaimForPreference: plan.Policy.ReclaimForPreference}
+	pol := events.Policy{Reclaim: reclaim, Enforcement: plan.Policy.Enforcement, ReclaimForPreference: plan.Policy.ReclaimForPreference}
+	if reclaim == "priority" {
+		pol.Preemption = plan.Policy.Preemption
+	}
+	plan.Policy = pol
 	plan.Consumers = slices.Clone(plan.Consumers)
 	for i := range plan.Consumers {
 		c := &plan.Consumers[i]
@@ -122,7 +133,7 @@ func foldablePlan(pc *events.PlanChange, graces bool) *events.PlanChange {
 func compareWithFull(p *Pool) string {
 	parts, tot := p.hostParts()
 	full := computeLayeredTargets(p.t, layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
-		policy: divisionPolicy{shareRatio: true, preempt: true, balance: true}, held: p.heldByPool(parts)})
+		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}, held: p.heldByPool(parts)})
 	inc := p.layered
 	if !slices.Equal(inc.target, full.target) {
 		return fmt.Sprintf("targets %v, from scratch %v", inc.target, full.target)
@@ -132,6 +143,9 @@ func compareWithFull(p *Pool) string {
 	}
 	if a, b := sumTakes(inc.takes), sumTakes(full.takes); !slices.Equal(a, b) {
 		return fmt.Sprintf("takes %v, from scratch %v", a, b)
+	}
+	if !p.mode.shareRatio && !slices.Equal(inc.transfers, full.transfers) {
+		return fmt.Sprintf("transfers %v, from scratch %v", inc.transfers, full.transfers)
 	}
 	return ""
 }
@@ -146,6 +160,7 @@ func sumTakes(ts []poolTake) []poolTake {
 			i = len(out) - 1
 		}
 		out[i].slots += t.slots
+		out[i].entitled += t.entitled
 	}
 	slices.SortFunc(out, func(a, b poolTake) int {
 		return cmp.Or(cmp.Compare(a.pool, b.pool), cmp.Compare(a.leaf, b.leaf), cmp.Compare(a.lender, b.lender))
@@ -162,7 +177,7 @@ func compareWithFullPlacement(p *Pool, moves []placeMove) string {
 	for i, pt := range idx.parts {
 		in.room[i] = pt.slots
 	}
-	in.transfers = p.shareRatioPairing(p.t.sortedLeaves)
+	in.transfers = p.keptTransfers(p.t.sortedLeaves)
 	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &placeBufs{})
 	pl.release()
 	full := pl.moves

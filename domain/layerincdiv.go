@@ -103,6 +103,7 @@ const (
 	splitFill splitKind = iota
 	splitPdyn
 	splitSurplus
+	splitAll // every child, uncapped (the static planned share)
 )
 
 // split apportions q over id's children by share, as kind says, into tmp
@@ -130,6 +131,8 @@ func (f *incFold) split(t *tree, pl *incPool, id int32, q Slots, kind splitKind)
 				continue
 			}
 			cp = e - pl.base[j]
+		case splitAll:
+			cp = Unlimited
 		}
 		n := &t.nodes[c]
 		items = append(items, share{weight: n.share, cap: cp, priority: n.priority, rank: c})

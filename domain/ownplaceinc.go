@@ -96,7 +96,7 @@ func (p *Pool) placeKept() []placeMove {
 	k.ready = false
 	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
 		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts)),
-		transfers: p.shareRatioPairing(p.t.sortedLeaves)}
+		transfers: p.keptTransfers(p.t.sortedLeaves)}
 	for i, pt := range idx.parts {
 		in.room[i] = pt.slots
 	}
@@ -110,7 +110,7 @@ func (p *Pool) placeKept() []placeMove {
 func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) ([]placeMove, bool) {
 	in := placeInput{leaves: run, holders: k.holders, target: func(l int32) Slots { return p.sh(l).target },
 		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: k.room,
-		transfers: p.shareRatioPairing(run)}
+		transfers: p.keptTransfers(run)}
 	for _, l := range run {
 		for _, h := range p.t.nodes[l].holdings {
 			if len(k.holders[h.host]) == 0 {
@@ -264,4 +264,14 @@ func (p *Pool) placeAll() []placeMove {
 	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &p.pk.bufs)
 	pl.release()
 	return pl.moves
+}
+
+// keptTransfers is who gives to whom for the placement: share_ratio's
+// pairing on the leaves' totals (leaves: every leaf off its target, path
+// order), or what priority's reclaims moved in the kept fold.
+func (p *Pool) keptTransfers(leaves []int32) []transfer {
+	if p.mode.shareRatio {
+		return p.shareRatioPairing(leaves)
+	}
+	return p.inc.transfers()
 }

@@ -253,8 +253,9 @@ func (p *Pool) setEff(id int32, e Slots) {
 // from zero (decisions.md #10).
 func (p *Pool) noteUnmet(id int32, before Slots) {
 	n := &p.t.nodes[id]
-	if before <= 0 && n.eff-n.alloc > 0 {
+	if before <= 0 && n.eff-n.alloc > 0 && n.waitingSince != p.seq {
 		n.waitingSince = p.seq
+		p.inc.noteEff(id) // priority's orders in the kept fold
 	}
 }
 

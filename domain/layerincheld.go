@@ -1,0 +1,440 @@
+package domain
+
+import (
+	"cmp"
+	"slices"
+)
+
+// The priority division of one kept pool (layerinc.go): what
+// layeredFold.divideHeld and dividePriority decide, kept between events.
+// A leaf first keeps what it sits on (within its demand); free slots then
+// go to the leaves below their guarantee G in entitled order, then to the
+// borrowers in borrow order; with preemption, the entitled leaves still
+// short reclaim from the leaves above their G in section 4's victim
+// order. Only the leaves below their guarantee, those who would borrow
+// and those above their G take part in the passes, so the pool keeps them
+// in sets (entitled and borrow order, and the leaves above G) and the
+// passes walk those; every other leaf ends on what it keeps. What a
+// leaf keeps depends on that leaf alone while the pool has room for
+// every keep; when it has not (an owner took lent slots back), the keeps
+// are redone in the keepers' order over the whole pool.
+
+// heldPool is a kept pool's priority state, by local index.
+type heldPool struct {
+	planned, memoP []Slots // the static planned share of the pool's slots, and the q it was split from (-1: none)
+	g              []Slots // leaves: G
+	sits, untr     []Slots // leaves: what they sit on in the pool's classes, and min(that, E)
+	cur0           []Slots // leaves: what they keep
+	keepCut        bool    // cur0 came from keeps cut by the pool's size
+	sumUntr        Slots   // the keeps if none is cut
+	sumCur0        Slots
+	branch         []Slots // at x's children: the sum of their leaves' cur0
+	ne, nb         []int32 // leaves below their guarantee (entitled order), who would borrow (borrow order)
+	inNe, inNb     []bool
+	key            []uint64 // by local leaf: the waiting-since its set places were ordered by
+	vic            []int32  // leaves above their G (filtered when walked)
+	inV, inVic     []bool   // above G by its keep; in vic
+	off            []int32  // leaves whose part is not their keep (the passes gave or took)
+	act            []int32  // leaves to look at again in this division
+	actMark        []bool
+	transfers      []transfer
+}
+
+func newHeldPool(k int32) *heldPool {
+	h := &heldPool{planned: make([]Slots, k), memoP: make([]Slots, k), g: make([]Slots, k), sits: make([]Slots, k), untr: make([]Slots, k),
+		cur0: make([]Slots, k), branch: make([]Slots, k), inNe: make([]bool, k), inNb: make([]bool, k), key: make([]uint64, k),
+		inV: make([]bool, k), inVic: make([]bool, k), actMark: make([]bool, k)}
+	for i := range h.memoP {
+		h.memoP[i] = -1
+	}
+	return h
+}
+
+// activate notes that leaf l's keep or sets must be looked at again.
+func (f *incFold) activate(pl *incPool, l int32) {
+	h := pl.held
+	if i := pl.loc(l, f); !h.actMark[i] {
+		h.actMark[i] = true
+		h.act = append(h.act, l)
+	}
+}
+
+// divideHeldKept divides pool pl's c slots by priority.
+func (f *incFold) divideHeldKept(t *tree, pl *incPool, c Slots) {
+	h := pl.held
+	f.plannedInc(t, pl, pl.x, c)
+	f.guarantees(t, pl)
+	for _, l := range pl.attr { // where it sits changed
+		f.activate(pl, l)
+	}
+	for _, l := range h.act {
+		f.settleKeep(t, pl, l)
+	}
+	switch {
+	case h.sumUntr > c:
+		f.cutKeeps(t, pl, c)
+	case h.keepCut:
+		h.keepCut = false
+		for _, l := range pl.leaves {
+			f.setCur0(t, pl, l, h.untr[pl.loc(l, f)])
+		}
+	}
+	f.passes(t, pl, c)
+	for _, l := range h.act {
+		h.actMark[pl.loc(l, f)] = false
+	}
+	h.act = h.act[:0]
+}
+
+// plannedInc splits q over id's subtree by share, every consumer counted
+// (the static planned share), revisiting only the nodes whose part
+// changed; with leaf enforcement a leaf's G is its planned share.
+func (f *incFold) plannedInc(t *tree, pl *incPool, id int32, q Slots) {
+	h := pl.held
+	i := pl.loc(id, f)
+	if h.memoP[i] == q {
+		return
+	}
+	h.memoP[i], h.planned[i] = q, q
+	n := &t.nodes[id]
+	if n.leaf {
+		if !f.parentEnf {
+			f.setG(pl, id, q)
+		}
+		return
+	}
+	f.split(t, pl, id, q, splitAll)
+	for _, c := range n.children {
+		if j := pl.loc(c, f); pl.tmp[j] != h.memoP[j] {
+			f.plannedInc(t, pl, c, pl.tmp[j])
+		}
+	}
+}
+
+// guarantees refills, with parent enforcement, each branch's planned
+// share over its leaves with demand (capped by it), where demand or the
+// planned share changed.
+func (f *incFold) guarantees(t *tree, pl *incPool) {
+	if !f.parentEnf {
+		return
+	}
+	for _, c := range t.nodes[pl.x].children {
+		j := pl.loc(c, f)
+		if q := pl.held.planned[j]; pl.dirty[j] || q != pl.memoQ[j] {
+			f.fillG(t, pl, c, q)
+		}
+	}
+}
+
+// fillG is waterFill into G with memo: a node's part split over its
+// children with demand, capped by their demand.
+func (f *incFold) fillG(t *tree, pl *incPool, id int32, q Slots) {
+	i := pl.loc(id, f)
+	if !pl.dirty[i] && q == pl.memoQ[i] {
+		return
+	}
+	pl.dirty[i], pl.memoQ[i] = false, q
+	n := &t.nodes[id]
+	if n.leaf {
+		f.setG(pl, id, q)
+		return
+	}
+	f.split(t, pl, id, q, splitFill)
+	for _, c := range n.children {
+		if j := pl.loc(c, f); pl.dirty[j] || pl.tmp[j] != pl.memoQ[j] {
+			f.fillG(t, pl, c, pl.tmp[j])
+		}
+	}
+}
+
+// setG records a leaf's G.
+func (f *incFold) setG(pl *incPool, l int32, g Slots) {
+	if i := pl.loc(l, f); pl.held.g[i] != g {
+		pl.held.g[i] = g
+		f.activate(pl, l)
+	}
+}
+
+// settleKeep looks at leaf l again: what it sits on, would keep, keeps,
+// and which sets it is in.
+func (f *incFold) settleKeep(t *tree, pl *incPool, l int32) {
+	h := pl.held
+	i := pl.loc(l, f)
+	sits := Slots(0)
+	for _, lender := range f.heldBy[poolLeaf{pl.x, l}] {
+		if pl.classAt(lender) >= 0 {
+			sits += f.held[heldKey{pool: pl.x, leaf: l, lender: lender}]
+		}
+	}
+	h.sits[i] = sits
+	k := minSlots(sits, pl.eff[i])
+	h.sumUntr += k - h.untr[i]
+	h.untr[i] = k
+	if h.keepCut { // redone whole below
+		return
+	}
+	f.setCur0(t, pl, l, k)
+}
+
+// setCur0 sets leaf l's keep, with the branch sums and its sets.
+func (f *incFold) setCur0(t *tree, pl *incPool, l int32, k Slots) {
+	h := pl.held
+	i := pl.loc(l, f)
+	if d := k - h.cur0[i]; d != 0 {
+		h.cur0[i] = k
+		h.sumCur0 += d
+		h.branch[pl.loc(branchOf(t, pl.x, l), f)] += d
+		f.activate(pl, l) // its part is set again after the passes
+	}
+	f.placeInSets(t, pl, l)
+}
+
+// branchOf is the child of x whose subtree holds leaf l.
+func branchOf(t *tree, x, l int32) int32 {
+	for t.nodes[l].parent != x {
+		l = t.nodes[l].parent
+	}
+	return l
+}
+
+// cutKeeps redoes every keep in the keepers' order (priority desc, then
+// fewest slots sat on, then path descending), each cut by what is left of
+// the pool's c slots (startHeld).
+func (f *incFold) cutKeeps(t *tree, pl *incPool, c Slots) {
+	h := pl.held
+	var keepers []int32
+	for _, l := range pl.leaves {
+		if pl.eff[pl.loc(l, f)] > 0 {
+			keepers = append(keepers, l)
+		}
+	}
+	slices.SortFunc(keepers, func(a, b int32) int {
+		return cmp.Or(cmpDesc(t.nodes[a].priority, t.nodes[b].priority), cmp.Compare(h.sits[pl.loc(a, f)], h.sits[pl.loc(b, f)]), cmpDesc(a, b))
+	})
+	for _, l := range pl.leaves {
+		f.setCur0(t, pl, l, 0)
+	}
+	left := c
+	for _, l := range keepers {
+		k := minSlots(h.untr[pl.loc(l, f)], left)
+		left -= k
+		f.setCur0(t, pl, l, k)
+	}
+	h.keepCut = true
+}
+
+// placeInSets puts leaf l in the sets its keep, demand and G say.
+func (f *incFold) placeInSets(t *tree, pl *incPool, l int32) {
+	h := pl.held
+	i := pl.loc(l, f)
+	n := &t.nodes[l]
+	if h.inNe[i] {
+		h.ne = f.setDelete(t, pl, h.ne, l, entitledBy)
+		h.inNe[i] = false
+	}
+	if h.inNb[i] {
+		h.nb = f.setDelete(t, pl, h.nb, l, borrowBy)
+		h.inNb[i] = false
+	}
+	h.key[i] = n.waitingSince
+	e, g, k := pl.eff[i], h.g[i], h.cur0[i]
+	if e > 0 && minSlots(e, g) > k {
+		h.ne = f.setInsert(t, pl, h.ne, l, entitledBy)
+		h.inNe[i] = true
+	}
+	if e > 0 && minSlots(e, satAdd(g, borrowLimitOf(n, g))) > k {
+		h.nb = f.setInsert(t, pl, h.nb, l, borrowBy)
+		h.inNb[i] = true
+	}
+	h.inV[i] = k > g
+	if h.inV[i] && !h.inVic[i] {
+		h.inVic[i] = true
+		h.vic = append(h.vic, l)
+	}
+}
+
+// borrowLimitOf is how far above G leaf n may borrow.
+func borrowLimitOf(n *node, g Slots) Slots {
+	if n.borrowLimit == defaultBorrowLimit {
+		return g
+	}
+	return n.borrowLimit
+}
+
+// setOrder names the orders of the sets: section 4's entitled order
+// (priority desc, waiting since asc, path) and borrow order (waiting
+// since asc, priority desc, path), by the waiting-since the leaf was
+// placed with.
+type setOrder int
+
+const (
+	entitledBy setOrder = iota
+	borrowBy
+)
+
+func (f *incFold) setCmp(t *tree, pl *incPool, by setOrder) func(a, b int32) int {
+	key := pl.held.key
+	return func(a, b int32) int {
+		ka, kb := key[pl.loc(a, f)], key[pl.loc(b, f)]
+		pa, pb := t.nodes[a].priority, t.nodes[b].priority
+		if by == entitledBy {
+			return cmp.Or(cmpDesc(pa, pb), cmp.Compare(ka, kb), cmp.Compare(a, b))
+		}
+		return cmp.Or(cmp.Compare(ka, kb), cmpDesc(pa, pb), cmp.Compare(a, b))
+	}
+}
+
+func (f *incFold) setInsert(t *tree, pl *incPool, set []int32, l int32, by setOrder) []int32 {
+	i, _ := slices.BinarySearchFunc(set, l, f.setCmp(t, pl, by))
+	return slices.Insert(set, i, l)
+}
+
+func (f *incFold) setDelete(t *tree, pl *incPool, set []int32, l int32, by setOrder) []int32 {
+	i, found := slices.BinarySearchFunc(set, l, f.setCmp(t, pl, by))
+	if !found {
+		panic("domain: a kept set lost a leaf")
+	}
+	return slices.Delete(set, i, i+1)
+}
+
+// heldRun is one division's passes: the leaves whose slots they moved
+// (cur), in the order first moved, and the branches' sums moved.
+type heldRun struct {
+	cur    map[int32]Slots
+	order  []int32
+	branch map[int32]Slots
+}
+
+// passes runs the grants and, with preemption, the reclaims of section
+// 4 on the keeps, and sets every part they or the keeps moved.
+func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
+	h := pl.held
+	r := &heldRun{cur: map[int32]Slots{}, branch: map[int32]Slots{}}
+	cur := func(l int32) Slots {
+		if k, ok := r.cur[l]; ok {
+			return k
+		}
+		return h.cur0[pl.loc(l, f)]
+	}
+	add := func(l int32, k Slots) {
+		if _, ok := r.cur[l]; !ok {
+			r.order = append(r.order, l)
+		}
+		r.cur[l] = cur(l) + k
+		r.branch[branchOf(t, pl.x, l)] += k
+	}
+	left := c - h.sumCur0
+	for _, l := range h.ne { // entitled first
+		if left == 0 {
+			break
+		}
+		i := pl.loc(l, f)
+		if need := minSlots(pl.eff[i], h.g[i]) - cur(l); need > 0 {
+			k := minSlots(need, left)
+			add(l, k)
+			left -= k
+		}
+	}
+	for _, l := range h.nb { // then borrowers
+		if left == 0 {
+			break
+		}
+		i := pl.loc(l, f)
+		if need := minSlots(pl.eff[i], satAdd(h.g[i], borrowLimitOf(&t.nodes[l], h.g[i]))) - cur(l); need > 0 {
+			k := minSlots(need, left)
+			add(l, k)
+			left -= k
+		}
+	}
+	h.transfers = h.transfers[:0]
+	if f.preempt {
+		f.reclaims(t, pl, r, cur, add)
+	}
+	moved := append(append(h.off[:0:0], h.off...), r.order...)
+	moved = append(moved, h.act...)
+	h.off = h.off[:0]
+	for _, l := range r.order {
+		if cur(l) != h.cur0[pl.loc(l, f)] {
+			h.off = append(h.off, l)
+		}
+	}
+	for _, l := range moved {
+		f.setPart(t, pl, l, cur(l))
+	}
+}
+
+// reclaims: the entitled leaves still short take from the leaves above
+// their G, in section 4's victim order evaluated as they go
+// (layeredFold.dividePriority).
+func (f *incFold) reclaims(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots, add func(int32, Slots)) {
+	h := pl.held
+	brCur := func(b int32) Slots { return h.branch[pl.loc(b, f)] + r.branch[b] }
+	for _, l := range h.ne {
+		i := pl.loc(l, f)
+		var blocked []int32
+		for need := minSlots(pl.eff[i], h.g[i]) - cur(l); need > 0; {
+			v := f.victim(t, pl, r, cur, brCur, l, blocked)
+			if v == noNode {
+				break
+			}
+			give := minSlots(need, cur(v)-h.g[pl.loc(v, f)])
+			if f.parentEnf {
+				if bv, bl := branchOf(t, pl.x, v), branchOf(t, pl.x, l); bv != bl {
+					j := pl.loc(bv, f)
+					give = minSlots(give, brCur(bv)-minSlots(h.planned[j], pl.eff[j]))
+				}
+			}
+			if give <= 0 {
+				blocked = append(blocked, v)
+				continue
+			}
+			add(v, -give)
+			add(l, give)
+			h.transfers = append(h.transfers, transfer{claimant: l, victim: v, slots: give})
+			need -= give
+		}
+	}
+}
+
+// victim is the first leaf above its G, other than the claimant and
+// those blocked, in section 4's victim order (priorityVictim): leaves
+// whose branch holds more than its planned share first, then lowest
+// priority, then most above G, then path.
+func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots, brCur func(int32) Slots, claimant int32, blocked []int32) int32 {
+	h := pl.held
+	kept := h.vic[:0]
+	for _, v := range h.vic { // drop those no longer above G by their keep
+		if i := pl.loc(v, f); h.inV[i] {
+			kept = append(kept, v)
+		} else {
+			h.inVic[i] = false
+		}
+	}
+	h.vic = kept
+	best := noNode
+	over := func(v int32) bool { b := branchOf(t, pl.x, v); return brCur(b) > h.planned[pl.loc(b, f)] }
+	consider := func(v int32) {
+		i := pl.loc(v, f)
+		if v == claimant || cur(v) <= h.g[i] || slices.Contains(blocked, v) || pl.eff[i] == 0 {
+			return
+		}
+		if best == noNode {
+			best = v
+			return
+		}
+		x, y := &t.nodes[v], &t.nodes[best]
+		if c := cmp.Or(boolFirst(over(v), over(best)), cmp.Compare(x.priority, y.priority),
+			cmpDesc(cur(v)-h.g[i], cur(best)-h.g[pl.loc(best, f)]), cmp.Compare(v, best)); c < 0 {
+			best = v
+		}
+	}
+	for _, v := range h.vic {
+		consider(v)
+	}
+	for _, v := range r.order {
+		if !h.inV[pl.loc(v, f)] {
+			consider(v)
+		}
+	}
+	return best
+}
