@@ -91,9 +91,12 @@ func (p *Pool) placeKept() []placeMove {
 			return moves
 		}
 	}
-	// The proviso fails: every leaf takes part, and every leaf is looked
-	// at again after.
-	k.ready = false
+	// The proviso fails: every leaf takes part. What a quiet leaf keeps
+	// alone still holds (it depends on that leaf alone); the others are
+	// looked at again after, as after a run over them.
+	for _, l := range run {
+		k.noteHeld(l)
+	}
 	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
 		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts)),
 		transfers: p.keptTransfers(p.t.sortedLeaves)}
