@@ -25,16 +25,19 @@ test: vet chromium
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
-# The engine's per-event benchmarks run 2000 events each; the heavy ones
-# (ownership, whole-pool recomputation; the worst-case
-# plan) 20, beside the plain pools' figures of the same run.
+# The engine's per-event benchmarks run 2000 events each, those of pools
+# with ownership too (demand and release take the kept fold); the events
+# that recompute a whole pool (host and plan events with ownership, the
+# worst-case plan) 20, beside the plain pools' figures of the same run.
 bench: build
 	$(GO) test -run '^$$' -bench . -skip 'Owned|WorstCase' -benchmem -benchtime 2000x ./domain/
-	$(GO) test -run '^$$' -bench 'Owned|WorstCase' -benchmem -benchtime 20x ./domain/
+	$(GO) test -run '^$$' -bench 'Owned(Demand|Release)' -benchmem -benchtime 2000x ./domain/
+	$(GO) test -run '^$$' -bench 'Owned(Host|Plan)|WorstCase' -benchmem -benchtime 20x ./domain/
 	$(BIN)/ledger bench
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFold -fuzztime 60s ./domain/
+	$(GO) test -run '^$$' -fuzz FuzzKeptFold -fuzztime 60s ./domain/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./internal/api/
 
 clean:

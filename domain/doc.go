@@ -25,4 +25,10 @@
 // owned.go (the layered fold and its views), ownplace.go (placing the
 // parts on hosts: grants, lends, returns, reclaims, moves) and
 // sitcache.go (which part of a host each leaf's slots sit in, per host).
+// The fold and the placement are kept between events where the plan
+// allows (docs/decisions.md #116): layerinc.go (the kept state and what
+// marks a pool for a visit), layerincdiv.go (share_ratio's division),
+// layerincheld.go (priority's), layerincattr.go (which classes a part
+// comes from) and ownplaceinc.go (the placement over the leaves that are
+// not quiet); each gives exactly what the full computation gives.
 package domain

@@ -48,12 +48,17 @@ type incFold struct {
 	t         *tree
 	single    bool       // oneGroup's answer for t
 	pre       []int32    // by node id: position in depth-first preorder
+	byPre     []int32    // the node at each position
 	size      []int32    // by node id: nodes in its subtree
 	pools     []*incPool // by node id: the pool of each parent (the root's is the public pool)
 	order     []int32    // the parents deepest first, then path; the root last
-	owned     []Slots    // by node id: the assignment's totals
-	ownUse    []Slots    // by node id: the own layer (leaves)
-	eff       []Slots    // by node id: the E the state is for (leaves)
+	// orderAt: by node id, a pool's place in order; reclaiming: the pools
+	// whose last division moved slots from one leaf to another.
+	orderAt    []int32
+	reclaiming []int32
+	owned      []Slots // by node id: the assignment's totals
+	ownUse     []Slots // by node id: the own layer (leaves)
+	eff        []Slots // by node id: the E the state is for (leaves)
 
 	held   map[heldKey]Slots
 	heldBy map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
@@ -105,6 +110,9 @@ type lenderSlots struct {
 }
 
 func (pl *incPool) loc(id int32, f *incFold) int32 { return f.pre[id] - pl.at }
+
+// nodeAt is the node at local index i.
+func (pl *incPool) nodeAt(i int32, f *incFold) int32 { return f.byPre[pl.at+i] }
 
 // oneGroup: the smallest lend_grace of the tree is at least its largest
 // reclaim_grace, so every class is usable by every leaf.
@@ -236,22 +244,35 @@ func (pl *incPool) entitled(i int32) Slots {
 // order.
 func (f *incFold) transfers() []transfer {
 	var out []transfer
-	for _, x := range f.order {
-		if h := f.pools[x].held; h != nil {
-			out = append(out, h.transfers...)
-		}
+	for _, x := range f.reclaiming {
+		out = append(out, f.pools[x].held.transfers...)
 	}
 	return out
 }
+
+// noteTransfers keeps the list of pools whose last division moved slots
+// (reclaiming, in the fold's order) as pool pl's transfers come and go.
+func (f *incFold) noteTransfers(pl *incPool) {
+	i, in := slices.BinarySearchFunc(f.reclaiming, pl.x, f.byOrder)
+	switch has := len(pl.held.transfers) > 0; {
+	case has && !in:
+		f.reclaiming = slices.Insert(f.reclaiming, i, pl.x)
+	case !has && in:
+		f.reclaiming = slices.Delete(f.reclaiming, i, i+1)
+	}
+}
+
+// byOrder compares pools by their place in the fold's order.
+func (f *incFold) byOrder(a, b int32) int { return cmp.Compare(f.orderAt[a], f.orderAt[b]) }
 
 // build makes the state from scratch: every pool, every leaf revisited.
 func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	t := p.t
 	n := len(t.nodes)
-	f.pre, f.size = make([]int32, n), make([]int32, n)
+	f.pre, f.size, f.byPre = make([]int32, n), make([]int32, n), make([]int32, n)
 	var walk func(id int32, at int32) int32
 	walk = func(id, at int32) int32 {
-		f.pre[id] = at
+		f.pre[id], f.byPre[at] = at, id
 		next := at + 1
 		for _, c := range t.nodes[id].children {
 			next = walk(c, next)
@@ -266,6 +287,10 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	f.targetMoved, f.dueMoved = f.targetMoved[:0], f.dueMoved[:0]
 	f.pools = make([]*incPool, n)
 	f.order = (&layeredFold{t: t}).poolOrder()
+	f.orderAt, f.reclaiming = make([]int32, n), f.reclaiming[:0]
+	for i, x := range f.order {
+		f.orderAt[x] = int32(i)
+	}
 	for _, x := range f.order {
 		f.pools[x] = f.newPool(t, x, tot)
 	}
@@ -294,7 +319,7 @@ func (f *incFold) newPool(t *tree, x int32, tot ownTotals) *incPool {
 		pl.dirty[i], pl.dirtyU[i] = true, true
 	}
 	if f.priority {
-		pl.held = newHeldPool(k)
+		pl.held = f.newHeldPool(t, pl, k)
 	}
 	pl.unrestricted = tot.public
 	if x != 0 {

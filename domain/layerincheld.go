@@ -34,18 +34,23 @@ type heldPool struct {
 	key            []uint64 // by local leaf: the waiting-since its set places were ordered by
 	vic            []int32  // leaves above their G (filtered when walked)
 	inV, inVic     []bool   // above G by its keep; in vic
+	branchOf       []int32  // by local leaf: the local index of its branch (the child of x above it)
 	off            []int32  // leaves whose part is not their keep (the passes gave or took)
 	act            []int32  // leaves to look at again in this division
 	actMark        []bool
 	transfers      []transfer
 }
 
-func newHeldPool(k int32) *heldPool {
+// newHeldPool makes the priority state of pool pl (k nodes).
+func (f *incFold) newHeldPool(t *tree, pl *incPool, k int32) *heldPool {
 	h := &heldPool{planned: make([]Slots, k), memoP: make([]Slots, k), g: make([]Slots, k), sits: make([]Slots, k), untr: make([]Slots, k),
 		cur0: make([]Slots, k), branch: make([]Slots, k), inNe: make([]bool, k), inNb: make([]bool, k), key: make([]uint64, k),
-		inV: make([]bool, k), inVic: make([]bool, k), actMark: make([]bool, k)}
+		inV: make([]bool, k), inVic: make([]bool, k), actMark: make([]bool, k), branchOf: make([]int32, k)}
 	for i := range h.memoP {
 		h.memoP[i] = -1
+	}
+	for _, l := range pl.leaves {
+		h.branchOf[pl.loc(l, f)] = pl.loc(branchOf(t, pl.x, l), f)
 	}
 	return h
 }
@@ -80,6 +85,7 @@ func (f *incFold) divideHeldKept(t *tree, pl *incPool, c Slots) {
 		}
 	}
 	f.passes(t, pl, c)
+	f.noteTransfers(pl)
 	for _, l := range h.act {
 		h.actMark[pl.loc(l, f)] = false
 	}
@@ -183,7 +189,7 @@ func (f *incFold) setCur0(t *tree, pl *incPool, l int32, k Slots) {
 	if d := k - h.cur0[i]; d != 0 {
 		h.cur0[i] = k
 		h.sumCur0 += d
-		h.branch[pl.loc(branchOf(t, pl.x, l), f)] += d
+		h.branch[h.branchOf[i]] += d
 		f.activate(pl, l) // its part is set again after the passes
 	}
 	f.placeInSets(t, pl, l)
@@ -228,23 +234,25 @@ func (f *incFold) placeInSets(t *tree, pl *incPool, l int32) {
 	h := pl.held
 	i := pl.loc(l, f)
 	n := &t.nodes[l]
-	if h.inNe[i] {
-		h.ne = f.setDelete(t, pl, h.ne, l, entitledBy)
-		h.inNe[i] = false
-	}
-	if h.inNb[i] {
-		h.nb = f.setDelete(t, pl, h.nb, l, borrowBy)
-		h.inNb[i] = false
-	}
-	h.key[i] = n.waitingSince
 	e, g, k := pl.eff[i], h.g[i], h.cur0[i]
-	if e > 0 && minSlots(e, g) > k {
-		h.ne = f.setInsert(t, pl, h.ne, l, entitledBy)
-		h.inNe[i] = true
-	}
-	if e > 0 && minSlots(e, satAdd(g, borrowLimitOf(n, g))) > k {
-		h.nb = f.setInsert(t, pl, h.nb, l, borrowBy)
-		h.inNb[i] = true
+	ne := e > 0 && minSlots(e, g) > k
+	nb := e > 0 && minSlots(e, satAdd(g, borrowLimitOf(n, g))) > k
+	// The sets are ordered by priority, waiting since and path only: a
+	// leaf in the same sets with the same waiting-since stays in place.
+	if ne != h.inNe[i] || nb != h.inNb[i] || h.key[i] != n.waitingSince {
+		if h.inNe[i] {
+			h.ne = f.setDelete(t, pl, h.ne, l, entitledBy)
+		}
+		if h.inNb[i] {
+			h.nb = f.setDelete(t, pl, h.nb, l, borrowBy)
+		}
+		h.key[i] = n.waitingSince
+		if h.inNe[i] = ne; ne {
+			h.ne = f.setInsert(t, pl, h.ne, l, entitledBy)
+		}
+		if h.inNb[i] = nb; nb {
+			h.nb = f.setInsert(t, pl, h.nb, l, borrowBy)
+		}
 	}
 	h.inV[i] = k > g
 	if h.inV[i] && !h.inVic[i] {
@@ -411,22 +419,37 @@ func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots
 		}
 	}
 	h.vic = kept
-	best := noNode
-	over := func(v int32) bool { b := branchOf(t, pl.x, v); return brCur(b) > h.planned[pl.loc(b, f)] }
+	// Whether a branch holds more than its planned share, worked out once
+	// per branch for this search (by the branch's local index).
+	overAt := map[int32]bool{}
+	over := func(v int32) bool {
+		b := h.branchOf[pl.loc(v, f)]
+		o, known := overAt[b]
+		if !known {
+			bid := pl.nodeAt(b, f)
+			o = brCur(bid) > h.planned[b]
+			overAt[b] = o
+		}
+		return o
+	}
+	best, bestOver, bestAbove := noNode, false, Slots(0)
 	consider := func(v int32) {
 		i := pl.loc(v, f)
-		if v == claimant || cur(v) <= h.g[i] || slices.Contains(blocked, v) || pl.eff[i] == 0 {
+		if v == claimant || pl.eff[i] == 0 || slices.Contains(blocked, v) {
 			return
 		}
-		if best == noNode {
-			best = v
+		above := cur(v) - h.g[i]
+		if above <= 0 {
 			return
 		}
-		x, y := &t.nodes[v], &t.nodes[best]
-		if c := cmp.Or(boolFirst(over(v), over(best)), cmp.Compare(x.priority, y.priority),
-			cmpDesc(cur(v)-h.g[i], cur(best)-h.g[pl.loc(best, f)]), cmp.Compare(v, best)); c < 0 {
-			best = v
+		vo := over(v)
+		if best != noNode {
+			x, y := &t.nodes[v], &t.nodes[best]
+			if cmp.Or(boolFirst(vo, bestOver), cmp.Compare(x.priority, y.priority), cmpDesc(above, bestAbove), cmp.Compare(v, best)) >= 0 {
+				return
+			}
 		}
+		best, bestOver, bestAbove = v, vo, above
 	}
 	for _, v := range h.vic {
 		consider(v)
