@@ -35,17 +35,23 @@ type heldPool struct {
 	vic            []int32  // leaves above their G (filtered when walked)
 	inV, inVic     []bool   // above G by its keep; in vic
 	branchOf       []int32  // by local leaf: the local index of its branch (the child of x above it)
-	off            []int32  // leaves whose part is not their keep (the passes gave or took)
-	act            []int32  // leaves to look at again in this division
-	actMark        []bool
-	transfers      []transfer
+	// The passes' work: by local index, a moved leaf's slots (inWork) and
+	// a branch's sum moved; the lists of those, kept for their room.
+	work, brWork    []Slots
+	inWork          []bool
+	order, branches []int32
+	off             []int32 // leaves whose part is not their keep (the passes gave or took)
+	act             []int32 // leaves to look at again in this division
+	actMark         []bool
+	transfers       []transfer
 }
 
 // newHeldPool makes the priority state of pool pl (k nodes).
 func (f *incFold) newHeldPool(t *tree, pl *incPool, k int32) *heldPool {
 	h := &heldPool{planned: make([]Slots, k), memoP: make([]Slots, k), g: make([]Slots, k), sits: make([]Slots, k), untr: make([]Slots, k),
 		cur0: make([]Slots, k), branch: make([]Slots, k), inNe: make([]bool, k), inNb: make([]bool, k), key: make([]uint64, k),
-		inV: make([]bool, k), inVic: make([]bool, k), actMark: make([]bool, k), branchOf: make([]int32, k)}
+		inV: make([]bool, k), inVic: make([]bool, k), actMark: make([]bool, k), branchOf: make([]int32, k),
+		work: make([]Slots, k), brWork: make([]Slots, k), inWork: make([]bool, k)}
 	for i := range h.memoP {
 		h.memoP[i] = -1
 	}
@@ -305,31 +311,37 @@ func (f *incFold) setDelete(t *tree, pl *incPool, set []int32, l int32, by setOr
 	return slices.Delete(set, i, i+1)
 }
 
-// heldRun is one division's passes: the leaves whose slots they moved
-// (cur), in the order first moved, and the branches' sums moved.
+// heldRun is one division's passes: the leaves whose slots they moved,
+// in the order first moved (their slots now in the pool's work), and the
+// branches whose sums they moved (by how much in brWork).
 type heldRun struct {
-	cur    map[int32]Slots
-	order  []int32
-	branch map[int32]Slots
+	order    []int32
+	branches []int32
 }
 
 // passes runs the grants and, with preemption, the reclaims of section
 // 4 on the keeps, and sets every part they or the keeps moved.
 func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 	h := pl.held
-	r := &heldRun{cur: map[int32]Slots{}, branch: map[int32]Slots{}}
+	r := &heldRun{order: h.order[:0], branches: h.branches[:0]}
 	cur := func(l int32) Slots {
-		if k, ok := r.cur[l]; ok {
-			return k
+		if i := pl.loc(l, f); h.inWork[i] {
+			return h.work[i]
 		}
 		return h.cur0[pl.loc(l, f)]
 	}
 	add := func(l int32, k Slots) {
-		if _, ok := r.cur[l]; !ok {
+		i := pl.loc(l, f)
+		if !h.inWork[i] {
+			h.inWork[i], h.work[i] = true, h.cur0[i]
 			r.order = append(r.order, l)
 		}
-		r.cur[l] = cur(l) + k
-		r.branch[branchOf(t, pl.x, l)] += k
+		h.work[i] += k
+		b := h.branchOf[i]
+		if h.brWork[b] == 0 && !slices.Contains(r.branches, b) {
+			r.branches = append(r.branches, b)
+		}
+		h.brWork[b] += k
 	}
 	left := c - h.sumCur0
 	for _, l := range h.ne { // entitled first
@@ -358,17 +370,23 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 	if f.preempt {
 		f.reclaims(t, pl, r, cur, add)
 	}
-	moved := append(append(h.off[:0:0], h.off...), r.order...)
-	moved = append(moved, h.act...)
-	h.off = h.off[:0]
-	for _, l := range r.order {
-		if cur(l) != h.cur0[pl.loc(l, f)] {
-			h.off = append(h.off, l)
+	for _, list := range [3][]int32{h.off, r.order, h.act} {
+		for _, l := range list {
+			f.setPart(t, pl, l, cur(l))
 		}
 	}
-	for _, l := range moved {
-		f.setPart(t, pl, l, cur(l))
+	h.off = h.off[:0]
+	for _, l := range r.order {
+		i := pl.loc(l, f)
+		if h.work[i] != h.cur0[i] {
+			h.off = append(h.off, l)
+		}
+		h.inWork[i] = false
 	}
+	for _, b := range r.branches {
+		h.brWork[b] = 0
+	}
+	h.order, h.branches = r.order, r.branches
 }
 
 // reclaims: the entitled leaves still short take from the leaves above
@@ -376,7 +394,7 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 // (layeredFold.dividePriority).
 func (f *incFold) reclaims(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots, add func(int32, Slots)) {
 	h := pl.held
-	brCur := func(b int32) Slots { return h.branch[pl.loc(b, f)] + r.branch[b] }
+	brCur := func(b int32) Slots { j := pl.loc(b, f); return h.branch[j] + h.brWork[j] }
 	for _, l := range h.ne {
 		i := pl.loc(l, f)
 		var blocked []int32

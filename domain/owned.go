@@ -379,17 +379,28 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 			pool[hk][k], mayHold[hk][k] = p.poolOfPart(h.host, o), p.mayUse(h.host, o)
 		}
 	}
-	for d := p.t.maxDepth; d > 0; d-- {
-		for _, lentIn := range []bool{false, true} { // a pool's own private part before the parts lent into it
-			for _, k := range order {
-				for _, hk := range keepers {
-					o := parts[i+k].owner
-					if x := pool[hk][k]; x != noNode && p.t.nodes[x].depth == d && (x != o) == lentIn {
-						sit(k, hk)
-					}
+	// The private pools, deepest first, a pool's own private part before
+	// the parts lent into it; then parts in order, holders in keepers'
+	// order: the pairs that have a pool, sorted so.
+	type poolSeat struct{ tier, kAt, hkAt int }
+	var seats []poolSeat
+	for kAt, k := range order {
+		o := parts[i+k].owner
+		for hkAt, hk := range keepers {
+			if x := pool[hk][k]; x != noNode {
+				tier := 2 * int(p.t.maxDepth-p.t.nodes[x].depth)
+				if x != o {
+					tier++
 				}
+				seats = append(seats, poolSeat{tier, kAt, hkAt})
 			}
 		}
+	}
+	slices.SortFunc(seats, func(a, b poolSeat) int {
+		return cmp.Or(cmp.Compare(a.tier, b.tier), cmp.Compare(a.kAt, b.kAt), cmp.Compare(a.hkAt, b.hkAt))
+	})
+	for _, s := range seats {
+		sit(order[s.kAt], keepers[s.hkAt])
 	}
 	for _, k := range order {
 		if parts[i+k].owner == noNode {
