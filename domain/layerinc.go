@@ -56,6 +56,7 @@ type incFold struct {
 	// whose last division moved slots from one leaf to another.
 	orderAt    []int32
 	reclaiming []int32
+	toVisit    []int32 // the pools to visit, in the fold's order
 	owned      []Slots // by node id: the assignment's totals
 	ownUse     []Slots // by node id: the own layer (leaves)
 	eff        []Slots // by node id: the E the state is for (leaves)
@@ -86,6 +87,7 @@ type incPool struct {
 	classes      []lentSlots // the division's classes in the group's order
 	leftover     []lentSlots // what it passed upward, in the group's order
 	classesDirty bool
+	queued       bool      // in the fold's toVisit
 	held         *heldPool // priority's state (nil under share_ratio)
 
 	eff, base, part, memoQ, memoU, tmp []Slots
@@ -153,10 +155,13 @@ func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) (built bool) {
 		f.takeMoved(p.t)
 	}
 	f.moved = f.moved[:0]
-	for _, x := range f.order {
-		if pl := f.pools[x]; pl.classesDirty || len(pl.pending) > 0 || len(pl.attr) > 0 {
-			f.divide(p.t, pl)
-		}
+	// A visit marks only pools above the one visited, later in the
+	// order: the list is worked from its front.
+	for len(f.toVisit) > 0 {
+		pl := f.pools[f.toVisit[0]]
+		f.toVisit = f.toVisit[1:]
+		pl.queued = false
+		f.divide(p.t, pl)
 	}
 	return built
 }
@@ -291,8 +296,10 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	for i, x := range f.order {
 		f.orderAt[x] = int32(i)
 	}
+	f.toVisit = f.toVisit[:0]
 	for _, x := range f.order {
 		f.pools[x] = f.newPool(t, x, tot)
+		f.visit(f.pools[x])
 	}
 	f.held, f.heldBy, f.lentBy, f.lentOn = map[heldKey]Slots{}, map[poolLeaf][]int32{}, map[poolLeaf][]int32{}, map[poolLeaf]Slots{}
 	f.ready = false // the sittings are computed first, then noted once
@@ -342,7 +349,7 @@ func (f *incFold) takeMoved(t *tree) {
 		f.eff[l] = e
 		if use := minSlots(e, f.owned[l]); use != f.ownUse[l] {
 			f.ownUse[l] = use
-			f.pools[t.nodes[l].parent].classesDirty = true
+			f.dirtyClasses(t.nodes[l].parent)
 			f.noteTarget(l)
 		}
 		f.markPending(t, l, t.nodes[l].parent)
@@ -357,8 +364,26 @@ func (f *incFold) markPending(t *tree, l, a int32) {
 		if i := pl.loc(l, f); !pl.pendingMark[i] {
 			pl.pendingMark[i] = true
 			pl.pending = append(pl.pending, l)
+			f.visit(pl)
 		}
 	}
+}
+
+// visit queues pool pl for the fold, in the fold's order.
+func (f *incFold) visit(pl *incPool) {
+	if pl.queued {
+		return
+	}
+	pl.queued = true
+	i, _ := slices.BinarySearchFunc(f.toVisit, pl.x, f.byOrder)
+	f.toVisit = slices.Insert(f.toVisit, i, pl.x)
+}
+
+// dirtyClasses notes that pool x's classes must be rebuilt.
+func (f *incFold) dirtyClasses(x int32) {
+	pl := f.pools[x]
+	pl.classesDirty = true
+	f.visit(pl)
 }
 
 // markAttr notes that leaf l's attribution in pool x must be recomputed.
@@ -367,6 +392,7 @@ func (f *incFold) markAttr(x, l int32) {
 	if i := pl.loc(l, f); !pl.attrMark[i] {
 		pl.attrMark[i] = true
 		pl.attr = append(pl.attr, l)
+		f.visit(pl)
 	}
 }
 

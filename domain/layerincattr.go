@@ -99,7 +99,7 @@ func (f *incFold) attribute(t *tree, pl *incPool) {
 	if !slices.Equal(leftover, pl.leftover) {
 		pl.leftover = leftover
 		if pl.x != 0 {
-			f.pools[t.nodes[pl.x].parent].classesDirty = true
+			f.dirtyClasses(t.nodes[pl.x].parent)
 		}
 	}
 }
