@@ -38,6 +38,7 @@ type Pool struct {
 	// Ownership (rules v3, owned.go): the assignment, by consumer path
 	// then host name, and the layered targets of the last rebalance.
 	own     []ownSlot
+	ownIdx  ownIndex // the rows of own by consumer and by host
 	layered layeredTargets
 	// The host parts of the assignment (owned.go hostParts), kept until
 	// the assignment or a host changes.

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -48,4 +49,37 @@ func TestSittingsCacheMatchesFull(t *testing.T) {
 		t.Fatalf("only %d states compared", compared)
 	}
 	t.Logf("%d states compared", compared)
+}
+
+// TestConsumerViewMatchesAll: after every event of random logs with
+// ownership, one consumer's view (its ownership figures from its own
+// hosts' sittings) equals its entry among every consumer's views (one
+// pass over the whole pool).
+func TestConsumerViewMatchesAll(t *testing.T) {
+	runs := 200
+	if testing.Short() {
+		runs = 40
+	}
+	compared := 0
+	for seed := range uint64(runs) {
+		sc := gen.GenerateOwned(gen.NewRand(seed+51000), 40)
+		pool := NewPool("views")
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		seq := uint64(0)
+		for i, ev := range sc.Events {
+			at = at.Add(time.Second)
+			if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+				continue
+			}
+			seq++
+			for _, all := range pool.Consumers() {
+				one, _ := pool.Consumer(all.Path)
+				if !reflect.DeepEqual(one, all) {
+					t.Fatalf("seed %d event %d: %s alone %+v, among all %+v", seed, i, all.Path, one, all)
+				}
+				compared++
+			}
+		}
+	}
+	t.Logf("%d views compared", compared)
 }

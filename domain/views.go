@@ -84,21 +84,23 @@ func (p *Pool) Consumers() []ConsumerView {
 	out := make([]ConsumerView, 0, len(p.t.nodes)-1)
 	of := p.ownFigures()
 	for id := 1; id < len(p.t.nodes); id++ {
-		out = append(out, p.view(int32(id), of))
+		out = append(out, p.view(int32(id), of.of(int32(id))))
 	}
 	return out
 }
 
-// Consumer returns one consumer's view.
+// Consumer returns one consumer's view. Its ownership figures come from
+// the sittings of the hosts it holds or owns slots on only, so it costs
+// what that consumer touches, not the pool's size.
 func (p *Pool) Consumer(path string) (ConsumerView, bool) {
 	id, ok := p.t.lookup(path)
 	if !ok || id == 0 {
 		return ConsumerView{}, false
 	}
-	return p.view(id, p.ownFigures()), true
+	return p.view(id, p.ownFiguresOf(id)), true
 }
 
-func (p *Pool) view(id int32, of *ownFigures) ConsumerView {
+func (p *Pool) view(id int32, of *ownView) ConsumerView {
 	n, s := &p.t.nodes[id], p.sh(id)
 	v := ConsumerView{
 		Path: n.path, Parent: p.t.nodes[n.parent].path, Leaf: n.leaf, Share: n.share, Priority: n.priority,
@@ -114,15 +116,37 @@ func (p *Pool) view(id int32, of *ownFigures) ConsumerView {
 		v.WaitingSince = n.waitingSince
 	}
 	if of != nil {
-		v.Owned, v.OwnUsed, v.LentOut = int64(of.owned[id]), int64(of.used[id]), int64(of.lent[id])
+		v.Owned, v.OwnUsed, v.LentOut = int64(of.owned), int64(of.used), int64(of.lent)
 		if n.leaf {
-			v.Sources = of.sources[id]
+			v.Sources = of.sources
 			if v.Sources == nil {
 				v.Sources = []Source{}
 			}
 		}
 	}
 	return v
+}
+
+// OnHost lists, in path order, the consumers whose views a change of the
+// slots held on host can move: the leaves holding slots there and the
+// consumers owning slots there (which part of the host each slot sits in
+// decides their sources and what owners see used or lent out).
+func (p *Pool) OnHost(host string) []string {
+	h, ok := p.hostByID[host]
+	if !ok {
+		return nil
+	}
+	var out []string
+	if holders := p.hostHolders(); int(h) < len(holders) {
+		for _, l := range holders[h] {
+			out = append(out, p.t.nodes[l].path)
+		}
+	}
+	for _, i := range p.ownRows().byHost[host] {
+		out = append(out, p.own[i].consumer)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Ownership returns the ownership assignment, by consumer path then host

@@ -165,16 +165,16 @@ func (pb *poolBatch) noteDecision(d domain.Decision) {
 // those whose total moved and what the event did to ownership.
 func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res FoldResult) {
 	v := &eventViews{pool: pb.state.pool}
-	if res.All || (pb.state.ownViews && len(res.Changed) > 1) {
-		v.loadAll() // every view anyway, or views the engine computes from the whole pool
+	if res.All {
+		v.loadAll() // every view anyway
 	}
 	b.noteAllocations(pb, name, st, res, v)
 	b.noteOwnership(pb, name, st.Seq, st.Envelope.Time, res, v)
 }
 
 // eventViews reads the consumer views of a pool after one event: one at
-// a time, or all at once when more than one is needed and each costs a
-// pass over the pool (ownership figures) or all are needed anyway.
+// a time (each costs what that consumer holds and owns), or all at once
+// when all are needed anyway.
 type eventViews struct {
 	pool   *domain.Pool
 	all    []domain.ConsumerView

@@ -119,14 +119,36 @@ func (b *batch) noteOwnership(pb *poolBatch, name string, seq uint64, at time.Ti
 	if ps.ownCols == nil || len(res.Decisions) == 0 {
 		return // no assignment, or no slot moved: no figure changed
 	}
-	views := ev.loadAll()
-	for i := range views {
-		v := &views[i]
-		if c := ownColsOf(v); !c.equal(ps.ownCols[v.Path]) {
+	// Only the slots held on the hosts the decisions name moved: the
+	// figures that can change are those of the leaves holding slots there
+	// and of the consumers owning slots there.
+	var paths []string
+	for _, h := range decisionHosts(res.Decisions) {
+		paths = append(paths, ps.pool.OnHost(h)...)
+	}
+	slices.Sort(paths)
+	for _, path := range slices.Compact(paths) {
+		v, ok := ev.get(path)
+		if !ok {
+			continue
+		}
+		if c := ownColsOf(&v); !c.equal(ps.ownCols[v.Path]) {
 			ps.ownCols[v.Path] = c
 			pb.touched[v.Path] = seq
 		}
 	}
+}
+
+// decisionHosts lists the hosts decisions name, sorted, once each.
+func decisionHosts(ds []domain.Decision) []string {
+	hs := make([]string, 0, len(ds))
+	for _, d := range ds {
+		if d.Host != "" {
+			hs = append(hs, d.Host)
+		}
+	}
+	slices.Sort(hs)
+	return slices.Compact(hs)
 }
 
 func hasOwnDecision(ds []domain.Decision) bool {

@@ -75,12 +75,11 @@ func (f *finalRows) addState(name string, pb *poolBatch) {
 	}
 }
 
-// viewer returns how to read the touched consumers' views: one at a time,
-// or, after a plan or host event or in a pool whose views carry ownership
-// (each of which the engine computes from the whole pool), all at once.
+// viewer returns how to read the touched consumers' views: one at a
+// time, or all at once after a plan or host event.
 func (pb *poolBatch) viewer() func(string) (domain.ConsumerView, bool) {
 	p := pb.state.pool
-	if !pb.allHosts && (!pb.state.ownViews || len(pb.touched) < 2) {
+	if !pb.allHosts {
 		return p.Consumer
 	}
 	views := p.Consumers()
