@@ -321,8 +321,11 @@ func NATSCluster(t testing.TB, n int, opts ...natsserver.Option) *natsserver.Clu
 		t.Fatalf("testenv.NATSCluster: %v", err)
 	}
 	c, err := natsserver.StartCluster(ctx, natsserver.ClusterSpec{Name: "test", Size: n, Dir: filepath.Join(dir, "store")},
+		// A member of a cluster waits for its routes; with every test
+		// package running at once on two cores that can take longer than
+		// the default 10 s (the context bounds it at 30 s).
 		append([]natsserver.Option{natsserver.WithNkeyUsers(natsauth.Users(keys)),
-			natsserver.WithRouteAuth(route.User, route.Password)}, opts...)...)
+			natsserver.WithRouteAuth(route.User, route.Password), natsserver.WithReadyTimeout(25 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("testenv.NATSCluster: %v", err)
 	}
