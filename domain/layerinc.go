@@ -160,8 +160,8 @@ func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) (built bool) {
 	for len(f.toVisit) > 0 {
 		pl := f.pools[f.toVisit[0]]
 		f.toVisit = f.toVisit[1:]
+		f.divide(p.t, pl) // still queued while divided: what it marks in itself it takes in
 		pl.queued = false
-		f.divide(p.t, pl)
 	}
 	return built
 }
