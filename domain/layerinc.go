@@ -75,6 +75,11 @@ type incFold struct {
 
 	ap    apportioner
 	items []share
+	// Scratch of one leaf's attribution (keepOrder, keeps) and of one
+	// host's new sittings (noteResit).
+	orderBuf []int
+	keepBuf  []lenderSlots
+	resitBuf []heldChange
 }
 
 // incPool is one pool's kept division. Arrays are by local index: a node's
@@ -234,6 +239,36 @@ func (f *incFold) dueOf(t *tree, l int32, add func(owner int32, want, ent Slots)
 			}
 		}
 	}
+}
+
+// appendDue appends leaf l's due shares to due, one per owner (wants
+// only: what isolatedKeep needs).
+func (f *incFold) appendDue(t *tree, l int32, due []dueShare) []dueShare {
+	add := func(owner int32, k Slots) {
+		for i := range due {
+			if due[i].owner == owner {
+				due[i].want += k
+				return
+			}
+		}
+		due = append(due, dueShare{owner: owner, want: k})
+	}
+	if k := f.ownUse[l]; k > 0 {
+		add(l, k)
+	}
+	for a := t.nodes[l].parent; a != noNode; a = t.nodes[a].parent {
+		pa := f.pools[a]
+		i := pa.loc(l, f)
+		if pa.part[i] == 0 {
+			continue
+		}
+		for _, list := range [2][]lenderSlots{pa.keeps[i], pa.restTakes[i]} {
+			for _, k := range list {
+				add(poolTake{pool: a, lender: k.lender}.takeOwner(), k.slots)
+			}
+		}
+	}
+	return due
 }
 
 // entitled is how much of a leaf's part is within its guarantee
@@ -500,28 +535,25 @@ func (f *incFold) noteSittings(t *tree, parts []hostPart, sits []sitting, sign S
 // amount changes are touched, so only their leaves redo their
 // attribution.
 func (f *incFold) noteResit(t *tree, parts []hostPart, before, after []sitting) {
-	type change struct {
-		k heldKey
-		d Slots
-	}
 	for len(before) > 0 && len(after) > 0 && before[0] == after[0] { // the same sittings count the same
 		before, after = before[1:], after[1:]
 	}
 	for len(before) > 0 && len(after) > 0 && before[len(before)-1] == after[len(after)-1] {
 		before, after = before[:len(before)-1], after[:len(after)-1]
 	}
-	var cs []change
+	cs := f.resitBuf[:0]
 	for _, s := range before {
 		if k, ok := sittingKey(t, parts, s); ok {
-			cs = append(cs, change{k, -s.slots})
+			cs = append(cs, heldChange{k, -s.slots})
 		}
 	}
 	for _, s := range after {
 		if k, ok := sittingKey(t, parts, s); ok {
-			cs = append(cs, change{k, s.slots})
+			cs = append(cs, heldChange{k, s.slots})
 		}
 	}
-	slices.SortFunc(cs, func(a, b change) int {
+	f.resitBuf = cs
+	slices.SortFunc(cs, func(a, b heldChange) int {
 		return cmp.Or(cmp.Compare(a.k.pool, b.k.pool), cmp.Compare(a.k.leaf, b.k.leaf), cmp.Compare(a.k.lender, b.k.lender))
 	})
 	for i := 0; i < len(cs); {
@@ -532,6 +564,12 @@ func (f *incFold) noteResit(t *tree, parts []hostPart, before, after []sitting) 
 		f.addHeld(cs[i].k, d)
 		i = j
 	}
+}
+
+// heldChange is a change of one held entry.
+type heldChange struct {
+	k heldKey
+	d Slots
 }
 
 // sittingKey is the held entry a sitting counts for; false for a leaf's

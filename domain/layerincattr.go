@@ -135,7 +135,8 @@ func (f *incFold) coupleKeeps(pl *incPool) {
 // keepOrder is the positions of the classes leaf l keeps, in the order it
 // keeps them (layeredFold.keepOrder).
 func (f *incFold) keepOrder(pl *incPool, l int32, part Slots) []int {
-	var order []int
+	order := f.orderBuf[:0]
+	defer func() { f.orderBuf = order }()
 	sits := Slots(0)
 	for _, lender := range f.heldBy[poolLeaf{pl.x, l}] {
 		if i := pl.classAt(lender); i >= 0 {
@@ -157,7 +158,8 @@ func (f *incFold) keeps(pl *incPool, l int32, left []Slots) ([]lenderSlots, bool
 	if k == 0 {
 		return nil, false
 	}
-	var out []lenderSlots
+	out := f.keepBuf[:0]
+	defer func() { f.keepBuf = out }()
 	cut := false
 	for _, i := range f.keepOrder(pl, l, k) {
 		lender := pl.classes[i].lender
@@ -186,7 +188,7 @@ func (f *incFold) setKeeps(pl *incPool, l int32, ks []lenderSlots) {
 	for _, k := range pl.keeps[i] {
 		pl.keepSum[k.lender] -= k.slots
 	}
-	pl.keeps[i] = ks
+	pl.keeps[i] = append(pl.keeps[i][:0], ks...) // ks may be scratch: copied into the leaf's own room
 	rest := pl.part[i]
 	for _, k := range ks {
 		pl.keepSum[k.lender] += k.slots

@@ -29,6 +29,7 @@ type placeKeep struct {
 	redo    []int32 // leaves to look at again: in the last run, or whose holdings changed
 	mark    []bool  // by node id: in redo
 	bufs    placeBufs
+	dueBuf  []dueShare // scratch: one leaf's due shares
 }
 
 // partSlots is a number of slots counted for one part (of the index).
@@ -154,7 +155,7 @@ func (k *placeKeep) settle(p *Pool, idx *partIndex, l int32) bool {
 	if k.quiet[l] {
 		k.addQuiet(idx, l, -1)
 	}
-	keeps, quiet := isolatedKeep(p, idx, l)
+	keeps, quiet := isolatedKeep(p, idx, l, k.keeps[l][:0])
 	k.quiet[l], k.keeps[l] = quiet, keeps
 	if quiet {
 		k.addQuiet(idx, l, 1)
@@ -184,17 +185,8 @@ func (k *placeKeep) addQuiet(idx *partIndex, l int32, sign Slots) {
 // isolatedKeep is step 1 for leaf l alone, no part short of room: what it
 // keeps on each part, and whether that is all it holds and all it is due
 // (it is quiet).
-func isolatedKeep(p *Pool, idx *partIndex, l int32) ([]partSlots, bool) {
-	var due []dueShare
-	p.inc.dueOf(p.t, l, func(owner int32, k, _ Slots) {
-		for i := range due {
-			if due[i].owner == owner {
-				due[i].want += k
-				return
-			}
-		}
-		due = append(due, dueShare{owner: owner, want: k})
-	})
+// keeps is where it writes what the leaf keeps (its room is reused).
+func isolatedKeep(p *Pool, idx *partIndex, l int32, keeps []partSlots) ([]partSlots, bool) {
 	total, target := Slots(0), p.sh(l).target
 	for _, h := range p.t.nodes[l].holdings {
 		total += h.slots
@@ -202,7 +194,8 @@ func isolatedKeep(p *Pool, idx *partIndex, l int32) ([]partSlots, bool) {
 	if total != target {
 		return nil, false
 	}
-	var keeps []partSlots
+	due := p.inc.appendDue(p.t, l, p.pk.dueBuf[:0])
+	p.pk.dueBuf = due
 	for _, h := range p.t.nodes[l].holdings {
 		left := h.slots
 		i0 := idx.hostAt[h.host]

@@ -19,6 +19,7 @@ type sitCache struct {
 	fresh  []bool      // by host: byHost[h] is current
 	stale  []int32     // hosts whose fresh was cleared since the last refreshSittings
 	gen    uint64      // the pool's parts generation the cache was checked against (0: none)
+	prev   []sitting   // scratch: a host's sittings before they are recomputed
 	// holders: by host, the leaves holding slots there, in path order (by
 	// id); nil until built, dropped when the tree changes.
 	holders [][]int32
@@ -145,8 +146,9 @@ func (p *Pool) sitOn(parts []hostPart, i, j int) []sitting {
 		for k, l := range holders[h] {
 			held[k] = holding{host: l, slots: p.holdingOn(l, h)}
 		}
-		before := c.byHost[h]
-		c.byHost[h] = p.sitHost(nil, parts, i, j, held)
+		c.prev = append(c.prev[:0], c.byHost[h]...) // the old sittings, for the kept fold
+		before := c.prev
+		c.byHost[h] = p.sitHost(c.byHost[h][:0], parts, i, j, held)
 		c.fresh[h] = true
 		if p.inc.ready { // the kept fold's held follows the sittings
 			p.inc.noteResit(p.t, parts, before, c.byHost[h])
