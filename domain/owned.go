@@ -380,27 +380,27 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 		}
 	}
 	// The private pools, deepest first, a pool's own private part before
-	// the parts lent into it; then parts in order, holders in keepers'
-	// order: the pairs that have a pool, sorted so.
-	type poolSeat struct{ tier, kAt, hkAt int }
-	var seats []poolSeat
-	for kAt, k := range order {
+	// the parts lent into it; within a tier parts in order, holders in
+	// keepers' order: the pairs that have a pool, put in their tier's
+	// bucket in that order.
+	type seat struct{ k, hk int }
+	tiers := make([][]seat, 2*p.t.maxDepth+2)
+	for _, k := range order {
 		o := parts[i+k].owner
-		for hkAt, hk := range keepers {
+		for _, hk := range keepers {
 			if x := pool[hk][k]; x != noNode {
 				tier := 2 * int(p.t.maxDepth-p.t.nodes[x].depth)
 				if x != o {
 					tier++
 				}
-				seats = append(seats, poolSeat{tier, kAt, hkAt})
+				tiers[tier] = append(tiers[tier], seat{k, hk})
 			}
 		}
 	}
-	slices.SortFunc(seats, func(a, b poolSeat) int {
-		return cmp.Or(cmp.Compare(a.tier, b.tier), cmp.Compare(a.kAt, b.kAt), cmp.Compare(a.hkAt, b.hkAt))
-	})
-	for _, s := range seats {
-		sit(order[s.kAt], keepers[s.hkAt])
+	for _, bucket := range tiers {
+		for _, s := range bucket {
+			sit(s.k, s.hk)
+		}
 	}
 	for _, k := range order {
 		if parts[i+k].owner == noNode {
