@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"cmp"
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -19,11 +20,13 @@ import (
 // layer, total and part of every pool by lender), and the placement over
 // the leaves that are not quiet makes the moves of a placement over
 // every leaf from the same state.
+var keptRuns = flag.Int("kept.runs", 400, "TestKeptFoldMatchesFull: random logs folded")
+
 func TestKeptFoldMatchesFull(t *testing.T) {
 	reclaims := []string{"share_ratio", "priority"}
-	runs := 400
+	runs := *keptRuns
 	if testing.Short() {
-		runs = 80
+		runs = min(runs, 80)
 	}
 	folds, places := 0, 0
 	for seed := range uint64(runs) {
