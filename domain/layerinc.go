@@ -70,8 +70,7 @@ type incFold struct {
 	// What the fold changed, for its reader (the placement) to take: the
 	// leaves whose target moved, and those whose due shares (own layer,
 	// parts, classes) may have.
-	targetMoved, dueMoved []int32
-	targetMark, dueMark   []bool
+	targetMoved, dueMoved leafSet
 
 	ap    apportioner
 	items []share
@@ -174,37 +173,35 @@ func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) (built bool) {
 // noteTarget records that leaf l's target and due shares may have moved;
 // noteDue, its due shares only.
 func (f *incFold) noteTarget(l int32) {
-	if !f.targetMark[l] {
-		f.targetMark[l] = true
-		f.targetMoved = append(f.targetMoved, l)
-	}
-	f.noteDue(l)
+	f.targetMoved.add(l)
+	f.dueMoved.add(l)
 }
 
-func (f *incFold) noteDue(l int32) {
-	if !f.dueMark[l] {
-		f.dueMark[l] = true
-		f.dueMoved = append(f.dueMoved, l)
+func (f *incFold) noteDue(l int32) { f.dueMoved.add(l) }
+
+// leafSet is a set of leaves in the order added.
+type leafSet struct {
+	list []int32
+	mark []bool // by node id
+}
+
+func (s *leafSet) reset(n int) { s.list, s.mark = s.list[:0], make([]bool, n) }
+
+func (s *leafSet) add(l int32) {
+	if !s.mark[l] {
+		s.mark[l] = true
+		s.list = append(s.list, l)
 	}
 }
 
-// takeTargetMoved and takeDueMoved hand the leaves noted over, forgetting
-// them.
-func (f *incFold) takeTargetMoved() []int32 {
-	out := f.targetMoved
+// take hands the leaves over and forgets them; the list is the set's
+// until the next add.
+func (s *leafSet) take() []int32 {
+	out := s.list
 	for _, l := range out {
-		f.targetMark[l] = false
+		s.mark[l] = false
 	}
-	f.targetMoved = f.targetMoved[:0]
-	return out
-}
-
-func (f *incFold) takeDueMoved() []int32 {
-	out := f.dueMoved
-	for _, l := range out {
-		f.dueMark[l] = false
-	}
-	f.dueMoved = f.dueMoved[:0]
+	s.list = s.list[:0]
 	return out
 }
 
@@ -323,8 +320,8 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	walk(0, 0)
 	f.parentEnf, f.priority, f.preempt = p.mode.parent, !p.mode.shareRatio, p.mode.preempt
 	f.owned, f.ownUse, f.eff = tot.owned, make([]Slots, n), make([]Slots, n)
-	f.targetMark, f.dueMark = make([]bool, n), make([]bool, n)
-	f.targetMoved, f.dueMoved = f.targetMoved[:0], f.dueMoved[:0]
+	f.targetMoved.reset(n)
+	f.dueMoved.reset(n)
 	f.pools = make([]*incPool, n)
 	f.order = (&layeredFold{t: t}).poolOrder()
 	f.orderAt, f.reclaiming = make([]int32, n), f.reclaiming[:0]
@@ -477,7 +474,7 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 	case pl.held != nil:
 		f.divideHeldKept(t, pl, c)
 	case f.parentEnf:
-		f.fillInc(t, pl, pl.x, minSlots(c, pl.eff[0]))
+		f.fillInc(t, pl, pl.x, minSlots(c, pl.eff[0]), false)
 	default:
 		f.pdynInc(t, pl, pl.x, c)
 		f.surplusInc(t, pl, pl.x, minSlots(c, pl.eff[0])-pl.base[0])

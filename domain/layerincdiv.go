@@ -7,15 +7,22 @@ package domain
 // layeredFold's (divide, targets) without a max, which incFoldable
 // requires: no base exceeds its parent's demand, so nothing re-splits.
 
-// fillInc is waterFill with memo (parent enforcement).
-func (f *incFold) fillInc(t *tree, pl *incPool, id int32, q Slots) {
+// fillInc is waterFill with memo: q split over the children with demand,
+// capped by it, down to the leaves, where it is their part (parent
+// enforcement's T) or, into G, their guarantee (priority under parent
+// enforcement, layerincheld.go).
+func (f *incFold) fillInc(t *tree, pl *incPool, id int32, q Slots, intoG bool) {
 	i := pl.loc(id, f)
 	if !pl.dirty[i] && q == pl.memoQ[i] {
 		return
 	}
 	pl.dirty[i], pl.memoQ[i] = false, q
 	n := &t.nodes[id]
-	if n.leaf {
+	switch {
+	case n.leaf && intoG:
+		f.setG(pl, id, q)
+		return
+	case n.leaf:
 		f.setPart(t, pl, id, q)
 		return
 	}
@@ -24,11 +31,13 @@ func (f *incFold) fillInc(t *tree, pl *incPool, id int32, q Slots) {
 	for _, c := range n.children {
 		j := pl.loc(c, f)
 		if pl.dirty[j] || pl.tmp[j] != pl.memoQ[j] {
-			f.fillInc(t, pl, c, pl.tmp[j])
+			f.fillInc(t, pl, c, pl.tmp[j], intoG)
 		}
 		sum += pl.part[j]
 	}
-	pl.part[i] = sum
+	if !intoG {
+		pl.part[i] = sum
+	}
 }
 
 // pdynInc computes Pdyn top-down and returns the subtree's base B.

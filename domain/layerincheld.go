@@ -133,28 +133,7 @@ func (f *incFold) guarantees(t *tree, pl *incPool) {
 	for _, c := range t.nodes[pl.x].children {
 		j := pl.loc(c, f)
 		if q := pl.held.planned[j]; pl.dirty[j] || q != pl.memoQ[j] {
-			f.fillG(t, pl, c, q)
-		}
-	}
-}
-
-// fillG is waterFill into G with memo: a node's part split over its
-// children with demand, capped by their demand.
-func (f *incFold) fillG(t *tree, pl *incPool, id int32, q Slots) {
-	i := pl.loc(id, f)
-	if !pl.dirty[i] && q == pl.memoQ[i] {
-		return
-	}
-	pl.dirty[i], pl.memoQ[i] = false, q
-	n := &t.nodes[id]
-	if n.leaf {
-		f.setG(pl, id, q)
-		return
-	}
-	f.split(t, pl, id, q, splitFill)
-	for _, c := range n.children {
-		if j := pl.loc(c, f); pl.dirty[j] || pl.tmp[j] != pl.memoQ[j] {
-			f.fillG(t, pl, c, pl.tmp[j])
+			f.fillInc(t, pl, c, q, true)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (p *Pool) updateLayeredTargets() {
 			p.keptTargets()
 			return
 		}
-		p.inc.takeTargetMoved()
+		p.inc.targetMoved.take()
 		p.takeTargets(p.layered.target)
 		return
 	}
@@ -98,7 +98,7 @@ func (p *Pool) takeTargets(target []Slots) {
 // keptTargets takes the kept fold's targets: only the leaves whose target
 // may have moved are looked at, and their ancestors moved by as much.
 func (p *Pool) keptTargets() {
-	for _, l := range p.inc.takeTargetMoved() {
+	for _, l := range p.inc.targetMoved.take() {
 		s := p.sh(l)
 		delta := p.inc.target(p.t, l) - s.target
 		if delta == 0 {

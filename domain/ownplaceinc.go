@@ -26,8 +26,7 @@ type placeKeep struct {
 	over  int           // parts where qsum exceeds the part
 	// holders: by host, scratch for the leaves of a run.
 	holders [][]leafSlots
-	redo    []int32 // leaves to look at again: in the last run, or whose holdings changed
-	mark    []bool  // by node id: in redo
+	redo    leafSet // leaves to look at again: in the last run, or whose holdings changed
 	bufs    placeBufs
 	dueBuf  []dueShare // scratch: one leaf's due shares
 }
@@ -40,9 +39,8 @@ type partSlots struct {
 
 // noteHeld records that a leaf's holdings changed (addAlloc).
 func (k *placeKeep) noteHeld(l int32) {
-	if k.ready && !k.mark[l] {
-		k.mark[l] = true
-		k.redo = append(k.redo, l)
+	if k.ready {
+		k.redo.add(l)
 	}
 }
 
@@ -72,17 +70,15 @@ func (p *Pool) placeKept() []placeMove {
 			k.noteHeld(l)
 		}
 	}
-	for _, l := range p.inc.takeDueMoved() {
+	for _, l := range p.inc.dueMoved.take() {
 		k.noteHeld(l)
 	}
 	var run []int32
-	for _, l := range k.redo {
-		k.mark[l] = false
+	for _, l := range k.redo.take() {
 		if !k.settle(p, idx, l) {
 			run = append(run, l)
 		}
 	}
-	k.redo = k.redo[:0]
 	slices.Sort(run)
 	if k.over == 0 {
 		if moves, ok := k.placeRun(p, idx, run); ok {
@@ -139,14 +135,15 @@ func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) ([]placeMove,
 // reset forgets every quiet leaf.
 func (k *placeKeep) reset(n int, idx *partIndex) {
 	k.ready = true
-	k.quiet, k.keeps, k.mark = make([]bool, n), make([][]partSlots, n), make([]bool, n)
+	k.quiet, k.keeps = make([]bool, n), make([][]partSlots, n)
+	k.redo.reset(n)
 	parts := len(idx.parts)
 	k.qsum, k.qelse, k.room = make([]Slots, parts), make([]Slots, parts), make([]Slots, parts)
 	for i, pt := range idx.parts {
 		k.room[i] = pt.slots
 	}
 	k.holders = make([][]leafSlots, len(idx.hostAt))
-	k.over, k.redo = 0, k.redo[:0]
+	k.over = 0
 }
 
 // settle looks at leaf l again: whether it is quiet, and if so what it

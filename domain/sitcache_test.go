@@ -20,18 +20,9 @@ func TestSittingsCacheMatchesFull(t *testing.T) {
 	}
 	compared := 0
 	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+93000), 40)
-		pool := NewPool("sits")
-		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		seq := uint64(0)
-		for i, ev := range sc.Events {
-			at = at.Add(time.Second)
-			if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
-				continue
-			}
-			seq++
+		foldEach(gen.GenerateOwned(gen.NewRand(seed+93000), 40), func(pool *Pool, i int) {
 			if !pool.mode.owned {
-				continue
+				return
 			}
 			parts, _ := pool.hostParts()
 			cached := pool.sittings(parts)
@@ -43,7 +34,7 @@ func TestSittingsCacheMatchesFull(t *testing.T) {
 				t.Fatalf("seed %d event %d: cached sittings %v, from scratch %v", seed, i, cached, full)
 			}
 			compared++
-		}
+		})
 	}
 	if compared < runs*5 {
 		t.Fatalf("only %d states compared", compared)
@@ -62,16 +53,7 @@ func TestConsumerViewMatchesAll(t *testing.T) {
 	}
 	compared := 0
 	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+51000), 40)
-		pool := NewPool("views")
-		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		seq := uint64(0)
-		for i, ev := range sc.Events {
-			at = at.Add(time.Second)
-			if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
-				continue
-			}
-			seq++
+		foldEach(gen.GenerateOwned(gen.NewRand(seed+51000), 40), func(pool *Pool, i int) {
 			for _, all := range pool.Consumers() {
 				one, _ := pool.Consumer(all.Path)
 				if !reflect.DeepEqual(one, all) {
@@ -79,7 +61,23 @@ func TestConsumerViewMatchesAll(t *testing.T) {
 				}
 				compared++
 			}
-		}
+		})
 	}
 	t.Logf("%d views compared", compared)
+}
+
+// foldEach folds a generated log, calling each after every event the
+// pool applied (refused ones are skipped).
+func foldEach(sc gen.Scenario, each func(pool *Pool, i int)) {
+	pool := NewPool("each")
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := uint64(0)
+	for i, ev := range sc.Events {
+		at = at.Add(time.Second)
+		if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+			continue
+		}
+		seq++
+		each(pool, i)
+	}
 }
