@@ -9,12 +9,13 @@ import (
 // divides every pool from scratch; on a large pool that is most of an
 // event's cost, while a demand or release event changes a few leaves. This
 // is the same fold with its state kept: each pool remembers its division
-// (the memos of targets.go, per pool), each leaf's part of it and which
+// (under share_ratio the memos of targets.go, per pool; under priority
+// its keeps and sets, layerincheld.go), each leaf's part of it and which
 // classes the part came from, and what it lent upward; an event revisits
 // only the pools its change reaches, and in them only the nodes whose
 // inputs moved. It gives exactly what computeLayeredTargets gives
-// (TestIncrementalFoldMatchesFull), under the conditions of incFoldable;
-// the other pools take the full computation.
+// (TestKeptFoldMatchesFull), under the conditions of incFoldable; the
+// other pools take the full computation (docs/decisions.md #116).
 //
 // What a pool x's division depends on, and so what marks it for a visit:
 //   - the demand its leaves bring into it (E less the own layer less their
@@ -27,9 +28,9 @@ import (
 
 // incFoldable reports whether the pool's fold can be kept between events:
 // share_ratio with preemption and balance (the divisions depend on demand
-// alone), no max anywhere (no division takes room from another), and every
-// lent class usable by every leaf (one class group per pool: the smallest
-// lend_grace is at least the largest reclaim_grace).
+// alone) or priority, no max anywhere (no division takes room from
+// another), and every lent class usable by every leaf (one class group per
+// pool: the smallest lend_grace is at least the largest reclaim_grace).
 func (p *Pool) incFoldable() bool {
 	if p.t.hasMax || (p.mode.shareRatio && (!p.mode.preempt || !p.mode.balance)) {
 		return false
@@ -65,7 +66,7 @@ type incFold struct {
 	heldBy map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
 	lentBy map[poolLeaf][]int32 // the leaves sitting on a lender's slots, by (pool, lender)
 	lentOn map[poolLeaf]Slots   // the slots they sit on, by (pool, lender)
-	moved  []int32              // leaves whose E changed since the last fold (setEff)
+	moved  []int32              // leaves whose E or waiting-since changed since the last fold (setEff, noteUnmet)
 
 	// What the fold changed, for its reader (the placement) to take: the
 	// leaves whose target moved, and those whose due shares (own layer,
@@ -141,7 +142,8 @@ func (f *incFold) oneGroup(t *tree) bool {
 	return f.single
 }
 
-// noteEff records that a leaf's E changed (setEff).
+// noteEff records that a leaf's E or waiting-since changed (setEff,
+// noteUnmet).
 func (f *incFold) noteEff(id int32) {
 	if f.ready {
 		f.moved = append(f.moved, id)

@@ -12,7 +12,7 @@ import "slices"
 // same moves, provided step 1 cuts no leaf's keep for want of room (then
 // the order in which leaves keep, and so who is in the run, could matter).
 // That proviso is checked on every part, and when it fails the run is
-// made over every leaf. TestKeptPlacementMatchesFull compares the two.
+// made over every leaf. TestKeptFoldMatchesFull compares the two.
 
 // placeKeep is what is kept: which leaves are quiet, what each quiet
 // leaf keeps where, and by part how much the quiet leaves keep.
