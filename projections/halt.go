@@ -115,14 +115,26 @@ func (p *Projector) Halted() map[string]uint64 {
 
 // unhalt deletes the halted_pools rows of the pools a catch-up batch
 // brought up to date.
-func unhalt(ctx context.Context, tx pgx.Tx, b *batch) error {
+func (p *Projector) unhalt(ctx context.Context, tx pgx.Tx, b *batch) error {
 	for name, ps := range b.resumed {
 		if ps.halted {
 			continue
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM halted_pools WHERE pool = $1`, name); err != nil {
+		tag, err := tx.Exec(ctx, `DELETE FROM halted_pools WHERE pool = $1`, name)
+		if err != nil {
 			return fmt.Errorf("clear halted pool %s: %w", name, err)
 		}
+		if tag.RowsAffected() == 1 {
+			continue
+		}
+		// The halt is gone: another instance of the partition caught the
+		// pool up and committed first (the offset row's lock orders the
+		// two). This transaction is rolled back, and this instance takes
+		// the partition again from what PostgreSQL now holds.
+		if p.cfg.part != nil {
+			return fmt.Errorf("%w: halted pool %s was resumed by another instance", ErrPartitionLost, name)
+		}
+		return fatalf("halted pool %s is no longer halted: another projector with the same name is writing", name)
 	}
 	return nil
 }

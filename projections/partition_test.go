@@ -84,7 +84,13 @@ func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func startGroup(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, n int, instance string) *group {
 	t.Helper()
-	g, err := NewGroup(js, db, n, WithLogger(logsOnFailure(t, instance)), WithBatchSize(20), WithInstance(instance), WithPinnedTTL(2*time.Second))
+	return startGroupWith(t, js, db, n, instance)
+}
+
+func startGroupWith(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, n int, instance string, extra ...Option) *group {
+	t.Helper()
+	opts := append([]Option{WithLogger(logsOnFailure(t, instance)), WithBatchSize(20), WithInstance(instance), WithPinnedTTL(2 * time.Second)}, extra...)
+	g, err := NewGroup(js, db, n, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +267,52 @@ func TestOtherPartitioningRefused(t *testing.T) {
 	if want := []string{"projector-p0of2", "projector-p1of2"}; !slices.Equal(names, want) {
 		t.Errorf("projector_offsets names %v, want %v", names, want)
 	}
+}
+
+// withFoldHook runs h before each fold (tests: a panic halts the pool).
+func withFoldHook(h func(pool string, seq uint64)) Option {
+	return func(c *config) { c.foldHook = h }
+}
+
+// TestPartitionedHaltedPoolResumes: a partitioned projector halts a pool
+// whose fold fails and goes on with the others; started again with the
+// cause fixed (two instances at once), the instance that holds the
+// pool's partition catches the pool up from its checkpoint and lifts the
+// halt, once, and the projection is the log's.
+func TestPartitionedHaltedPoolResumes(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, h := range hostsUp(3, 10) {
+		m.publish("bad", h)
+	}
+	badSeq := m.last["bad"] // the third host_up of "bad" breaks the engine
+	publishMix(m, rng, 40)
+	m.publish("bad", &events.Demand{Demands: map[string]int64{"/x": 1}})
+	badLast := m.last["bad"]
+	delete(m.last, "bad") // not projected while halted
+	hook := func(pool string, seq uint64) {
+		if pool == "bad" && seq == badSeq {
+			panic("boom: a bug in the engine")
+		}
+	}
+	a := startGroupWith(t, js, db, 4, "a", withFoldHook(hook))
+	waitProjected(t, db, m, 60*time.Second)
+	if got := column(t, db, `SELECT seq::text FROM halted_pools WHERE pool = 'bad'`); len(got) != 1 || got[0] != fmt.Sprint(badSeq) {
+		t.Fatalf("halted_pools for bad: %v, want seq %d", got, badSeq)
+	}
+	a.stop(t)
+
+	m.last["bad"] = badLast
+	m.publish("bad", &events.Demand{Demands: map[string]int64{"/z": 2}}) // wakes the pool's partition
+	b := startGroupWith(t, js, db, 4, "b")
+	c := startGroupWith(t, js, db, 4, "c")
+	waitProjected(t, db, m, 60*time.Second)
+	if got := column(t, db, `SELECT pool FROM halted_pools`); len(got) != 0 {
+		t.Fatalf("halted_pools after the fixed restart: %v, want none", got)
+	}
+	b.stop(t)
+	c.stop(t)
+	checkAgainstModel(t, db, m)
 }

@@ -109,14 +109,13 @@ func (p *Projector) start(ctx context.Context) error {
 	return nil
 }
 
-// haltedAtStart tries a halted pool again (resumeHalted), or, in a
-// partitioned projector, keeps it halted.
+// haltedAtStart tries a halted pool again (resumeHalted). A partitioned
+// projector starts only when it holds the partition (takeOver); should
+// another instance have taken it since and lifted the halt first, the
+// catch-up's transaction finds the halt gone and this instance gives the
+// partition up (ErrPartitionLost, unhalt).
 func (p *Projector) haltedAtStart(ctx context.Context, name string, ps *poolState, seq uint64) error {
-	if p.cfg.part != nil {
-		ps.halted = true
-		p.cfg.log.Warn("projector: pool stays halted (a partitioned projector does not retry it: rebuild the projection with fixed code)", "pool", name, "seq", seq)
-		return nil
-	}
+	p.cfg.log.Info("projector: trying a halted pool again", "pool", name, "seq", seq)
 	return p.resumeHalted(ctx, name, ps)
 }
 

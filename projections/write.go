@@ -232,7 +232,7 @@ func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRo
 		return err
 	}
 	if b.catchUp {
-		if err := unhalt(ctx, tx, b); err != nil {
+		if err := p.unhalt(ctx, tx, b); err != nil {
 			return err
 		}
 	}
@@ -251,6 +251,8 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 	switch {
 	case b.catchUp && uint64(stored) == b.to:
 		return nil // a halted pool's rows, written at the offset
+	case b.catchUp && p.cfg.part != nil:
+		return fmt.Errorf("%w: projector_offsets[%s] moved to %d while a halted pool was caught up to %d", ErrPartitionLost, p.offsetName(), stored, b.to)
 	case b.catchUp:
 		return fatalf("projector_offsets[%s] moved to %d while a halted pool was caught up to %d: another projector with the same name is writing", p.cfg.name, stored, b.to)
 	case uint64(stored) == b.to || (p.cfg.part == nil && uint64(stored) > b.to):
