@@ -321,75 +321,124 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 	if out, ok := sitPublicHost(out, parts, i, j, held); ok {
 		return out
 	}
-	n := j - i
-	left := make([]Slots, n)
-	for k := i; k < j; k++ {
-		left[k-i] = parts[k].slots
-	}
-	rest := make([]Slots, len(held))
-	amt := make([][]Slots, len(held)) // by holder, by part of the host
-	flat := make([]Slots, len(held)*n)
+	s := p.sits.seating(p, parts[i:j], held)
+	s.ownParts()
+	s.privatePools()
+	s.publicParts()
+	s.lentParts()
+	s.repair()
 	for hk, h := range held {
-		rest[hk], amt[hk] = h.slots, flat[hk*n:(hk+1)*n:(hk+1)*n]
-	}
-	sit := func(k, hk int) {
-		if m := minSlots(rest[hk], left[k]); m > 0 {
-			rest[hk] -= m
-			left[k] -= m
-			amt[hk][k] += m
-		}
-	}
-	order := make([]int, 0, n) // parts: leaf owners, private deepest first, public
-	for k := range n {
-		order = append(order, k)
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.partRank(parts[i+a].owner), p.partRank(parts[i+b].owner)) })
-	// Holders in the reverse of section 5's return order (priority desc,
-	// fewest slots on the host, path descending) sit on the parts they
-	// belong to first; the overflow onto other owners' parts, which the
-	// owners take back, is then that of the leaves that give back first.
-	keepers := make([]int, len(held))
-	for hk := range keepers {
-		keepers[hk] = hk
-	}
-	slices.SortStableFunc(keepers, func(a, b int) int {
-		la, lb := held[a].host, held[b].host
-		return cmp.Or(cmpDesc(p.t.nodes[la].priority, p.t.nodes[lb].priority), cmp.Compare(held[a].slots, held[b].slots), cmpDesc(la, lb))
-	})
-	// Tier by tier, as a leaf uses the layers: its own part; the private
-	// pools it is in, deepest first (an ancestor's private part, then the
-	// parts lent into that ancestor's pool by others under it: a pool's own
-	// slots are used first); the public part.
-	for _, k := range order {
-		for _, hk := range keepers {
-			if held[hk].host == parts[i+k].owner {
-				sit(k, hk)
+		for k := range s.n {
+			if a := s.amt[hk][k]; a > 0 {
+				out = append(out, sitting{leaf: h.host, part: i + k, slots: a})
 			}
 		}
 	}
-	// pool: by holder, by part, the pool the holder uses the part's slots
-	// in (poolOfPart) and may: whether it may hold them at all (mayUse);
-	// worked out once, used by every pass below.
-	pool, mayHold := make([][]int32, len(held)), make([][]bool, len(held))
-	poolFlat, mayFlat := make([]int32, len(held)*n), make([]bool, len(held)*n)
+	return out
+}
+
+// seating is one host's sittings being worked out (sitHost): by part of
+// the host, what is not sat on (left) and its place in the tiers
+// (order); by holder, what it has not seated (rest), its place in the
+// keepers' order, and by part what it sits on (amt), the pool it would
+// use the part in (pool) and whether it may hold it at all (may). Its
+// tables are scratch the pool keeps between hosts.
+type seating struct {
+	p              *Pool
+	parts          []hostPart
+	held           []holding
+	n              int
+	left, rest     []Slots
+	amt            [][]Slots
+	order, keepers []int
+	pool           [][]int32
+	may            [][]bool
+	tiers          [][]seat
+
+	amtFlat  []Slots
+	poolFlat []int32
+	mayFlat  []bool
+}
+
+// seat is a holder (hk) that sits on a part (k) of the host in one pass.
+type seat struct{ k, hk int }
+
+// seating readies the scratch for one host's parts and holders.
+func (c *sitCache) seating(p *Pool, parts []hostPart, held []holding) *seating {
+	s := &c.scratch
+	s.p, s.parts, s.held, s.n = p, parts, held, len(parts)
+	n, m := len(parts), len(held)
+	s.left, s.order = s.left[:0], s.order[:0]
+	for k, pt := range parts {
+		s.left = append(s.left, pt.slots)
+		s.order = append(s.order, k)
+	}
+	s.amtFlat = slices.Grow(s.amtFlat[:0], m*n)[:m*n]
+	clear(s.amtFlat)
+	s.poolFlat, s.mayFlat = slices.Grow(s.poolFlat[:0], m*n)[:m*n], slices.Grow(s.mayFlat[:0], m*n)[:m*n]
+	s.rest, s.keepers, s.amt, s.pool, s.may = s.rest[:0], s.keepers[:0], s.amt[:0], s.pool[:0], s.may[:0]
 	for hk, h := range held {
-		pool[hk], mayHold[hk] = poolFlat[hk*n:(hk+1)*n:(hk+1)*n], mayFlat[hk*n:(hk+1)*n:(hk+1)*n]
-		for k := range n {
-			o := parts[i+k].owner
-			pool[hk][k], mayHold[hk][k] = p.poolOfPart(h.host, o), p.mayUse(h.host, o)
+		s.rest = append(s.rest, h.slots)
+		s.keepers = append(s.keepers, hk)
+		s.amt = append(s.amt, s.amtFlat[hk*n:(hk+1)*n:(hk+1)*n])
+		s.pool = append(s.pool, s.poolFlat[hk*n:(hk+1)*n:(hk+1)*n])
+		s.may = append(s.may, s.mayFlat[hk*n:(hk+1)*n:(hk+1)*n])
+		for k, pt := range parts {
+			s.pool[hk][k], s.may[hk][k] = p.poolOfPart(h.host, pt.owner), p.mayUse(h.host, pt.owner)
 		}
 	}
-	// The private pools, deepest first, a pool's own private part before
-	// the parts lent into it; within a tier parts in order, holders in
-	// keepers' order: the pairs that have a pool, put in their tier's
-	// bucket in that order.
-	type seat struct{ k, hk int }
-	tiers := make([][]seat, 2*p.t.maxDepth+2)
-	for _, k := range order {
-		o := parts[i+k].owner
-		for _, hk := range keepers {
-			if x := pool[hk][k]; x != noNode {
-				tier := 2 * int(p.t.maxDepth-p.t.nodes[x].depth)
+	// Parts: leaf owners, private deepest first, public. Holders in the
+	// reverse of section 5's return order (priority desc, fewest slots on
+	// the host, path descending) sit on the parts they belong to first;
+	// the overflow onto other owners' parts, which the owners take back,
+	// is then that of the leaves that give back first.
+	slices.SortStableFunc(s.order, func(a, b int) int { return cmp.Compare(p.partRank(parts[a].owner), p.partRank(parts[b].owner)) })
+	slices.SortStableFunc(s.keepers, func(a, b int) int {
+		la, lb := held[a].host, held[b].host
+		return cmp.Or(cmpDesc(p.t.nodes[la].priority, p.t.nodes[lb].priority), cmp.Compare(held[a].slots, held[b].slots), cmpDesc(la, lb))
+	})
+	return s
+}
+
+// sit seats what holder hk can of the rest on part k.
+func (s *seating) sit(k, hk int) {
+	if m := minSlots(s.rest[hk], s.left[k]); m > 0 {
+		s.rest[hk] -= m
+		s.left[k] -= m
+		s.amt[hk][k] += m
+	}
+}
+
+// ownParts: a leaf's own part first.
+func (s *seating) ownParts() {
+	for _, k := range s.order {
+		for _, hk := range s.keepers {
+			if s.held[hk].host == s.parts[k].owner {
+				s.sit(k, hk)
+			}
+		}
+	}
+}
+
+// privatePools: the private pools, deepest first, a pool's own private
+// part before the parts lent into it (a pool's own slots are used
+// first); within a tier parts in order, holders in keepers' order, each
+// pair put in its tier's bucket in that order.
+func (s *seating) privatePools() {
+	t := s.p.t
+	want := int(2*t.maxDepth + 2)
+	for len(s.tiers) < want {
+		s.tiers = append(s.tiers, nil)
+	}
+	tiers := s.tiers[:want]
+	for i := range tiers {
+		tiers[i] = tiers[i][:0]
+	}
+	for _, k := range s.order {
+		o := s.parts[k].owner
+		for _, hk := range s.keepers {
+			if x := s.pool[hk][k]; x != noNode {
+				tier := 2 * int(t.maxDepth-t.nodes[x].depth)
 				if x != o {
 					tier++
 				}
@@ -398,42 +447,49 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 		}
 	}
 	for _, bucket := range tiers {
-		for _, s := range bucket {
-			sit(s.k, s.hk)
+		for _, st := range bucket {
+			s.sit(st.k, st.hk)
 		}
 	}
-	for _, k := range order {
-		if parts[i+k].owner == noNode {
-			for _, hk := range keepers {
-				sit(k, hk)
+}
+
+// publicParts: then the public part.
+func (s *seating) publicParts() {
+	for _, k := range s.order {
+		if s.parts[k].owner == noNode {
+			for _, hk := range s.keepers {
+				s.sit(k, hk)
 			}
 		}
 	}
-	may := func(hk, k int) bool { return mayHold[hk][k] }
-	for _, eligibleOnly := range []bool{true, false} { // the rest: lent slots, those it may borrow first
-		for k := range n {
-			for _, hk := range keepers {
-				if !eligibleOnly || may(hk, k) {
-					sit(k, hk)
+}
+
+// lentParts: the rest, on other owners' parts, those a leaf may borrow
+// first.
+func (s *seating) lentParts() {
+	for _, eligibleOnly := range []bool{true, false} {
+		for k := range s.n {
+			for _, hk := range s.keepers {
+				if !eligibleOnly || s.may[hk][k] {
+					s.sit(k, hk)
 				}
 			}
 		}
 	}
-	r := sitRepair{amt: amt, left: left, may: may}
-	for hk := range held {
-		for k := range n {
-			for amt[hk][k] > 0 && !may(hk, k) && r.move(hk, k) {
+}
+
+// repair moves a leaf off a part it may not borrow along an augmenting
+// path (another leaf moves over to make room), so nobody sits where it
+// may not while some reading of the counts allows it.
+func (s *seating) repair() {
+	may := func(hk, k int) bool { return s.may[hk][k] }
+	r := sitRepair{amt: s.amt, left: s.left, may: may}
+	for hk := range s.held {
+		for k := range s.n {
+			for s.amt[hk][k] > 0 && !may(hk, k) && r.move(hk, k) {
 			}
 		}
 	}
-	for hk, h := range held {
-		for k := range n {
-			if amt[hk][k] > 0 {
-				out = append(out, sitting{leaf: h.host, part: i + k, slots: amt[hk][k]})
-			}
-		}
-	}
-	return out
 }
 
 // sitPublicHost is sitHost for a host that is one public part with room

@@ -14,12 +14,13 @@ import (
 // never hashed nor stored, and it gives exactly what a full computation
 // gives (TestSittingsCacheMatchesFull).
 type sitCache struct {
-	parts  []hostPart  // the parts the sittings were computed for
-	byHost [][]sitting // by host
-	fresh  []bool      // by host: byHost[h] is current
-	stale  []int32     // hosts whose fresh was cleared since the last refreshSittings
-	gen    uint64      // the pool's parts generation the cache was checked against (0: none)
-	prev   []sitting   // scratch: a host's sittings before they are recomputed
+	parts   []hostPart  // the parts the sittings were computed for
+	byHost  [][]sitting // by host
+	fresh   []bool      // by host: byHost[h] is current
+	stale   []int32     // hosts whose fresh was cleared since the last refreshSittings
+	gen     uint64      // the pool's parts generation the cache was checked against (0: none)
+	prev    []sitting   // scratch: a host's sittings before they are recomputed
+	scratch seating     // scratch of sitHost
 	// holders: by host, the leaves holding slots there, in path order (by
 	// id); nil until built, dropped when the tree changes.
 	holders [][]int32
