@@ -134,9 +134,7 @@ func foldablePlan(pc *events.PlanChange, graces bool, reclaim string) *events.Pl
 // compareWithFull compares the pool's layered targets with a computation
 // from scratch; "" when equal.
 func compareWithFull(p *Pool) string {
-	parts, tot := p.hostParts()
-	full := computeLayeredTargets(p.t, layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
-		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}, held: p.heldByPool(parts)})
+	full := p.fullLayered()
 	inc := p.layered
 	if !slices.Equal(inc.target, full.target) {
 		return fmt.Sprintf("targets %v, from scratch %v", inc.target, full.target)
@@ -175,13 +173,7 @@ func sumTakes(ts []poolTake) []poolTake {
 // compares its moves with the kept placement's; "" when equal.
 func compareWithFullPlacement(p *Pool, moves []placeMove) string {
 	idx := p.partIndex()
-	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
-		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts))}
-	for i, pt := range idx.parts {
-		in.room[i] = pt.slots
-	}
-	in.transfers = p.keptTransfers(p.t.sortedLeaves)
-	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &placeBufs{})
+	pl := place(p.t, p.hosts, idx, p.keptEveryLeaf(idx), p.placeRules(), &placeBufs{})
 	pl.release()
 	full := pl.moves
 	if !slices.Equal(full, moves) {

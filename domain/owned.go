@@ -56,8 +56,6 @@ func (p *Pool) hostParts() ([]hostPart, ownTotals) {
 // whose target moved.
 func (p *Pool) updateLayeredTargets() {
 	parts, tot := p.hostParts()
-	in := layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
-		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}}
 	if p.incFoldable() {
 		built := p.inc.fold(p, parts, tot)
 		if p.foldCheck != nil || built {
@@ -75,12 +73,18 @@ func (p *Pool) updateLayeredTargets() {
 		return
 	}
 	p.inc.ready = false
-	in.held = p.heldByPool(parts)
-	p.layered = computeLayeredTargets(p.t, in)
+	p.layered = p.fullLayered()
 	p.takeTargets(p.layered.target)
 	if p.mode.shareRatio && p.mode.preempt && p.mode.balance {
 		p.layered.transfers = p.shareRatioPairing(p.t.sortedLeaves)
 	}
+}
+
+// fullLayered is the layered fold computed from scratch.
+func (p *Pool) fullLayered() layeredTargets {
+	parts, tot := p.hostParts()
+	return computeLayeredTargets(p.t, layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
+		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}, held: p.heldByPool(parts)})
 }
 
 // takeTargets sets every node's target, touching those that moved.
@@ -627,15 +631,8 @@ func (p *Pool) heldByPool(parts []hostPart) heldSlots {
 		held.amount[k] += n
 	}
 	for _, s := range sits {
-		o := parts[s.part].owner
-		switch {
-		case o == s.leaf: // its own slots: the own layer
-		case o == noNode:
-			add(heldKey{pool: 0, leaf: s.leaf, lender: noNode}, s.slots)
-		case p.t.contains(o, s.leaf):
-			add(heldKey{pool: o, leaf: s.leaf, lender: noNode}, s.slots)
-		default:
-			add(heldKey{pool: p.t.commonAncestor(o, s.leaf), leaf: s.leaf, lender: o}, s.slots)
+		if k, ok := sittingKey(p.t, parts, s); ok {
+			add(k, s.slots)
 		}
 	}
 	return held

@@ -181,6 +181,15 @@ type partIndex struct {
 	byOwner map[int32][]int // by owner: its parts, in order
 }
 
+// fullRoom is every part's slots: the room of a placement of every leaf.
+func (ix *partIndex) fullRoom() []Slots {
+	room := make([]Slots, len(ix.parts))
+	for i, p := range ix.parts {
+		room[i] = p.slots
+	}
+	return room
+}
+
 func newPartIndex(t *tree, nHosts int, parts []hostPart) *partIndex {
 	ix := &partIndex{t: t, parts: slices.Clone(parts), hostAt: make([]int, nHosts), first: map[int32]int{}, byOwner: map[int32][]int{}}
 	slices.SortStableFunc(ix.parts, func(a, b hostPart) int { return partOrder(t, a, b) })
@@ -218,18 +227,20 @@ type placeInput struct {
 // now, in path order.
 func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
 	idx := newPartIndex(t, len(hosts), parts)
+	pl := place(t, hosts, idx, lt.everyLeaf(t, idx, holders), rules, &placeBufs{})
+	pl.release()
+	return pl.moves
+}
+
+// everyLeaf is a placement of every leaf on the layered targets of a full
+// fold, on the whole room of every part.
+func (lt layeredTargets) everyLeaf(t *tree, idx *partIndex, holders [][]leafSlots) placeInput {
 	byLeaf := make([][]poolTake, len(t.nodes))
 	for _, tk := range lt.takes {
 		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
 	}
-	in := placeInput{leaves: t.sortedLeaves, holders: holders, due: lt.dueFrom(byLeaf), target: func(l int32) Slots { return lt.target[l] },
-		room: make([]Slots, len(idx.parts)), transfers: lt.transfers}
-	for i, p := range idx.parts {
-		in.room[i] = p.slots
-	}
-	pl := place(t, hosts, idx, in, rules, &placeBufs{})
-	pl.release()
-	return pl.moves
+	return placeInput{leaves: t.sortedLeaves, holders: holders, due: lt.dueFrom(byLeaf), target: func(l int32) Slots { return lt.target[l] },
+		room: idx.fullRoom(), transfers: lt.transfers}
 }
 
 // dueFrom hands out a leaf's due shares: its own layer, then its takes

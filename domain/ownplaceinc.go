@@ -94,15 +94,17 @@ func (p *Pool) placeKept() []placeMove {
 	for _, l := range run {
 		k.noteHeld(l)
 	}
-	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
-		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: make([]Slots, len(idx.parts)),
-		transfers: p.keptTransfers(p.t.sortedLeaves)}
-	for i, pt := range idx.parts {
-		in.room[i] = pt.slots
-	}
-	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs)
+	pl := place(p.t, p.hosts, idx, p.keptEveryLeaf(idx), p.placeRules(), &k.bufs)
 	pl.release()
 	return pl.moves
+}
+
+// keptEveryLeaf is a placement of every leaf on the kept fold's due
+// shares and targets, on the whole room of every part.
+func (p *Pool) keptEveryLeaf(idx *partIndex) placeInput {
+	return placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
+		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: idx.fullRoom(),
+		transfers: p.keptTransfers(p.t.sortedLeaves)}
 }
 
 // placeRun places the leaves of run (path order) on the room the quiet
@@ -244,17 +246,7 @@ func (k *placeKeep) uncut(idx *partIndex, pl *placement) bool {
 // placeAll places every leaf on the layered targets of a full fold.
 func (p *Pool) placeAll() []placeMove {
 	idx := p.partIndex()
-	lt := p.layered
-	byLeaf := make([][]poolTake, len(p.t.nodes))
-	for _, tk := range lt.takes {
-		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
-	}
-	in := placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return lt.target[l] },
-		due: lt.dueFrom(byLeaf), room: make([]Slots, len(idx.parts)), transfers: lt.transfers}
-	for i, pt := range idx.parts {
-		in.room[i] = pt.slots
-	}
-	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &p.pk.bufs)
+	pl := place(p.t, p.hosts, idx, p.layered.everyLeaf(p.t, idx, p.holders()), p.placeRules(), &p.pk.bufs)
 	pl.release()
 	return pl.moves
 }
