@@ -20,19 +20,7 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 	db := newDB(t)
 	m := newModel(t, js)
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, h := range hostsUp(3, 10) {
-		m.publish("bad", h)
-	}
-	badSeq := m.last["bad"] // the third host_up of "bad" breaks the engine
-	publishMix(m, rng, 30)
-	m.publish("bad", &events.Demand{Demands: map[string]int64{"/x": 1}})
-	delete(m.last, "bad")
-
-	hook := func(pool string, seq uint64) {
-		if pool == "bad" && seq == badSeq {
-			panic("boom: a bug in the engine")
-		}
-	}
+	badSeq, _, hook := publishBadPool(m, rng, 30)
 	p := New(js, db, WithLogger(quietLog()), WithBatchSize(7))
 	p.cfg.foldHook = hook
 	r := start(p)
@@ -109,4 +97,25 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 	}
 	diffDumps(t, dump(t, rebuilt), dump(t, db))
 	checkAgainstModel(t, db, m)
+}
+
+// publishBadPool publishes pool "bad", whose third host_up breaks the
+// engine under hook (a panic at badSeq), mixed with n events of other
+// pools; "bad" is left out of the model's last sequences (not projected
+// while halted) and badLast is its last event.
+func publishBadPool(m *model, rng *rand.Rand, n int) (badSeq, badLast uint64, hook func(pool string, seq uint64)) {
+	for _, h := range hostsUp(3, 10) {
+		m.publish("bad", h)
+	}
+	badSeq = m.last["bad"]
+	publishMix(m, rng, n)
+	m.publish("bad", &events.Demand{Demands: map[string]int64{"/x": 1}})
+	badLast = m.last["bad"]
+	delete(m.last, "bad")
+	hook = func(pool string, seq uint64) {
+		if pool == "bad" && seq == badSeq {
+			panic("boom: a bug in the engine")
+		}
+	}
+	return badSeq, badLast, hook
 }

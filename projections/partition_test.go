@@ -284,19 +284,7 @@ func TestPartitionedHaltedPoolResumes(t *testing.T) {
 	db := newDB(t)
 	m := newModel(t, js)
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, h := range hostsUp(3, 10) {
-		m.publish("bad", h)
-	}
-	badSeq := m.last["bad"] // the third host_up of "bad" breaks the engine
-	publishMix(m, rng, 40)
-	m.publish("bad", &events.Demand{Demands: map[string]int64{"/x": 1}})
-	badLast := m.last["bad"]
-	delete(m.last, "bad") // not projected while halted
-	hook := func(pool string, seq uint64) {
-		if pool == "bad" && seq == badSeq {
-			panic("boom: a bug in the engine")
-		}
-	}
+	badSeq, badLast, hook := publishBadPool(m, rng, 40)
 	a := startGroupWith(t, js, db, 4, "a", withFoldHook(hook))
 	waitProjected(t, db, m, 60*time.Second)
 	if got := column(t, db, `SELECT seq::text FROM halted_pools WHERE pool = 'bad'`); len(got) != 1 || got[0] != fmt.Sprint(badSeq) {
