@@ -21,7 +21,7 @@ type apportioner struct {
 }
 
 // apportion splits q over items by weight with caps, exactly as
-// allocation-rules.md section 2: water-fill the items whose cap is below
+// docs/rules.md#apportion: water-fill the items whose cap is below
 // their fair part first, give the others floor(q*w/W), and hand the
 // leftover slots one each by largest remainder, then higher priority, then
 // smaller path. The result totals min(q, sum of caps).

@@ -5,9 +5,8 @@ import "time"
 // Kind is what a decision did to an allocation.
 type Kind string
 
-// Decision kinds (allocation-rules.md section 7). lend, return and own
-// belong to ownership (section 5): no released rules version makes them
-// yet.
+// Decision kinds (docs/rules.md#decisions). lend, return and own belong
+// to ownership (rules v3, docs/rules.md#ownership).
 const (
 	KindGrant   Kind = "grant"
 	KindReclaim Kind = "reclaim"
@@ -18,7 +17,7 @@ const (
 	KindOwn     Kind = "own"
 )
 
-// Rule identifies the rule of allocation-rules.md (docs/rules.md) that
+// Rule identifies the rule of docs/rules.md (#decisions lists them) that
 // caused a decision. The identifiers are stable strings; reports and
 // audits depend on them.
 type Rule string
@@ -37,10 +36,9 @@ const (
 	RuleShareRatioGrant   Rule = "share_ratio.grant"
 	RuleShareRatioReclaim Rule = "share_ratio.reclaim"
 
-	// Ownership assignment (allocation-rules.md section 5, ownership.go;
-	// not yet made by the fold): slots assigned to an owner, ownership
-	// the plan no longer gives, ownership lost to a host down, a shrunken
-	// group or a higher-ranked sibling.
+	// Ownership assignment (docs/rules.md#assignment, ownership.go): slots
+	// assigned to an owner, ownership the plan no longer gives, ownership
+	// lost to a host down, a shrunken group or a higher-ranked sibling.
 	RuleOwnAssign Rule = "own.assign"
 	RuleOwnDrop   Rule = "own.drop"
 	RuleOwnTrim   Rule = "own.trim"

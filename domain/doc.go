@@ -2,7 +2,7 @@
 // machine for one pool. Pool.Apply takes one event (its sequence, its
 // stamped time and its payload), validates it against the current state,
 // and either refuses it with a typed error and changes nothing, or folds it
-// through the sharing rules of allocation-rules.md and returns every
+// through the sharing rules of docs/rules.md and returns every
 // allocation change as a Decision naming the rule that caused it.
 //
 // The package does no I/O, reads no clock, draws no random numbers and
@@ -19,7 +19,7 @@
 // policies), release.go (excess and trims), pool.go (the fold), rules.go
 // (the rules versions), validate.go (refusals), views.go (read-only state
 // for the edges) and snapshot.go (the versioned, hashable state encoding).
-// Ownership (rules v3, allocation-rules.md section 5): ownplan.go (the
+// Ownership (rules v3, docs/rules.md#ownership): ownplan.go (the
 // plan's ownership fields, validated), ownership.go (assignment to host
 // slots), layered.go and layerheld.go (each leaf's part of each layer),
 // owned.go (the layered fold and its views), ownplace.go (placing the

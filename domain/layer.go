@@ -11,7 +11,7 @@ package domain
 //
 // A pool holds a list of layers, folded in turn. Without ownership there
 // is exactly one, the public pool. Owned slots and private pools
-// (allocation-rules.md section 5, "The layered fold") are further layers,
+// (docs/rules.md#layered-fold) are further layers,
 // each with its own capacity and queues over a subtree, used before the
 // public one.
 type layer struct {

@@ -6,24 +6,23 @@ import (
 	"time"
 )
 
-// The layered targets of share_ratio with ownership (allocation-rules.md
-// section 5, "The layered fold"): how many slots each leaf should hold
-// from each layer, given its effective demand and the ownership
-// assignment. This file is the arithmetic alone, a pure function of the
-// tree, the demand, the assignment's totals and where the slots sit now,
-// like the assignment in ownership.go; the fold (owned.go) calls it on
-// every rebalance of a pool with ownership. The layers, in the order they
-// are used:
+// The layered targets of share_ratio with ownership
+// (docs/rules.md#layered-fold and #layer-division): how many slots each leaf
+// should hold from each layer, given its effective demand and the ownership
+// assignment. This file is the arithmetic alone, a pure function of the tree,
+// the demand, the assignment's totals and where the slots sit now, like the
+// assignment in ownership.go; the fold (owned.go) calls it on every rebalance
+// of a pool with ownership. The layers, in the order they are used:
 //
 //  1. the own layer: every leaf, by rank (priority desc, then path), uses
 //     min(E, owned) of its own slots within its ancestors' remaining max;
 //  2. the private pools, deepest parent first: pool(X) is private(X) plus
 //     what X's children lend (a leaf's unused owned slots, a parent's
 //     unused pool, each only where lend is true), divided among X's
-//     descendants by section 3's targets, C being the pool's size, the
-//     demand what earlier layers left unmet and every max reduced by what
-//     earlier layers gave; what it does not use is lent to X's parent's
-//     pool;
+//     descendants by the targets of docs/rules.md#shares, C being the
+//     pool's size, the demand what earlier layers left unmet and every
+//     max reduced by what earlier layers gave; what it does not use is
+//     lent to X's parent's pool;
 //  3. the public pool: the public slots plus what the top-level consumers
 //     lend, divided among every leaf the same way.
 //
@@ -76,8 +75,8 @@ type layeredTargets struct {
 	// transfers: the slots divisions that reclaim (priority, balance:
 	// false) moved from a victim to a claimant, in the order moved; the
 	// placement pairs a claimant's gains with them first, so a reclaim's
-	// from is the victim the rules chose (section 4's victim order, its
-	// branch floor included).
+	// from is the victim the rules chose (docs/rules.md#priority's victim
+	// order, its branch floor included).
 	transfers []transfer
 }
 
@@ -363,11 +362,11 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 	return slices.DeleteFunc(left, func(s lentSlots) bool { return s.slots == 0 })
 }
 
-// keeperOrder lists the indices of used in the reverse of section 5's
-// return order (highest priority first, then fewest slots, then path
-// descending): the pool's own slots go to them first, so the leaves that
-// sit on lent slots, which an owner takes back, are those that give back
-// first (decisions.md #98).
+// keeperOrder lists the indices of used in the reverse of the return order of
+// docs/rules.md#ownership-placement (highest priority first, then fewest
+// slots, then path descending): the pool's own slots go to them first, so the
+// leaves that sit on lent slots, which an owner takes back, are those that
+// give back first (decisions.md #98).
 func (f *layeredFold) keeperOrder(used []poolTake, inPathOrder bool) []int {
 	order := make([]int, len(used))
 	for i := range order {
@@ -418,8 +417,9 @@ func (f *layeredFold) heldIn(x, l int32, idx classIndex) (Slots, []int) {
 // it sits on (nil idx: the group has one class): the group's order while
 // it keeps all it sits on; reversed when its part is smaller (it gives
 // slots up), so what it gives up is what the leaves gaining would use
-// first, the pool's own slots (section 5: "a reclaim takes the victim's
-// slots from the host the claimant would use first"; decisions.md #106).
+// first, the pool's own slots (docs/rules.md#placement: a reclaim takes
+// the victim's slots from the host the claimant would use first;
+// decisions.md #106).
 // Classes it does not sit on are left out: it keeps nothing there.
 func (f *layeredFold) keepOrder(x int32, u poolTake, idx classIndex) []int {
 	if idx == nil {
@@ -433,7 +433,7 @@ func (f *layeredFold) keepOrder(x int32, u poolTake, idx classIndex) []int {
 }
 
 // divide splits c slots of pool(x) among x's leaves whose reclaim_grace
-// is at most eligible, by section 3's targets under the pool's
+// is at most eligible, by docs/rules.md#shares' targets under the pool's
 // enforcement, and returns each leaf's part in path order. Each part is
 // recorded as given.
 func (f *layeredFold) divide(x int32, c Slots, eligible time.Duration, classes []lentSlots) []poolTake {
@@ -458,8 +458,8 @@ func (f *layeredFold) divide(x int32, c Slots, eligible time.Duration, classes [
 	return used
 }
 
-// targets puts section 3's targets of a division of c slots of pool(x)
-// into got, from the effective demands in eff (x's own capped by its
+// targets puts docs/rules.md#shares' targets of a division of c slots of
+// pool(x) into got, from the effective demands in eff (x's own capped by its
 // ancestors' room already); false when nobody gets anything.
 func (f *layeredFold) targets(x int32, c Slots) bool {
 	q := minSlots(c, f.eff[x])

@@ -105,8 +105,8 @@ func fmtLayered(tr *tree, lt layeredTargets) string {
 
 func grace(d time.Duration) *events.Duration { return &events.Duration{Duration: d} }
 
-// TestLayeredTargets works small pools by hand from allocation-rules.md
-// section 5, "The layered fold".
+// TestLayeredTargets works small pools by hand from
+// docs/rules.md#layered-fold and #layer-division.
 func TestLayeredTargets(t *testing.T) {
 	two := twoOwners()
 	tree3 := events.Plan{Consumers: []events.Consumer{

@@ -7,11 +7,11 @@ import (
 )
 
 // Divisions of a pool that start from where the slots are now
-// (allocation-rules.md section 5, "The layered fold"). share_ratio with
+// (docs/rules.md#layer-division). share_ratio with
 // reclaim and balance divides a pool by its targets alone (layered.go);
 // every other policy keeps what leaves hold unless a rule takes it:
 //
-//   - priority: section 4's procedure on the pool's slots, with G the
+//   - priority: docs/rules.md#priority on the pool's slots, with G the
 //     planned share of the division's slots over the pool's subtree:
 //     entitled leaves first, then borrowers first come first served,
 //     then (with preemption) entitled leaves still short reclaim from
@@ -93,12 +93,12 @@ func (f *layeredFold) divideHeld(x int32, c Slots, eligible time.Duration, class
 	return used
 }
 
-// startHeld sets up a division: every leaf with demand keeps what it sits
-// on in the division's classes, within its demand, the division's size
-// and the room under every max. When the division is smaller than what
-// they sit on (an owner took lent slots back), the leaves keep in the
-// reverse of section 5's return order: highest priority first, then
-// fewest slots, then path descending, so the lowest priority, holding
+// startHeld sets up a division: every leaf with demand keeps what it sits on
+// in the division's classes, within its demand, the division's size and the
+// room under every max. When the division is smaller than what they sit on
+// (an owner took lent slots back), the leaves keep in the reverse of the
+// return order (docs/rules.md#ownership-placement): highest priority first,
+// then fewest slots, then path descending, so the lowest priority, holding
 // most, gives back first.
 func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivision {
 	n := len(f.t.nodes)
@@ -212,7 +212,8 @@ func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, include func(int
 	}
 }
 
-// dividePriority is section 4's reclaim: priority inside the division.
+// dividePriority is reclaim: priority (docs/rules.md#priority) inside the
+// division.
 func (f *layeredFold) dividePriority(x int32, d *heldDivision) {
 	entitled := slices.Clone(d.leaves)
 	slices.SortFunc(entitled, f.t.entitledOrder)
@@ -273,9 +274,9 @@ func (f *layeredFold) branchOf(x, l int32) int32 {
 }
 
 // priorityVictim is the first leaf above its G, other than the claimant
-// and those blocked, in section 4's victim order evaluated now: leaves
-// whose branch (a child of x) holds more than its planned share first,
-// then lowest priority, then most above G, then path.
+// and those blocked, in docs/rules.md#priority's victim order evaluated
+// now: leaves whose branch (a child of x) holds more than its planned
+// share first, then lowest priority, then most above G, then path.
 func (f *layeredFold) priorityVictim(x int32, d *heldDivision, claimant int32, blocked []int32) int32 {
 	best := noNode
 	over := func(v int32) bool { b := f.branchOf(x, v); return d.cur[b] > d.planned[b] }

@@ -1,11 +1,11 @@
 package domain
 
-// The division of one kept pool (layerinc.go): section 3's targets over
-// the pool's subtree, c being the pool's size and a leaf's demand what it
-// brings into the pool, with the memos of targets.go: a node is revisited
+// The division of one kept pool (layerinc.go): docs/rules.md#shares' targets
+// over the pool's subtree, c being the pool's size and a leaf's demand what
+// it brings into the pool, with the memos of targets.go: a node is revisited
 // only when its part or a node below it changed. The arithmetic is
-// layeredFold's (divide, targets) without a max, which incFoldable
-// requires: no base exceeds its parent's demand, so nothing re-splits.
+// layeredFold's (divide, targets) without a max, which incFoldable requires:
+// no base exceeds its parent's demand, so nothing re-splits.
 
 // fillInc is waterFill with memo: q split over the children with demand,
 // capped by it, down to the leaves, where it is their part (parent

@@ -10,10 +10,10 @@ import (
 // A leaf first keeps what it sits on (within its demand); free slots then
 // go to the leaves below their guarantee G in entitled order, then to the
 // borrowers in borrow order; with preemption, the entitled leaves still
-// short reclaim from the leaves above their G in section 4's victim
-// order. Only the leaves below their guarantee, those who would borrow
-// and those above their G take part in the passes, so the pool keeps them
-// in sets (entitled and borrow order, and the leaves above G) and the
+// short reclaim from the leaves above their G in the victim order of
+// docs/rules.md#priority. Only the leaves below their guarantee, those
+// who would borrow and those above their G take part in the passes, so
+// the pool keeps them in sets (entitled and borrow order, and the leaves above G) and the
 // passes walk those; every other leaf ends on what it keeps. What a
 // leaf keeps depends on that leaf alone while the pool has room for
 // every keep; when it has not (an owner took lent slots back), the keeps
@@ -254,10 +254,10 @@ func borrowLimitOf(n *node, g Slots) Slots {
 	return n.borrowLimit
 }
 
-// setOrder names the orders of the sets: section 4's entitled order
-// (priority desc, waiting since asc, path) and borrow order (waiting
-// since asc, priority desc, path), by the waiting-since the leaf was
-// placed with.
+// setOrder names the orders of the sets: docs/rules.md#priority's
+// entitled order (priority desc, waiting since asc, path) and borrow
+// order (waiting since asc, priority desc, path), by the waiting-since
+// the leaf was placed with.
 type setOrder int
 
 const (
@@ -369,7 +369,7 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 }
 
 // reclaims: the entitled leaves still short take from the leaves above
-// their G, in section 4's victim order evaluated as they go
+// their G, in docs/rules.md#priority's victim order evaluated as they go
 // (layeredFold.dividePriority).
 func (f *incFold) reclaims(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots, add func(int32, Slots)) {
 	h := pl.held
@@ -401,10 +401,10 @@ func (f *incFold) reclaims(t *tree, pl *incPool, r *heldRun, cur func(int32) Slo
 	}
 }
 
-// victim is the first leaf above its G, other than the claimant and
-// those blocked, in section 4's victim order (priorityVictim): leaves
-// whose branch holds more than its planned share first, then lowest
-// priority, then most above G, then path.
+// victim is the first leaf above its G, other than the claimant and those
+// blocked, in docs/rules.md#priority's victim order (priorityVictim): leaves
+// whose branch holds more than its planned share first, then lowest priority,
+// then most above G, then path.
 func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots, brCur func(int32) Slots, claimant int32, blocked []int32) int32 {
 	h := pl.held
 	kept := h.vic[:0]

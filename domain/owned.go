@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// The layered fold (allocation-rules.md section 5) for a pool whose plan
+// The layered fold (docs/rules.md#layered-fold) for a pool whose plan
 // names ownership under a rules version that implements it (rules v3).
 // An event then folds as: input; slots on down hosts lost; on plan and
 // host events the ownership re-assigned (ownership.go, own
@@ -115,13 +115,13 @@ func (p *Pool) keptTargets() {
 	}
 }
 
-// shareRatioPairing is section 4's share_ratio pairing on the leaves'
-// totals, for the decision log (decisions.md #111): claimants below their
-// layered target, largest deficit per unit of share first, take free
-// slots first, then from the leaves above their target in the victim
+// shareRatioPairing is the share_ratio pairing (docs/rules.md#share-ratio) on
+// the leaves' totals, for the decision log (decisions.md #111): claimants
+// below their layered target, largest deficit per unit of share first, take
+// free slots first, then from the leaves above their target in the victim
 // walk's order. It only names who gives to whom: the placement pairs a
-// claimant's gains with these victims first. leaves (path order) must
-// hold every leaf off its target.
+// claimant's gains with these victims first. leaves (path order) must hold
+// every leaf off its target.
 func (p *Pool) shareRatioPairing(leaves []int32) []transfer {
 	var claimants, victims []int32
 	for _, l := range leaves {
@@ -234,11 +234,12 @@ func (p *Pool) preference(owner, host int32) int64 {
 }
 
 // releaseHost is where a leaf gives slots back first, and how many of
-// its slots there are in that tier. With ownership (section 5,
-// "Placement with ownership"), by the part of a host each slot sits in:
-// slots lent by others first, then public, then private pools (farthest
-// ancestor first), its own last; within a tier the host holding most of
-// its slots, then name. Without, the host holding most, then name.
+// its slots there are in that tier. With ownership
+// (docs/rules.md#ownership-placement), by the part of a host each slot
+// sits in: slots lent by others first, then public, then private pools
+// (farthest ancestor first), its own last; within a tier the host
+// holding most of its slots, then name. Without, the host holding most,
+// then name.
 func (p *Pool) releaseHost(id int32) (int32, Slots) {
 	if !p.mode.owned {
 		h := p.mostHeldHost(id)
@@ -392,10 +393,11 @@ func (c *sitCache) seating(p *Pool, parts []hostPart, held []holding) *seating {
 		}
 	}
 	// Parts: leaf owners, private deepest first, public. Holders in the
-	// reverse of section 5's return order (priority desc, fewest slots on
-	// the host, path descending) sit on the parts they belong to first;
-	// the overflow onto other owners' parts, which the owners take back,
-	// is then that of the leaves that give back first.
+	// reverse of the return order (docs/rules.md#ownership-placement;
+	// priority desc, fewest slots on the host, path descending) sit on the
+	// parts they belong to first; the overflow onto other owners' parts,
+	// which the owners take back, is then that of the leaves that give back
+	// first.
 	slices.SortStableFunc(s.order, func(a, b int) int { return cmp.Compare(p.partRank(parts[a].owner), p.partRank(parts[b].owner)) })
 	slices.SortStableFunc(s.keepers, func(a, b int) int {
 		la, lb := held[a].host, held[b].host

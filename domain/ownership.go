@@ -8,12 +8,11 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// Ownership assignment (allocation-rules.md section 5, "Assignment:
-// ownership to concrete host slots"): which slots of which up host each
-// owner holds, re-run on every plan, host_up and host_down event with the
-// least disruption. This file is the assignment alone, a pure function of
-// its input; the fold (owned.go reassignOwnership) calls it on plan and
-// host events.
+// Ownership assignment (docs/rules.md#assignment): which slots of which up
+// host each owner holds, re-run on every plan, host_up and host_down event
+// with the least disruption. This file is the assignment alone, a pure
+// function of its input; the fold (owned.go reassignOwnership) calls it on
+// plan and host events.
 //
 // The procedure, top-down:
 //   - top-level consumers are assigned from the up hosts, the children of
@@ -111,7 +110,7 @@ type assigner struct {
 	reserved [][]hostSlots
 }
 
-// assignOwnership computes the assignment of section 5. It is
+// assignOwnership computes the assignment of docs/rules.md#assignment. It is
 // deterministic: no output depends on the order of the input's slices or
 // on map iteration.
 func assignOwnership(in ownInput) ownResult {

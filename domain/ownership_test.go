@@ -8,10 +8,10 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// Hand-worked tests of ownership assignment (allocation-rules.md section
-// 5): one per rule and step, each with its working. Hosts are written
-// name:group:slots:workload, previous rows and results "consumer host
-// slots", decisions "rule consumer host slots".
+// Hand-worked tests of ownership assignment (docs/rules.md#assignment): one
+// per rule and step, each with its working. Hosts are written
+// name:group:slots:workload, previous rows and results "consumer host slots",
+// decisions "rule consumer host slots".
 
 func oHost(h string, slots int64) events.OwnEntry  { return events.OwnEntry{Host: h, Slots: &slots} }
 func oWhole(h string) events.OwnEntry              { return events.OwnEntry{Host: h} }

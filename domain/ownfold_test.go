@@ -19,7 +19,8 @@ var ownFoldRuns = flag.Int("ownfold.runs", 400, "TestOwnershipFoldProperties: ra
 // TestOwnershipFoldProperties folds random logs with ownership
 // (gen.GenerateOwned: every policy, enforcement, preemption and balance,
 // grace periods, lend: false, reclaim_for_preference, host and plan
-// changes) and checks section 1's invariants and section 5's properties
+// changes) and checks docs/rules.md#model's invariants and
+// docs/rules.md#ownership-properties
 // after every event, and that a second fold gives the same bytes.
 func TestOwnershipFoldProperties(t *testing.T) {
 	runs := *ownFoldRuns
@@ -83,8 +84,8 @@ func foldOwned(t testing.TB, seed uint64, sc gen.Scenario) ([]byte, int) {
 	return log.Bytes(), owned
 }
 
-// ownershipProperties checks the properties listed at the end of
-// allocation-rules.md section 5.
+// ownershipProperties checks the properties listed in
+// docs/rules.md#ownership-properties.
 func ownershipProperties(pool *domain.Pool, plan events.Plan) string {
 	cs := pool.Consumers()
 	byPath := map[string]domain.ConsumerView{}

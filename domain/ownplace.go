@@ -7,12 +7,11 @@ import (
 	"time"
 )
 
-// Placement with ownership (allocation-rules.md section 5, "Placement with
-// ownership"): given where every leaf's slots sit and how many slots of
-// each owner's hosts the layered targets give it (layered.go), where the
-// slots sit afterwards, and the decisions that move them there. Like the
-// assignment and the layered targets, this is a pure function the fold
-// does not call yet (ownplan.go).
+// Placement with ownership (docs/rules.md#ownership-placement): given where
+// every leaf's slots sit and how many slots of each owner's hosts the layered
+// targets give it (layered.go), where the slots sit afterwards, and the
+// decisions that move them there. Like the assignment and the layered
+// targets, this is a pure function the fold does not call yet (ownplan.go).
 //
 // A host's slots are divided into parts by the assignment: each owner's
 // part is what it owns there and its children do not (a leaf's own
@@ -26,7 +25,8 @@ import (
 //     the slots a leaf already holds on the host count for a part it is
 //     due slots of, the owner first, then by priority desc, fewest slots
 //     on the host, path, so a borrower of lowest priority, most slots on
-//     the host, gives back first (section 5's return order);
+//     the host, gives back first (the return order,
+//     docs/rules.md#ownership-placement);
 //  2. places what is still due: leaves by rank, each part where the leaf
 //     is due slots, the host with most of the part free first, then name;
 //  3. pairs, host by host, the slots gained with the slots given up on
@@ -62,8 +62,8 @@ type placeMove struct {
 	graceOf int32
 }
 
-// The rules of the placement's decisions that sections 4 and 5 do not
-// name already.
+// The rules of the placement's decisions that only ownership makes
+// (docs/rules.md#decisions lists every rule).
 const (
 	// RuleOwnUse: a leaf given slots of its own part.
 	RuleOwnUse Rule = "own.use"
@@ -372,9 +372,9 @@ func (pl *placement) addWant(leaf, owner int32, k, ent Slots) {
 	d.ent += ent
 }
 
-// tierOf ranks the parts of owner for leaf l's grants (section 5,
-// "Placement with ownership"): its own, then its ancestors' private parts
-// nearest first, then public, then parts lent by others.
+// tierOf ranks the parts of owner for leaf l's grants
+// (docs/rules.md#ownership-placement): its own, then its ancestors' private
+// parts nearest first, then public, then parts lent by others.
 func (pl *placement) tierOf(l, owner int32) int64 {
 	switch {
 	case owner == l:
@@ -447,8 +447,8 @@ func (pl *placement) keep() {
 	// Leaves that keep all they hold first, host by host; then those
 	// giving slots up keep on the hosts a claimant would use last (least
 	// free, then name descending), so what they give up is where the
-	// claimants go first (section 5: "a reclaim takes the victim's slots
-	// from the host the claimant would use first").
+	// claimants go first (docs/rules.md#placement: a reclaim takes the
+	// victim's slots from the host the claimant would use first).
 	for _, h := range withParts {
 		pl.keepOn(h, left[h], false)
 	}
@@ -622,8 +622,8 @@ func (pl *placement) byRank() []int32 {
 	return leaves
 }
 
-// claimantOrder is share_ratio's (section 4): the largest deficit per
-// unit of share first (leaves at their target last, by rank).
+// claimantOrder is share_ratio's (docs/rules.md#share-ratio): the largest
+// deficit per unit of share first (leaves at their target last, by rank).
 func (pl *placement) claimantOrder(a, b int32) int {
 	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
 	return cmpDesc(int64(pl.deficit[a])*y.share, int64(pl.deficit[b])*x.share)
@@ -778,8 +778,8 @@ func (pl *placement) pair() {
 	}
 	// What is gained on a host beyond what is given up there comes from
 	// free slots. Each leaf takes free slots first, on every host it
-	// gains on, then what others give up (section 4: "Free slots are used
-	// first").
+	// gains on, then what others give up (docs/rules.md#share-ratio: free
+	// slots are used first).
 	free := map[int32]Slots{}
 	for _, x := range gains {
 		free[pl.parts[x.part].host] += x.slots

@@ -7,11 +7,10 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// Validation of a plan's ownership fields (allocation-rules.md section 5,
-// "Ownership in the plan"). A plan that fails any check is refused whole
-// and changes nothing. The checks run before the rules-version gate
-// (checkOwnershipRules), so an operator learns what is wrong with a plan
-// before learning that its version cannot run it.
+// Validation of a plan's ownership fields (docs/rules.md#ownership). A plan
+// that fails any check is refused whole and changes nothing. The checks run
+// before the rules-version gate (checkOwnershipRules), so an operator learns
+// what is wrong with a plan before learning that its version cannot run it.
 
 // validateOwnEntries checks one consumer's own list on its own: the form
 // of each entry, its slots, preference and names, and that no host is

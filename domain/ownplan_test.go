@@ -25,8 +25,8 @@ func owner(path string, own ...events.OwnEntry) events.Consumer {
 }
 
 // TestOwnershipValidation: every malformed or inconsistent ownership of
-// section 5 is refused with its own code; a consistent one gets past
-// every check and is refused only because the plan names rules 2, which
+// docs/rules.md#ownership is refused with its own code; a consistent one gets
+// past every check and is refused only because the plan names rules 2, which
 // does not implement ownership.
 func TestOwnershipValidation(t *testing.T) {
 	cases := []struct {

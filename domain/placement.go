@@ -2,7 +2,7 @@ package domain
 
 import "slices"
 
-// Placement (allocation-rules.md section 5, without ownership): which host
+// Placement (docs/rules.md#placement, without ownership): which host
 // a granted, reclaimed or released slot sits on (decisions.md #15).
 
 // grantTo gives leaf id up to k free slots, from the host with most free

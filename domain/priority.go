@@ -1,6 +1,6 @@
 package domain
 
-// reclaim: priority (allocation-rules.md section 4): free slots to entitled
+// reclaim: priority (docs/rules.md#priority): free slots to entitled
 // leaves, then first-come first-served to borrowers; then, with
 // preemption, entitled leaves still short reclaim from borrowers.
 func (p *Pool) rebalancePriority() {

@@ -46,7 +46,7 @@ func fold(t testing.TB, sc gen.Scenario) []byte {
 	return log.Bytes()
 }
 
-// checkInvariants checks allocation-rules.md section 1 and the issue's
+// checkInvariants checks docs/rules.md#model's invariants and the issue's
 // properties on the state after one event.
 func checkInvariants(pool *domain.Pool, before []domain.ConsumerView, ds []domain.Decision) string {
 	cs := pool.Consumers()
@@ -72,9 +72,9 @@ func checkInvariants(pool *domain.Pool, before []domain.ConsumerView, ds []domai
 	return ""
 }
 
-// unlessOwned runs a check of sections 1-4 that a pool with ownership
-// does not promise in that form (its guarantees are per layer: see
-// ownfold_test.go for section 5's properties).
+// unlessOwned runs a check of a pool without ownership that a pool with
+// ownership does not promise in that form (its guarantees are per layer:
+// see ownfold_test.go for docs/rules.md#ownership-properties).
 func unlessOwned(cs []domain.ConsumerView, check func() string) string {
 	for _, c := range cs {
 		if c.Leaf && c.Sources != nil {
@@ -343,7 +343,7 @@ func FuzzFold(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 0 && data[0]%3 == 0 { // ownership: section 5's properties too
+		if len(data) > 0 && data[0]%3 == 0 { // ownership: its properties too
 			first, _ := foldOwned(t, 0, gen.GenerateOwned(gen.NewBytes(data), 30))
 			if second, _ := foldOwned(t, 0, gen.GenerateOwned(gen.NewBytes(data), 30)); !bytes.Equal(first, second) {
 				t.Fatal("two folds of the same log differ")

@@ -112,7 +112,7 @@ func (p *Pool) computeTargets() {
 
 // shareRatioTargets computes T from scratch for every node, from the E now
 // in the nodes: water-filled under parent enforcement, base plus surplus
-// under leaf enforcement (section 3).
+// under leaf enforcement (docs/rules.md#shares).
 func (p *Pool) shareRatioTargets() {
 	if p.mode.parent {
 		p.waterFill(0, p.pub.capacity)

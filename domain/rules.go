@@ -6,9 +6,9 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// RulesVersion names one frozen behaviour of the fold (allocation-rules.md
-// section 8), the way pebble's format major versions name durable
-// formats. A pool runs under one version at a time; it is part of the
+// RulesVersion names one frozen behaviour of the fold
+// (docs/rules.md#versions), the way pebble's format major versions name
+// durable formats. A pool runs under one version at a time; it is part of the
 // pool's state, snapshot and state hash. Once a version is released its
 // behaviour never changes: the golden corpus (test/golden) holds the
 // decisions and chain hashes each version gives a fixed set of logs.
@@ -25,15 +25,15 @@ const (
 	// that shrinks a percentage max can cost a consumer twice.
 	RulesV1 RulesVersion = 1
 	// RulesV2 loses the slots on down hosts first, then releases only
-	// what is still above E (section 4's order), and refuses a priority
+	// what is still above E (docs/rules.md#fold), and refuses a priority
 	// beyond ±MaxPriority (version 1 ranked -2^63 as the highest).
 	RulesV2 RulesVersion = 2
 	// RulesV3 adds ownership, private pools, lending and returns
-	// (allocation-rules.md sections 5 and 6) to version 2. A plan without
-	// ownership folds exactly as under version 2: versions 1 and 2
-	// refused every plan naming ownership (ownership_unsupported_rules),
-	// so no log they accepted means anything else under version 3, and
-	// the golden corpus holds every log without ownership to version 2's
+	// (docs/rules.md#ownership and the sections after it) to version 2. A
+	// plan without ownership folds exactly as under version 2: versions 1 and
+	// 2 refused every plan naming ownership (ownership_unsupported_rules), so
+	// no log they accepted means anything else under version 3, and the
+	// golden corpus holds every log without ownership to version 2's
 	// decisions under version 3 (TestGoldenV3KeepsV2WithoutOwnership).
 	RulesV3 RulesVersion = 3
 
@@ -66,9 +66,9 @@ type behaviour struct {
 	trimFirst bool
 	// boundedPriority: refuse priorities beyond ±MaxPriority.
 	boundedPriority bool
-	// ownership: the plan may name ownership (allocation-rules.md
-	// section 5), folded in layers (owned.go). Versions 1 and 2 refuse
-	// such plans (ownership_unsupported_rules, ownplan.go).
+	// ownership: the plan may name ownership (docs/rules.md#ownership),
+	// folded in layers (owned.go). Versions 1 and 2 refuse such plans
+	// (ownership_unsupported_rules, ownplan.go).
 	ownership bool
 }
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// reclaim: share_ratio (allocation-rules.md section 4): every leaf ends at
+// reclaim: share_ratio (docs/rules.md#share-ratio): every leaf ends at
 // its target T. The pairing below only decides who gives to whom, for the
 // decision log (decisions.md #14). With balance: false, reclaim first
 // restores planned shares only (restoreGuarantees); free slots then go to
@@ -71,12 +71,12 @@ func (p *Pool) pair(claimants, victims []int32, reclaim bool) {
 }
 
 // restoreGuarantees is balance: false's reclaim. Its targets T0 are
-// section 3's targets with every leaf's E replaced by min(E, max(P, a)),
-// a being its allocation now: nobody is lifted above max(its planned
-// share, what it holds). Leaves below T0 are served from free slots and
-// then from leaves above T0, with share_ratio's orders on T0. The full
-// targets T are put back afterwards. This is a full pass over the tree:
-// balance: false is rare enough not to need the incremental machinery.
+// docs/rules.md#shares' targets with every leaf's E replaced by min(E, max(P,
+// a)), a being its allocation now: nobody is lifted above max(its planned
+// share, what it holds). Leaves below T0 are served from free slots and then
+// from leaves above T0, with share_ratio's orders on T0. The full targets T
+// are put back afterwards. This is a full pass over the tree: balance: false
+// is rare enough not to need the incremental machinery.
 func (p *Pool) restoreGuarantees() {
 	t, sh := p.t, p.pub.sh
 	saved := make([]struct{ eff, base, target Slots }, len(t.nodes))

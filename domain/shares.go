@@ -2,7 +2,7 @@ package domain
 
 import "github.com/cluster-ledger/ledger/events"
 
-// Shares (allocation-rules.md section 3): planned shares P, resolved
+// Shares (docs/rules.md#shares): planned shares P, resolved
 // maxima, effective demand E, and the dynamic guarantee G (priority mode)
 // or target T (share_ratio mode). The tree walks are here; the arithmetic
 // is apportion's.

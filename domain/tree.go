@@ -307,8 +307,8 @@ func (t *tree) leavesByRank() []int32 {
 	return t.byRank
 }
 
-// entitledOrder orders leaves as section 4 serves entitled ones: priority
-// desc, waiting since asc, path.
+// entitledOrder orders leaves as docs/rules.md#priority serves entitled ones:
+// priority desc, waiting since asc, path.
 func (t *tree) entitledOrder(a, b int32) int {
 	x, y := &t.nodes[a], &t.nodes[b]
 	return cmp.Or(cmpDesc(x.priority, y.priority), cmp.Compare(x.waitingSince, y.waitingSince), cmp.Compare(a, b))

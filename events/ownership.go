@@ -1,6 +1,6 @@
 package events
 
-// Ownership fields of a plan (allocation-rules.md section 5). They are
+// Ownership fields of a plan (docs/rules.md#ownership). They are
 // decoded as strictly as the rest of the plan: an unknown key in an own
 // entry is a malformed event. Whether an entry is well formed (exactly one
 // of host and group, positive slots, preference 1..10) and whether the

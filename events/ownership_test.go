@@ -8,7 +8,8 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// TestOwnershipDecoding reads every ownership field of section 5 and
+// TestOwnershipDecoding reads every ownership field of
+// docs/rules.md#ownership and
 // gives the defaults of absent ones.
 func TestOwnershipDecoding(t *testing.T) {
 	data := `{"plan":{"policy":{"reclaim":"share_ratio","reclaim_for_preference":true},"consumers":[

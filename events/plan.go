@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// Reclaim policies (allocation-rules.md section 4).
+// Reclaim policies (docs/rules.md#priority, #share-ratio).
 const (
 	ReclaimPriority   = "priority"
 	ReclaimShareRatio = "share_ratio"
 )
 
-// Enforcement levels of share ratios (allocation-rules.md section 3).
+// Enforcement levels of share ratios (docs/rules.md#shares).
 const (
 	EnforcementLeaf   = "leaf"
 	EnforcementParent = "parent"
@@ -25,7 +25,7 @@ const (
 // implied by their children's paths.
 type Plan struct {
 	// Rules is the rules version the pool runs under from this plan on
-	// (allocation-rules.md section 8). 0 means "not named": the ledger
+	// (docs/rules.md#versions). 0 means "not named": the ledger
 	// stamps the newest version at append, and a stored plan without it
 	// was written before versions existed and means version 1.
 	Rules     int          `json:"rules,omitempty"`
@@ -81,12 +81,12 @@ type Policy struct {
 	Preemption  *bool  `json:"preemption,omitempty"`
 	// Balance (share_ratio only): false is YARN's default preemption,
 	// where reclaim restores planned shares but never lifts a consumer
-	// above its own (allocation-rules.md section 4).
+	// above its own (docs/rules.md#balance-false).
 	Balance *bool `json:"balance,omitempty"`
 	// ReclaimForPreference (ownership): an owner takes back its most
 	// preferred owned slots from a borrower even while idle slots exist
 	// in less preferred ownership or the share pools (default false,
-	// allocation-rules.md section 5).
+	// docs/rules.md#ownership-placement).
 	ReclaimForPreference *bool `json:"reclaim_for_preference,omitempty"`
 }
 
@@ -132,7 +132,7 @@ type Consumer struct {
 	BorrowLimit  *int64    `json:"borrow_limit,omitempty"`
 	ReclaimGrace *Duration `json:"reclaim_grace,omitempty"`
 	LendGrace    *Duration `json:"lend_grace,omitempty"`
-	// Own lists what the consumer owns (allocation-rules.md section 5);
+	// Own lists what the consumer owns (docs/rules.md#ownership);
 	// nil when it owns nothing.
 	Own []OwnEntry `json:"own,omitempty"`
 	// Lend tells whether unused owned slots may be lent out (default true).

@@ -1,4 +1,4 @@
--- Rules versions (allocation-rules.md section 8, docs/rules.md): each
+-- Rules versions (docs/rules.md#versions): each
 -- pool's current version and the sequence from which it holds; refusals
 -- recorded by their stable code, with the message kept beside it.
 

@@ -1,4 +1,4 @@
--- 0006: ownership (allocation-rules.md section 5, rules v3). The current
+-- 0006: ownership (docs/rules.md#ownership, rules v3). The current
 -- assignment of owned host slots, its history as validity intervals (so
 -- "who owned gpu-07 at 10:00" is one query), and each consumer's owned,
 -- used and lent-out slots with the layers a leaf's slots come from. A

@@ -9,7 +9,7 @@ import (
 	"github.com/cluster-ledger/ledger/domain"
 )
 
-// Ownership in the projection (allocation-rules.md section 5, rules v3):
+// Ownership in the projection (docs/rules.md#ownership, rules v3):
 //
 //   - ownership holds the current assignment, one row per (consumer,
 //     host) owning slots; ownership_history the same as validity

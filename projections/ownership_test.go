@@ -26,7 +26,7 @@ import (
 )
 
 // ownDir holds the scenarios with ownership; own-lend-return.yaml is the
-// worked example of allocation-rules.md section 5, unchanged.
+// worked example of docs/rules.md#ownership-example, unchanged.
 const ownDir = "../internal/scenario/testdata/ownership/"
 
 // publishOwnScenario publishes a scenario as the ledger would append it,
@@ -123,7 +123,8 @@ func publishOwnership(m *model, rng *rand.Rand, n int) {
 	}
 }
 
-// TestProjectOwnership projects the section 5 worked example, the other
+// TestProjectOwnership projects the ownership worked example
+// (docs/rules.md#ownership-example), the other
 // ownership scenarios and a random stream with ownership through the
 // projector, checks every table against the engine (the ownership
 // assignment, consumer_state's ownership columns, ownership_history at
@@ -324,7 +325,7 @@ func (m *model) poolSeqs(pool string) []uint64 {
 	return seqs
 }
 
-// checkWorkedExample checks the projection of section 5's worked example
+// checkWorkedExample checks the projection of the ownership worked example
 // (own-lend-return.yaml, pool spec) by hand: /A owns h1, /B owns h2; /A
 // asks for 12 and uses h1, borrows /B's idle h2 (lend) and the public h3;
 // /B asks for 4 and takes h2 back (return); /B asks for 8 and reclaims a

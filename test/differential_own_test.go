@@ -27,16 +27,16 @@ var (
 	ownDiffTotals   = flag.Bool("own.totals", false, "TestDifferentialOwnership: compare only each leaf's total allocation after every event (to see past differences of placement and decision order)")
 )
 
-// TestDifferentialOwnership folds random logs WITH ownership (section 5:
-// whole, partial and group entries, preferences, lend, lend_grace and
-// reclaim_grace, reclaim_for_preference), every plan naming rules version
-// 3 (the version that implements ownership), under every
-// policy (priority and share_ratio, leaf and parent, balance and
-// preemption on and off), through the engine and through the reference
-// model (refmodel.NewRules3, written from the spec alone), and requires
-// after every event the same refusal, the same decisions in the same
-// order (kind, consumer, from, host, slots, rule) and the same
-// allocations per (consumer, host).
+// TestDifferentialOwnership folds random logs WITH ownership
+// (docs/rules.md#ownership: whole, partial and group entries, preferences,
+// lend, lend_grace and reclaim_grace, reclaim_for_preference), every plan
+// naming rules version 3 (the version that implements ownership), under every
+// policy (priority and share_ratio, leaf and parent, balance and preemption
+// on and off), through the engine and through the reference model
+// (refmodel.NewRules3, written from the spec alone), and requires after every
+// event the same refusal, the same decisions in the same order (kind,
+// consumer, from, host, slots, rule) and the same allocations per (consumer,
+// host).
 //
 // Two generators, -own.runs logs each: gen.GenerateOwned (the project's)
 // and withOwnership (this file's: gen.Generate's logs with ownership

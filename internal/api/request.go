@@ -182,8 +182,8 @@ func (d decoder) event(rq EventRequest, i int) (incoming, *apiError) {
 	if err := events.CheckLimits(p); err != nil {
 		return incoming{}, refusal(err, at(i))
 	}
-	// Every stored plan names its rules version (allocation-rules.md
-	// section 8): one that names none gets the newest this ledger has.
+	// Every stored plan names its rules version (docs/rules.md#versions): one
+	// that names none gets the newest this ledger has.
 	in := incoming{id: rq.ID, producer: d.producer, payload: domain.StampRules(p)}
 	if in.id == "" {
 		in.id = newID()

@@ -27,7 +27,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// TestVerifyComparesOwnership projects section 5's worked example (rules
+// TestVerifyComparesOwnership projects the ownership worked example
+// (docs/rules.md#ownership-example; rules
 // version 3), verifies it, then changes the ownership
 // rows and consumer_state's ownership columns one at a time: each change
 // is a divergence naming what differs.

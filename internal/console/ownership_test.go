@@ -14,7 +14,8 @@ import (
 )
 
 // TestHostsShowTheirOwners reads who owns each host on the pool page, now
-// and as of an earlier event: section 5's worked example (/A owns h1, /B
+// and as of an earlier event: the ownership worked example
+// (docs/rules.md#ownership-example: /A owns h1, /B
 // owns h2, h3 is public) is appended through the API and projected, then
 // a plan moves /B's ownership to /A (h3).
 func TestHostsShowTheirOwners(t *testing.T) {

@@ -6,7 +6,7 @@
 // after each event, adjusted by the event's own decisions where the state
 // before matters (a victim's borrowing before it gave).
 //
-// In a pool with ownership (allocation-rules.md section 5) it also tells
+// In a pool with ownership (docs/rules.md#ownership) it also tells
 // the consumer's ownership story (ownership.go): what it owns on which
 // host, at which rank among its siblings and preference; the layers its
 // slots come from; what it lent while idle, to whom and through which

@@ -11,7 +11,7 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// Ownership stories (allocation-rules.md section 5): what a consumer
+// Ownership stories (docs/rules.md#ownership): what a consumer
 // owns, where, at which rank and preference; what it lent while idle and
 // to whom, through which pool; when it took its slots back and by when
 // the borrower had to give them up.

@@ -70,7 +70,8 @@ func TestOwnershipStoryOfTheBorrower(t *testing.T) {
 	}
 }
 
-// TestOwnershipStoryOfTheWorkedExample is section 5's worked example
+// TestOwnershipStoryOfTheWorkedExample is the ownership worked example
+// (docs/rules.md#ownership-example)
 // (own-lend-return.yaml, unchanged): /B's h2 lent to /A, then taken back.
 func TestOwnershipStoryOfTheWorkedExample(t *testing.T) {
 	out := ownStory(t, ownDir+"own-lend-return.yaml", "/B")

@@ -67,11 +67,11 @@ type generator struct {
 	owned   bool // draw ownership (GenerateOwned)
 }
 
-// GenerateOwned is Generate with ownership (allocation-rules.md section
-// 5): plans name rules version 3 and draw own entries (whole hosts, parts
-// of hosts, slots of a group, preferences), lend, lend_grace,
-// reclaim_grace and reclaim_for_preference; hosts come in two groups.
-// Generate's own draws are untouched, so its seeds keep their scenarios.
+// GenerateOwned is Generate with ownership (docs/rules.md#ownership): plans
+// name rules version 3 and draw own entries (whole hosts, parts of hosts,
+// slots of a group, preferences), lend, lend_grace, reclaim_grace and
+// reclaim_for_preference; hosts come in two groups. Generate's own draws are
+// untouched, so its seeds keep their scenarios.
 func GenerateOwned(src Source, n int) Scenario {
 	return (&generator{src: src, owned: true}).scenario(2, n)
 }
@@ -99,9 +99,9 @@ func (g *generator) plan() events.Plan {
 }
 
 // withOwnership draws ownership into a plan when the generator is owned.
-// Entries mostly respect section 5's validation (a child owns a part of
-// what its parent owns); now and then they do not, and the plan is
-// refused.
+// Entries mostly respect the ownership validation (docs/rules.md#ownership:
+// a child owns a part of what its parent owns); now and then they do not,
+// and the plan is refused.
 func (g *generator) withOwnership(p events.Plan) events.Plan {
 	if !g.owned {
 		return p

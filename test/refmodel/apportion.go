@@ -16,7 +16,7 @@ type item struct {
 	priority int64
 }
 
-// apportion follows allocation-rules.md section 2 literally and returns the
+// apportion follows docs/rules.md#apportion literally and returns the
 // slots of each item, in the order of items.
 func apportion(q int64, items []item) []int64 {
 	out := make([]int64, len(items))

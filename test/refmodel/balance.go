@@ -1,9 +1,10 @@
 package refmodel
 
 // share_ratio's `balance: false` with ownership (rules version 3): the
-// layered fold divided on reclaim targets T0, layer by layer, then the
-// free slots left to the leaves below their full layered target
-// (allocation-rules.md sections 4 and 5; AMBIGUITIES.md, ownership 31-32).
+// layered fold divided on reclaim targets T0, layer by layer, then the free
+// slots left to the leaves below their full layered target
+// (docs/rules.md#balance-false and #layer-division; AMBIGUITIES.md, ownership
+// 31-32).
 
 import "time"
 
@@ -52,9 +53,9 @@ func (m *Model) heldByClass() map[string]map[string]map[time.Duration]int64 {
 	return out
 }
 
-// plannedOver is the planned share (section 3's P) of c slots over x's
-// subtree, x getting c: every node that has a leaf of set below it (or is
-// one) counts, with or without demand; the others get nothing.
+// plannedOver is the planned share (P, docs/rules.md#shares) of c slots
+// over x's subtree, x getting c: every node that has a leaf of set below
+// it (or is one) counts, with or without demand; the others get nothing.
 func (m *Model) plannedOver(x string, c int64, set []string) map[string]int64 {
 	in := map[string]bool{}
 	for _, l := range set {

@@ -1,7 +1,7 @@
 package refmodel
 
-// The layered fold of share_ratio with ownership (allocation-rules.md
-// section 5, "The layered fold"): the own layer, private pools deepest
+// The layered fold of share_ratio with ownership
+// (docs/rules.md#layered-fold): the own layer, private pools deepest
 // parent first, then the public pool; lent slots divided class by class.
 // Every count is recomputed from scratch from the state.
 
@@ -265,9 +265,9 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-// divideOnce is section 3's target for c slots among the leaves set (the
-// others count as without demand), with demand r and maxes rm; it gives
-// each leaf its part and returns the total given.
+// divideOnce is the target (docs/rules.md#shares) for c slots among the
+// leaves set (the others count as without demand), with demand r and maxes
+// rm; it gives each leaf its part and returns the total given.
 func (m *Model) divideOnce(c int64, set []string, r, rm map[string]int64, give func(string, int64)) int64 {
 	return m.divideOnceAdj(c, set, r, rm, give, nil)
 }

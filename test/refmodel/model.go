@@ -1,16 +1,17 @@
-// Package refmodel is an independent reference implementation of
-// allocation-rules.md (sections 1-4, 6, 7 and plain host placement, rules
-// versions 1 and 2 of section 8, share_ratio's `balance: false`; section
-// 5's ownership, private pools, lending, grace classes and returns under
-// share_ratio: ownership.go, layers.go, placement.go; and, under the
-// project's rules version 3 (NewRules3), ownership under reclaim: priority,
-// priority.go, and share_ratio's balance: false, balance.go) plus
-// docs/decisions.md, used to cross-check the engine in domain/ by
-// differential testing. Its readings of what the spec leaves open are in
-// AMBIGUITIES.md. It is written for obviousness, not speed: every
-// derived quantity is recomputed from scratch. Everything it needs comes
-// from the events: the rules version and the policy are read from each plan
-// (Rules reports the version in force).
+// Package refmodel is an independent reference implementation of the
+// allocation rules, docs/rules.md, written from the specification the project
+// was given rather than from domain/ (the model, apportion, shares, the fold,
+// both modes, placement, time, decisions, rules versions 1 and 2,
+// share_ratio's `balance: false`; ownership, private pools, lending, grace
+// classes and returns under share_ratio: ownership.go, layers.go,
+// placement.go; and, under the project's rules version 3 (NewRules3),
+// ownership under reclaim: priority, priority.go, and share_ratio's balance:
+// false, balance.go) plus docs/decisions.md, used to cross-check the engine
+// in domain/ by differential testing. Its readings of what the spec leaves
+// open are in AMBIGUITIES.md. It is written for obviousness, not speed: every
+// derived quantity is recomputed from scratch. Everything it needs comes from
+// the events: the rules version and the policy are read from each plan (Rules
+// reports the version in force).
 package refmodel
 
 import (
@@ -24,13 +25,13 @@ import (
 
 const root = "/"
 
-// Decision is one change of an allocation (allocation-rules.md section 7).
+// Decision is one change of an allocation (docs/rules.md#decisions).
 type Decision struct {
 	Kind, Consumer, From, Host string
 	Slots                      int64
 	Rule                       string
 	// Deadline is set on `return` decisions only: time + the lender's
-	// lend_grace (section 6). Reclaim deadlines are not modelled.
+	// lend_grace (docs/rules.md#time). Reclaim deadlines are not modelled.
 	Deadline time.Time
 }
 
@@ -42,7 +43,7 @@ type node struct {
 	max         *events.Max
 	borrowLimit *int64
 	depth       int
-	// ownership (section 5); lend defaults to true
+	// ownership (docs/rules.md#ownership); lend defaults to true
 	own                     []ownEntry
 	lend                    bool
 	lendGrace, reclaimGrace time.Duration
@@ -223,7 +224,7 @@ func (m *Model) freeTotal() int64 {
 	return f
 }
 
-// ---------- derived quantities (sections 1 and 3) ----------
+// ---------- derived quantities (docs/rules.md#model, #shares) ----------
 
 type derived struct {
 	C    int64
@@ -309,7 +310,7 @@ func (m *Model) childrenWith(e map[string]int64, n string) []string {
 	return out
 }
 
-// guarantees fills d.G, priority mode (section 4).
+// guarantees fills d.G, priority mode (docs/rules.md#shares).
 func (m *Model) guarantees(d *derived, order []string) {
 	if m.pol.enforcement == events.EnforcementLeaf {
 		for _, l := range m.leaves() {
@@ -334,10 +335,10 @@ func (m *Model) guarantees(d *derived, order []string) {
 	}
 }
 
-// targets is section 3's target for the effective demands e (every node:
-// leaves, and parents as min(max, sum of children)): d.E gives T, the
-// balance:false reclaim demands give T0. It returns every node's target;
-// a parent's is the sum of its leaves' (decisions.md #14).
+// targets is the target (docs/rules.md#shares) for the effective demands e
+// (every node: leaves, and parents as min(max, sum of children)): d.E gives
+// T, the balance:false reclaim demands give T0. It returns every node's
+// target; a parent's is the sum of its leaves' (decisions.md #14).
 func (m *Model) targets(d *derived, e map[string]int64) map[string]int64 {
 	return m.targetsC(d.C, e)
 }
@@ -482,7 +483,7 @@ func (m *Model) Targets() map[string]int64 {
 	return out
 }
 
-// ---------- the fold (section 4, decisions.md #8) ----------
+// ---------- the fold (docs/rules.md#fold, decisions.md #8) ----------
 
 type fold struct {
 	m   *Model
@@ -655,9 +656,10 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 			f.assign(oldNodes)
 		}
 	} else {
-		// Version 2 (section 4): slots on down hosts are lost first; the
-		// excess is measured after that loss. Ownership is re-assigned
-		// after the loss (section 5, host.down), before the release.
+		// Version 2 (docs/rules.md#fold): slots on down hosts are lost first;
+		// the excess is measured after that loss. Ownership is re-assigned
+		// after the loss (docs/rules.md#ownership-events), before the
+		// release.
 		f.trim()
 		if reassign {
 			f.assign(oldNodes)
@@ -825,7 +827,8 @@ func (f *fold) move(c, v string, amt int64, rule string) {
 	f.track()
 }
 
-// releaseExcess: leaves above E, then parents above max, deepest first (section 1, #8, #9).
+// releaseExcess: leaves above E, then parents above max, deepest first
+// (docs/rules.md#fold, #8, #9).
 func (f *fold) releaseExcess() {
 	m, d := f.m, f.d
 	for _, l := range m.leaves() {
@@ -1018,7 +1021,7 @@ func (f *fold) shareRatio() {
 		f.pairing(d.T, m.pol.preemption)
 		return
 	}
-	// balance:false (section 4, "share_ratio without balancing"): reclaim
+	// balance:false (docs/rules.md#balance-false): reclaim
 	// only up to T0, the targets of the demands capped at max(P, a), then
 	// the free slots left go to leaves below T as with preemption:false.
 	f.a0 = m.Allocations()
@@ -1051,9 +1054,10 @@ func (f *fold) reclaimDemands() map[string]int64 {
 	return e
 }
 
-// pairing brings leaves below their target t up to it (section 4's
-// share_ratio pairing): claimants in order, each from free slots first,
-// then, when reclaim is on, from the victims of the walk (leaves above t).
+// pairing brings leaves below their target t up to it (the share_ratio
+// pairing, docs/rules.md#share-ratio): claimants in order, each from free
+// slots first, then, when reclaim is on, from the victims of the walk
+// (leaves above t).
 // t holds every node's target (a parent's is the sum of its leaves').
 func (f *fold) pairing(t map[string]int64, reclaim bool) {
 	m := f.m

@@ -1,10 +1,10 @@
 package refmodel
 
-// Ownership in the plan (allocation-rules.md section 5, "Ownership in the
-// plan"): the input types, their validation, and the assignment of
-// ownership to concrete host slots. events.Plan does not carry these
-// fields yet, so the model has its own plan payload, OwnedPlan, whose field
-// names follow the spec; the lead maps events to it.
+// Ownership in the plan (docs/rules.md#ownership): the input types, their
+// validation, and the assignment of ownership to concrete host slots.
+// events.Plan does not carry these fields yet, so the model has its own plan
+// payload, OwnedPlan, whose field names follow the spec; the lead maps events
+// to it.
 
 import (
 	"errors"
@@ -22,7 +22,8 @@ import (
 // log.
 var ErrNotModelled = errors.New("not modelled by the reference model")
 
-// OwnedPlan is a plan event with the ownership fields of section 5: the
+// OwnedPlan is a plan event with the ownership fields of
+// docs/rules.md#ownership: the
 // policy's reclaim_for_preference, and per consumer `own` and `lend`
 // (lend_grace and reclaim_grace are already in events.Consumer).
 type OwnedPlan struct {
@@ -142,7 +143,7 @@ func applyOwnership(nodes map[string]*node, pol *policy, op *OwnedPlan) error {
 
 // checkOwnTree refuses a child owning anything under a parent that owns
 // nothing, and children that statically own more than their parent, per
-// host and per group the parent names (section 5, validation).
+// host and per group the parent names (docs/rules.md#ownership).
 func checkOwnTree(nodes map[string]*node) error {
 	var paths []string
 	for p := range nodes {
@@ -210,7 +211,7 @@ func checkOwnTree(nodes map[string]*node) error {
 }
 
 // hasOwnership reports whether the plan gives anyone ownership; a plan
-// without it folds exactly as sections 1-4.
+// without it folds exactly as a pool without ownership.
 func (m *Model) hasOwnership() bool {
 	for _, n := range m.nodes {
 		if len(n.own) > 0 {
@@ -240,8 +241,9 @@ func (m *Model) workload(h string) int64 {
 	return s
 }
 
-// assign re-runs the assignment of ownership to host slots (section 5,
-// "Assignment") and emits one `own` decision per changed (consumer, host).
+// assign re-runs the assignment of ownership to host slots
+// (docs/rules.md#assignment) and emits one `own` decision per changed
+// (consumer, host).
 // old holds the nodes of the plan before this event (nil when the event
 // is not a plan).
 func (f *fold) assign(old map[string]*node) {

@@ -15,13 +15,14 @@ import (
 var ownRuns = flag.Int("own.runs", 120, "random ownership logs folded by TestOwnRandomInvariants")
 
 // TestOwnRandomInvariants folds random share_ratio logs with ownership
-// (whole, partial and group entries, preferences, lend and grace
-// periods, both values of reclaim_for_preference, preemption on and off,
-// host and plan changes) and checks after every event section 1's
-// invariants, section 5's properties (checkOwnership: a = the layered
-// targets with preemption, owners hold their own layer, nobody holds
-// slots it may not borrow, ownership within hosts and parents), that a
-// refused event changes nothing and that the fold is deterministic.
+// (whole, partial and group entries, preferences, lend and grace periods,
+// both values of reclaim_for_preference, preemption on and off, host and plan
+// changes) and checks after every event the invariants of
+// docs/rules.md#model, the properties of docs/rules.md#ownership-properties
+// (checkOwnership: a = the layered targets with preemption, owners hold their
+// own layer, nobody holds slots it may not borrow, ownership within hosts and
+// parents), that a refused event changes nothing and that the fold is
+// deterministic.
 func TestOwnRandomInvariants(t *testing.T) {
 	runOwnRandom(t, rand.New(rand.NewPCG(7, 11)), false)
 }
@@ -274,9 +275,9 @@ func checkModes(t *testing.T, name string, m *Model, at time.Time, f *fold) stri
 }
 
 // checkUnassigned: while no ownership is assigned (before and after the
-// event), an ownership plan folds as the same plan without it (section 5:
-// one public layer): under priority the same decisions and placement,
-// under share_ratio the same allocations.
+// event), an ownership plan folds as the same plan without it
+// (docs/rules.md#layered-fold: one public layer): under priority the same
+// decisions and placement, under share_ratio the same allocations.
 func checkUnassigned(t *testing.T, name string, before, after *Model, seq uint64, at time.Time, p events.Payload, ds []Decision) string {
 	t.Helper()
 	if !before.planned || len(before.own) > 0 || len(after.own) > 0 || !after.hasOwnership() {

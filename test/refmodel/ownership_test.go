@@ -10,9 +10,8 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 )
 
-// TestSpecOwnLendReturn runs the spec's own worked example
-// (shared/spec/scenarios-ownership/own-lend-return.yaml, copied verbatim
-// into testdata).
+// TestSpecOwnLendReturn runs the specification's own worked example
+// (docs/rules.md#ownership-example), copied verbatim into testdata.
 func TestSpecOwnLendReturn(t *testing.T) {
 	runYAML(t, loadFile(t, "testdata/own-lend-return.yaml"))
 }

@@ -37,7 +37,7 @@ var modelDisagrees = map[string]string{
 	"ownership/z-two-private-pools.yaml":                 "same point as share-ratio-private-pool.yaml: a descendant taking its ancestor's private slots back from an outsider, a return in the file (#99), a share reclaim in the model",
 	"ownership/y-percent-max-host-loss.yaml":             "the model moves an owner's running work onto its owned host when the host comes back (release.own_moved and grants); the engine keeps running work in place when only the accounting changes (#104)",
 	"ownership/y-balance-false-own.yaml":                 "balance: false inside the layers: the file (and the engine) keep what leaves hold in the public division when an owner takes its host back (T0 per division, #102); the model's T0 reading reclaims from the borrower above its share",
-	"ownership/priority-grace-classes.yaml":              "the file states the reclaim's deadline (time + the victim's reclaim_grace, section 6); the model does not model reclaim deadlines (AMBIGUITIES.md 19)",
+	"ownership/priority-grace-classes.yaml":              "the file states the reclaim's deadline (time + the victim's reclaim_grace, docs/rules.md#time); the model does not model reclaim deadlines (AMBIGUITIES.md 19)",
 }
 
 func TestOwnershipScenarioFiles(t *testing.T) {

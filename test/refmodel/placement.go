@@ -1,8 +1,9 @@
 package refmodel
 
-// Placement with ownership (allocation-rules.md section 5, "Placement with
-// ownership") and the share_ratio rebalance of an ownership plan: owners
-// first (returns), then section 4's pairing on the layered targets.
+// Placement with ownership (docs/rules.md#ownership-placement) and the
+// share_ratio rebalance of an ownership plan: owners first (returns), then
+// the share_ratio pairing (docs/rules.md#share-ratio) on the layered
+// targets.
 //
 // The model keeps allocations as counts per (leaf, host). Which part of a
 // host a leaf's slots sit in (its own slots, an ancestor's private pool,
@@ -568,7 +569,7 @@ const rebalanceRounds = 3
 
 // round: revoke what leaves may no longer borrow; owners by rank take
 // their own layer before any share rule (with or without preemption);
-// then section 4's pairing source by source, then on the totals.
+// then the share_ratio pairing source by source, then on the totals.
 func (f *fold) round(ly layers) {
 	m := f.m
 	f.revoke()
@@ -582,7 +583,7 @@ func (f *fold) round(ly layers) {
 	}
 	// What placement could not match source by source (the attribution
 	// of a host's slots is a fixed rule, not a record) is settled on the
-	// totals, as section 4's pairing.
+	// totals, as the share_ratio pairing.
 	f.pairing(ly.T, m.pol.preemption && !f.leftover)
 }
 
@@ -681,7 +682,8 @@ func (m *Model) holdIn(l, src string, ly *layers) int64 {
 	return s
 }
 
-// pairSource is section 4's share_ratio pairing inside one source (a
+// pairSource is the share_ratio pairing (docs/rules.md#share-ratio)
+// inside one source (a
 // layer, or a class group of a pool): claimants below their target there
 // take its free slots, then (with preemption) the slots of leaves above
 // their target there. Claimants by (target - held) / share, priority desc,

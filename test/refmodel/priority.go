@@ -1,10 +1,10 @@
 package refmodel
 
-// reclaim: priority with ownership (rules version 3; allocation-rules.md
-// section 5, "The layered fold": "each layer runs section 4's procedure on
+// reclaim: priority with ownership (rules version 3;
+// docs/rules.md#layer-division: each layer runs the priority procedure on
 // its own slots, with G = the planned share of that layer's capacity over
 // the layer's subtree; first-come first-served and reclaim happen inside a
-// layer"). Readings: AMBIGUITIES.md, ownership 23-30.
+// layer). Readings: AMBIGUITIES.md, ownership 23-30.
 //
 // The own layer is share_ratio's (ownerTakes: moves onto own slots, free
 // own slots, idle slots, returns), with the leaf's effective demand in
@@ -258,8 +258,8 @@ func (m *Model) usable(s player, l, n string) bool {
 // layerShares is a layer's P (planned share of its capacity over the
 // pool's subtree, members only), E (each member's slots in the layer
 // plus its unmet demand; a parent's min(its max room with the slots of
-// the layer, the sum of its children's)) and G (section 4's guarantee
-// with the pool's children as the top level).
+// the layer, the sum of its children's)) and G (the guarantee of
+// docs/rules.md#shares with the pool's children as the top level).
 func (f *fold) layerShares(s player, v lview) (p, e, g map[string]int64) {
 	m, d := f.m, f.d
 	p = m.plannedOver(s.pool, v.cap, s.members)
@@ -372,7 +372,8 @@ func (f *fold) priorityOwned() {
 	}
 }
 
-// priorityLayer runs section 4's procedure on layer s: free slots (then
+// priorityLayer runs the priority procedure (docs/rules.md#priority) on
+// layer s: free slots (then
 // the layer's slots outsiders hold, taken back) to entitled members, then
 // to borrowers first-come first-served, then (with preemption) reclaim
 // among the members.

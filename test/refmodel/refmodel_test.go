@@ -435,7 +435,7 @@ func TestPreemptionOffAndParentMax(t *testing.T) {
 
 // TestRandomInvariants folds random events, under rules versions 1 and 2
 // and every policy (balance: false included), and checks the invariants of
-// section 1, plus a = T after every event in share_ratio mode with
+// docs/rules.md#model, plus a = T after every event in share_ratio mode with
 // preemption and balancing, and checkBalanceFalse / checkVersions.
 func TestRandomInvariants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))

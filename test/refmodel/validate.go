@@ -34,11 +34,11 @@ var (
 	ErrOverflow        = errors.New("value above the overflow limits")
 	ErrBadPayload      = errors.New("unknown or nil payload")
 	// ErrUnknownRules: the plan names a rules version the model does not
-	// implement (allocation-rules.md section 8); only 1 and 2 exist.
+	// implement (docs/rules.md#versions); only 1 and 2 exist.
 	ErrUnknownRules = errors.New("unknown rules version")
 )
 
-// Rules versions the model implements (allocation-rules.md section 8).
+// Rules versions the model implements (docs/rules.md#versions).
 const (
 	rulesV1 = 1 // release excess, then trim slots on down hosts
 	rulesV2 = 2 // trim slots on down hosts, then release excess
@@ -81,8 +81,8 @@ type policy struct {
 	balance bool
 	// rules is the rules version: the plan's, 1 when it names none.
 	rules int
-	// reclaimForPreference (section 5): owners take back their most
-	// preferred slots even while idle slots exist elsewhere.
+	// reclaimForPreference (docs/rules.md#ownership-placement): owners take
+	// back their most preferred slots even while idle slots exist elsewhere.
 	reclaimForPreference bool
 }
 
@@ -96,7 +96,7 @@ func buildPlan(pl events.Plan) (map[string]*node, policy, error) {
 func buildPlanUpTo(pl events.Plan, newest int) (map[string]*node, policy, error) {
 	pol := policy{reclaim: pl.Policy.ReclaimOrDefault(), enforcement: pl.Policy.EnforcementOrDefault(),
 		preemption: pl.Policy.PreemptionOrDefault(), balance: pl.Policy.BalanceOrDefault(), rules: pl.Rules}
-	if pol.rules == 0 { // a stored plan without the field predates versions (section 8)
+	if pol.rules == 0 { // a stored plan without the field predates versions
 		pol.rules = rulesV1
 	}
 	if pol.rules < rulesV1 || pol.rules > newest {

@@ -1,8 +1,9 @@
 package refmodel
 
-// A small reader of the scenario format (shared/spec/scenarios.md) with the
-// ownership fields of allocation-rules.md section 5, written for these
-// tests from the spec: the refmodel does not use the project's parser.
+// A small reader of the scenario format (docs/scenarios.md) with the
+// ownership fields of docs/rules.md#ownership, written for these tests
+// from the specification: the refmodel does not use the project's
+// parser.
 // Expectations it adds for the ownership tests (the spec's format has
 // allocations, decisions and rejected): a decision may name host, rule
 // and deadline; `owned: {path: {host: slots}}` and `placed: {leaf: {host:
@@ -386,7 +387,8 @@ func loadFile(t *testing.T, path string) string {
 
 func errorsIsNotModelled(err error) bool { return errors.Is(err, ErrNotModelled) }
 
-// checkOwnership checks section 5's properties that the state shows. Those
+// checkOwnership checks the properties of
+// docs/rules.md#ownership-properties that the state shows. Those
 // about counts (every leaf at its layered target in share_ratio with
 // preemption, owners at least at their own layer, a parent's private slots
 // used outside only while its leaves are at their targets) fail the test
