@@ -28,8 +28,9 @@ const maxIDLen = 128
 // decoder reads one request body: a single event object or an array of
 // them. It streams: the array is read one element at a time with a
 // json.Decoder (never as a whole), the count is checked before each
-// element, and each element is decoded, bounded (events.CheckLimits) and
-// authorized before the next is read. The body itself is bounded by
+// element, and each element is decoded, bounded (events.CheckLimits),
+// its new names checked (events.CheckNames) and authorized before the
+// next is read. The body itself is bounded by
 // http.MaxBytesReader. Anything after the JSON value is an error: a
 // second value is never silently dropped.
 type decoder struct {
@@ -180,6 +181,11 @@ func (d decoder) event(rq EventRequest, i int) (incoming, *apiError) {
 		return incoming{}, refusal(err, at(i))
 	}
 	if err := events.CheckLimits(p); err != nil {
+		return incoming{}, refusal(err, at(i))
+	}
+	// Names are admitted here, not in the fold: released rules versions
+	// fold every stored event as before (docs/decisions.md 160).
+	if err := events.CheckNames(p); err != nil {
 		return incoming{}, refusal(err, at(i))
 	}
 	// Every stored plan names its rules version (docs/rules.md#versions): one

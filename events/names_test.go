@@ -1,0 +1,81 @@
+package events
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCheckNameRefusesLookAlikesAndInvisibles(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, codePoint string
+	}{
+		{"right-to-left override", "/team\u202Eb", "U+202E RIGHT-TO-LEFT OVERRIDE"},
+		{"left-to-right isolate", "/a\u2066b", "U+2066 LEFT-TO-RIGHT ISOLATE"},
+		{"zero width space", "/team\u200Ba", "U+200B ZERO WIDTH SPACE"},
+		{"zero width joiner", "/a\u200Db", "U+200D ZERO WIDTH JOINER"},
+		{"word joiner", "/a\u2060b", "U+2060 WORD JOINER"},
+		{"byte order mark", "/\uFEFFa", "U+FEFF ZERO WIDTH NO-BREAK SPACE"},
+		{"soft hyphen", "/a\u00ADb", "U+00AD SOFT HYPHEN"},
+		{"tag character", "/a\U000E0041", "U+E0041 TAG LATIN CAPITAL LETTER A"},
+		{"hangul filler", "/a\u3164", "U+3164 HANGUL FILLER"},
+		{"combining grapheme joiner", "/a\u034Fb", "U+034F COMBINING GRAPHEME JOINER"},
+		{"variation selector", "/a\uFE0F", "U+FE0F VARIATION SELECTOR-16"},
+		{"private use", "/a\uE000", "U+E000"},
+		{"unassigned", "/a\U000E0080", "U+E0080"},
+		{"fullwidth letters", "/ｔｅａｍ", "U+FF54 FULLWIDTH LATIN SMALL LETTER T"},
+		{"ligature", "/ﬁnance", "U+FB01 LATIN SMALL LIGATURE FI"},
+		{"superscript", "/team²", "U+00B2 SUPERSCRIPT TWO"},
+		{"no-break space", "h\u00A01", "U+00A0 NO-BREAK SPACE"},
+		{"decomposed accent (NFD)", "/cafe\u0301", "U+0301 COMBINING ACUTE ACCENT"},
+		{"Kelvin sign", "/\u212A", "U+212A KELVIN SIGN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckName("consumer path", tc.in)
+			if !errors.Is(err, ErrInvalidName) || CodeOf(err) != "invalid_name" {
+				t.Fatalf("CheckName(%q) = %v, want invalid_name", tc.in, err)
+			}
+			if !strings.Contains(err.Error(), tc.codePoint) {
+				t.Errorf("CheckName(%q) = %q, want it to name %s", tc.in, err, tc.codePoint)
+			}
+		})
+	}
+}
+
+func TestCheckNameAcceptsNFC(t *testing.T) {
+	for _, in := range []string{
+		"/eng/dev", "/café", "/équipe/ü", "/Ωmega/δ", "/チーム/開発", "/команда", "/فريق", "/צוות",
+		"/한국", "/a-b_c.d@e+f", "gpu-07.example.com", "rack 3", "/x/π",
+	} {
+		if err := CheckName("name", in); err != nil {
+			t.Errorf("CheckName(%q) = %v, want nil", in, err)
+		}
+	}
+}
+
+func TestCheckNamesCoversWhatEventsIntroduce(t *testing.T) {
+	bad := "/a\u200Bb"
+	slots := int64(1)
+	for _, tc := range []struct {
+		name string
+		p    Payload
+		want bool
+	}{
+		{"plan path", &PlanChange{Plan: Plan{Consumers: []Consumer{{Path: "/ok"}, {Path: bad}}}}, true},
+		{"plan own host", &PlanChange{Plan: Plan{Consumers: []Consumer{{Path: "/ok", Own: []OwnEntry{{Host: "h\u202E1"}}}}}}, true},
+		{"plan own group", &PlanChange{Plan: Plan{Consumers: []Consumer{{Path: "/ok", Own: []OwnEntry{{Group: "ｇｐｕ", Slots: &slots}}}}}}, true},
+		{"host_up host", &HostUp{Host: "h\u200B1", Slots: 1}, true},
+		{"host_up group", &HostUp{Host: "h1", Group: "gpu\u2066", Slots: 1}, true},
+		{"plan, every name fine", &PlanChange{Plan: Plan{Consumers: []Consumer{{Path: "/café/é"}}}}, false},
+		// References are the engine's to check against the pool: a name
+		// accepted before this check can still be released or taken down.
+		{"demand refers", &Demand{Demands: map[string]int64{bad: 1}}, false},
+		{"release refers", &Release{Consumer: bad, Slots: 1}, false},
+		{"host_down refers", &HostDown{Host: "h\u200B1"}, false},
+	} {
+		err := CheckNames(tc.p)
+		if got := errors.Is(err, ErrInvalidName); got != tc.want {
+			t.Errorf("%s: CheckNames = %v, want refused %v", tc.name, err, tc.want)
+		}
+	}
+}
