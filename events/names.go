@@ -2,12 +2,10 @@ package events
 
 import (
 	"fmt"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
-	"golang.org/x/text/unicode/runenames"
 )
 
 // ErrInvalidName refuses a name that would look like another one, or like
@@ -122,10 +120,7 @@ func firstChanged(s string) rune {
 	return r
 }
 
-// codePoint is "U+202E RIGHT-TO-LEFT OVERRIDE".
-func codePoint(r rune) string {
-	if n := runenames.Name(r); n != "" && !strings.HasPrefix(n, "<") {
-		return fmt.Sprintf("U+%04X %s", r, n)
-	}
-	return fmt.Sprintf("U+%04X", r)
-}
+// codePoint is "U+202E" (Unicode's names would add a megabyte of tables
+// to the binary; the code point, what kind of character it is and the
+// name to write instead are enough to act on).
+func codePoint(r rune) string { return fmt.Sprintf("U+%04X", r) }
