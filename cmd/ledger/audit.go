@@ -79,8 +79,13 @@ nearest snapshot) with the same code as the projector and compares, event by
 event, the projection's copy of the event, its hash-chain link and its
 decisions; then each pool's allocations, consumer state and checkpoint. It
 stops at the first divergence, names its sequence, what the log implies and
-what the projection holds, and exits with status 1. Events the projector has
-not committed yet are not compared.
+what the projection holds, and exits with status 1.
+
+verify reads the projection in one consistent snapshot (one read-only
+REPEATABLE READ transaction) and replays each pool up to exactly its
+checkpoint in that snapshot, so it may run while producers append and the
+projector writes: events committed after the snapshot are not compared, and
+the answer names the sequence it verified up to.
 
 With --trusted-keys (what the projector was given), events no trusted key
 signed are refused as unauthenticated, as the projector refuses them; verify
@@ -123,7 +128,8 @@ func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "ok: %d events of %d pools match the log (%s)\n", rep.Events, rep.Pools, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "ok: %d events of %d pools match the log up to sequence %d, the projection as committed at offset %d (%s)\n",
+		rep.Events, rep.Pools, rep.UpTo, rep.Offset, time.Since(start).Round(time.Millisecond))
 	if len(rep.Unauthenticated) > 0 {
 		fmt.Fprintf(out, "UNAUTHENTICATED: the log holds %d events no trusted key signed (refused, they changed nothing):\n", len(rep.Unauthenticated))
 		for _, u := range rep.Unauthenticated {

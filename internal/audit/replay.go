@@ -22,7 +22,7 @@ type poolReplay struct {
 // Replayer re-folds pools, each from its nearest snapshot at or before the
 // requested offset (or from the beginning without a database).
 type Replayer struct {
-	db    *pgxpool.Pool
+	db    query.Querier // nil: no database, every pool from the beginning
 	from  uint64
 	pools map[string]*poolReplay
 	keys  *signing.Keyring
@@ -34,7 +34,17 @@ func (r *Replayer) Trust(keys *signing.Keyring) { r.keys = keys }
 
 // NewReplayer prepares a replay from offset from; db may be nil.
 func NewReplayer(db *pgxpool.Pool, from uint64) *Replayer {
-	return &Replayer{db: db, from: max(from, 1), pools: map[string]*poolReplay{}}
+	if db == nil {
+		return newReplayer(nil, from)
+	}
+	return newReplayer(db, from)
+}
+
+// newReplayer is NewReplayer reading snapshots through q (a transaction,
+// so that they come from the same snapshot of the database as the rows
+// they are compared with); q may be nil.
+func newReplayer(q query.Querier, from uint64) *Replayer {
+	return &Replayer{db: q, from: max(from, 1), pools: map[string]*poolReplay{}}
 }
 
 // Event is one event re-folded, with what it did.
@@ -129,11 +139,4 @@ func (r *Replayer) loadIDs(ctx context.Context, name string, pr *poolReplay) err
 		pr.ids[id] = struct{}{}
 	}
 	return err
-}
-
-func (r *Replayer) knownPools(ctx context.Context) ([]string, error) {
-	if r.db == nil {
-		return nil, nil
-	}
-	return query.Pools(ctx, r.db)
 }

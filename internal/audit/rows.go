@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/cluster-ledger/ledger/domain"
@@ -121,5 +120,3 @@ func describeDecision(d domain.Decision) string {
 	}
 	return fmt.Sprintf("%s %s%s: %d on %s [%s]", d.Kind, d.Consumer, from, d.Slots, d.Host, d.Rule)
 }
-
-func sortStrings(s []string) { slices.Sort(s) }

@@ -3,7 +3,10 @@ package audit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -35,6 +38,12 @@ func (d *Divergence) Error() string {
 type Report struct {
 	Pools  int
 	Events int
+	// Offset is the projection's committed stream sequence in the
+	// snapshot verify read (projector_offsets), and UpTo the last
+	// sequence it compared: the furthest checkpoint of the pools verified.
+	// Events after a pool's checkpoint were not projected yet in that
+	// snapshot and are not compared.
+	Offset, UpTo uint64
 	// Unauthenticated names the events the fold refused because no
 	// trusted key signed them (forged, or published around the ledger):
 	// consistent with the projection, but an operator must look.
@@ -52,11 +61,38 @@ type Refusal struct {
 // Verify replays the log from offset from (each pool from its nearest
 // snapshot) and compares it with the projection in db: every event copy,
 // hash-chain link and decision, then every pool's final allocations,
-// consumer state (ownership figures included), ownership and checkpoint. It returns the first *Divergence as the
-// error. progress, if not nil, is called as events are checked.
-// keys, when not nil, are the trusted keys the projector was given.
+// consumer state (ownership figures included), ownership and checkpoint.
+// It returns the first *Divergence as the error. progress, if not nil, is
+// called as events are checked. keys, when not nil, are the trusted keys
+// the projector was given.
+//
+// Everything it reads from PostgreSQL comes from one read-only REPEATABLE
+// READ transaction: one consistent snapshot of the projection, taken at a
+// commit of the projector. Each pool is replayed up to exactly its
+// checkpoint in that snapshot (checkpoints.last_seq) and compared there,
+// so appends and projection going on meanwhile can never show as a
+// divergence; later events are not compared (Report.UpTo says how far it
+// went).
 func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, from uint64, pool string, progress func(checked int)) (Report, error) {
-	r := NewReplayer(db, from)
+	var rep Report
+	err := query.ReadOnly(ctx, db, func(q query.Querier) error {
+		var err error
+		rep, err = verifySnapshot(ctx, js, q, keys, from, pool, progress)
+		return err
+	})
+	return rep, err
+}
+
+// errPastSnapshot ends the read of the log after the last sequence the
+// snapshot covers.
+var errPastSnapshot = errors.New("past the snapshot")
+
+func verifySnapshot(ctx context.Context, js jetstream.JetStream, q query.Querier, keys *signing.Keyring, from uint64, pool string, progress func(checked int)) (Report, error) {
+	snap, err := readSnapshot(ctx, q, pool)
+	if err != nil {
+		return Report{}, err
+	}
+	r := newReplayer(q, from)
 	r.Trust(keys)
 	var forged []Refusal
 	filter := "ledger.>"
@@ -67,14 +103,14 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys 
 	if err != nil {
 		return Report{}, err
 	}
-	committed, err := query.ProjectorOffset(ctx, db, "")
-	if err != nil {
-		return Report{}, err
-	}
-	c := &checker{db: db, from: max(from, 1)}
+	c := &checker{db: q, from: max(from, 1)}
 	err = ReadLog(ctx, js, readFrom, filter, func(m Message) error {
-		if m.Stored.Seq > committed {
-			return nil // not projected yet: nothing to compare
+		seq := m.Stored.Seq
+		if seq > snap.last() {
+			return errPastSnapshot
+		}
+		if cp, ok := snap.checkpoints[m.Pool]; !ok || seq > cp {
+			return snap.unprojected(m.Pool, seq, cp)
 		}
 		ev, ok, err := r.Fold(ctx, m)
 		if err != nil || !ok {
@@ -82,9 +118,9 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys 
 		}
 		c.noteChanges(ev)
 		if ev.Result.Refused == projections.CodeUnauthenticated {
-			forged = append(forged, Refusal{Pool: m.Pool, Seq: m.Stored.Seq, ID: m.Stored.Envelope.ID, Reason: ev.Result.RefusalDetail})
+			forged = append(forged, Refusal{Pool: m.Pool, Seq: seq, ID: m.Stored.Envelope.ID, Reason: ev.Result.RefusalDetail})
 		}
-		if m.Stored.Seq < c.from {
+		if seq < c.from {
 			return nil
 		}
 		c.pending = append(c.pending, ev)
@@ -98,26 +134,95 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys 
 		}
 		return nil
 	})
+	if errors.Is(err, errPastSnapshot) {
+		err = nil
+	}
 	if err == nil {
 		err = c.flush(ctx)
 	}
 	if err != nil {
 		return Report{}, err
 	}
-	pools, err := poolsToCheck(ctx, db, pool, r)
-	if err != nil {
-		return Report{}, err
+	pools := snap.pools()
+	if pool != "" && len(pools) == 0 {
+		if _, halted := snap.halted[pool]; !halted {
+			return Report{}, fmt.Errorf("pool %s: the projection holds none of its events (at sequence %d)", pool, snap.offset)
+		}
 	}
 	for _, name := range pools {
 		if err := c.finalState(ctx, name, r); err != nil {
 			return Report{}, err
 		}
 	}
-	return Report{Pools: len(pools), Events: c.checked, Unauthenticated: forged}, nil
+	return Report{Pools: len(pools), Events: c.checked, Offset: snap.offset, UpTo: snap.last(), Unauthenticated: forged}, nil
+}
+
+// projectionSnapshot is where the projection stands in the transaction
+// verify reads: the committed offset, each pool's checkpoint, and the
+// halted pools.
+type projectionSnapshot struct {
+	offset      uint64
+	checkpoints map[string]uint64 // pool -> checkpoints.last_seq
+	halted      map[string]uint64 // pool -> the sequence whose fold failed
+}
+
+func readSnapshot(ctx context.Context, q query.Querier, pool string) (projectionSnapshot, error) {
+	var s projectionSnapshot
+	var err error
+	if s.offset, err = query.ProjectorOffset(ctx, q, ""); err != nil {
+		return s, err
+	}
+	if s.checkpoints, err = query.AllProjectedSeqs(ctx, q); err != nil {
+		return s, err
+	}
+	if pool != "" {
+		s.checkpoints = map[string]uint64{pool: s.checkpoints[pool]}
+		if s.checkpoints[pool] == 0 {
+			delete(s.checkpoints, pool)
+		}
+	}
+	if s.halted, err = query.HaltedSeqs(ctx, q); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// last is the last sequence the snapshot covers: the projector's offset,
+// or a pool's checkpoint beyond it.
+func (s projectionSnapshot) last() uint64 {
+	last := s.offset
+	for _, seq := range s.checkpoints {
+		last = max(last, seq)
+	}
+	return last
+}
+
+func (s projectionSnapshot) pools() []string {
+	return slices.Sorted(maps.Keys(s.checkpoints))
+}
+
+// unprojected judges an event of pool after its checkpoint cp (0: the
+// pool has none): not projected yet when it is past the committed offset,
+// or when the pool is halted at or before it; otherwise the offset says
+// the projection holds it and the checkpoint says it does not, so a
+// checkpoint was changed or removed.
+func (s projectionSnapshot) unprojected(pool string, seq, cp uint64) error {
+	if seq > s.offset {
+		return nil
+	}
+	if h, ok := s.halted[pool]; ok && h <= seq {
+		return nil
+	}
+	found := "no checkpoint row"
+	if cp > 0 {
+		found = fmt.Sprintf("checkpoints.last_seq %d", cp)
+	}
+	return &Divergence{Pool: pool, Seq: seq, What: fmt.Sprintf("the projection's offset (%d) covers this event but the pool's checkpoint does not (a checkpoint was changed or removed)", s.offset),
+		Expected: fmt.Sprintf("a checkpoint at or after %d", seq), Found: found}
 }
 
 type checker struct {
-	db         *pgxpool.Pool
+	db         query.Querier // the transaction of the snapshot
 	from       uint64
 	pending    []Event
 	checked    int
@@ -169,25 +274,4 @@ func compareEvent(ev Event, rows map[query.Key]*stored) *Divergence {
 		}
 	}
 	return nil
-}
-
-func poolsToCheck(ctx context.Context, db *pgxpool.Pool, pool string, r *Replayer) ([]string, error) {
-	if pool != "" {
-		return []string{pool}, nil
-	}
-	known, err := r.knownPools(ctx)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	for _, p := range known {
-		seen[p] = true
-	}
-	for name := range r.Pools() {
-		if !seen[name] {
-			known = append(known, name)
-		}
-	}
-	sortStrings(known)
-	return known, nil
 }

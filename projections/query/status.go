@@ -74,3 +74,19 @@ func HaltedPools(ctx context.Context, q Querier, limit int) ([]Halted, error) {
 	}
 	return out, nil
 }
+
+// HaltedSeqs is every halted pool with the sequence whose fold failed.
+func HaltedSeqs(ctx context.Context, q Querier) (map[string]uint64, error) {
+	rows, _ := q.Query(ctx, `SELECT pool, seq FROM halted_pools`)
+	out := map[string]uint64{}
+	var pool string
+	var seq int64
+	_, err := pgx.ForEachRow(rows, []any{&pool, &seq}, func() error {
+		out[pool] = uint64(seq)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("halted pools: %w", err)
+	}
+	return out, nil
+}
