@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"io/fs"
 	"strings"
 
@@ -26,8 +27,13 @@ var (
 
 // Up applies every migration newer than the database's version. A database
 // already at the latest version is success. ctx cancels between
-// migrations (a migration in progress completes or rolls back).
+// migrations (a migration in progress completes or rolls back). Errors
+// never show the URL's password.
 func Up(ctx context.Context, databaseURL string) error {
+	return redact.Error(up(ctx, databaseURL), databaseURL)
+}
+
+func up(ctx context.Context, databaseURL string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -51,6 +57,11 @@ func Up(ctx context.Context, databaseURL string) error {
 // (a migration failed half-way). A database never migrated reports 0,
 // false, nil.
 func Version(ctx context.Context, databaseURL string) (uint, bool, error) {
+	v, dirty, err := version(ctx, databaseURL)
+	return v, dirty, redact.Error(err, databaseURL)
+}
+
+func version(ctx context.Context, databaseURL string) (uint, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
@@ -103,7 +114,7 @@ func DriverURL(databaseURL string) (string, error) {
 	if strings.HasPrefix(databaseURL, "pgx5://") {
 		return databaseURL, nil
 	}
-	return "", fmt.Errorf("%w: %q", ErrBadURL, redact(databaseURL))
+	return "", fmt.Errorf("%w: %q", ErrBadURL, redact.URL(databaseURL))
 }
 
 func open(databaseURL string) (*migrate.Migrate, error) {
@@ -139,12 +150,4 @@ func withContext(ctx context.Context, m *migrate.Migrate, f func() error) error 
 		return ctx.Err()
 	}
 	return err
-}
-
-// redact hides everything but the scheme of a URL that may hold a password.
-func redact(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		return u[:i+3] + "..."
-	}
-	return "..."
 }

@@ -25,7 +25,7 @@ func TestReplayIntoAndVerifyCommands(t *testing.T) {
 	}
 	s.project(t, s.db)
 	bin := ledgerBinary(t)
-	env := append(os.Environ(), "NATS_URL="+s.natsURL, "NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.db.Config().ConnString())
+	env := append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.db.Config().ConnString())
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = env

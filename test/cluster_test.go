@@ -279,7 +279,7 @@ func checkLogOnce(t *testing.T, c *natsserver.Cluster, prod *clusterProducer) {
 func checkRebuildAndVerify(t *testing.T, c *natsserver.Cluster, db *pgxpool.Pool) {
 	t.Helper()
 	bin := ledgerBinary(t)
-	env := append(os.Environ(), "NATS_URL="+c.URL(), "NATS_CREDS="+testenv.Creds(t, c.URL(), natsauth.Auditor), "DATABASE_URL="+db.Config().ConnString())
+	env := append(os.Environ(), "NATS_URL="+c.URL(), "LEDGER_NATS_CREDS="+testenv.Creds(t, c.URL(), natsauth.Auditor), "DATABASE_URL="+db.Config().ConnString())
 	rebuilt := newDB(t)
 	cmd := exec.Command(bin, "replay", "--into", rebuilt.Config().ConnString())
 	cmd.Env = env

@@ -243,8 +243,8 @@ func TestDockerCompose(t *testing.T) {
 	// The services reach every NATS server and PostgreSQL as the
 	// application role, never as the superuser.
 	wantEnvs := map[string][]string{
-		"ledger":    {"DATABASE_URL", "LEDGER_SIGNING_KEY", "LEDGER_TRUSTED_KEYS", "NATS_CREDS", "NATS_URL"},
-		"projector": {"DATABASE_URL", "LEDGER_TRUSTED_KEYS", "NATS_CREDS", "NATS_HEAL_CREDS", "NATS_URL"},
+		"ledger":    {"DATABASE_URL", "LEDGER_NATS_CREDS", "LEDGER_SIGNING_KEY", "LEDGER_TRUSTED_KEYS", "NATS_URL"},
+		"projector": {"DATABASE_URL", "LEDGER_NATS_CREDS", "LEDGER_NATS_HEAL_CREDS", "LEDGER_TRUSTED_KEYS", "NATS_URL"},
 	}
 	for kind, names := range map[string][]string{"ledger": ledgers, "projector": projectors} {
 		for _, name := range names {

@@ -45,10 +45,22 @@ type devProcess struct {
 	stderr *bytes.Buffer
 }
 
+// staleDatabaseURL is what a shell holds after an earlier `ledger dev`
+// printed its lines and stopped: dev must not take it.
+const staleDatabaseURL = "postgres://ledger_reporting:stale@127.0.0.1:1/ledger?sslmode=disable"
+
 func startDev(t *testing.T, bin, data, httpAddr, natsAddr string) *devProcess {
 	t.Helper()
+	return startDevEnv(t, bin, data, httpAddr, natsAddr, append(os.Environ(), "DATABASE_URL="+staleDatabaseURL))
+}
+
+// startDevEnv starts `ledger dev` in the environment env and waits for
+// the lines it prints once ready; they must be shell export lines that a
+// shell reads back to the same values.
+func startDevEnv(t *testing.T, bin, data, httpAddr, natsAddr string, env []string) *devProcess {
+	t.Helper()
 	cmd := exec.Command(bin, "dev", "--data", data, "--http", httpAddr, "--nats", natsAddr)
-	cmd.Env = append(os.Environ(), "DATABASE_URL=")
+	cmd.Env = env
 	stdout, _ := cmd.StdoutPipe()
 	p := &devProcess{cmd: cmd, env: map[string]string{}, stderr: &bytes.Buffer{}}
 	cmd.Stderr = p.stderr
@@ -63,6 +75,7 @@ func startDev(t *testing.T, bin, data, httpAddr, natsAddr string) *devProcess {
 		}
 		close(lines)
 	}()
+	var exports []string
 	deadline := time.After(90 * time.Second)
 	for p.env["DATABASE_URL"] == "" {
 		select {
@@ -70,8 +83,11 @@ func startDev(t *testing.T, bin, data, httpAddr, natsAddr string) *devProcess {
 			if !ok {
 				t.Fatalf("ledger dev exited before it was ready:\n%s", p.stderr)
 			}
-			if k, v, found := strings.Cut(l, "="); found && k != "" && strings.ToUpper(k) == k && !strings.HasPrefix(k, "#") {
+			if k, v, found := parseExport(l); found {
 				p.env[k] = v
+				exports = append(exports, l)
+			} else if !strings.HasPrefix(l, "#") {
+				t.Errorf("ledger dev printed a line that is neither an export nor a comment: %q", l)
 			}
 		case <-deadline:
 			_ = cmd.Process.Kill()
@@ -82,6 +98,26 @@ func startDev(t *testing.T, bin, data, httpAddr, natsAddr string) *devProcess {
 		for range lines {
 		}
 	}()
+	if p.env["DATABASE_URL"] == staleDatabaseURL {
+		t.Errorf("ledger dev took the DATABASE_URL of the environment")
+	}
+	// The lines as a shell reads them (pasted, or eval'd).
+	script := strings.Join(exports, "\n") + "\nenv\n"
+	out, err := exec.Command("sh", "-c", script).Output()
+	if err != nil {
+		t.Fatalf("sh on the printed lines: %v\n%s", err, script)
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range p.env {
+		if got[k] != v {
+			t.Errorf("a shell reads %s=%q from the printed lines, want %q", k, got[k], v)
+		}
+	}
 	return p
 }
 
@@ -179,7 +215,9 @@ func TestDevRestartKeepsEverything(t *testing.T) {
 	before := waitAllocations(t, base, "demo", 3)
 	dev.stop(t)
 
-	dev = startDev(t, bin, data, httpAddr, natsAddr)
+	// Restarted from the shell that exported the first run's lines: its
+	// DATABASE_URL named the PostgreSQL that stopped with it.
+	dev = startDevEnv(t, bin, data, httpAddr, natsAddr, dev.environ())
 	defer dev.stop(t)
 	if dev.env["LEDGER_TOKEN"] != devToken {
 		t.Errorf("the admin token changed across a restart")
@@ -219,4 +257,18 @@ func (p *devProcess) environ() []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// parseExport reads a line `ledger dev` prints, export NAME='VALUE', as
+// a POSIX shell would.
+func parseExport(line string) (name, value string, ok bool) {
+	rest, found := strings.CutPrefix(line, "export ")
+	if !found {
+		return "", "", false
+	}
+	name, quoted, found := strings.Cut(rest, "=")
+	if !found || len(quoted) < 2 || quoted[0] != '\'' || quoted[len(quoted)-1] != '\'' {
+		return "", "", false
+	}
+	return name, strings.ReplaceAll(quoted[1:len(quoted)-1], `'\''`, "'"), true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"io"
 	"os"
 	"time"
@@ -56,7 +57,7 @@ func (f *logFlags) openDB(ctx context.Context, required bool) (*pgxpool.Pool, er
 		err = db.Ping(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL: %w", err)
+		return nil, fmt.Errorf("PostgreSQL %s: %w", redact.URL(f.databaseURL), redact.Error(err, f.databaseURL))
 	}
 	return db, nil
 }
@@ -162,7 +163,7 @@ PostgreSQL database, with the projector's own code.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if into != "" {
-				return runRebuild(cmd.Context(), cmd.OutOrStdout(), f, into)
+				return redact.Error(runRebuild(cmd.Context(), cmd.OutOrStdout(), f, into), into)
 			}
 			return runReplay(cmd.Context(), cmd.OutOrStdout(), f, from, to, pool, asJSON)
 		},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,14 +60,16 @@ func init() {
     events no trusted key signed;
   - a private PostgreSQL cluster started from this machine's PostgreSQL
     binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
-    runs as root), unless --database-url or DATABASE_URL names one;
+    runs as root), unless --database-url names one (DATABASE_URL in the
+    environment is ignored: it may be the line an earlier run printed);
   - the schema migrations, the projector and the HTTP API on --http, with
     the web console at http://ADDR/console/ and the Prometheus metrics of
     both at http://ADDR/metrics (the admin token may read them).
 
-Once ready it prints LEDGER_URL=, LEDGER_TOKEN=, NATS_URL=, NATS_CREDS= (the
-auditor's identity, for audit, replay and explain), LEDGER_TRUSTED_KEYS= and
-DATABASE_URL= lines to export in another shell. LEDGER_TOKEN is an admin
+Once ready it prints export lines for LEDGER_URL, LEDGER_TOKEN, NATS_URL,
+LEDGER_NATS_CREDS (the auditor's identity, for audit, replay and explain),
+LEDGER_TRUSTED_KEYS and DATABASE_URL, to paste into another shell (or
+eval). LEDGER_TOKEN is an admin
 token (every scope, every pool) kept in DATA/admin.token (mode 0600); the
 API accepts the tokens of DATA/tokens.jsonl (add more with 'ledger token
 add'). A second run reuses DATA: nothing is lost on restart. A second dev on
@@ -97,7 +100,9 @@ or cluster: dev refuses to switch it.`,
 	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
 		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
 	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
-	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", envDefault(EnvDatabaseURL, ""), "use this PostgreSQL instead of a private cluster (env "+EnvDatabaseURL+")")
+	// Never from the environment: a DATABASE_URL exported from an earlier
+	// run names that run's PostgreSQL, stopped with it.
+	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", "", "use this PostgreSQL database instead of a private cluster, for everything (migrations, projector, API and the printed DATABASE_URL); the environment's DATABASE_URL is ignored")
 	root.AddCommand(cmd)
 }
 
@@ -156,7 +161,7 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		dbURL = pg.URL()
 	}
 	return runServices(ctx, out, log, services{metrics: metrics.New(),
-		natsURL: natsURL, authDir: authDir, dbURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
+		natsURL: natsURL, authDir: authDir, dbURL: dbURL, reportingURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
 		signer: signer, trusted: trusted, trustedPath: trustedPath,
 		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)},
 	})
@@ -181,6 +186,7 @@ func setupStream(ctx context.Context, url, adminCreds string, set stream.Setting
 // services is what runServices runs.
 type services struct {
 	natsURL, authDir, dbURL, httpAddr string
+	reportingURL                      string // printed as DATABASE_URL
 	snapshotEvery                     int
 	signer                            *signing.Signer
 	trusted                           *signing.Keyring
@@ -212,11 +218,17 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	var err error
 	select {
 	case addr := <-ready:
-		fmt.Fprintf(out, "LEDGER_URL=http://%s\nLEDGER_TOKEN=%s\nNATS_URL=%s\nNATS_CREDS=%s\nLEDGER_TRUSTED_KEYS=%s\nDATABASE_URL=%s\n",
-			addr, sv.token, sv.natsURL, natsauth.SeedFile(sv.authDir, natsauth.Auditor), sv.trustedPath, sv.dbURL)
+		printExports(out, [][2]string{
+			{EnvLedgerURL, "http://" + addr},
+			{EnvLedgerToken, sv.token},
+			{EnvNATSURL, sv.natsURL},
+			{EnvNATSCreds, natsauth.SeedFile(sv.authDir, natsauth.Auditor)},
+			{EnvTrustedKeys, sv.trustedPath},
+			{EnvDatabaseURL, sv.reportingURL},
+		})
 		fmt.Fprintf(out, "# console: http://%s/console/\n", addr)
-		fmt.Fprintf(out, "# ready. In another shell: export the lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
-		fmt.Fprintf(out, "# NATS identities (nkey seeds) of the other roles: %s/{admin,ledger,projector}.nk\n", sv.authDir)
+		fmt.Fprintf(out, "# ready. In another shell: paste the export lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
+		fmt.Fprintf(out, "# NATS identities (nkey seeds) of the other roles: %s/{admin,ledger,projector}.nk; with the nats CLI: nats --server \"$NATS_URL\" --nkey \"$%s\" ...\n", sv.authDir, EnvNATSCreds)
 		err = <-errs
 	case err = <-errs:
 	case <-ctx.Done():
@@ -281,3 +293,17 @@ func stopPostgres(pg *pgcluster.Cluster) {
 		fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
 	}
 }
+
+// printExports writes one `export NAME='VALUE'` line per variable, so
+// the lines can be pasted into a shell or eval'd as they are: every
+// value is single-quoted (URLs hold `?` and `&`, paths may hold spaces).
+func printExports(out io.Writer, vars [][2]string) {
+	for _, v := range vars {
+		fmt.Fprintf(out, "export %s=%s\n", v[0], shellQuote(v[1]))
+	}
+}
+
+// shellQuote quotes s for a POSIX shell: inside single quotes nothing is
+// special but the single quote, which closes the quotes, is written
+// escaped and opens them again.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -62,7 +62,7 @@ func TestDevNATSCluster(t *testing.T) {
 		t.Fatalf("NATS_URL=%s, want 3 servers", env["NATS_URL"])
 	}
 	for _, u := range urls {
-		nc, err := natsauth.Connect(u, env["NATS_CREDS"])
+		nc, err := natsauth.Connect(u, env["LEDGER_NATS_CREDS"])
 		if err != nil {
 			t.Fatalf("the auditor cannot connect to %s: %v", u, err)
 		}
@@ -118,7 +118,7 @@ func startDevInProcess(t *testing.T, ctx context.Context, cfg devConfig) (map[st
 	env := map[string]string{}
 	sc := bufio.NewScanner(pr)
 	for env["DATABASE_URL"] == "" && sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok && !strings.HasPrefix(k, "#") {
+		if k, v, ok := parseExport(sc.Text()); ok {
 			env[k] = v
 		}
 	}
@@ -127,4 +127,18 @@ func startDevInProcess(t *testing.T, ctx context.Context, cfg devConfig) (map[st
 	}
 	go io.Copy(io.Discard, pr)
 	return env, done
+}
+
+// parseExport reads a line `ledger dev` prints, export NAME='VALUE', as
+// a POSIX shell would.
+func parseExport(line string) (name, value string, ok bool) {
+	rest, found := strings.CutPrefix(line, "export ")
+	if !found {
+		return "", "", false
+	}
+	name, quoted, found := strings.Cut(rest, "=")
+	if !found || len(quoted) < 2 || quoted[0] != '\'' || quoted[len(quoted)-1] != '\'' {
+		return "", "", false
+	}
+	return name, strings.ReplaceAll(quoted[1:len(quoted)-1], `'\''`, "'"), true
 }

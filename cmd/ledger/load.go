@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"io"
 	"net/http"
 	"strings"
@@ -68,7 +69,7 @@ func runLoad(ctx context.Context, out, errOut io.Writer, files []string, f loadF
 		}
 		db, err := pgxpool.New(ctx, f.databaseURL)
 		if err != nil {
-			return fmt.Errorf("database: %w", err)
+			return fmt.Errorf("database: %w", redact.Error(err, f.databaseURL))
 		}
 		defer db.Close()
 		l.db = db

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -43,7 +44,10 @@ var cpuProfile string
 
 func init() {
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applySecretEnv(cmd); err != nil {
+			return err
+		}
 		if cpuProfile == "" {
 			return nil
 		}
@@ -65,7 +69,9 @@ func main() {
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "ledger:", err)
+		// The last line of defence: no password of a URL, and not the
+		// token, whatever quoted them.
+		fmt.Fprintln(os.Stderr, "ledger:", redact.Secrets(redact.Error(err, os.Getenv(EnvDatabaseURL)), os.Getenv(EnvLedgerToken)))
 		os.Exit(1)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"io"
 	"log/slog"
@@ -27,19 +28,19 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	}
 	defer closeNATS()
 	if err := migrations.Up(ctx, into); err != nil {
-		return fmt.Errorf("migrate %s: %w", into, err)
+		return fmt.Errorf("migrate %s: %w", redact.URL(into), err)
 	}
 	db, err := bulkLoadPool(ctx, into)
 	if err != nil {
-		return err
+		return redact.Error(err, into)
 	}
 	defer db.Close()
 	held, err := query.HoldsProjection(ctx, db)
 	if err != nil {
-		return err
+		return redact.Error(err, into)
 	}
 	if held {
-		return fmt.Errorf("--into needs an empty database; %s already holds a projection", into)
+		return fmt.Errorf("--into needs an empty database; %s already holds a projection", redact.URL(into))
 	}
 	s, err := js.Stream(ctx, stream.Name)
 	if err != nil {
@@ -68,7 +69,7 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	fmt.Fprintf(out, "rebuilt the projection of %d stream messages into %s in %.1fs (%.0f events/s)\n", last, into, secs, float64(last)/secs)
+	fmt.Fprintf(out, "rebuilt the projection of %d stream messages into %s in %.1fs (%.0f events/s)\n", last, redact.URL(into), secs, float64(last)/secs)
 	return nil
 }
 

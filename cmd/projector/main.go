@@ -37,6 +37,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"github.com/nats-io/nats.go"
 	"io"
 	"log/slog"
@@ -60,7 +61,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "projector:", err)
+		fmt.Fprintln(os.Stderr, "projector:", redact.Error(err, os.Getenv("DATABASE_URL")))
 		os.Exit(1)
 	}
 }
@@ -77,10 +78,12 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs := flag.NewFlagSet("projector", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL)")
-	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "file with the projector's NATS identity (nkey seed) (default $NATS_CREDS)")
-	fs.StringVar(&f.healCreds, "heal-creds", os.Getenv("NATS_HEAL_CREDS"), "NATS identity allowed to publish to ledger.> (the ledger's seed), used only to append lost events again when healing the stream (default $NATS_HEAL_CREDS; without it healing uses --nats-creds)")
+	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("LEDGER_NATS_CREDS"), "file with the projector's NATS identity (nkey seed) (default $LEDGER_NATS_CREDS)")
+	fs.StringVar(&f.healCreds, "heal-creds", os.Getenv("LEDGER_NATS_HEAL_CREDS"), "NATS identity allowed to publish to ledger.> (the ledger's seed), used only to append lost events again when healing the stream (default $LEDGER_NATS_HEAL_CREDS; without it healing uses --nats-creds)")
 	fs.StringVar(&f.trustedKeys, "trusted-keys", os.Getenv("LEDGER_TRUSTED_KEYS"), "file of PEM public keys; events none of them signed are refused as unauthenticated (default $LEDGER_TRUSTED_KEYS)")
-	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
+	// A PostgreSQL URL holds its password: the flag's default is empty, so
+	// -help never shows it, and $DATABASE_URL is read after parsing.
+	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (default $DATABASE_URL; its value is never shown)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
 	fs.StringVar(&f.name, "name", projections.DefaultName, "durable consumer name and projector_offsets key")
@@ -92,6 +95,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.metricsTokens, "metrics-tokens", os.Getenv("LEDGER_METRICS_TOKENS"), "tokens file (as 'ledger token add' writes it); /metrics answers only tokens with the metrics scope (default $LEDGER_METRICS_TOKENS)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
+	}
+	if f.databaseURL == "" {
+		f.databaseURL = os.Getenv("DATABASE_URL")
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -160,7 +160,7 @@ func TestSIGTERM(t *testing.T) {
 	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
 	last := publishSeed(t, natsURL)
 	cmd := exec.Command(os.Args[0]) // TestMain runs main, which parses no flags
-	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Projector), "DATABASE_URL="+dbURL)
+	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Projector), "DATABASE_URL="+dbURL)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

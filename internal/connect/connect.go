@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"log/slog"
-	"net/url"
 	"time"
 )
 
@@ -71,7 +71,7 @@ func (w *Waiter) retry(ctx context.Context, what, addr string, f func(context.Co
 		cancel()
 		if err == nil {
 			if !logged.IsZero() {
-				w.log.Info(w.name+": "+what+" reachable", "addr", redact(addr), "waited", since(start))
+				w.log.Info(w.name+": "+what+" reachable", "addr", redact.URL(addr), "waited", since(start))
 			}
 			return nil
 		}
@@ -123,25 +123,15 @@ func (w *Waiter) waiting(what, addr string, start time.Time, err error) {
 		limit = w.wait.String()
 	}
 	w.log.Warn(w.name+": "+what+" not reachable yet; waiting",
-		"addr", redact(addr), "waited", since(start), "limit", limit, "err", err)
+		"addr", redact.URL(addr), "waited", since(start), "limit", limit, "err", redact.Error(err, addr))
 }
 
 func (w *Waiter) giveUp(what, addr string, err error) error {
-	return fmt.Errorf("%s %s: %w after %v: %w", what, redact(addr), ErrUnreachable, w.wait, err)
+	return fmt.Errorf("%s %s: %w after %v: %w", what, redact.URL(addr), ErrUnreachable, w.wait, redact.Error(err, addr))
 }
 
 func (w *Waiter) stopped(ctx context.Context, what string, err error) error {
-	return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), err)
+	return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), redact.URL(err.Error()))
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(100 * time.Millisecond) }
-
-// redact hides a password in a URL (both NATS and PostgreSQL URLs may
-// carry one).
-func redact(addr string) string {
-	u, err := url.Parse(addr)
-	if err != nil || u.User == nil {
-		return addr
-	}
-	return u.Redacted()
-}

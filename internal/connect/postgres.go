@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,11 +19,11 @@ func (w *Waiter) Postgres(ctx context.Context, url string, migrate bool) (*pgxpo
 	}
 	db, err := pgxpool.New(ctx, url) // connects lazily
 	if err != nil {
-		return nil, fmt.Errorf("database URL: %w", err)
+		return nil, fmt.Errorf("database URL: %w", redact.Error(err, url))
 	}
 	err = w.Retry(ctx, "PostgreSQL", url, db.Ping)
 	if err == nil && migrate {
-		err = migrations.Up(ctx, url)
+		err = migrations.Up(ctx, url) // redacted by migrations
 	}
 	if err != nil {
 		db.Close()

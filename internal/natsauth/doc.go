@@ -8,7 +8,7 @@
 // server the public keys with each role's [Permissions], and
 // [WriteServerConfig] writes the same as a nats-server configuration file
 // for a standalone server (docker-compose). A client connects with
-// [Connect], given the path of its seed file (NATS_CREDS, --nats-creds).
+// [Connect], given the path of its seed file (LEDGER_NATS_CREDS, --nats-creds).
 //
 // The roles:
 //   - admin: everything; the only identity that may create, update,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"io"
 	"os"
 	"path/filepath"
@@ -147,10 +148,10 @@ func Connect(url, credsPath string, opts ...nats.Option) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if errors.Is(err, nats.ErrAuthorization) {
-		return nil, fmt.Errorf("NATS %s refused the connection (%w): give the credentials with NATS_CREDS or --nats-creds (`ledger dev` prints them)", url, err)
+		return nil, fmt.Errorf("NATS %s refused the connection (%w): give the credentials with LEDGER_NATS_CREDS or --nats-creds (`ledger dev` prints them)", redact.URL(url), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("NATS %s: %w", url, err)
+		return nil, fmt.Errorf("NATS %s: %w", redact.URL(url), redact.Error(err, url))
 	}
 	return nc, nil
 }

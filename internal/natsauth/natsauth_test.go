@@ -84,8 +84,8 @@ func TestInitFilesArePrivateAndStable(t *testing.T) {
 func TestAnonymousRefused(t *testing.T) {
 	url, _ := start(t)
 	_, err := natsauth.Connect(url, "")
-	if err == nil || !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "NATS_CREDS") {
-		t.Fatalf("anonymous connection: %v, want an authorization error naming NATS_CREDS", err)
+	if err == nil || !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "LEDGER_NATS_CREDS") {
+		t.Fatalf("anonymous connection: %v, want an authorization error naming LEDGER_NATS_CREDS", err)
 	}
 }
 

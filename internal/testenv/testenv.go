@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -241,18 +241,11 @@ func startContainer(ctx context.Context) (*pgServer, error) {
 func withDatabase(u, name string) (string, error) {
 	parsed, err := url.Parse(u)
 	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
-		return "", fmt.Errorf("$%s must be a postgres:// URL, got %q", EnvDatabaseURL, redact(u))
+		return "", fmt.Errorf("$%s must be a postgres:// URL, got %q", EnvDatabaseURL, redact.URL(u))
 	}
 	parsed.Path = "/" + name
 	parsed.RawPath = ""
 	return parsed.String(), nil
-}
-
-func redact(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		return u[:i+3] + "..."
-	}
-	return "..."
 }
 
 func randomHex(n int) string {

@@ -1,0 +1,42 @@
+package redact
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://ledger:s3cretpw@127.0.0.1:5432/ledger?sslmode=disable": "postgres://ledger:xxxxx@127.0.0.1:5432/ledger?sslmode=disable",
+		"postgres://ledger@127.0.0.1/ledger":                               "postgres://ledger@127.0.0.1/ledger",
+		"connect to postgres://a:b/c@d@host/db: refused":                   "connect to postgres://a:xxxxx@host/db: refused",
+		"nats://u:p@n1:4222,nats://u:p@n2:4222":                            "nats://u:xxxxx@n1:4222,nats://u:xxxxx@n2:4222",
+		"host=h user=ledger password=s3cret dbname=ledger":                 "host=h user=ledger password=xxxxx dbname=ledger",
+		"host=h password='a b\\'c' dbname=x":                               "host=h password=xxxxx dbname=x",
+		"no secret here: https://example.com/a?b=c":                        "no secret here: https://example.com/a?b=c",
+	} {
+		if got := URL(in); got != want {
+			t.Errorf("URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestError(t *testing.T) {
+	conn := "postgres://ledger_api:0123456789abcdef@127.0.0.1:1/ledger"
+	// A driver quoting the password alone, out of its URL.
+	base := fmt.Errorf("cannot parse: bad password 0123456789abcdef: %w", io.EOF)
+	err := Error(base, conn)
+	if strings.Contains(err.Error(), "0123456789abcdef") || !errors.Is(err, io.EOF) {
+		t.Fatalf("Error: %q (is EOF %v)", err, errors.Is(err, io.EOF))
+	}
+	if Error(nil, conn) != nil {
+		t.Fatal("Error(nil) is not nil")
+	}
+	plain := errors.New("dial tcp: refused")
+	if Error(plain, conn) != plain {
+		t.Fatal("an error with nothing to hide should be returned as it is")
+	}
+}
