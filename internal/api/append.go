@@ -25,7 +25,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	pool, ins, res, aerr := s.appendRequest(w, r)
 	if aerr != nil {
-		writeError(w, aerr)
+		s.fail(w, r, aerr)
 	} else {
 		writeJSON(w, http.StatusOK, EventsResponse{Pool: pool, Events: res})
 	}
@@ -97,7 +97,7 @@ func writeScopeOf(id *auth.Identity) auth.Scope {
 // ledger instances.
 func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) ([]Appended, *apiError) {
 	if !s.nc.IsConnected() {
-		return nil, unavailable(ReasonUnavailable, fmt.Errorf("NATS is not connected (%s)", s.nc.Status()))
+		return nil, unavailable(ReasonUnavailable, "NATS is not connected: nothing was stored; retry", fmt.Errorf("NATS connection %s", s.nc.Status()))
 	}
 	if aerr := s.checkHold(ctx); aerr != nil {
 		return nil, aerr
@@ -162,7 +162,7 @@ func backoff(ctx context.Context, conflicts int) error {
 
 func (a *attempt) refresh(ctx context.Context) *apiError {
 	if err := a.s.catchUp(ctx, a.st); err != nil {
-		return unavailable(ReasonUnavailable, err)
+		return unavailable(ReasonUnavailable, fmt.Sprintf("pool %s: could not read its events from the stream; nothing was stored: retry", a.st.name), err)
 	}
 	a.current = true
 	return nil
@@ -196,7 +196,7 @@ func (a *attempt) try(ctx context.Context) (res []Appended, done bool, aerr *api
 		a.s.log.Debug("append conflict; catching up", "pool", a.st.name, "expected", a.st.pool.Seq(), "err", err)
 		a.conflicts++
 		if err := backoff(ctx, a.conflicts); err != nil {
-			return nil, true, unavailable(ReasonUnavailable, err)
+			return nil, true, unavailable(ReasonUnavailable, "the request ended while other ledger instances were appending to the pool; nothing was stored: retry", err)
 		}
 		aerr := a.refresh(ctx)
 		return nil, aerr != nil, aerr
@@ -421,15 +421,16 @@ func isAtomicDuplicate(err error) bool { return apiCode(err) == errCodeAtomicDup
 func publishFailure(err error, timeout time.Duration) *apiError {
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload) || apiCode(err) == errCodeMessageTooLarge:
-		return &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge, msg: err.Error()}
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: ReasonTooLarge,
+			msg: "the events are larger than the stream takes in one message: send fewer or smaller events", cause: err}
 	case errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse):
-		return unavailable(ReasonUnavailable, fmt.Errorf(
-			"append to JetStream: no server leads stream %s (most of its servers are down, or they are electing a leader); nothing was stored: retry (%w)", stream.Name, err))
+		return unavailable(ReasonUnavailable, fmt.Sprintf(
+			"append to JetStream: no server leads stream %s (most of its servers are down, or they are electing a leader); nothing was stored: retry", stream.Name), err)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return unavailable(ReasonUnavailable, fmt.Errorf(
-			"append to JetStream: not acknowledged within %v (a leader change, or most of its servers down); the events may be stored or not: retry with the same ids, which stores them once (%w)", timeout, err))
+		return unavailable(ReasonUnavailable, fmt.Sprintf(
+			"append to JetStream: not acknowledged within %v (a leader change, or most of its servers down); the events may be stored or not: retry with the same ids, which stores them once", timeout), err)
 	}
-	return unavailable(ReasonUnavailable, fmt.Errorf("append to JetStream: %w", err))
+	return unavailable(ReasonUnavailable, "append to JetStream failed; the events may be stored or not: retry with the same ids, which stores them once", err)
 }
 
 // sign signs m when the server has a signer.

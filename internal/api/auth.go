@@ -150,6 +150,24 @@ func (s *Server) cors(h http.Handler) http.Handler {
 	})
 }
 
+// noFraming forbids every page of another site to show any answer of
+// this server in a frame (the console's pages above all: a framing page
+// could dress them up or trick clicks): CSP frame-ancestors 'none' for
+// browsers that know it, X-Frame-Options DENY for older ones. Set on
+// every answer, errors and JSON included, so no route is forgotten.
+func noFraming(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", FrameAncestorsNone)
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// FrameAncestorsNone is the Content-Security-Policy of every answer but
+// the console's pages, whose own policy (internal/console) includes it.
+const FrameAncestorsNone = "frame-ancestors 'none'"
+
 // requireJSON refuses a body that is not declared application/json: a
 // browser can send text/plain across origins without asking first.
 func requireJSON(r *http.Request) *apiError {

@@ -3,7 +3,7 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -30,7 +30,7 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err != nil {
-		writeError(w, dbFailure(err))
+		s.fail(w, r, dbFailure(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, allocationsResponse(a))
@@ -61,7 +61,7 @@ func (s *Server) getDecisions(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.readDecisions(r.Context(), pool, from, limit)
 	if err != nil {
-		writeError(w, dbFailure(err))
+		s.fail(w, r, dbFailure(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -72,9 +72,10 @@ func pageParams(r *http.Request) (from uint64, limit int, aerr *apiError) {
 	limit = DefaultDecisionsLimit
 	var err error
 	if v := q.Get("from_seq"); v != "" {
-		if from, err = strconv.ParseUint(v, 10, 64); err != nil || from > 1<<62 {
-			return 0, 0, badRequest(ReasonBadRequest, "from_seq %q: want a sequence number", v)
+		if from, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return 0, 0, badRequest(ReasonBadRequest, "from_seq %q: want a sequence number, 0 to %d", v, uint64(math.MaxUint64))
 		}
+		from = query.ClampSeq(from) // past every stored event: an empty page
 	}
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > MaxDecisionsLimit {
@@ -104,14 +105,16 @@ func (s *Server) readablePool(r *http.Request) (string, *apiError) {
 		return "", refusal(err, nil)
 	}
 	if s.db == nil {
-		return "", unavailable(ReasonNoDatabase, errors.New("this ledger has no database configured"))
+		return "", unavailable(ReasonNoDatabase, "this ledger has no database configured", nil)
 	}
 	return pool, nil
 }
 
+// dbFailure answers a failed read of the projection in the ledger's own
+// words; err goes to the log only.
 func dbFailure(err error) *apiError {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return unavailable(ReasonReadTimeout, fmt.Errorf("reading the projection took too long (PostgreSQL busy or locked): retry"))
+		return unavailable(ReasonReadTimeout, "reading the projection took too long (PostgreSQL busy or locked): retry", err)
 	}
-	return unavailable(ReasonDatabaseFailed, fmt.Errorf("read the projection: %w", err))
+	return unavailable(ReasonDatabaseFailed, "reading the projection failed (PostgreSQL unavailable?): retry; the server's log has the details under the request id", err)
 }

@@ -31,7 +31,7 @@ const maxProjectors = 1024
 
 // getStatus answers GET /v1/status (status.go's StatusResponse). It
 // needs the read scope: unlike /healthz it names servers, addresses and
-// errors.
+// errors. A token limited to some pools sees only those pools' rows.
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), StatusTimeout)
 	defer cancel()
@@ -48,6 +48,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		res.Postgres, offsets, res.Halted = s.postgresStatus(ctx)
 	}()
 	wg.Wait()
+	res.Halted = readableHalted(r, res.Halted)
 	res.Projectors = s.projectorStatus(ctx, res.Stream, offsets)
 	res.Problems = problems(res)
 	res.Status = "ok"
@@ -55,6 +56,20 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		res.Status = "degraded"
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// readableHalted keeps the halted pools the request's token may read: a
+// token for some pools is told nothing of the others (not even their
+// names), and the status it gets is about its pools and the shared parts
+// (NATS, the stream, PostgreSQL, the projectors).
+func readableHalted(r *http.Request, halted []HaltedStatus) []HaltedStatus {
+	out := []HaltedStatus{}
+	for _, h := range halted {
+		if readable(r, h.Pool) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // natsStatus reports the connection and, when connected, the stream.

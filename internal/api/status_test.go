@@ -27,7 +27,7 @@ import (
 
 // statusLedger is a ledger with a database; its token has every scope,
 // and writer is a token of the same server with the append scope only.
-func statusLedger(t *testing.T, natsURL, dbURL string) (l *ledger, db *pgxpool.Pool, writer string) {
+func statusLedger(t *testing.T, natsURL, dbURL string, extra ...auth.Entry) (l *ledger, db *pgxpool.Pool, writer string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -55,7 +55,7 @@ func statusLedger(t *testing.T, natsURL, dbURL string) (l *ledger, db *pgxpool.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := auth.New(admin, wr)
+	tokens, err := auth.New(append([]auth.Entry{admin, wr}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +178,33 @@ func TestStatusSingleNode(t *testing.T) {
 	errorOf(t, "status as writer", resp, raw, http.StatusForbidden, api.ReasonMissingScope)
 	if resp, _ := send(t, http.MethodGet, l.url+"/v1/status", "", "", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("no token: %d, want 401", resp.StatusCode)
+	}
+}
+
+// A token for some pools is shown only those pools in the status: the
+// halted pools and the problems of the others are left out (not even
+// their names), the shared parts are shown.
+func TestStatusShowsATokenOnlyItsPools(t *testing.T) {
+	reader, entry := mustToken(t, "team-p", []auth.Scope{auth.ScopeRead}, "p")
+	l, db, _ := statusLedger(t, testenv.NATS(t), testenv.Postgres(t), entry)
+	exec(t, db, `INSERT INTO halted_pools (pool, seq, reason) VALUES ('p', 7, 'fold failed at sequence 7: mine'), ('secret', 42, 'fold failed at sequence 42: theirs')`)
+
+	res, _ := status(t, l) // admin: both
+	if len(res.Halted) != 2 || len(res.Problems) != 2 {
+		t.Fatalf("admin: halted %+v, problems %v", res.Halted, res.Problems)
+	}
+	resp, raw := send(t, http.MethodGet, l.url+"/v1/status", "", reader, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status as a reader of p: %d %s", resp.StatusCode, raw)
+	}
+	if strings.Contains(string(raw), "secret") || strings.Contains(string(raw), "theirs") {
+		t.Errorf("a reader of p is told of pool secret: %s", raw)
+	}
+	var mine api.StatusResponse
+	mustUnmarshal(t, raw, &mine)
+	if len(mine.Halted) != 1 || mine.Halted[0].Pool != "p" || len(mine.Problems) != 1 || mine.Status != "degraded" ||
+		mine.Stream == nil || !mine.Postgres.Reachable {
+		t.Errorf("a reader of p: %+v", mine)
 	}
 }
 

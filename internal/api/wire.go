@@ -40,6 +40,10 @@ type ErrorResponse struct {
 	// Index is the position of the offending event in the request (0 for
 	// a single event); absent when the request as a whole is at fault.
 	Index *int `json:"index,omitempty"`
+	// RequestID is the request's X-Request-Id: the server's log holds
+	// the details of a failure (5xx) under it; the body never carries a
+	// driver's or server's error text.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // ConsumerState is a row of consumer_state.

@@ -23,7 +23,10 @@ func assetHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'")
+		// frame-ancestors 'none': no other page may frame the console
+		// (the API sets it and X-Frame-Options on every answer too).
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
 		files.ServeHTTP(w, r)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
@@ -131,8 +133,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError answers err's text: the console's own words only (a
+// refusal of the request). A failure below (PostgreSQL, NATS) goes
+// through failed, which logs it and answers in general words.
 func writeError(w http.ResponseWriter, status int, reason string, err error) {
-	writeJSON(w, status, ErrorResponse{Error: err.Error(), Reason: reason})
+	writeJSON(w, status, ErrorResponse{Error: err.Error(), Reason: reason, RequestID: w.Header().Get(requestIDHeader)})
+}
+
+// requestIDHeader is where the API puts each request's id.
+const requestIDHeader = "X-Request-Id"
+
+// failed logs cause (a driver's or server's error, whose text may name
+// servers, users, tables or queries) under the request's id and answers
+// 503 with msg, the console's own words, and Retry-After.
+func (c *Console) failed(w http.ResponseWriter, r *http.Request, reason, msg string, cause error) {
+	c.log.Warn("console request failed", "request_id", w.Header().Get(requestIDHeader), "path", r.URL.Path, "reason", reason, "err", cause)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, reason, errors.New(msg))
 }
 
 // db returns the projection, or answers 503.
@@ -143,22 +160,19 @@ func (c *Console) db(w http.ResponseWriter) *pgxpool.Pool {
 	return c.cfg.DB
 }
 
-func (c *Console) dbFailure(w http.ResponseWriter, err error) {
+func (c *Console) dbFailure(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errNoPool) {
 		writeError(w, http.StatusNotFound, reasonNotFound, err)
 		return
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, reasonReadTimeout,
-			errors.New("reading the projection took too long (PostgreSQL busy or locked): retry"))
+		c.failed(w, r, reasonReadTimeout, "reading the projection took too long (PostgreSQL busy or locked): retry", err)
 		return
 	}
 	if errors.Is(err, context.Canceled) {
 		return // the client went away
 	}
-	c.log.Warn("console read failed", "err", err)
-	writeError(w, http.StatusServiceUnavailable, reasonDBFailed, fmt.Errorf("read the projection: %w", err))
+	c.failed(w, r, reasonDBFailed, "reading the projection failed (PostgreSQL unavailable?): retry; the server's log has the details under the request id", err)
 }
 
 // pathPool checks the {pool} of the URL.
@@ -178,7 +192,7 @@ func (c *Console) getPools(w http.ResponseWriter, r *http.Request) {
 	}
 	sums, _, err := readSummaries(r.Context(), db, "")
 	if err != nil {
-		c.dbFailure(w, err)
+		c.dbFailure(w, r, err)
 		return
 	}
 	sums = slices.DeleteFunc(sums, func(s PoolSummary) bool { return !c.allowed(r, s.Pool) })
@@ -236,7 +250,7 @@ func (c *Console) getPool(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err != nil {
-		c.dbFailure(w, err)
+		c.dbFailure(w, r, err)
 		return
 	}
 	sums := []PoolSummary{res.PoolSummary}
@@ -260,10 +274,7 @@ func (c *Console) getAsOf(w http.ResponseWriter, r *http.Request) {
 	case q.Get("seq") != "" && q.Get("time") != "":
 		err = errors.New("give seq or time, not both")
 	case q.Get("seq") != "":
-		seq, err = strconv.ParseUint(q.Get("seq"), 10, 63)
-		if err != nil {
-			err = fmt.Errorf("seq %q: want a sequence number", q.Get("seq"))
-		}
+		seq, err = parseSeq("seq", q.Get("seq"))
 	case q.Get("time") != "":
 		at, err = time.Parse(time.RFC3339Nano, q.Get("time"))
 		if err != nil {
@@ -290,7 +301,7 @@ func (c *Console) getAsOf(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err != nil {
-		c.dbFailure(w, err)
+		c.dbFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -319,7 +330,7 @@ func (c *Console) getTimeline(w http.ResponseWriter, r *http.Request) {
 	f.limit++ // one more, to know whether there is a next page
 	ds, err := readTimeline(r.Context(), db, pool, f)
 	if err != nil {
-		c.dbFailure(w, err)
+		c.dbFailure(w, r, err)
 		return
 	}
 	res := TimelineResponse{Pool: pool, Decisions: ds}
@@ -334,8 +345,11 @@ func (c *Console) getTimeline(w http.ResponseWriter, r *http.Request) {
 func parseTimelineFilter(r *http.Request) (timelineFilter, error) {
 	q := r.URL.Query()
 	f := timelineFilter{consumer: q.Get("consumer"), kind: q.Get("kind"), rule: q.Get("rule"), limit: DefaultTimelineLimit}
-	if f.consumer != "" && !strings.HasPrefix(f.consumer, "/") {
-		return f, fmt.Errorf("consumer %q: want an absolute path like /eng/dev", f.consumer)
+	switch {
+	case f.consumer == "/":
+		f.consumer = "" // the root: every consumer
+	case f.consumer != "" && (!strings.HasPrefix(f.consumer, "/") || strings.HasSuffix(f.consumer, "/") || len(f.consumer) > events.MaxPathLen):
+		return f, fmt.Errorf("consumer %q: want a consumer's path like /eng/dev (it and its descendants are shown)", f.consumer)
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -346,12 +360,41 @@ func parseTimelineFilter(r *http.Request) (timelineFilter, error) {
 	}
 	if v := q.Get("before"); v != "" {
 		seq, ord, ok := strings.Cut(v, ".")
-		s, err1 := strconv.ParseInt(seq, 10, 64)
-		o, err2 := strconv.Atoi(ord)
-		if !ok || err1 != nil || err2 != nil || s < 1 || o < 0 {
-			return f, fmt.Errorf("before %q: want the cursor SEQ.ORDINAL of a previous page", v)
+		s, err1 := strconv.ParseUint(seq, 10, 64)
+		o, err2 := strconv.ParseUint(ord, 10, 64)
+		if !ok || err1 != nil || err2 != nil || s < 1 {
+			return f, fmt.Errorf("before %q: want the cursor SEQ.ORDINAL of a previous page (SEQ 1 to %d, ORDINAL 0 to %d)", v, uint64(math.MaxUint64), uint64(math.MaxUint64))
 		}
-		f.beforeSeq, f.beforeOrdinal = s, o
+		f.beforeSeq, f.beforeOrdinal = timelineCursor(s, o)
 	}
 	return f, nil
+}
+
+// timelineCursor puts a cursor "strictly before (seq, ord)" within the
+// columns' ranges without changing which decisions precede it: an
+// ordinal past any an event can have means "up to the end of event
+// seq", that is before (seq+1, 0); a sequence past any stored means
+// before every stored decision.
+func timelineCursor(seq, ord uint64) (uint64, int) {
+	if ord > query.MaxOrdinal {
+		if seq == math.MaxUint64 {
+			return query.MaxSeq, query.MaxOrdinal
+		}
+		seq, ord = seq+1, 0
+	}
+	if seq > query.MaxSeq {
+		return query.MaxSeq, query.MaxOrdinal
+	}
+	return seq, int(ord)
+}
+
+// parseSeq reads a sequence parameter: any unsigned 64-bit number (a
+// JetStream sequence), clamped to what the projection stores
+// (query.ClampSeq: a point after every stored event).
+func parseSeq(name, v string) (uint64, error) {
+	seq, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want a sequence number, 0 to %d", name, v, uint64(math.MaxUint64))
+	}
+	return query.ClampSeq(seq), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -28,12 +29,19 @@ func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	seq, err1 := strconv.ParseUint(r.PathValue("seq"), 10, 63)
-	ord, err2 := strconv.Atoi(r.PathValue("ordinal"))
-	if err1 != nil || err2 != nil || seq < 1 || ord < 0 {
-		writeError(w, http.StatusBadRequest, reasonBadRequest, fmt.Errorf("decision %s/%s: want a sequence and an ordinal", r.PathValue("seq"), r.PathValue("ordinal")))
+	seq, err1 := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	ord64, err2 := strconv.ParseUint(r.PathValue("ordinal"), 10, 64)
+	if err1 != nil || err2 != nil || seq < 1 {
+		writeError(w, http.StatusBadRequest, reasonBadRequest, fmt.Errorf("decision %s/%s: want a sequence (1 to %d) and an ordinal (0 to %d)",
+			r.PathValue("seq"), r.PathValue("ordinal"), uint64(math.MaxUint64), uint64(math.MaxUint64)))
 		return
 	}
+	if seq > query.MaxSeq || ord64 > query.MaxOrdinal {
+		// Valid numbers, past anything the projection can hold.
+		writeError(w, http.StatusNotFound, reasonNotFound, fmt.Errorf("pool %s has no decision %d.%d", pool, seq, ord64))
+		return
+	}
+	ord := int(ord64)
 	db := c.db(w)
 	if db == nil {
 		return
@@ -44,7 +52,7 @@ func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
 	}
 	d, found, err := query.DecisionAt(r.Context(), db, pool, seq, ord)
 	if err != nil {
-		c.dbFailure(w, err)
+		c.dbFailure(w, r, err)
 		return
 	}
 	if !found {
@@ -56,8 +64,7 @@ func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := c.explain(ctx, pool, seq, ord, consumer)
 	if err != nil {
-		c.log.Warn("console explain failed", "pool", pool, "seq", seq, "err", err)
-		writeError(w, http.StatusServiceUnavailable, reasonUnavailable, err)
+		c.failed(w, r, reasonUnavailable, fmt.Sprintf("could not re-fold pool %s's log to explain decision %d.%d: retry; the server's log has the details under the request id", pool, seq, ord), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -363,14 +363,14 @@ func readHostsAsOf(ctx context.Context, q query.Querier, res *AsOfResponse) erro
 
 type timelineFilter struct {
 	consumer, kind, rule string
-	beforeSeq            int64
+	beforeSeq            uint64 // 0: from the newest; at most query.MaxSeq
 	beforeOrdinal        int
 	limit                int
 }
 
 func readTimeline(ctx context.Context, q query.Querier, pool string, f timelineFilter) ([]TimelineEntry, error) {
 	rows, err := query.Timeline(ctx, q, pool, query.TimelineFilter{Consumer: f.consumer, Kind: f.kind, Rule: f.rule,
-		BeforeSeq: uint64(max(f.beforeSeq, 0)), BeforeOrdinal: f.beforeOrdinal, Limit: f.limit})
+		BeforeSeq: f.beforeSeq, BeforeOrdinal: f.beforeOrdinal, Limit: f.limit})
 	if err != nil {
 		return nil, err
 	}

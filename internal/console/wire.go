@@ -168,4 +168,7 @@ type LiveEvent struct {
 type ErrorResponse struct {
 	Error  string `json:"error"`
 	Reason string `json:"reason"`
+	// RequestID is the answer's X-Request-Id (set by the API): the
+	// server's log holds a failure's details under it.
+	RequestID string `json:"request_id,omitempty"`
 }

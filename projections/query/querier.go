@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -17,6 +18,21 @@ type Querier interface {
 type TxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
+
+// Bounds of the projection's columns. Stream sequences are unsigned
+// 64-bit (JetStream's), stored as bigint: a sequence past MaxSeq cannot
+// be stored, and the stream would need centuries at millions of events a
+// second to reach it. A caller given a sequence beyond it (a URL
+// parameter) asks about a point after every stored event, and clamps it
+// to MaxSeq; no ordinal (a decision's place within its event) reaches
+// MaxOrdinal (an integer column).
+const (
+	MaxSeq     = math.MaxInt64
+	MaxOrdinal = math.MaxInt32
+)
+
+// ClampSeq is seq, or MaxSeq when it is beyond what a column holds.
+func ClampSeq(seq uint64) uint64 { return min(seq, MaxSeq) }
 
 // ErrNoCheckpoint means the projection has applied no event of the pool.
 var ErrNoCheckpoint = errors.New("no checkpoint")

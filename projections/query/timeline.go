@@ -17,11 +17,16 @@ type TimelineEntry struct {
 
 // TimelineFilter selects a page of a pool's decisions, newest first.
 type TimelineFilter struct {
-	Consumer string // "" for all; else the consumer or its subtree, on either side
+	// Consumer is "" for all; else the consumer itself or its
+	// descendants, on either side (consumer or from_consumer): "/team_a"
+	// matches "/team_a" and "/team_a/x", never "/team_ab" or "/teamXa"
+	// (a path prefix, compared as text, not a LIKE pattern).
+	Consumer string
 	Kind     string // "" for all
 	Rule     string // "" for all
 	// BeforeSeq, BeforeOrdinal is the cursor: decisions strictly before
-	// it (BeforeSeq 0: from the newest).
+	// it (BeforeSeq 0: from the newest). BeforeSeq is at most
+	// MaxSeq and BeforeOrdinal at most MaxOrdinal (the columns' ranges).
 	BeforeSeq     uint64
 	BeforeOrdinal int
 	Limit         int
@@ -31,10 +36,11 @@ const timelineSQL = `
 SELECT d.event_seq, d.ordinal, d.kind, d.consumer, coalesce(d.from_consumer, ''), d.host, d.slots, d.rule, d.deadline, e.time, e.type
 FROM decisions d JOIN events e ON e.pool = d.pool AND e.seq = d.event_seq
 WHERE d.pool = $1
-  AND ($2 = '' OR d.consumer = $2 OR d.from_consumer = $2 OR d.consumer LIKE $2 || '/%' OR d.from_consumer LIKE $2 || '/%')
-  AND ($3 = '' OR d.kind = $3)
-  AND ($4 = '' OR d.rule = $4)
-  AND ($5 = 0 OR (d.event_seq, d.ordinal) < ($5, $6))
+  AND ($2::text = '' OR d.consumer = $2 OR d.from_consumer = $2
+       OR starts_with(d.consumer, $2 || '/') OR starts_with(d.from_consumer, $2 || '/'))
+  AND ($3::text = '' OR d.kind = $3)
+  AND ($4::text = '' OR d.rule = $4)
+  AND ($5::bigint = 0 OR (d.event_seq, d.ordinal) < ($5::bigint, $6::integer))
 ORDER BY d.event_seq DESC, d.ordinal DESC
 LIMIT $7`
 
