@@ -1,26 +1,17 @@
 package domain
 
-import "cmp"
-
-import "slices"
-
-// share is one item of an apportion: a weight (share ratio), a cap, and
-// the priority and rank (path order) that break ties on leftover slots.
-type share struct {
-	weight   int64
-	cap      Slots
-	priority int64
-	rank     int32
-	got      Slots
-	rem      int64
-}
+import (
+	"cmp"
+	"slices"
+)
 
 // apportioner holds scratch space so the hot path does not allocate.
 type apportioner struct {
 	live []int
 }
 
-// apportion splits q over items by weight with caps, exactly as
+// apportion splits q over items by weight with caps (floors and bases
+// are not read: splitter.split handles them), exactly as
 // docs/rules.md#apportion: water-fill the items whose cap is below
 // their fair part first, give the others floor(q*w/W), and hand the
 // leftover slots one each by largest remainder, then higher priority, then

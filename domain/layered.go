@@ -113,8 +113,7 @@ type layeredFold struct {
 	remMax    []Slots // by node id: max less what earlier layers gave
 	inbox     [][]lentSlots
 	out       layeredTargets
-	ap        apportioner
-	items     []share
+	sp        splitter
 
 	// Scratch of one division, by node id.
 	eff, base, got []Slots
@@ -507,26 +506,23 @@ func (f *layeredFold) effs(id int32, eligible time.Duration) Slots {
 	return f.eff[id]
 }
 
-// split apportions q over id's children that include accepts, by share,
-// capped by capOf, into got.
-func (f *layeredFold) split(id int32, q Slots, include func(int32) bool, capOf func(int32) Slots) {
-	items := f.items[:0]
+// split splits q over id's children as kind says (the sibling split,
+// split.go), into got.
+func (f *layeredFold) split(id int32, q Slots, kind splitKind) {
+	items := f.sp.items[:0]
 	for _, c := range f.t.nodes[id].children {
 		f.got[c] = 0
-		if include(c) {
+		if in, fl, b, cp := kind.term(f.eff[c], f.base[c], 0, 0); in {
 			n := &f.t.nodes[c]
-			items = append(items, share{weight: n.share, cap: capOf(c), priority: n.priority, rank: c})
+			items = append(items, share{weight: n.share, floor: fl, base: b, cap: cp, priority: n.priority, rank: c})
 		}
 	}
-	f.ap.apportion(q, items)
+	f.sp.split(q, items, false)
 	for _, it := range items {
 		f.got[it.rank] = it.got
 	}
-	f.items = items
+	f.sp.items = items
 }
-
-func (f *layeredFold) hasDemand(id int32) bool { return f.eff[id] > 0 }
-func (f *layeredFold) effCap(id int32) Slots   { return f.eff[id] }
 
 // waterFill: parent enforcement. Children with demand split their
 // parent's part by share, each capped by its effective demand.
@@ -535,7 +531,7 @@ func (f *layeredFold) waterFill(id int32, q Slots) {
 	if f.t.nodes[id].leaf {
 		return
 	}
-	f.split(id, q, f.hasDemand, f.effCap)
+	f.split(id, q, splitFill)
 	for _, c := range f.t.nodes[id].children {
 		f.waterFill(c, f.got[c])
 	}
@@ -548,7 +544,7 @@ func (f *layeredFold) pdyn(id int32, q Slots) {
 	if f.t.nodes[id].leaf {
 		return
 	}
-	f.split(id, q, f.hasDemand, func(int32) Slots { return Unlimited })
+	f.split(id, q, splitPdyn)
 	for _, c := range f.t.nodes[id].children {
 		f.pdyn(c, f.got[c])
 	}
@@ -578,7 +574,7 @@ func (f *layeredFold) resplit(id int32, q Slots) {
 	if f.t.nodes[id].leaf {
 		return
 	}
-	f.split(id, q, f.hasDemand, func(c int32) Slots { return f.base[c] })
+	f.split(id, q, splitResplit)
 	for _, c := range f.t.nodes[id].children {
 		if f.got[c] < f.base[c] {
 			f.resplit(c, f.got[c])
@@ -593,7 +589,7 @@ func (f *layeredFold) surplus(id int32, u Slots) {
 		f.got[id] = f.base[id] + u
 		return
 	}
-	f.split(id, u, func(c int32) bool { return f.eff[c] > f.base[c] }, func(c int32) Slots { return f.eff[c] - f.base[c] })
+	f.split(id, u, splitSurplus)
 	parts := make([]Slots, 0, len(f.t.nodes[id].children))
 	for _, c := range f.t.nodes[id].children {
 		parts = append(parts, f.got[c])

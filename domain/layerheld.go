@@ -186,29 +186,28 @@ func (f *layeredFold) roomIn(x int32, d *heldDivision, l, victim int32) Slots {
 // them, G is split over the children with demand like T (capped by their
 // effective demand), siblings first.
 func (f *layeredFold) plannedShares(x int32, c Slots, d *heldDivision) {
-	f.splitDown(x, c, d.planned, func(int32) bool { return true }, func(int32) Slots { return Unlimited })
+	f.splitDown(x, c, d.planned, splitAll)
 	if !f.parentEnf {
 		copy(d.g, d.planned)
 		return
 	}
 	for _, k := range f.t.nodes[x].children {
-		f.splitDown(k, d.planned[k], d.g, f.hasDemand, f.effCap)
+		f.splitDown(k, d.planned[k], d.g, splitFill)
 	}
 }
 
-// splitDown gives id q into out and apportions it down id's subtree: at
-// every parent over the children include accepts, by share, capped by
-// capOf.
-func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, include func(int32) bool, capOf func(int32) Slots) {
+// splitDown gives id q into out and splits it down id's subtree: at every
+// parent as kind says.
+func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, kind splitKind) {
 	out[id] = q
-	f.split(id, q, include, capOf)
+	f.split(id, q, kind)
 	kids := f.t.nodes[id].children
 	parts := make([]Slots, len(kids))
 	for i, k := range kids {
 		parts[i] = f.got[k]
 	}
 	for i, k := range kids {
-		f.splitDown(k, parts[i], out, include, capOf)
+		f.splitDown(k, parts[i], out, kind)
 	}
 }
 

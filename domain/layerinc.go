@@ -73,8 +73,7 @@ type incFold struct {
 	// parts, classes) may have.
 	targetMoved, dueMoved leafSet
 
-	ap    apportioner
-	items []share
+	sp splitter
 	// Scratch of one leaf's attribution (keepOrder, keeps) and of one
 	// host's new sittings (noteResit).
 	orderBuf []int

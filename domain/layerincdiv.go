@@ -103,52 +103,21 @@ func (f *incFold) setPart(t *tree, pl *incPool, l int32, k Slots) {
 	f.markPending(t, l, t.nodes[pl.x].parent)
 }
 
-// splitKind names which children a split includes and how each is
-// capped: those with demand capped by it (waterFill), those with demand
-// uncapped (Pdyn), those with residual need capped by it (surplus).
-type splitKind int
-
-const (
-	splitFill splitKind = iota
-	splitPdyn
-	splitSurplus
-	splitAll // every child, uncapped (the static planned share)
-)
-
-// split apportions q over id's children by share, as kind says, into tmp
-// (by local index).
+// split splits q over id's children as kind says (the sibling split,
+// split.go), into tmp (by local index).
 func (f *incFold) split(t *tree, pl *incPool, id int32, q Slots, kind splitKind) {
-	items := f.items[:0]
+	items := f.sp.items[:0]
 	for _, c := range t.nodes[id].children {
 		j := f.pre[c] - pl.at
 		pl.tmp[j] = 0
-		e := pl.eff[j]
-		var cp Slots
-		switch kind {
-		case splitFill:
-			if e <= 0 {
-				continue
-			}
-			cp = e
-		case splitPdyn:
-			if e <= 0 {
-				continue
-			}
-			cp = Unlimited
-		case splitSurplus:
-			if e <= pl.base[j] {
-				continue
-			}
-			cp = e - pl.base[j]
-		case splitAll:
-			cp = Unlimited
+		if in, fl, b, cp := kind.term(pl.eff[j], pl.base[j], 0, 0); in {
+			n := &t.nodes[c]
+			items = append(items, share{weight: n.share, floor: fl, base: b, cap: cp, priority: n.priority, rank: c})
 		}
-		n := &t.nodes[c]
-		items = append(items, share{weight: n.share, cap: cp, priority: n.priority, rank: c})
 	}
-	f.ap.apportion(q, items)
+	f.sp.split(q, items, false)
 	for _, it := range items {
 		pl.tmp[f.pre[it.rank]-pl.at] = it.got
 	}
-	f.items = items
+	f.sp.items = items
 }

@@ -63,8 +63,7 @@ type Pool struct {
 	loweredE     []int32 // leaves whose E may have dropped below a
 	dirtyTops    []int32 // top-level branches whose G or T must be recomputed
 	dirtyAll     bool    // G or T of the whole tree must be recomputed
-	ap           apportioner
-	items        []share
+	sp           splitter
 	keys         []qkey
 	prevTargets  []Slots
 	scratchIDs   []int32

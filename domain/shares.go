@@ -15,7 +15,7 @@ func (p *Pool) recomputeAll() {
 	t, sh := p.t, p.pub.sh
 	root := &t.nodes[0]
 	sh[0].planned, root.maxCap, root.capChain = p.pub.capacity, Unlimited, Unlimited
-	p.splitChildren(0, p.pub.capacity, includeAll, uncapped)
+	p.splitChildren(0, p.pub.capacity, splitAll)
 	for id := 1; id < len(t.nodes); id++ { // path order: parents before children
 		n := &t.nodes[id]
 		sh[id].planned = sh[id].tmp
@@ -23,7 +23,7 @@ func (p *Pool) recomputeAll() {
 		n.maxCap = resolveMax(n.max, sh[n.parent].planned)
 		n.capChain = minSlots(n.maxCap, pa.capChain)
 		if !n.leaf {
-			p.splitChildren(int32(id), sh[id].planned, includeAll, uncapped)
+			p.splitChildren(int32(id), sh[id].planned, splitAll)
 		}
 	}
 	for id := len(t.nodes) - 1; id >= 0; id-- { // children before parents
@@ -56,33 +56,24 @@ func resolveMax(m *events.Max, parentPlanned Slots) Slots {
 	}
 }
 
-// Child filters and caps for splitChildren, given a child and its shares.
-func includeAll(*node, *shares) bool        { return true }
-func withDemand(n *node, _ *shares) bool    { return n.eff > 0 }
-func uncapped(*node, *shares) Slots         { return Unlimited }
-func capEffective(n *node, _ *shares) Slots { return n.eff }
-func capBase(_ *node, s *shares) Slots      { return s.base }
-func capResidual(n *node, s *shares) Slots  { return n.eff - s.base }
-func withResidual(n *node, s *shares) bool  { return n.eff > s.base }
-
-// splitChildren apportions q over the children of id that pass include,
-// by share with caps, and leaves each child's part in its tmp field
-// (0 for the children left out).
-func (p *Pool) splitChildren(id int32, q Slots, include func(*node, *shares) bool, capOf func(*node, *shares) Slots) {
+// splitChildren splits q over the children of id as kind says (the sibling
+// split, split.go), and leaves each child's part in its tmp field (0 for
+// the children left out).
+func (p *Pool) splitChildren(id int32, q Slots, kind splitKind) {
 	t, sh := p.t, p.pub.sh
-	items := p.items[:0]
+	items := p.sp.items[:0]
 	for _, c := range t.nodes[id].children {
 		n, s := &t.nodes[c], &sh[c]
 		s.tmp = 0
-		if include(n, s) {
-			items = append(items, share{weight: n.share, cap: capOf(n, s), priority: n.priority, rank: c})
+		if in, f, b, cp := kind.term(n.eff, s.base, 0, s.planned); in {
+			items = append(items, share{weight: n.share, floor: f, base: b, cap: cp, priority: n.priority, rank: c})
 		}
 	}
-	p.ap.apportion(q, items)
+	p.sp.split(q, items, false)
 	for _, it := range items {
 		sh[it.rank].tmp = it.got
 	}
-	p.items = items
+	p.sp.items = items
 }
 
 // waterFill sets target = q on id and splits it down over children with
@@ -94,7 +85,7 @@ func (p *Pool) waterFill(id int32, q Slots) {
 	if n.leaf {
 		return
 	}
-	p.splitChildren(id, q, withDemand, capEffective)
+	p.splitChildren(id, q, splitFill)
 	for _, c := range n.children {
 		p.waterFill(c, p.sh(c).tmp)
 	}
@@ -108,7 +99,7 @@ func (p *Pool) dynamicShares(id int32, q Slots) {
 	if n.leaf {
 		return
 	}
-	p.splitChildren(id, q, withDemand, uncapped)
+	p.splitChildren(id, q, splitPdyn)
 	for _, c := range n.children {
 		p.dynamicShares(c, p.sh(c).tmp)
 	}
@@ -141,7 +132,7 @@ func (p *Pool) resplit(id int32, q Slots) {
 	if n.leaf {
 		return
 	}
-	p.splitChildren(id, q, withDemand, capBase)
+	p.splitChildren(id, q, splitResplit)
 	for _, c := range n.children {
 		if cs := p.sh(c); cs.tmp < cs.base {
 			p.resplit(c, cs.tmp)
@@ -157,7 +148,7 @@ func (p *Pool) surplus(id int32, u Slots) {
 		s.target = s.base + u
 		return
 	}
-	p.splitChildren(id, u, withResidual, capResidual)
+	p.splitChildren(id, u, splitSurplus)
 	for _, c := range n.children {
 		p.surplus(c, p.sh(c).tmp)
 	}

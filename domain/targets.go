@@ -34,7 +34,7 @@ func (p *Pool) fillInc(id int32, q Slots) {
 		p.setTarget(id, q)
 		return
 	}
-	p.splitChildren(id, q, withDemand, capEffective)
+	p.splitChildren(id, q, splitFill)
 	var sum Slots
 	sh := p.pub.sh
 	for _, c := range n.children {
@@ -58,7 +58,7 @@ func (p *Pool) pdynInc(id int32, q Slots) Slots {
 		s.base = minSlots(n.eff, q)
 		return s.base
 	}
-	p.splitChildren(id, q, withDemand, uncapped)
+	p.splitChildren(id, q, splitPdyn)
 	var sum Slots
 	sh := p.pub.sh
 	for _, c := range n.children {
@@ -84,7 +84,7 @@ func (p *Pool) surplusInc(id int32, u Slots) {
 		p.setTarget(id, s.base+u)
 		return
 	}
-	p.splitChildren(id, u, withResidual, capResidual)
+	p.splitChildren(id, u, splitSurplus)
 	var sum Slots
 	sh := p.pub.sh
 	for _, c := range n.children {
