@@ -47,6 +47,9 @@ type node struct {
 	own                     []ownEntry
 	lend                    bool
 	lendGrace, reclaimGrace time.Duration
+	// preemptable (rules 4, D.1.1): false pins the leaf's allocation;
+	// inherited, so this is the effective value.
+	preemptable bool
 }
 
 type host struct {
@@ -67,15 +70,16 @@ type Model struct {
 	since   map[string]uint64           // leaf -> waiting since
 	own     map[string]map[string]int64 // consumer -> host -> owned slots assigned
 	ownPref map[string]map[string]int64 // consumer -> host -> preference of its slots there
-	// rules3: the model also implements rules version 3 (NewRules3).
-	rules3 bool
+	// newest is the newest rules version the model accepts: 2 (New),
+	// 3 (NewRules3) or 4 (NewRules4).
+	newest int
 }
 
 // New returns an empty model: no plan, no hosts.
 func New() *Model {
 	return &Model{hosts: map[string]*host{}, demand: map[string]int64{}, alloc: map[string]map[string]int64{},
 		waiting: map[string]bool{}, since: map[string]uint64{}, own: map[string]map[string]int64{},
-		ownPref: map[string]map[string]int64{}}
+		ownPref: map[string]map[string]int64{}, newest: rulesV2}
 }
 
 // NewRules3 returns an empty model that also implements rules version 3,
@@ -86,13 +90,23 @@ func New() *Model {
 // ownership 23-33). New() stays a model of versions 1 and 2.
 func NewRules3() *Model {
 	m := New()
-	m.rules3 = true
+	m.newest = rulesV3
+	return m
+}
+
+// NewRules4 returns an empty model that implements rules versions 1 to 4:
+// version 4 is shared/spec/rules-v4.md (v4.go: ownership settled,
+// seating.go: the seating, split.go: part D's fields). Versions 1 to 3
+// fold as under NewRules3.
+func NewRules4() *Model {
+	m := New()
+	m.newest = rulesV4
 	return m
 }
 
 func (m *Model) clone() *Model {
 	c := New()
-	c.planned, c.pol, c.nodes, c.rules3 = m.planned, m.pol, m.nodes, m.rules3
+	c.planned, c.pol, c.nodes, c.newest = m.planned, m.pol, m.nodes, m.newest
 	for k, h := range m.hosts {
 		hh := *h
 		c.hosts[k] = &hh
@@ -272,7 +286,11 @@ func (m *Model) derive() *derived {
 				d.maxS[ch] = mx.Slots
 			}
 		}
-		m.split(d.P, d.P[p], m.nodes[p].children, noCap)
+		if m.pol.rules >= rulesV4 {
+			m.split4(d.P, d.P[p], m.nodes[p].children, nil, nil, nil, false)
+		} else {
+			m.split(d.P, d.P[p], m.nodes[p].children, noCap)
+		}
 	}
 	// E: leaves min(d, own max, every ancestor's max); parents min(max, sum E children)
 	for i := len(order) - 1; i >= 0; i-- {
@@ -297,6 +315,12 @@ func (m *Model) derive() *derived {
 	}
 	d.T = m.targets(d, d.E)
 	return d
+}
+
+// rules4Split reports whether the pool's targets are rules 4's split
+// (split.go): a rules-4 plan without ownership.
+func (m *Model) rules4Split() bool {
+	return m.pol.rules >= rulesV4 && !m.hasOwnership()
 }
 
 // childrenWith lists n's children with e > 0, in path order.
@@ -340,6 +364,9 @@ func (m *Model) guarantees(d *derived, order []string) {
 // T, the balance:false reclaim demands give T0. It returns every node's
 // target; a parent's is the sum of its leaves' (decisions.md #14).
 func (m *Model) targets(d *derived, e map[string]int64) map[string]int64 {
+	if m.rules4Split() {
+		return m.targets4(d.C, e, d.P, m.floors4(d.P))
+	}
 	return m.targetsC(d.C, e)
 }
 
@@ -566,15 +593,14 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		if e == nil {
 			return nil, ErrBadPayload
 		}
-		newest := rulesV2
-		if m.rules3 {
-			newest = rulesV3
-		}
-		nodes, pol, err := buildPlanUpTo(e.Plan, newest)
+		nodes, pol, err := buildPlanUpTo(e.Plan, m.newest)
 		if err != nil {
 			return nil, err
 		}
 		if err := applyOwnership(nodes, &pol, e); err != nil {
+			return nil, err
+		}
+		if err := applyRules4(nodes, &pol, e); err != nil {
 			return nil, err
 		}
 		if len(e.Owners) > 0 && pol.rules < rulesV3 && (pol.reclaim == events.ReclaimPriority || (!pol.balance && pol.preemption)) {
@@ -983,7 +1009,8 @@ func (f *fold) firstVictim(c string, need int64) (string, int64) {
 	m, d := f.m, f.d
 	var victims []string
 	for _, l := range m.leaves() {
-		if l != c && m.held(l) > d.G[l] {
+		// a non-preemptable leaf (rules 4) is never a victim
+		if l != c && m.held(l) > d.G[l] && m.nodes[l].preemptable {
 			victims = append(victims, l)
 		}
 	}
@@ -1017,6 +1044,11 @@ func (f *fold) firstVictim(c string, need int64) (string, int64) {
 
 func (f *fold) shareRatio() {
 	m, d := f.m, f.d
+	if m.rules4Split() && m.pol.pins {
+		// the floors are taken from the allocations after the event's
+		// releases and trims (rules-v4.md D.1.3), so T is computed now
+		d.T = m.targets(d, d.E)
+	}
 	if m.pol.balance || !m.pol.preemption { // without reclaim, balance changes nothing
 		f.pairing(d.T, m.pol.preemption)
 		return
@@ -1072,8 +1104,9 @@ func (f *fold) pairing(t map[string]int64, reclaim bool) {
 		a, b := claimants[i], claimants[j]
 		na, nb := m.nodes[a], m.nodes[b]
 		// (T-a)/share, largest first, compared by cross-multiplication
-		if x, y := (t[a]-m.held(a))*nb.share, (t[b]-m.held(b))*na.share; x != y {
-			return x > y
+		// (a zero share, rules 4, after every positive one)
+		if less, tie := claimRatio(t[a]-m.held(a), na.share).before(claimRatio(t[b]-m.held(b), nb.share)); !tie {
+			return less
 		}
 		if na.priority != nb.priority {
 			return na.priority > nb.priority
@@ -1086,10 +1119,10 @@ func (f *fold) pairing(t map[string]int64, reclaim bool) {
 		kids := append([]string(nil), m.nodes[p].children...)
 		sort.SliceStable(kids, func(i, j int) bool {
 			a, b := m.nodes[kids[i]], m.nodes[kids[j]]
-			x := (m.allocOf(a.path) - t[a.path]) * b.share
-			y := (m.allocOf(b.path) - t[b.path]) * a.share
-			if x != y {
-				return x > y // (A-T)/share, largest first
+			// (A-T)/share, largest first (a zero share, rules 4: D.1.4)
+			ra, rb := walkRatio(m.allocOf(a.path)-t[a.path], a.share), walkRatio(m.allocOf(b.path)-t[b.path], b.share)
+			if less, tie := ra.before(rb); !tie {
+				return less
 			}
 			if a.priority != b.priority {
 				return a.priority < b.priority // lowest priority

@@ -30,6 +30,13 @@ type OwnedPlan struct {
 	Plan                 events.Plan
 	ReclaimForPreference *bool
 	Owners               []Owner
+	// Part D of rules-v4.md, which events.Plan does not carry yet: the
+	// policy's priority_bands, each consumer's preemptable by path, and
+	// the fields a strict decoder saw with a value that is not a boolean
+	// (any one refuses the plan, malformed).
+	PriorityBands *bool
+	Preemptable   map[string]*bool
+	Malformed     []string
 }
 
 // EventType makes OwnedPlan a plan payload.

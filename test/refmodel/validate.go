@@ -36,6 +36,10 @@ var (
 	// ErrUnknownRules: the plan names a rules version the model does not
 	// implement (docs/rules.md#versions); only 1 and 2 exist.
 	ErrUnknownRules = errors.New("unknown rules version")
+	// Refusals of rules-v4.md D.1.5 (rules 4 plans).
+	ErrInvalidShare             = errors.New("invalid share")
+	ErrInvalidPlan              = errors.New("invalid plan")
+	ErrUnsupportedWithOwnership = errors.New("unsupported with ownership")
 )
 
 // Rules versions the model implements (docs/rules.md#versions).
@@ -46,6 +50,10 @@ const (
 	// #88), not one of the spec's: version 2's order, with ownership
 	// folded under every policy. Only a model made by NewRules3 accepts it.
 	rulesV3 = 3
+	// rulesV4 is shared/spec/rules-v4.md: version 3 with section 5
+	// settled (v4.go, seating.go) and part D's plan fields (split.go).
+	// Only a model made by NewRules4 accepts it.
+	rulesV4 = 4
 )
 
 // validPath implements decisions.md #2.
@@ -84,6 +92,12 @@ type policy struct {
 	// reclaimForPreference (docs/rules.md#ownership-placement): owners take
 	// back their most preferred slots even while idle slots exist elsewhere.
 	reclaimForPreference bool
+	// priorityBands (rules 4, share_ratio): the surplus above the
+	// guarantees goes to higher priorities first (rules-v4.md D.1.3).
+	priorityBands bool
+	// pins: some leaf is not preemptable (rules 4): the pool's splits
+	// have floors (D.1.3).
+	pins bool
 }
 
 // buildPlan validates a plan and returns its tree (root included) and policy.
@@ -128,7 +142,13 @@ func buildPlanUpTo(pl events.Plan, newest int) (map[string]*node, policy, error)
 			return nil, pol, fmt.Errorf("%w: duplicate path %q", ErrMalformedPlan, c.Path)
 		}
 		share := c.ShareOrDefault()
-		if share < 1 {
+		switch {
+		case pol.rules >= rulesV4 && share < 0:
+			return nil, pol, fmt.Errorf("%w: %s: share %d", ErrInvalidShare, c.Path, share)
+		case pol.rules >= rulesV4 && share == 0 && pol.reclaim != events.ReclaimShareRatio:
+			// rules-v4.md D.1.5: a zero share only with share_ratio
+			return nil, pol, fmt.Errorf("%w: %s: share 0 under reclaim %s", ErrInvalidShare, c.Path, pol.reclaim)
+		case share < 1 && !(share == 0 && pol.rules >= rulesV4):
 			return nil, pol, fmt.Errorf("%w: %s: share %d", ErrMalformedPlan, c.Path, share)
 		}
 		if share > limitShare {

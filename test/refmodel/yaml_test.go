@@ -44,6 +44,7 @@ type yPolicy struct {
 	Preemption           *bool          `yaml:"preemption"`
 	Balance              *bool          `yaml:"balance"`
 	ReclaimForPreference *bool          `yaml:"reclaim_for_preference"`
+	PriorityBands        any            `yaml:"priority_bands"` // rules 4; any: a non-boolean is refused, not a test error
 	Extra                map[string]any `yaml:",inline"`
 }
 
@@ -57,6 +58,7 @@ type yConsumer struct {
 	LendGrace    string         `yaml:"lend_grace"`
 	Own          []yaml.Node    `yaml:"own"`
 	Lend         *bool          `yaml:"lend"`
+	Preemptable  any            `yaml:"preemptable"` // rules 4
 	Extra        map[string]any `yaml:",inline"`
 }
 
@@ -90,9 +92,14 @@ type yEvent struct {
 	Time     string           `yaml:"time"`
 }
 
+// yDecision is a decision expectation. Rule and Deadline are optional
+// (rules-v4.md part C): a deadline is an offset from the time of the
+// event that made the decision ("+30s"), null for none, or (the
+// ownership files' comments, see ownscenarios_test.go) an RFC 3339 time.
 type yDecision struct {
-	Kind, Consumer, From, Host, Rule, Deadline string
-	Slots                                      int64
+	Kind, Consumer, From, Host, Rule string
+	Deadline                         yaml.Node
+	Slots                            int64
 }
 
 func grace(s string) (*events.Duration, error) {
@@ -115,6 +122,20 @@ func (p yPlan) toPlan() (*OwnedPlan, error) {
 	op := &OwnedPlan{Plan: events.Plan{Rules: p.Rules, Policy: events.Policy{Reclaim: p.Policy.Reclaim,
 		Enforcement: p.Policy.Enforcement, Preemption: p.Policy.Preemption, Balance: p.Policy.Balance}},
 		ReclaimForPreference: p.Policy.ReclaimForPreference}
+	// rules 4's booleans: a value that is not one is what a strict
+	// decoder refuses (malformed); the model is told so
+	boolField := func(name string, v any) *bool {
+		switch b := v.(type) {
+		case nil:
+			return nil
+		case bool:
+			return &b
+		default:
+			op.Malformed = append(op.Malformed, name)
+			return nil
+		}
+	}
+	op.PriorityBands = boolField("priority_bands", p.Policy.PriorityBands)
 	for _, c := range p.Consumers {
 		if len(c.Extra) > 0 {
 			return nil, fmt.Errorf("%s: unknown keys %v", c.Path, c.Extra)
@@ -141,6 +162,12 @@ func (p yPlan) toPlan() (*OwnedPlan, error) {
 			return nil, err
 		}
 		op.Plan.Consumers = append(op.Plan.Consumers, ec)
+		if c.Preemptable != nil {
+			if op.Preemptable == nil {
+				op.Preemptable = map[string]*bool{}
+			}
+			op.Preemptable[c.Path] = boolField(c.Path+": preemptable", c.Preemptable)
+		}
 		if c.Own == nil && c.Lend == nil {
 			continue
 		}
@@ -209,10 +236,49 @@ func (e yEvent) toPayload() (timed, error) {
 	return out, nil
 }
 
-func (d yDecision) matches(x Decision) bool {
+// matches reports whether decision x, made by an event at time at, is
+// one d sums: kind, consumer and from, and host, rule and deadline where
+// d names them (part C: the sum then runs per rule and deadline too).
+func (d yDecision) matches(x Decision, at time.Time) bool {
 	return d.Kind == x.Kind && d.Consumer == x.Consumer && d.From == x.From &&
-		(d.Host == "" || d.Host == x.Host) && (d.Rule == "" || d.Rule == x.Rule) &&
-		(d.Deadline == "" || d.Deadline == x.Deadline.UTC().Format(time.RFC3339))
+		(d.Host == "" || d.Host == x.Host) && (d.Rule == "" || d.Rule == x.Rule) && d.deadlineMatches(x, at)
+}
+
+func (d yDecision) deadlineMatches(x Decision, at time.Time) bool {
+	switch {
+	case d.Deadline.Kind == 0: // not named
+		return true
+	case d.Deadline.Tag == "!!null":
+		return x.Deadline.IsZero()
+	case strings.HasPrefix(d.Deadline.Value, "+"):
+		off, err := time.ParseDuration(d.Deadline.Value[1:])
+		return err == nil && !x.Deadline.IsZero() && x.Deadline.Equal(at.Add(off))
+	default:
+		return d.Deadline.Value == x.Deadline.UTC().Format(time.RFC3339)
+	}
+}
+
+// checkDeadlineSyntax fails the test on a deadline expectation that is
+// neither null, an offset nor an RFC 3339 time (a typo must not match
+// nothing silently).
+func checkDeadlineSyntax(t *testing.T, d yDecision) {
+	t.Helper()
+	if d.Deadline.Kind == 0 || d.Deadline.Tag == "!!null" {
+		return
+	}
+	if v := d.Deadline.Value; strings.HasPrefix(v, "+") {
+		if _, err := time.ParseDuration(v[1:]); err != nil {
+			t.Fatalf("deadline %q: %v", v, err)
+		}
+	} else if _, err := time.Parse(time.RFC3339, v); err != nil {
+		t.Fatalf("deadline %q: neither +offset, null nor RFC 3339", v)
+	}
+}
+
+// timedDecision is a decision and the time of the event that made it.
+type timedDecision struct {
+	Decision
+	at time.Time
 }
 
 // runYAML folds a scenario like `ledger simulate` and checks every expect.
@@ -229,8 +295,11 @@ func runYAML(t *testing.T, src string) *Model {
 		t.Fatalf("unknown scenario keys %v", sc.Extra)
 	}
 	m := New()
-	if sc.Plan.Rules == rulesV3 { // the project's ownership version: NewRules3
+	switch sc.Plan.Rules {
+	case rulesV3: // the project's ownership version: NewRules3
 		m = NewRules3()
+	case rulesV4:
+		m = NewRules4()
 	}
 	var seq uint64
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Second)
@@ -268,16 +337,17 @@ func runYAML(t *testing.T, src string) *Model {
 			name = fmt.Sprintf("step %d", i+1)
 		}
 		var all []Decision
+		var timedAll []timedDecision
 		rejected := 0
 		for _, ye := range st.Events {
 			e, err := ye.toPayload()
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if pc, ok := e.p.(*OwnedPlan); ok && pc.Plan.Rules == 0 && sc.Plan.Rules == rulesV3 {
+			if pc, ok := e.p.(*OwnedPlan); ok && pc.Plan.Rules == 0 && sc.Plan.Rules >= rulesV3 {
 				// As the ledger stamps a plan naming no version: with
-				// the newest, 3, which a rules-3 scenario runs under.
-				pc.Plan.Rules = rulesV3
+				// the version the scenario runs under (3 or 4).
+				pc.Plan.Rules = sc.Plan.Rules
 			}
 			ds, err := apply(e)
 			if err != nil {
@@ -289,6 +359,9 @@ func runYAML(t *testing.T, src string) *Model {
 				continue
 			}
 			all = append(all, ds...)
+			for _, d := range ds {
+				timedAll = append(timedAll, timedDecision{d, at})
+			}
 		}
 		t.Logf("%s: %s", name, fmtDecisions(all))
 		if rejected != st.Expect.Rejected {
@@ -314,9 +387,10 @@ func runYAML(t *testing.T, src string) *Model {
 			}
 		}
 		for _, want := range st.Expect.Decisions {
+			checkDeadlineSyntax(t, want)
 			var sum int64
-			for _, d := range all {
-				if want.matches(d) {
+			for _, d := range timedAll {
+				if want.matches(d.Decision, d.at) {
 					sum += d.Slots
 				}
 			}
