@@ -37,6 +37,10 @@ type layers struct {
 	// started. Each pool's group is then divided on its reclaim targets
 	// T0, the demands capped at max(P, held) (AMBIGUITIES.md, ownership 31).
 	held0 map[string]map[string]map[time.Duration]int64
+	// pools: pool -> the classes it was divided with (its own slots and
+	// what its children lent), as the fold met them (rules 4's T0 keeps
+	// them: v4.go).
+	pools map[string][]class
 }
 
 func srcKey(pool string, group int) string { return fmt.Sprintf("%s#%d", pool, group) }
@@ -87,7 +91,7 @@ func (m *Model) layeredFrom(d *derived, held0 map[string]map[string]map[time.Dur
 		r[l] = d.E[l]
 	}
 	out := layers{T: map[string]int64{}, own: map[string]int64{}, src: map[string]map[string]int64{},
-		groups: map[string][][]time.Duration{}, held0: held0}
+		groups: map[string][][]time.Duration{}, held0: held0, pools: map[string][]class{}}
 	give := func(l string, v int64, key string) {
 		if out.src[l] == nil {
 			out.src[l] = map[string]int64{}
@@ -158,6 +162,7 @@ func (m *Model) layeredFrom(d *derived, held0 map[string]map[string]map[time.Dur
 		for _, ch := range m.nodes[x].children {
 			pool = append(pool, lentBy(ch)...)
 		}
+		out.pools[x] = pool
 		passed[x] = m.divide(x, pool, r, rm, give, &out)
 	}
 	// 3. public pool: the public slots and what top-level consumers lend
@@ -165,6 +170,7 @@ func (m *Model) layeredFrom(d *derived, held0 map[string]map[string]map[time.Dur
 	for _, ch := range m.nodes[root].children {
 		pool = append(pool, lentBy(ch)...)
 	}
+	out.pools[root] = pool
 	m.divide(root, pool, r, rm, give, &out)
 	for _, p := range m.preorder() {
 		for _, l := range m.leaves() {

@@ -528,6 +528,9 @@ type fold struct {
 	leftover bool
 	// players: the pools' layers of a priority fold with ownership.
 	players []player
+	// seat: the seating of a version 4 rebalance with ownership
+	// (seating.go), kept as slots move; nil outside one.
+	seat seats
 }
 
 // apply folds one event into m (a clone: Apply discards it on error) and
@@ -692,6 +695,10 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		}
 		f.releaseExcess()
 	}
+	if m.v4Owned() {
+		f.rebalance4()
+		return f, nil
+	}
 	if m.hasOwnership() {
 		switch {
 		case m.pol.reclaim == events.ReclaimPriority: // version 3 only
@@ -744,6 +751,10 @@ func (f *fold) emit(d Decision) {
 // release takes slots from the host where l holds most, then name (decisions.md #15).
 func (f *fold) release(l string, amt int64, rule string) {
 	m := f.m
+	if m.planned && m.v4Owned() {
+		f.releaseV4(l, amt, rule)
+		return
+	}
 	if m.hasOwnership() {
 		f.releaseTiered(l, amt, rule)
 		return

@@ -345,6 +345,22 @@ func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next
 			}
 			pref[k][h] = max(pref[k][h], p)
 		}
+		// Rules 4 (rules-v4.md ruling 6, a clarification the model's rules
+		// 3 does not follow): a group entry never takes the slots a host
+		// entry of the same consumer claims (the whole host, or N slots).
+		claimed := map[string]int64{}
+		if m.pol.rules >= rulesV4 {
+			for _, e := range n.own {
+				if e.host != "" {
+					if e.slots == 0 {
+						claimed[e.host] = inf
+					} else {
+						claimed[e.host] = addSat(claimed[e.host], e.slots)
+					}
+				}
+			}
+		}
+		byHost := map[string]int64{} // what host entries took
 		for _, e := range entries {
 			if e.host != "" {
 				amt := rem[e.host]
@@ -352,13 +368,21 @@ func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next
 					amt = min(amt, e.slots)
 				}
 				take(e.host, amt, e.pref)
+				byHost[e.host] += max(amt, 0)
 				continue
+			}
+			// what a group entry may take of host h
+			groupRem := func(h string) int64 {
+				if c, ok := claimed[h]; ok {
+					return max(0, rem[h]-max(0, c-byHost[h]))
+				}
+				return rem[h]
 			}
 			need := e.slots
 			inGroup := func() []string {
 				var hs []string
-				for h, v := range rem {
-					if v > 0 && m.hosts[h].group == e.group {
+				for h := range rem {
+					if groupRem(h) > 0 && m.hosts[h].group == e.group {
 						hs = append(hs, h)
 					}
 				}
@@ -370,9 +394,15 @@ func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next
 			}
 			// 1. what it was assigned before, most held first, then name
 			hs := inGroup()
-			sort.SliceStable(hs, func(a, b int) bool { return prev[k][hs[a]] > prev[k][hs[b]] })
+			held := func(h string) int64 {
+				if m.pol.rules >= rulesV4 { // only what the group entry may take
+					return min(prev[k][h], groupRem(h))
+				}
+				return prev[k][h]
+			}
+			sort.SliceStable(hs, func(a, b int) bool { return held(hs[a]) > held(hs[b]) })
 			for _, h := range hs {
-				amt := min(need, rem[h], max(0, prev[k][h]-got[h]))
+				amt := min(need, groupRem(h), max(0, prev[k][h]-got[h]))
 				take(h, amt, e.pref)
 				need -= max(amt, 0)
 			}
@@ -380,7 +410,7 @@ func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next
 			hs = inGroup()
 			byWorkload(hs)
 			for _, h := range hs {
-				free := rem[h]
+				free := groupRem(h)
 				for _, s := range lower {
 					free -= prev[s][h]
 				}
@@ -393,7 +423,7 @@ func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next
 				hs = inGroup()
 				byWorkload(hs)
 				for _, h := range hs {
-					amt := min(need, rem[h], prev[lower[j]][h])
+					amt := min(need, groupRem(h), prev[lower[j]][h])
 					take(h, amt, e.pref)
 					need -= max(amt, 0)
 				}

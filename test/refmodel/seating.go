@@ -1,0 +1,266 @@
+package refmodel
+
+// The seating of rules 4 (rules-v4.md, ruling 8's "Seating" subsection
+// and ruling 12): which part of a host each slot a leaf holds is in. It is
+// not stored: the fold derives it from the counts per (leaf, host) at the
+// start of every rebalance, then keeps it up to date as it moves slots
+// (v4.go). Under reclaim: priority the tiers of the pools are seated by
+// the fold itself, pool by pool, in the three rounds of ruling 12
+// (v4priority.go); this file seats with the keeper order.
+
+import (
+	"sort"
+	"strings"
+)
+
+// seats is leaf -> (host, part) -> slots; a part is named by its owner
+// (a leaf owner, a parent's private part, root for the public part).
+type seats map[string]map[hp]int64
+
+func (s seats) add(l string, k hp, n int64) {
+	if n == 0 {
+		return
+	}
+	if s[l] == nil {
+		s[l] = map[hp]int64{}
+	}
+	s[l][k] += n
+	if s[l][k] == 0 {
+		delete(s[l], k)
+	}
+}
+
+// used is how many slots are seated on part k.
+func (s seats) used(k hp) int64 {
+	var n int64
+	for _, ks := range s {
+		n += ks[k]
+	}
+	return n
+}
+
+// onHost is how many slots leaf l has seated on host h.
+func (s seats) onHost(l, h string) int64 {
+	var n int64
+	for k, v := range s[l] {
+		if k.host == h {
+			n += v
+		}
+	}
+	return n
+}
+
+// dca is the deepest common ancestor of two consumers (root included).
+func dca(a, b string) string {
+	for q := a; ; q = parentOf(q) {
+		if under(b, q) {
+			return q
+		}
+	}
+}
+
+// depthOf is the depth of a path (root 0).
+func depthOf(p string) int {
+	if p == root {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// mayHold is ruling 8's "may hold": its own part, an ancestor's private
+// part, the public part, and the part of an owner o when every consumer
+// from o up to (not including) their deepest common ancestor lends, with
+// a lend_grace at least the leaf's reclaim_grace.
+func (m *Model) mayHold(l, part string) bool {
+	return m.tierOf(l, part) >= 0
+}
+
+// partOrderLess is ruling 8's part order: leaf owners' parts, then
+// parents' private parts deepest first, then the public part; ties by
+// owner path.
+func (m *Model) partOrderLess(a, b string) bool {
+	rank := func(p string) (int, int) {
+		switch {
+		case p == root:
+			return 2, 0
+		case m.isLeaf(p):
+			return 0, 0
+		default:
+			return 1, -depthOf(p)
+		}
+	}
+	ra, da := rank(a)
+	rb, db := rank(b)
+	if ra != rb {
+		return ra < rb
+	}
+	if da != db {
+		return da < db
+	}
+	return a < b
+}
+
+// seatKeeper derives the seating of every up host with the keeper order
+// (priority desc, fewest slots on the host, path desc) in ruling 8's five
+// passes, then moves leaves off parts they may not hold along augmenting
+// paths where one exists.
+func (m *Model) seatKeeper() seats {
+	s := seats{}
+	for _, h := range m.hostNames() {
+		if !m.hosts[h].up {
+			continue
+		}
+		m.seatHost(s, h, nil)
+	}
+	return s
+}
+
+// seatHost seats host h's holdings (what is not seated yet) in passes;
+// pool, when not nil, seats a pool's tier instead of the keeper order
+// (priority, v4priority.go: it is then called for passes 4 and 5 only).
+func (m *Model) seatHost(s seats, h string, skip map[int]bool) {
+	size := m.parts(h)
+	var parts []string
+	for p, v := range size {
+		if v > 0 {
+			parts = append(parts, p)
+		}
+	}
+	sort.Slice(parts, func(i, j int) bool { return m.partOrderLess(parts[i], parts[j]) })
+	byPath := append([]string(nil), parts...)
+	sort.Slice(byPath, func(i, j int) bool {
+		if (byPath[i] == root) != (byPath[j] == root) {
+			return byPath[j] == root
+		}
+		return byPath[i] < byPath[j]
+	})
+	left := map[string]int64{}
+	var holders []string
+	for _, l := range m.leaves() {
+		if v := m.alloc[l][h] - s.onHost(l, h); v > 0 {
+			left[l] = v
+			holders = append(holders, l)
+		}
+	}
+	sort.SliceStable(holders, func(i, j int) bool {
+		a, b := holders[i], holders[j]
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa > pb
+		}
+		if m.alloc[a][h] != m.alloc[b][h] {
+			return m.alloc[a][h] < m.alloc[b][h]
+		}
+		return a > b
+	})
+	seat := func(l, p string) {
+		k := hp{h, p}
+		n := min(left[l], size[p]-s.used(k))
+		if n > 0 {
+			s.add(l, k, n)
+			left[l] -= n
+		}
+	}
+	inPass := func(pass int, l, p string) bool {
+		switch pass {
+		case 1:
+			return p == l
+		case 2:
+			if p == root || p == l {
+				return false
+			}
+			if !m.isLeaf(p) && under(l, p) {
+				return true
+			}
+			return !under(l, p) && dca(l, p) != root && m.mayHold(l, p)
+		case 3:
+			return p == root
+		case 4:
+			return p != root && p != l && !under(l, p) && m.mayHold(l, p)
+		default:
+			return true
+		}
+	}
+	for pass := 1; pass <= 5; pass++ {
+		if skip[pass] {
+			continue
+		}
+		order := parts
+		if pass >= 4 {
+			order = byPath
+		}
+		for _, p := range order {
+			for _, l := range holders {
+				if left[l] > 0 && inPass(pass, l, p) {
+					seat(l, p)
+				}
+			}
+		}
+	}
+	m.repairHost(s, h)
+}
+
+// repairHost moves each leaf (in path order) off parts of host h it may
+// not hold, one slot at a time, along an augmenting path: a chain of
+// leaves each moving to a part it may hold, the last onto a part with
+// room.
+func (m *Model) repairHost(s seats, h string) {
+	size := m.parts(h)
+	var parts []string
+	for p := range size {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return m.partOrderLess(parts[i], parts[j]) })
+	for _, l := range m.leaves() {
+		for {
+			var bad string
+			for _, p := range parts {
+				if s[l][hp{h, p}] > 0 && !m.mayHold(l, p) {
+					bad = p
+					break
+				}
+			}
+			if bad == "" || !m.augment(s, h, l, bad, parts, size) {
+				break
+			}
+		}
+	}
+}
+
+// augment moves one slot of leaf l off part from on host h along a
+// shortest augmenting path; false when there is none.
+func (m *Model) augment(s seats, h, l, from string, parts []string, size map[string]int64) bool {
+	type step struct {
+		leaf, from, to string
+		prev           int
+	}
+	var queue []step
+	seen := map[string]bool{from: true}
+	for _, p := range parts {
+		if !seen[p] && m.mayHold(l, p) {
+			queue = append(queue, step{l, from, p, -1})
+			seen[p] = true
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		st := queue[i]
+		if size[st.to]-s.used(hp{h, st.to}) > 0 {
+			for j := i; j >= 0; j = queue[j].prev {
+				s.add(queue[j].leaf, hp{h, queue[j].from}, -1)
+				s.add(queue[j].leaf, hp{h, queue[j].to}, 1)
+			}
+			return true
+		}
+		for _, k := range m.leaves() {
+			if s[k][hp{h, st.to}] == 0 || !m.mayHold(k, st.to) {
+				continue
+			}
+			for _, p := range parts {
+				if !seen[p] && m.mayHold(k, p) {
+					queue = append(queue, step{k, st.to, p, i})
+					seen[p] = true
+				}
+			}
+		}
+	}
+	return false
+}

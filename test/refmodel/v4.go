@@ -1,0 +1,862 @@
+package refmodel
+
+// Rules version 4 with ownership (shared/spec/rules-v4.md, parts A and B):
+// the seating (seating.go) is derived at the start of the rebalance and
+// kept as slots move; the own layer takes owners' slots back from the
+// leaves seated on their parts (rulings 5, 8, 11), holdings that became
+// ineligible are released with the lender's grace (ruling 10), then the
+// share rules run on totals (ruling 4; share_ratio) or pool by pool
+// (ruling 1; priority, v4priority.go); with reclaim_for_preference: false
+// a return is swapped with the borrower's compensation (ruling 9). Where
+// rules-v4.md is open, AMBIGUITIES.md says what the model does.
+
+import (
+	"sort"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// v4Owned reports whether the pool folds under version 4 with ownership.
+func (m *Model) v4Owned() bool {
+	return m.pol.rules >= rulesV4 && m.hasOwnership()
+}
+
+// ---------- slot moves that keep the seating ----------
+
+func (f *fold) addAlloc(l, h string, n int64) {
+	m := f.m
+	if m.alloc[l] == nil {
+		m.alloc[l] = map[string]int64{}
+	}
+	m.alloc[l][h] += n
+	if m.alloc[l][h] == 0 {
+		delete(m.alloc[l], h)
+	}
+}
+
+// room is what part k has left.
+func (f *fold) room(k hp) int64 {
+	return f.m.parts(k.host)[k.part] - f.seat.used(k)
+}
+
+// grantOn gives l n free slots of part k: kind lend when the part is
+// another consumer's (section 5, "Placement with ownership").
+func (f *fold) grantOn(l string, k hp, n int64, rule string) {
+	f.addAlloc(l, k.host, n)
+	f.seat.add(l, k, n)
+	d := Decision{Kind: "grant", Consumer: l, Host: k.host, Slots: n, Rule: rule}
+	if k.part != root && k.part != l && !under(l, k.part) {
+		d.Kind, d.From = "lend", k.part
+	}
+	f.emit(d)
+	f.track()
+}
+
+// shiftSeat moves n of v's slots on part k to c.
+func (f *fold) shiftSeat(v, c string, k hp, n int64) {
+	f.addAlloc(v, k.host, -n)
+	f.addAlloc(c, k.host, n)
+	f.seat.add(v, k, -n)
+	f.seat.add(c, k, n)
+}
+
+// returnOn is a return: c takes n slots of part k from v, deadline time +
+// the part owner's lend_grace (rulings 8, 11).
+func (f *fold) returnOn(c, v string, k hp, n int64) {
+	f.shiftSeat(v, c, k, n)
+	f.emit(Decision{Kind: "return", Consumer: c, From: v, Host: k.host, Slots: n, Rule: "own.return",
+		Deadline: f.at.Add(f.m.nodes[k.part].lendGrace)})
+	f.track()
+}
+
+// releaseSeated gives back amt of l's slots in the release order of
+// "Placement with ownership": slots lent by others first, then public,
+// then private pools farthest ancestor first, its own last; within a tier
+// the host holding most of its slots, then name.
+func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Time) {
+	m := f.m
+	var ks []hp
+	for k, v := range f.seat[l] {
+		if v > 0 {
+			ks = append(ks, k)
+		}
+	}
+	tier := func(p string) int {
+		switch {
+		case p == l:
+			return 1 << 20
+		case p == root:
+			return 1
+		case under(l, p):
+			return 2 + depthOf(p) // farthest ancestor first
+		default:
+			return 0
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		if ta, tb := tier(a.part), tier(b.part); ta != tb {
+			return ta < tb
+		}
+		if ha, hb := m.alloc[l][a.host], m.alloc[l][b.host]; ha != hb {
+			return ha > hb
+		}
+		if a.host != b.host {
+			return a.host < b.host
+		}
+		return a.part < b.part
+	})
+	for _, k := range ks {
+		n := min(amt, f.seat[l][k])
+		if n <= 0 {
+			continue
+		}
+		f.addAlloc(l, k.host, -n)
+		f.seat.add(l, k, -n)
+		amt -= n
+		f.emit(Decision{Kind: "release", Consumer: l, Host: k.host, Slots: n, Rule: rule, Deadline: deadline})
+	}
+	if f.d != nil {
+		f.track()
+	}
+}
+
+// releaseV4 is a release (section 4's excess, a release event, a removed
+// consumer) under version 4 with ownership: from the seating of now.
+func (f *fold) releaseV4(l string, amt int64, rule string) {
+	if f.seat == nil {
+		f.seat = f.m.seatKeeper()
+		defer func() { f.seat = nil }()
+	}
+	f.releaseSeated(l, amt, rule, time.Time{})
+}
+
+// ---------- the order in which a leaf takes slots ----------
+
+// ownParts is l's own parts, most preferred first, then most free, then
+// name.
+func (f *fold) ownParts(l string) []hp {
+	m := f.m
+	var ks []hp
+	for _, h := range m.hostNames() {
+		if m.hosts[h].up && m.parts(h)[l] > 0 {
+			ks = append(ks, hp{h, l})
+		}
+	}
+	sort.SliceStable(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		if pa, pb := m.ownPref[l][a.host], m.ownPref[l][b.host]; pa != pb {
+			return pa > pb
+		}
+		if fa, fb := f.room(a), f.room(b); fa != fb {
+			return fa > fb
+		}
+		return a.host < b.host
+	})
+	return ks
+}
+
+// lendClass is the class of owner o's part in pool x: the smallest
+// lend_grace from o up to (not including) x.
+func (m *Model) lendClass(o, x string) time.Duration {
+	g := noGrace
+	for q := o; q != x; q = parentOf(q) {
+		g = min(g, m.nodes[q].lendGrace)
+	}
+	return g
+}
+
+// poolParts is pool x's parts as leaf l meets them: x's private part (the
+// public part for root) and the parts lent into x's pool that l may hold,
+// in ruling 1's order: class group by class group, the most restrictive
+// first (the group holding the pool's own slots last); within a group the
+// pool's own slots, then lent ones by lowest lend_grace, then lender path;
+// within a part the host with most free slots, then name.
+func (f *fold) poolParts(l, x string) []hp {
+	m := f.m
+	var members []string
+	for _, k := range m.leaves() {
+		if under(k, x) && k != x {
+			members = append(members, k)
+		}
+	}
+	eligible := func(g time.Duration) int {
+		if g == noGrace {
+			return len(members)
+		}
+		n := 0
+		for _, k := range members {
+			if m.nodes[k].reclaimGrace <= g {
+				n++
+			}
+		}
+		return n
+	}
+	type cand struct {
+		k     hp
+		cnt   int
+		own   bool
+		grace time.Duration
+		free  int64
+	}
+	var cs []cand
+	for _, h := range m.hostNames() {
+		if !m.hosts[h].up {
+			continue
+		}
+		for p, v := range m.parts(h) {
+			if v <= 0 || p == l {
+				continue
+			}
+			k := hp{h, p}
+			switch {
+			case p == x:
+				cs = append(cs, cand{k, len(members), true, noGrace, f.room(k)})
+			case p != root && !under(l, p) && dca(l, p) == x && m.mayHold(l, p):
+				g := m.lendClass(p, x)
+				cs = append(cs, cand{k, eligible(g), false, g, f.room(k)})
+			}
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if a.cnt != b.cnt {
+			return a.cnt < b.cnt
+		}
+		if a.own != b.own {
+			return a.own
+		}
+		if a.grace != b.grace {
+			return a.grace < b.grace
+		}
+		if a.k.part != b.k.part {
+			return a.k.part < b.k.part
+		}
+		if a.free != b.free {
+			return a.free > b.free
+		}
+		return a.k.host < b.k.host
+	})
+	out := make([]hp, len(cs))
+	for i, c := range cs {
+		out[i] = c.k
+	}
+	return out
+}
+
+// foldOrder is the order in which leaf l takes slots (ruling 4): its own
+// parts, then its pools nearest first, the public pool last.
+func (f *fold) foldOrder(l string) []hp {
+	out := f.ownParts(l)
+	for _, x := range append(chain(l)[1:], root) {
+		out = append(out, f.poolParts(l, x)...)
+	}
+	return out
+}
+
+// mayTake is ruling 4's "may take": l may hold the part, and no leaf that
+// may hold it, has unmet demand and room under every ancestor's max is
+// nearer to its owner.
+func (f *fold) mayTake(l, part string) bool {
+	m := f.m
+	if !m.mayHold(l, part) {
+		return false
+	}
+	if part == root {
+		return true
+	}
+	near := depthOf(dca(l, part))
+	for _, k := range m.leaves() {
+		if k == l || depthOf(dca(k, part)) <= near || !m.mayHold(k, part) {
+			continue
+		}
+		if f.d.E[k] > m.held(k) && f.headroom(k, "") > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// returnOrder sorts borrowers seated on a part of host h: the lowest
+// priority first, then most slots on the host, then path.
+func (m *Model) returnOrder(bs []string, h string) {
+	sort.SliceStable(bs, func(i, j int) bool {
+		a, b := bs[i], bs[j]
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa < pb
+		}
+		if ha, hb := m.alloc[a][h], m.alloc[b][h]; ha != hb {
+			return ha > hb
+		}
+		return a < b
+	})
+}
+
+// seatedOn lists the leaves other than l seated on part k, ineligible ones
+// first (they must leave: ruling 10), then in return order.
+func (f *fold) seatedOn(k hp, l string) []string {
+	m := f.m
+	var bad, ok []string
+	for _, b := range m.leaves() {
+		if b == l || f.seat[b][k] == 0 {
+			continue
+		}
+		if m.mayHold(b, k.part) {
+			ok = append(ok, b)
+		} else {
+			bad = append(bad, b)
+		}
+	}
+	m.returnOrder(bad, k.host)
+	m.returnOrder(ok, k.host)
+	return append(bad, ok...)
+}
+
+// ---------- the fold ----------
+
+// rebalance4 is the rebalance of a version 4 pool with ownership.
+func (f *fold) rebalance4() {
+	m := f.m
+	ly := m.layered(f.d)
+	f.ly = &ly
+	if m.pol.reclaim == events.ReclaimPriority {
+		f.priority4(ly)
+		return
+	}
+	f.seat = m.seatKeeper()
+	start := len(f.out)
+	f.ownLayer4(ly)
+	f.revoke4()
+	if m.pol.preemption && m.pol.balance {
+		for round := 0; round < rebalanceRounds; round++ {
+			n := len(f.out)
+			f.balanced4(ly)
+			if len(f.out) == n {
+				break
+			}
+		}
+	} else {
+		f.totals4(ly)
+	}
+	f.swap4(start)
+}
+
+// ownLayer4 is the own layer (rulings 5, 8, 11): owners by rank take their
+// own-layer use u, first from the free slots of their parts, then from the
+// leaves seated there (returns); then an owner above E (or under an
+// ancestor above its max) gives back the excess (release.moved).
+func (f *fold) ownLayer4(ly layers) {
+	m := f.m
+	ls := m.leaves()
+	m.rankOrder(ls)
+	for _, l := range ls {
+		parts := f.ownParts(l)
+		if len(parts) == 0 {
+			continue
+		}
+		need := ly.own[l]
+		for _, k := range parts {
+			need -= f.seat[l][k]
+		}
+		free := func(k hp) {
+			// a free slot within its ancestors' max; where a max binds,
+			// a return from a borrower inside the capped branch keeps it
+			if n := min(need, f.room(k), m.hostFree(k.host), f.headroom(l, "")); n > 0 {
+				f.grantOn(l, k, n, "own.use")
+				need -= n
+			}
+		}
+		back := func(k hp) {
+			for _, b := range f.seatedOn(k, l) {
+				if need <= 0 {
+					return
+				}
+				if n := min(need, f.seat[b][k]); n > 0 {
+					f.returnOn(l, b, k, n)
+					need -= n
+				}
+			}
+		}
+		if m.pol.reclaimForPreference {
+			for _, k := range parts {
+				free(k)
+				back(k)
+			}
+		} else {
+			for _, k := range parts {
+				free(k)
+			}
+			for _, k := range parts {
+				back(k)
+			}
+		}
+		if x := m.held(l) - f.d.E[l]; x > 0 {
+			f.releaseSeated(l, x, "release.moved", time.Time{})
+		}
+		for _, a := range chain(l)[1:] {
+			if x := min(m.allocOf(a)-f.d.maxS[a], m.held(l)); x > 0 {
+				f.releaseSeated(l, x, "release.moved", time.Time{})
+			}
+		}
+	}
+}
+
+// revoke4 releases what leaves still sit on parts they may not hold
+// (ruling 10): rule release.lend_revoked, deadline time + the part owner's
+// lend_grace. Leaves in path order, hosts by name.
+func (f *fold) revoke4() {
+	m := f.m
+	for _, l := range m.leaves() {
+		var ks []hp
+		for k, v := range f.seat[l] {
+			if v > 0 && !m.mayHold(l, k.part) {
+				ks = append(ks, k)
+			}
+		}
+		sort.Slice(ks, func(i, j int) bool {
+			if ks[i].host != ks[j].host {
+				return ks[i].host < ks[j].host
+			}
+			return ks[i].part < ks[j].part
+		})
+		for _, k := range ks {
+			n := f.seat[l][k]
+			f.addAlloc(l, k.host, -n)
+			f.seat.add(l, k, -n)
+			f.emit(Decision{Kind: "release", Consumer: l, Host: k.host, Slots: n, Rule: "release.lend_revoked",
+				Deadline: f.at.Add(m.nodes[k.part].lendGrace)})
+			f.track()
+		}
+	}
+}
+
+// takeFree gives claimant c up to want slots in its fold order: on each
+// part the free slots it may use (may take with strict, else may hold),
+// then, on a private part of one of its ancestors, the slots outsiders sit
+// on (returns, ruling 8). It returns what c got.
+func (f *fold) takeFree(c string, want int64, rule string, strict bool) int64 {
+	m := f.m
+	var got int64
+	for _, k := range f.foldOrder(c) {
+		if got >= want {
+			break
+		}
+		ok := m.mayHold(c, k.part)
+		if strict {
+			ok = f.mayTake(c, k.part)
+		}
+		if !ok {
+			continue
+		}
+		if n := min(want-got, f.room(k), f.headroom(c, "")); n > 0 {
+			f.grantOn(c, k, n, rule)
+			got += n
+		}
+		if k.part == root || m.isLeaf(k.part) || !under(c, k.part) {
+			continue
+		}
+		for _, b := range f.seatedOn(k, c) {
+			if got >= want || under(b, k.part) {
+				continue
+			}
+			if n := min(want-got, f.seat[b][k], f.headroom(c, b)); n > 0 {
+				f.returnOn(c, b, k, n)
+				got += n
+			}
+		}
+	}
+	return got
+}
+
+// takeFrom moves to claimant c up to want of victim v's slots that c may
+// hold (may take with strict), parts in c's fold order: a reclaim, or a
+// return when the part is private to an ancestor of c that v is outside
+// (ruling 8).
+func (f *fold) takeFrom(c, v string, want int64, rule string, strict bool) int64 {
+	m := f.m
+	var got int64
+	for _, k := range f.foldOrder(c) {
+		if got >= want {
+			break
+		}
+		if f.seat[v][k] == 0 || (strict && !f.mayTake(c, k.part)) || !m.mayHold(c, k.part) {
+			continue
+		}
+		n := min(want-got, f.seat[v][k])
+		if k.part != root && !m.isLeaf(k.part) && under(c, k.part) && !under(v, k.part) {
+			f.returnOn(c, v, k, n)
+		} else {
+			f.shiftSeat(v, c, k, n)
+			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: rule})
+			f.track()
+		}
+		got += n
+	}
+	return got
+}
+
+// claimOrder4 is section 4's share_ratio claimant order on t, computed on
+// the state now.
+func (f *fold) claimOrder4(t map[string]int64, below func(string) bool) []string {
+	m := f.m
+	var cs []string
+	for _, l := range m.leaves() {
+		if below(l) {
+			cs = append(cs, l)
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		na, nb := m.nodes[a], m.nodes[b]
+		if less, tie := claimRatio(t[a]-m.held(a), na.share).before(claimRatio(t[b]-m.held(b), nb.share)); !tie {
+			return less
+		}
+		if na.priority != nb.priority {
+			return na.priority > nb.priority
+		}
+		return a < b
+	})
+	return cs
+}
+
+// walk4 is section 4's victim walk on t: the leaves above t in the order
+// the walk meets them.
+func (f *fold) walk4(t map[string]int64) []string {
+	m := f.m
+	var walk []string
+	var visit func(p string)
+	visit = func(p string) {
+		kids := append([]string(nil), m.nodes[p].children...)
+		sort.SliceStable(kids, func(i, j int) bool {
+			a, b := m.nodes[kids[i]], m.nodes[kids[j]]
+			ra, rb := walkRatio(m.allocOf(a.path)-t[a.path], a.share), walkRatio(m.allocOf(b.path)-t[b.path], b.share)
+			if less, tie := ra.before(rb); !tie {
+				return less
+			}
+			if a.priority != b.priority {
+				return a.priority < b.priority
+			}
+			return a.path < b.path
+		})
+		for _, ch := range kids {
+			if m.isLeaf(ch) {
+				if m.held(ch) > t[ch] {
+					walk = append(walk, ch)
+				}
+			} else {
+				visit(ch)
+			}
+		}
+	}
+	visit(root)
+	return walk
+}
+
+// balanced4 is share_ratio with preemption and balance: every leaf to its
+// layered target T. Claimants in section 4's order take free slots, then
+// their victims' (reclaims; returns on an ancestor's private part), then,
+// when their share lies where a holder could move off, a move (ruling 7:
+// release.moved with the mover's reclaim_grace, ruling 13, and a grant).
+func (f *fold) balanced4(ly layers) {
+	m := f.m
+	t := ly.T
+	claimants := f.claimOrder4(t, func(l string) bool { return m.held(l) < t[l] })
+	walk := f.walk4(t)
+	for _, c := range claimants {
+		need := min(t[c]-m.held(c), f.headroom(c, ""))
+		need -= f.takeFree(c, need, "share_ratio.grant", false)
+		for _, v := range walk {
+			if need <= 0 {
+				break
+			}
+			if give := min(need, m.held(v)-t[v], f.headroom(c, v)); give > 0 {
+				need -= f.takeFrom(c, v, give, "share_ratio.reclaim", false)
+			}
+		}
+		if need > 0 {
+			need -= f.moveFor(c, need)
+		}
+	}
+}
+
+// moveFor makes room for claimant c by moves (ruling 7, with preemption
+// only): a leaf seated on a part c may hold, in c's fold order, moves to a
+// free slot it may hold that c may not (release.moved on the host it
+// leaves, deadline time + its reclaim_grace, ruling 13; grant or lend on
+// the one it goes to); c then takes the slot. It returns what c got.
+func (f *fold) moveFor(c string, want int64) int64 {
+	m := f.m
+	var got int64
+	for _, k := range f.foldOrder(c) {
+		if got >= want || !m.mayHold(c, k.part) {
+			continue
+		}
+		for _, v := range f.seatedOn(k, c) {
+			if got >= want {
+				break
+			}
+			for _, k2 := range f.foldOrder(v) {
+				if got >= want || f.seat[v][k] == 0 {
+					break
+				}
+				if k2 == k || m.mayHold(c, k2.part) || !m.mayHold(v, k2.part) {
+					continue
+				}
+				n := min(want-got, f.seat[v][k], f.room(k2), f.headroom(c, v))
+				if n <= 0 {
+					continue
+				}
+				f.addAlloc(v, k.host, -n)
+				f.seat.add(v, k, -n)
+				f.emit(Decision{Kind: "release", Consumer: v, Host: k.host, Slots: n, Rule: "release.moved",
+					Deadline: f.at.Add(m.nodes[v].reclaimGrace)})
+				f.grantOn(v, k2, n, "share_ratio.grant")
+				f.grantOn(c, k, n, "share_ratio.grant")
+				got += n
+			}
+		}
+	}
+	return got
+}
+
+// totals4 is share_ratio with preemption: false or balance: false on
+// totals (ruling 4): with balance: false and preemption the reclaim to T0
+// over T's pools, then the fill toward T, then a final pass of the free
+// slots to the leaves with unmet demand.
+func (f *fold) totals4(ly layers) {
+	m, d := f.m, f.d
+	t := ly.T
+	if m.pol.preemption && !m.pol.balance {
+		f.a0 = m.Allocations()
+		e0 := f.e0(ly)
+		t0 := m.layeredT0(d, ly, e0)
+		f.t0 = t0
+		claimants := f.claimOrder4(t0, func(l string) bool { return m.held(l) < t0[l] })
+		walk := f.walk4(t0)
+		for _, c := range claimants {
+			need := min(t0[c]-m.held(c), f.headroom(c, ""))
+			need -= f.takeFree(c, need, "share_ratio.grant", true)
+			for _, v := range walk {
+				if need <= 0 {
+					break
+				}
+				if give := min(need, m.held(v)-t0[v], f.headroom(c, v)); give > 0 {
+					need -= f.takeFrom(c, v, give, "share_ratio.reclaim", true)
+				}
+			}
+		}
+		f.afterReclaim = m.Allocations()
+	}
+	for _, c := range f.claimOrder4(t, func(l string) bool { return m.held(l) < t[l] }) {
+		f.takeFree(c, min(t[c]-m.held(c), f.headroom(c, "")), "share_ratio.grant", true)
+	}
+	// the final pass: largest (E - a)/share, then priority desc, then path
+	for _, c := range f.claimOrder4(d.E, func(l string) bool { return d.E[l] > m.held(l) }) {
+		if n := min(d.E[c]-m.held(c), f.headroom(c, "")); n > 0 {
+			f.takeFreeOnly(c, n)
+		}
+	}
+}
+
+// takeFreeOnly gives c up to want free slots it may take, in its fold
+// order (no returns: the final pass of ruling 4).
+func (f *fold) takeFreeOnly(c string, want int64) int64 {
+	var got int64
+	for _, k := range f.foldOrder(c) {
+		if got >= want {
+			break
+		}
+		if !f.mayTake(c, k.part) {
+			continue
+		}
+		if n := min(want-got, f.room(k), f.headroom(c, "")); n > 0 {
+			f.grantOn(c, k, n, "share_ratio.grant")
+			got += n
+		}
+	}
+	return got
+}
+
+// e0 is ruling 4's E0(l) = min(E, max(P^L, a)), a taken now (after the
+// event's releases, trims and returns); P^L is the leaf's own-layer use
+// plus its planned share of every pool of T's fold it belongs to.
+func (f *fold) e0(ly layers) map[string]int64 {
+	m, d := f.m, f.d
+	pl := map[string]int64{}
+	for _, l := range m.leaves() {
+		pl[l] = ly.own[l]
+	}
+	for x, pool := range ly.pools {
+		var size int64
+		for _, cl := range pool {
+			size += cl.n
+		}
+		p := map[string]int64{x: size}
+		for _, n := range m.preorder() {
+			if under(n, x) && !m.isLeaf(n) {
+				m.split(p, p[n], m.nodes[n].children, noCap)
+			}
+		}
+		for _, l := range m.leaves() {
+			if under(l, x) && l != x {
+				pl[l] += p[l]
+			}
+		}
+	}
+	e0 := map[string]int64{}
+	for _, l := range m.leaves() {
+		e0[l] = min(d.E[l], max(pl[l], m.held(l)))
+	}
+	return e0
+}
+
+// layeredT0 is ruling 4's T0: the layered targets over the pools of T's
+// fold, each pool keeping the classes it had there and lending nothing
+// upward, with every leaf's E replaced by e0.
+func (m *Model) layeredT0(d *derived, ly layers, e0 map[string]int64) map[string]int64 {
+	r := map[string]int64{}
+	rm := map[string]int64{}
+	t := map[string]int64{}
+	for p := range m.nodes {
+		rm[p] = d.maxS[p]
+	}
+	for _, l := range m.leaves() {
+		r[l] = e0[l]
+	}
+	scratch := layers{groups: map[string][][]time.Duration{}}
+	give := func(l string, v int64, _ string) {
+		t[l] += v
+		r[l] -= v
+		for _, a := range chain(l) {
+			if rm[a] != inf {
+				rm[a] -= v
+			}
+		}
+	}
+	ls := m.leaves()
+	m.rankOrder(ls)
+	for _, l := range ls {
+		o := m.owned(l)
+		if o == 0 {
+			continue
+		}
+		u := min(r[l], o)
+		for _, a := range chain(l) {
+			u = min(u, rm[a])
+		}
+		give(l, max(u, 0), "own")
+	}
+	var pools []string
+	for x := range ly.pools {
+		pools = append(pools, x)
+	}
+	sort.Slice(pools, func(i, j int) bool {
+		a, b := pools[i], pools[j]
+		if (a == root) != (b == root) {
+			return b == root
+		}
+		if da, db := depthOf(a), depthOf(b); da != db {
+			return da > db
+		}
+		return a < b
+	})
+	for _, x := range pools {
+		m.divide(x, ly.pools[x], r, rm, give, &scratch)
+	}
+	out := map[string]int64{}
+	for _, p := range m.preorder() {
+		for _, l := range m.leaves() {
+			if under(l, p) {
+				out[p] += t[l]
+			}
+		}
+	}
+	return out
+}
+
+// swap4 is ruling 9 (reclaim_for_preference: false): each return the
+// event made (from its decision start on) is matched, in return order,
+// with the slots the borrower was given in the same event that the owner
+// may hold; for a matched slot the borrower keeps the owner's slot and
+// the owner is given the borrower's (grant, own.use). Decisions are then
+// the net change: a return and its compensation that cancel leave none.
+func (f *fold) swap4(start int) {
+	m := f.m
+	if m.pol.reclaimForPreference {
+		return
+	}
+	out := append([]Decision(nil), f.out[start:]...)
+	changed := false
+	for i := range out {
+		r := &out[i]
+		if r.Kind != "return" || r.Slots == 0 || !m.isLeaf(r.Consumer) || m.parts(r.Host)[r.Consumer] == 0 {
+			continue // only an owner's own-layer return (not a pool's take-back)
+		}
+		for j := range out {
+			g := &out[j]
+			if r.Slots == 0 {
+				break
+			}
+			if g.Consumer != r.From || (g.Kind != "grant" && g.Kind != "lend") || g.Slots == 0 || g.Rule == "own.use" {
+				continue
+			}
+			part := g.From
+			if g.Kind == "grant" {
+				part = f.grantPart(g.Consumer, g.Host)
+			}
+			if part == "" || !m.mayHold(r.Consumer, part) {
+				continue
+			}
+			n := min(r.Slots, g.Slots)
+			// the borrower keeps the owner's slot; the owner takes the
+			// borrower's compensation instead
+			f.addAlloc(r.Consumer, r.Host, -n)
+			f.addAlloc(r.From, r.Host, n)
+			f.addAlloc(g.Consumer, g.Host, -n)
+			f.addAlloc(r.Consumer, g.Host, n)
+			r.Slots -= n
+			g.Slots -= n
+			out = append(out, Decision{Kind: "grant", Consumer: r.Consumer, Host: g.Host, Slots: n, Rule: "own.use"})
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	// net: an owner's release (its excess after the return) and its own.use
+	// grant on the same host cancel
+	for i := range out {
+		a := &out[i]
+		if a.Kind != "release" || a.Rule != "release.moved" {
+			continue
+		}
+		for j := range out {
+			b := &out[j]
+			if b.Kind == "grant" && b.Rule == "own.use" && b.Consumer == a.Consumer && b.Host == a.Host && a.Slots > 0 && b.Slots > 0 {
+				n := min(a.Slots, b.Slots)
+				a.Slots -= n
+				b.Slots -= n
+			}
+		}
+	}
+	f.out = f.out[:start]
+	for _, d := range out {
+		if d.Slots > 0 {
+			f.out = append(f.out, d)
+		}
+	}
+	f.track()
+}
+
+// grantPart is the part a grant (not a lend) to l on host h was placed
+// on, from the seating: l's own part, an ancestor's private part or the
+// public part ("" when none of them holds it).
+func (f *fold) grantPart(l, h string) string {
+	for _, p := range append(chain(l), root) {
+		if f.seat[l][hp{h, p}] > 0 {
+			return p
+		}
+	}
+	return ""
+}

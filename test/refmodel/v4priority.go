@@ -1,0 +1,437 @@
+package refmodel
+
+// reclaim: priority under rules 4 with ownership (rules-v4.md rulings 1, 3
+// and 12): the own layer as under share_ratio (v4.go), then each pool,
+// private pools deepest parent first, then the public pool, is divided
+// once over all its slots S: G is the planned share of S over the pool's
+// subtree (every consumer counted, ruling 2), and section 4's three steps
+// run on what each leaf holds in the pool. What a leaf holds in a pool is
+// its seating (ruling 12): the pool's tier is seated in three rounds, up
+// to G in the entitled order, up to min(E', G + borrow_limit) in the borrow
+// order, and the rest (a private pool's slots beyond that) counts in the
+// pools above, where it is seated the same way (ruling 3); the public
+// pool seats the rest in the keeper order.
+
+import (
+	"sort"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+)
+
+// tierParts is pool x's parts for leaf l (l == "": every part of the
+// pool): x's private part (the public part for root), and every part below
+// x whose lending chain up to x lends, that l may hold. Parts below x are
+// lent into x by their owners, or passed up by the pools between.
+func (f *fold) tierParts(l, x string) []hp {
+	m := f.m
+	members := f.members(x)
+	eligible := func(g time.Duration) int {
+		if g == noGrace {
+			return len(members)
+		}
+		n := 0
+		for _, k := range members {
+			if m.nodes[k].reclaimGrace <= g {
+				n++
+			}
+		}
+		return n
+	}
+	type cand struct {
+		k     hp
+		cnt   int
+		own   bool
+		grace time.Duration
+		free  int64
+	}
+	var cs []cand
+	for _, h := range m.hostNames() {
+		if !m.hosts[h].up {
+			continue
+		}
+		for p, v := range m.parts(h) {
+			if v <= 0 || (l != "" && p == l) {
+				continue
+			}
+			k := hp{h, p}
+			if p == x {
+				cs = append(cs, cand{k, len(members), true, noGrace, f.room(k)})
+				continue
+			}
+			if p == root || !under(p, x) || (l != "" && !m.mayHold(l, p)) {
+				continue
+			}
+			if _, lends := m.lendChain(p, x); !lends {
+				continue
+			}
+			g := m.lendClass(p, x)
+			cs = append(cs, cand{k, eligible(g), false, g, f.room(k)})
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if a.cnt != b.cnt {
+			return a.cnt < b.cnt
+		}
+		if a.own != b.own {
+			return a.own
+		}
+		if a.grace != b.grace {
+			return a.grace < b.grace
+		}
+		if a.k.part != b.k.part {
+			return a.k.part < b.k.part
+		}
+		if a.free != b.free {
+			return a.free > b.free
+		}
+		return a.k.host < b.k.host
+	})
+	out := make([]hp, len(cs))
+	for i, c := range cs {
+		out[i] = c.k
+	}
+	return out
+}
+
+// members is the leaves of pool x's subtree.
+func (f *fold) members(x string) []string {
+	var out []string
+	for _, k := range f.m.leaves() {
+		if under(k, x) && k != x {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// seatedTotal is what leaf l has seated anywhere.
+func (f *fold) seatedTotal(l string) int64 {
+	var n int64
+	for _, v := range f.seat[l] {
+		n += v
+	}
+	return n
+}
+
+// unseated is what l holds on host h that is not seated yet.
+func (f *fold) unseated(l, h string) int64 {
+	return f.m.alloc[l][h] - f.seat.onHost(l, h)
+}
+
+// priority4 is the rebalance of a priority pool with ownership, version 4.
+func (f *fold) priority4(ly layers) {
+	m := f.m
+	// the own layer reads who sits on an owner's part from the keeper
+	// seating (ruling 8); the pools are then seated by their rounds
+	f.seat = m.seatKeeper()
+	f.ownLayer4(ly)
+	f.revoke4()
+	f.seat = seats{}
+	for _, h := range m.hostNames() {
+		if !m.hosts[h].up {
+			continue
+		}
+		for p, v := range m.parts(h) {
+			if p != root && m.isLeaf(p) && v > 0 {
+				f.seat.add(p, hp{h, p}, min(m.alloc[p][h], v))
+			}
+		}
+	}
+	var pools []string
+	for p, n := range m.nodes {
+		if p != root && len(n.children) > 0 {
+			pools = append(pools, p)
+		}
+	}
+	sort.Slice(pools, func(i, j int) bool {
+		a, b := m.nodes[pools[i]], m.nodes[pools[j]]
+		if a.depth != b.depth {
+			return a.depth > b.depth
+		}
+		return a.path < b.path
+	})
+	for _, x := range append(pools, root) {
+		f.pool4(x)
+	}
+	// what no tier seated (an accounting left over) is seated anywhere
+	for _, h := range m.hostNames() {
+		if m.hosts[h].up {
+			m.seatHost(f.seat, h, map[int]bool{1: true})
+		}
+	}
+}
+
+// pool4 seats and divides pool x.
+func (f *fold) pool4(x string) {
+	m, d := f.m, f.d
+	members := f.members(x)
+	var size int64
+	for _, k := range f.tierParts("", x) {
+		size += f.room(k)
+	}
+	// E': what earlier layers left unmet; parents within their max
+	eP := map[string]int64{}
+	order := m.preorder()
+	for i := len(order) - 1; i >= 0; i-- {
+		n := order[i]
+		if !under(n, x) || n == x {
+			continue
+		}
+		if m.isLeaf(n) {
+			eP[n] = max(0, d.E[n]-f.seatedTotal(n))
+			continue
+		}
+		var s, seated int64
+		for _, ch := range m.nodes[n].children {
+			s += eP[ch]
+		}
+		for _, l := range members {
+			if under(l, n) {
+				seated += f.seatedTotal(l)
+			}
+		}
+		if d.maxS[n] != inf {
+			s = min(s, max(0, d.maxS[n]-seated))
+		}
+		eP[n] = s
+	}
+	// P over x's subtree with P(x) = S, every consumer counted; G
+	p := map[string]int64{x: size}
+	for _, n := range order {
+		if under(n, x) && !m.isLeaf(n) {
+			m.split(p, p[n], m.nodes[n].children, noCap)
+		}
+	}
+	g := map[string]int64{}
+	if m.pol.enforcement == events.EnforcementLeaf {
+		for _, l := range members {
+			g[l] = p[l]
+		}
+	} else {
+		for _, n := range order {
+			if !under(n, x) || m.isLeaf(n) {
+				continue
+			}
+			if n == x {
+				for _, ch := range m.nodes[n].children {
+					g[ch] = p[ch]
+				}
+				continue
+			}
+			m.split(g, g[n], m.childrenWith(eP, n), func(c string) int64 { return eP[c] })
+		}
+	}
+	inX := map[string]int64{} // what each member holds in the pool
+	bl := func(l string) int64 {
+		if b := m.nodes[l].borrowLimit; b != nil {
+			return *b
+		}
+		return g[l]
+	}
+	entCap := func(l string) int64 { return min(eP[l], g[l]) }
+	borCap := func(l string) int64 { return min(eP[l], g[l]+bl(l)) }
+	entOrder := func(ls []string) {
+		sort.SliceStable(ls, func(i, j int) bool {
+			a, b := ls[i], ls[j]
+			if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+				return pa > pb
+			}
+			if m.since[a] != m.since[b] {
+				return m.since[a] < m.since[b]
+			}
+			return a < b
+		})
+	}
+	borOrder := func(ls []string) {
+		sort.SliceStable(ls, func(i, j int) bool {
+			a, b := ls[i], ls[j]
+			if m.since[a] != m.since[b] {
+				return m.since[a] < m.since[b]
+			}
+			if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+				return pa > pb
+			}
+			return a < b
+		})
+	}
+	// seating, ruling 12: round 1 up to G, round 2 up to min(E', G + bl)
+	seatRound := func(ls []string, bound func(string) int64) {
+		for _, l := range ls {
+			for _, k := range f.tierParts(l, x) {
+				n := min(bound(l)-inX[l], f.unseated(l, k.host), f.room(k))
+				if n > 0 {
+					f.seat.add(l, k, n)
+					inX[l] += n
+				}
+			}
+		}
+	}
+	ls := append([]string(nil), members...)
+	entOrder(ls)
+	seatRound(ls, func(l string) int64 { return g[l] })
+	borOrder(ls)
+	seatRound(ls, borCap)
+	if x == root { // the public pool: the rest in the keeper order
+		for _, h := range m.hostNames() {
+			if !m.hosts[h].up {
+				continue
+			}
+			hs := append([]string(nil), members...)
+			sort.SliceStable(hs, func(i, j int) bool {
+				a, b := hs[i], hs[j]
+				if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+					return pa > pb
+				}
+				if m.alloc[a][h] != m.alloc[b][h] {
+					return m.alloc[a][h] < m.alloc[b][h]
+				}
+				return a > b
+			})
+			for _, l := range hs {
+				for _, k := range f.tierParts(l, x) {
+					if k.host != h {
+						continue
+					}
+					if n := min(f.unseated(l, h), f.room(k)); n > 0 {
+						f.seat.add(l, k, n)
+						inX[l] += n
+					}
+				}
+			}
+		}
+	}
+	// section 4's procedure on the pool
+	give := func(l string, want int64, rule string) {
+		for _, k := range f.tierParts(l, x) {
+			if want <= 0 {
+				return
+			}
+			n := min(want, f.room(k), m.hostFree(k.host), f.headroom(l, ""))
+			if n > 0 {
+				f.grantOn(l, k, n, rule)
+				inX[l] += n
+				want -= n
+			}
+			if want <= 0 || k.part == root || m.isLeaf(k.part) || !under(l, k.part) || x != k.part {
+				continue
+			}
+			// the pool's private part, held by outsiders: a return (ruling 8)
+			var bs []string
+			for _, b := range m.leaves() {
+				if !under(b, x) && f.unseated(b, k.host) > 0 {
+					bs = append(bs, b)
+				}
+			}
+			m.returnOrder(bs, k.host)
+			for _, b := range bs {
+				n := min(want, f.unseated(b, k.host), f.room(k), f.headroom(l, b))
+				if n <= 0 {
+					continue
+				}
+				f.addAlloc(b, k.host, -n)
+				f.addAlloc(l, k.host, n)
+				f.seat.add(l, k, n)
+				f.emit(Decision{Kind: "return", Consumer: l, From: b, Host: k.host, Slots: n, Rule: "own.return",
+					Deadline: f.at.Add(m.nodes[x].lendGrace)})
+				f.track()
+				inX[l] += n
+				want -= n
+			}
+		}
+	}
+	ent := func() []string {
+		var out []string
+		for _, l := range members {
+			if inX[l] < entCap(l) {
+				out = append(out, l)
+			}
+		}
+		entOrder(out)
+		return out
+	}
+	for _, l := range ent() {
+		give(l, entCap(l)-inX[l], "priority.entitled")
+	}
+	var bor []string
+	for _, l := range members {
+		if inX[l] < borCap(l) {
+			bor = append(bor, l)
+		}
+	}
+	borOrder(bor)
+	for _, l := range bor {
+		give(l, borCap(l)-inX[l], "priority.borrow")
+	}
+	if !m.pol.preemption {
+		return
+	}
+	branch := func(l string) string {
+		for q := l; ; q = parentOf(q) {
+			if parentOf(q) == x {
+				return q
+			}
+		}
+	}
+	inBranch := func(b string) int64 {
+		var s int64
+		for _, l := range members {
+			if under(l, b) {
+				s += inX[l]
+			}
+		}
+		return s
+	}
+	for _, c := range ent() {
+		for need := entCap(c) - inX[c]; need > 0; {
+			var vs []string
+			for _, l := range members {
+				if l != c && inX[l] > g[l] && m.nodes[l].preemptable {
+					vs = append(vs, l)
+				}
+			}
+			over := func(l string) bool { b := branch(l); return inBranch(b) > p[b] }
+			sort.SliceStable(vs, func(i, j int) bool {
+				a, b := vs[i], vs[j]
+				if oa, ob := over(a), over(b); oa != ob {
+					return oa
+				}
+				if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+					return pa < pb
+				}
+				if ba, bb := inX[a]-g[a], inX[b]-g[b]; ba != bb {
+					return ba > bb
+				}
+				return a < b
+			})
+			moved := int64(0)
+			for _, v := range vs {
+				giveN := min(inX[v]-g[v], need, f.headroom(c, v))
+				if bv := branch(v); m.pol.enforcement == events.EnforcementParent && bv != branch(c) {
+					giveN = min(giveN, inBranch(bv)-min(p[bv], eP[bv]))
+				}
+				for _, k := range f.tierParts(c, x) {
+					if moved >= giveN {
+						break
+					}
+					if n := min(giveN-moved, f.seat[v][k]); n > 0 {
+						f.shiftSeat(v, c, k, n)
+						f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: "priority.reclaim"})
+						f.track()
+						inX[v] -= n
+						inX[c] += n
+						moved += n
+					}
+				}
+				if moved > 0 {
+					break
+				}
+			}
+			if moved == 0 {
+				break
+			}
+			need -= moved
+		}
+	}
+}
