@@ -234,16 +234,17 @@ func (m *Model) augment(s seats, h, l, from string, parts []string, size map[str
 		prev           int
 	}
 	var queue []step
-	seen := map[string]bool{from: true}
+	seen := map[string]bool{}
 	for _, p := range parts {
-		if !seen[p] && m.mayHold(l, p) {
+		if p != from && m.mayHold(l, p) {
 			queue = append(queue, step{l, from, p, -1})
 			seen[p] = true
 		}
 	}
 	for i := 0; i < len(queue); i++ {
 		st := queue[i]
-		if size[st.to]-s.used(hp{h, st.to}) > 0 {
+		// a part with room, or the part l leaves (a swap)
+		if size[st.to]-s.used(hp{h, st.to}) > 0 || (st.to == from && i > 0 && st.prev >= 0) {
 			for j := i; j >= 0; j = queue[j].prev {
 				s.add(queue[j].leaf, hp{h, queue[j].from}, -1)
 				s.add(queue[j].leaf, hp{h, queue[j].to}, 1)

@@ -308,7 +308,7 @@ func (f *fold) pool4(x string) {
 			if want <= 0 {
 				return
 			}
-			n := min(want, f.room(k), m.hostFree(k.host), f.headroom(l, ""))
+			n := min(want, f.room(k), m.hostFree(k.host), f.headroom(l, ""), d.E[l]-m.held(l))
 			if n > 0 {
 				f.grantOn(l, k, n, rule)
 				inX[l] += n
@@ -326,7 +326,7 @@ func (f *fold) pool4(x string) {
 			}
 			m.returnOrder(bs, k.host)
 			for _, b := range bs {
-				n := min(want, f.unseated(b, k.host), f.room(k), f.headroom(l, b))
+				n := min(want, f.unseated(b, k.host), f.room(k), f.headroom(l, b), d.E[l]-m.held(l))
 				if n <= 0 {
 					continue
 				}
@@ -384,7 +384,7 @@ func (f *fold) pool4(x string) {
 		return s
 	}
 	for _, c := range ent() {
-		for need := entCap(c) - inX[c]; need > 0; {
+		for need := min(entCap(c)-inX[c], d.E[c]-m.held(c)); need > 0; {
 			var vs []string
 			for _, l := range members {
 				if l != c && inX[l] > g[l] && m.nodes[l].preemptable {
