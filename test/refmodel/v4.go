@@ -793,6 +793,9 @@ func (f *fold) swap4(start int) {
 		if r.Kind != "return" || r.Slots == 0 || !m.isLeaf(r.Consumer) || m.parts(r.Host)[r.Consumer] == 0 {
 			continue // only an owner's own-layer return (not a pool's take-back)
 		}
+		if !m.mayHold(r.From, r.Consumer) {
+			continue // an ineligible holding (ruling 10) cannot stay
+		}
 		for j := range out {
 			g := &out[j]
 			if r.Slots == 0 {

@@ -309,6 +309,9 @@ func (f *fold) pool4(x string) {
 				return
 			}
 			n := min(want, f.room(k), m.hostFree(k.host), f.headroom(l, ""), d.E[l]-m.held(l))
+			if n > 0 && m.seatsIneligible(k.host, l, n) {
+				n = 0 // the host's free slots are on parts l may not hold
+			}
 			if n > 0 {
 				f.grantOn(l, k, n, rule)
 				inX[l] += n
@@ -434,4 +437,34 @@ func (f *fold) pool4(x string) {
 			need -= moved
 		}
 	}
+}
+
+// seatsIneligible reports whether giving l n more slots on host h would
+// leave a slot of h that no seating (ruling 8, with its augmenting paths)
+// can put on a part its leaf may hold, while none is now.
+func (m *Model) seatsIneligible(h, l string, n int64) bool {
+	count := func() int64 {
+		s := seats{}
+		m.seatHost(s, h, nil)
+		var bad int64
+		for k, ks := range s {
+			for x, v := range ks {
+				if !m.mayHold(k, x.part) {
+					bad += v
+				}
+			}
+		}
+		return bad
+	}
+	before := count()
+	if m.alloc[l] == nil {
+		m.alloc[l] = map[string]int64{}
+	}
+	m.alloc[l][h] += n
+	after := count()
+	m.alloc[l][h] -= n
+	if m.alloc[l][h] == 0 {
+		delete(m.alloc[l], h)
+	}
+	return after > before
 }

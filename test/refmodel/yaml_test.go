@@ -499,6 +499,19 @@ func checkOwnership(t *testing.T, name string, m *Model, exact bool) int {
 			}
 		}
 		at, _ := m.attribute(h)
+		if m.pol.rules >= rulesV4 { // rules 4 seats (ruling 8), with its augmenting paths
+			at = map[string]map[string]int64{}
+			for l, ks := range m.seatKeeper() {
+				for k, v := range ks {
+					if k.host == h {
+						if at[l] == nil {
+							at[l] = map[string]int64{}
+						}
+						at[l][k.part] += v
+					}
+				}
+			}
+		}
 		for l, ps := range at {
 			for n, v := range ps {
 				if v > 0 && m.tierOf(l, n) < 0 {
