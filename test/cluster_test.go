@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
@@ -100,7 +101,7 @@ func (p *clusterProducer) post(ctx context.Context, pool string, i int, body []b
 			resp.Body.Close()
 			switch {
 			case resp.StatusCode == http.StatusOK:
-				var res api.EventsResponse
+				var res client.AppendResponse
 				if err := json.Unmarshal(raw, &res); err != nil {
 					return err
 				}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"log/slog"
 	"maps"
@@ -20,14 +19,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/auth"
-	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgdump"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -162,15 +163,15 @@ func apiPool(t *testing.T, c *client.Client, pool string, demands int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	one := func(p events.Payload) api.EventRequest {
-		ev, err := client.Event(p, client.NewID(), "heal-test")
+	one := func(p events.Payload) client.Event {
+		ev, err := client.NewEvent(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ev
 	}
 	share := int64(2)
-	setup := []api.EventRequest{
+	setup := []client.Event{
 		one(&events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/a", Share: &share}, {Path: "/b"}}}}),
 		one(&events.HostUp{Host: "h1", Slots: 8}),
 		one(&events.HostUp{Host: "h2", Slots: 8}),
@@ -304,7 +305,7 @@ func testStreamCutBackIsHealed(t *testing.T, partitions int) {
 	// Appends resume after the healed sequence, and are projected.
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ev, _ := client.Event(&events.Demand{Demands: map[string]int64{"/a": 3}}, client.NewID(), "heal-test")
+	ev, _ := client.NewEvent(&events.Demand{Demands: map[string]int64{"/a": 3}})
 	res, err := c.Append(actx, "late", ev)
 	if err != nil {
 		t.Fatal(err)
@@ -619,7 +620,7 @@ func postRaw(t *testing.T, base, pool string) (int, string, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var e api.ErrorResponse
+	var e client.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	return resp.StatusCode, resp.Header.Get("Retry-After"), e.Reason
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
-	"github.com/cluster-ledger/ledger/internal/testenv"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,13 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections/query"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestRulesVersionsEndToEnd runs the same events in two pools, one under
@@ -108,7 +111,7 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var answer api.ErrorResponse
+	var answer client.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&answer)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || answer.Reason != "unknown_rules_version" || !strings.Contains(answer.Error, "99") {

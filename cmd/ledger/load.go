@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
-	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
@@ -62,7 +62,7 @@ The pool is the scenario's, or with --fresh-pool a new one per file
 }
 
 func runLoad(ctx context.Context, out, errOut io.Writer, files []string, f loadFlags) error {
-	l := &loader{c: client.New(f.ledgerURL, client.WithToken(f.token)), out: out, errOut: errOut, f: f}
+	l := &loader{c: client.New(f.ledgerURL, client.WithToken(f.token), client.FailFastWhenDown()), out: out, errOut: errOut, f: f}
 	if f.check {
 		if f.databaseURL == "" {
 			return errors.New("--check reads the projection: set DATABASE_URL or --database-url")
@@ -180,7 +180,7 @@ func (l *loader) step(ctx context.Context, pool string, s *scenario.Scenario, i 
 // send appends one event; a refusal by the rules (422) is returned as
 // refusal, anything else that fails as err.
 func (l *loader) send(ctx context.Context, pool string, p events.Payload) (seq uint64, refusal, err error) {
-	ev, err := client.Event(p, client.NewID(), "")
+	ev, err := client.NewEvent(p)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -12,8 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cluster-ledger/ledger/internal/api"
-	"github.com/cluster-ledger/ledger/internal/client"
+	"github.com/cluster-ledger/ledger/client"
 )
 
 type publishFlags struct {
@@ -66,7 +65,7 @@ func runPublish(ctx context.Context, stdin io.Reader, out, errOut io.Writer, f p
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	res, err := client.New(f.ledgerURL, client.WithToken(f.token)).Append(ctx, f.pool, evs...)
+	res, err := client.New(f.ledgerURL, client.WithToken(f.token), client.FailFastWhenDown()).Append(ctx, f.pool, evs...)
 	if client.IsRefused(err) {
 		fmt.Fprintf(errOut, "ledger publish: refused: %v\n", err)
 		return exitError{1}
@@ -85,8 +84,8 @@ func runPublish(ctx context.Context, stdin io.Reader, out, errOut io.Writer, f p
 }
 
 // publishEvents reads the events to send from the flags or the file.
-func publishEvents(stdin io.Reader, f publishFlags) ([]api.EventRequest, error) {
-	var evs []api.EventRequest
+func publishEvents(stdin io.Reader, f publishFlags) ([]client.Event, error) {
+	var evs []client.Event
 	switch {
 	case f.file != "" && (f.typ != "" || f.data != "" || f.id != ""):
 		return nil, errors.New("give either --file or --type/--data/--id, not both")
@@ -102,7 +101,7 @@ func publishEvents(stdin io.Reader, f publishFlags) ([]api.EventRequest, error) 
 		if !json.Valid([]byte(f.data)) {
 			return nil, fmt.Errorf("--data %q is not JSON", f.data)
 		}
-		evs = []api.EventRequest{{ID: f.id, Type: f.typ, Data: json.RawMessage(f.data)}}
+		evs = []client.Event{{ID: f.id, Type: f.typ, Data: json.RawMessage(f.data)}}
 	default:
 		return nil, errors.New("nothing to send: give --file, or --type and --data")
 	}
@@ -118,14 +117,14 @@ func readFileOrStdin(name string, stdin io.Reader) ([]byte, error) {
 
 // parseEventFile reads one event or an array of events, strictly (the
 // ledger would refuse an unknown field; say so before sending).
-func parseEventFile(b []byte) ([]api.EventRequest, error) {
+func parseEventFile(b []byte) ([]client.Event, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] != '[' {
 		b = append(append([]byte{'['}, b...), ']')
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var evs []api.EventRequest
+	var evs []client.Event
 	if err := dec.Decode(&evs); err != nil {
 		return nil, err
 	}

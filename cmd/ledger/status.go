@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
-	"github.com/cluster-ledger/ledger/internal/client"
 )
 
 // exitDegraded is status's exit code when the deployment answers but is
@@ -52,7 +52,7 @@ distroless image, which has no shell or HTTP client of its own.`,
 			if healthz {
 				return runHealthz(ctx, cmd.OutOrStdout(), ledgerURL)
 			}
-			return runStatus(ctx, cmd.OutOrStdout(), client.New(ledgerURL, client.WithToken(token)), asJSON)
+			return runStatus(ctx, cmd.OutOrStdout(), client.New(ledgerURL, client.WithToken(token), client.FailFastWhenDown()), asJSON)
 		},
 	}
 	addLedgerURLFlag(cmd, &ledgerURL)
@@ -94,7 +94,7 @@ func runStatus(ctx context.Context, out io.Writer, c *client.Client, asJSON bool
 // else (503 with the failing part named) is not.
 func runHealthz(ctx context.Context, out io.Writer, ledgerURL string) error {
 	var h api.HealthResponse
-	if err := client.New(ledgerURL).Get(ctx, "/healthz", &h); err != nil {
+	if err := client.New(ledgerURL, client.FailFastWhenDown()).Get(ctx, "/healthz", &h); err != nil {
 		return fmt.Errorf("healthz: %w", err)
 	}
 	fmt.Fprintf(out, "%s (nats %s, stream %s, postgres %s)\n", h.Status, h.NATS, h.Stream, h.Postgres)

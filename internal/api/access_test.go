@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -13,7 +14,7 @@ import (
 // errorOf decodes an error answer and checks its status and reason.
 func errorOf(t *testing.T, what string, resp *http.Response, raw []byte, status int, reason string) {
 	t.Helper()
-	var e api.ErrorResponse
+	var e client.ErrorBody
 	if err := json.Unmarshal(raw, &e); err != nil {
 		t.Errorf("%s: answer %d %q is not an error body: %v", what, resp.StatusCode, raw, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/auth"
@@ -27,7 +28,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
 	if aerr != nil {
 		s.fail(w, r, aerr)
 	} else {
-		writeJSON(w, http.StatusOK, EventsResponse{Pool: pool, Events: res})
+		writeJSON(w, http.StatusOK, client.AppendResponse{Pool: pool, Events: res})
 	}
 	s.observeAppend(pool, ins, res, aerr, time.Since(start))
 }
@@ -38,7 +39,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
 // (each event's scope, size limits and form as it is read), then the
 // engine's validation. pool is "" until the token may write to it and
 // the name is valid.
-func (s *Server) appendRequest(w http.ResponseWriter, r *http.Request) (pool string, ins []incoming, res []Appended, aerr *apiError) {
+func (s *Server) appendRequest(w http.ResponseWriter, r *http.Request) (pool string, ins []incoming, res []client.Appended, aerr *apiError) {
 	name := r.PathValue("pool")
 	id, aerr := s.authenticate(r)
 	if aerr == nil && !id.Allows(auth.ScopeAppend, name) && !id.Allows(auth.ScopePlan, name) {
@@ -95,7 +96,7 @@ func writeScopeOf(id *auth.Identity) auth.Scope {
 // appendEvents validates events against the pool's current state and
 // appends them, all or none. It retries after conflicting appends of other
 // ledger instances.
-func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) ([]Appended, *apiError) {
+func (s *Server) appendEvents(ctx context.Context, pool string, ins []incoming) ([]client.Appended, *apiError) {
 	if !s.nc.IsConnected() {
 		return nil, unavailable(ReasonUnavailable, "NATS is not connected: nothing was stored; retry", fmt.Errorf("NATS connection %s", s.nc.Status()))
 	}
@@ -169,7 +170,7 @@ func (a *attempt) refresh(ctx context.Context) *apiError {
 }
 
 // try makes one attempt; done reports whether res/aerr is the answer.
-func (a *attempt) try(ctx context.Context) (res []Appended, done bool, aerr *apiError) {
+func (a *attempt) try(ctx context.Context) (res []client.Appended, done bool, aerr *apiError) {
 	d := a.s.draft(a.st, a.ins)
 	if d.refusal != nil {
 		if a.current {
@@ -207,7 +208,7 @@ func (a *attempt) try(ctx context.Context) (res []Appended, done bool, aerr *api
 // duplicate handles JetStream calling an event a duplicate of a stored
 // one: after catching up, the next draft answers it with the stored
 // sequence. If the id is still unknown it belongs to another pool.
-func (a *attempt) duplicate(ctx context.Context, d *draft) ([]Appended, bool, *apiError) {
+func (a *attempt) duplicate(ctx context.Context, d *draft) ([]client.Appended, bool, *apiError) {
 	if a.dupSeen {
 		return nil, true, &apiError{status: http.StatusConflict, reason: ReasonDuplicateID,
 			msg: fmt.Sprintf("an id among %q was already used for an event of another pool", d.ids)}
@@ -220,7 +221,7 @@ func (a *attempt) duplicate(ctx context.Context, d *draft) ([]Appended, bool, *a
 // draft is one attempt's plan: events already in the log (answered with
 // their sequence) and the others, stamped, validated and encoded.
 type draft struct {
-	results  []Appended
+	results  []client.Appended
 	fresh    []int // indexes of the events to append
 	at       time.Time
 	ids      []string
@@ -233,14 +234,14 @@ type draft struct {
 func (s *Server) draft(st *poolState, ins []incoming) *draft {
 	now := s.clock()
 	st.forgetBefore(now.Add(-s.window))
-	d := &draft{results: make([]Appended, len(ins)), at: stamp(now, st.pool.Time())}
+	d := &draft{results: make([]client.Appended, len(ins)), at: stamp(now, st.pool.Time())}
 	for i, in := range ins {
 		if sid, ok := st.ids[in.id]; ok {
 			if aerr := sameContent(in, sid, i); aerr != nil {
 				d.refusal = aerr
 				return d
 			}
-			d.results[i] = Appended{ID: in.id, Seq: sid.seq, Duplicate: true}
+			d.results[i] = client.Appended{ID: in.id, Seq: sid.seq, Duplicate: true}
 			continue
 		}
 		if seq, ok := st.appSeq[in.id]; ok && in.id != "" {
@@ -248,7 +249,7 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 			// id already (the projector would refuse it as duplicate_id),
 			// so it is answered as a duplicate and not stored again. Its
 			// content is no longer compared: only the window keeps it.
-			d.results[i] = Appended{ID: in.id, Seq: seq, Duplicate: true}
+			d.results[i] = client.Appended{ID: in.id, Seq: seq, Duplicate: true}
 			continue
 		}
 		d.fresh = append(d.fresh, i)
@@ -361,7 +362,7 @@ func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
 			st.markApplied(ins[i].id, seq)
 		}
 		st.remember(ins[i].id, seq, d.at, d.digests[k])
-		d.results[i] = Appended{ID: ins[i].id, Seq: seq}
+		d.results[i] = client.Appended{ID: ins[i].id, Seq: seq}
 	}
 }
 

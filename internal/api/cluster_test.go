@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -34,8 +35,8 @@ type acked struct {
 type answer struct {
 	code       int
 	retryAfter string
-	res        api.EventsResponse
-	bad        api.ErrorResponse
+	res        client.AppendResponse
+	bad        client.ErrorBody
 }
 
 var clusterHTTP = &http.Client{Timeout: 15 * time.Second}
@@ -378,7 +379,7 @@ func testQuorum(t *testing.T, leaderDown bool) {
 		}
 	}
 	for _, body := range []any{single, batch} {
-		var res api.EventsResponse
+		var res client.AppendResponse
 		waitFor(t, "an append once the servers are back", func() bool {
 			a, err := postTo(l, "q", body)
 			res = a.res
@@ -423,9 +424,9 @@ func TestClusterRetryAfterLeaderChange(t *testing.T) {
 
 	for _, tc := range []struct {
 		body  any
-		first api.EventsResponse
+		first client.AppendResponse
 	}{{single, first}, {batch, firstBatch}} {
-		var again api.EventsResponse
+		var again client.AppendResponse
 		waitFor(t, "the retry to be answered", func() bool {
 			ans, err := postTo(b, "r", tc.body)
 			again = ans.res

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -101,7 +102,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
 	}
-	writeJSON(w, e.status, ErrorResponse{Error: e.msg, Reason: e.reason, Index: e.index, RequestID: w.Header().Get(RequestIDHeader)})
+	writeJSON(w, e.status, client.ErrorBody{Error: e.msg, Reason: e.reason, Index: e.index, RequestID: w.Header().Get(RequestIDHeader)})
 }
 
 // fail logs e's cause, if any, under the request's id and answers e.

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/console"
@@ -41,8 +42,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func newExposed(t *testing.T) *exposed {
 	t.Helper()
@@ -198,7 +203,7 @@ func TestSequenceParametersAreUnsigned64(t *testing.T) {
 		}
 	}
 	resp, raw := e.read("/v1/pools/p/decisions?from_seq=9223372036854775808")
-	var page api.DecisionsResponse
+	var page client.DecisionsPage
 	if resp.StatusCode != 200 || json.Unmarshal(raw, &page) != nil || len(page.Decisions) != 0 {
 		t.Errorf("decisions from 2^63: %d %s, want an empty page", resp.StatusCode, raw)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -39,7 +40,7 @@ func TestReadTimeout(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var res api.AllocationsResponse
+	var res client.Allocations
 	if code := getJSON(t, base+"/v1/pools/p/allocations", &res); code != 200 {
 		t.Errorf("after the lock is gone: %d", code)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -94,7 +96,7 @@ func send(t testing.TB, method, url, body, token string, hdr map[string]string) 
 }
 
 // post sends body (marshalled unless it is a string) and decodes the answer.
-func (l *ledger) post(pool string, body any) (int, api.EventsResponse, api.ErrorResponse) {
+func (l *ledger) post(pool string, body any) (int, client.AppendResponse, client.ErrorBody) {
 	l.t.Helper()
 	b, ok := body.(string)
 	if !ok {
@@ -105,8 +107,8 @@ func (l *ledger) post(pool string, body any) (int, api.EventsResponse, api.Error
 		b = string(raw)
 	}
 	resp, raw := l.request(http.MethodPost, "/v1/pools/"+pool+"/events", b, nil)
-	var ok200 api.EventsResponse
-	var bad api.ErrorResponse
+	var ok200 client.AppendResponse
+	var bad client.ErrorBody
 	if resp.StatusCode == http.StatusOK {
 		mustUnmarshal(l.t, raw, &ok200)
 	} else {
@@ -119,7 +121,7 @@ func (l *ledger) post(pool string, body any) (int, api.EventsResponse, api.Error
 }
 
 // mustPost posts and fails the test unless the answer is 200.
-func (l *ledger) mustPost(pool string, body any) api.EventsResponse {
+func (l *ledger) mustPost(pool string, body any) client.AppendResponse {
 	l.t.Helper()
 	code, res, bad := l.post(pool, body)
 	if code != http.StatusOK {

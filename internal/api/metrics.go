@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 )
@@ -29,7 +30,7 @@ func (s *Server) mountMetrics(h http.Handler) http.Handler {
 }
 
 // observeAppend records an answered append request.
-func (s *Server) observeAppend(pool string, ins []incoming, res []Appended, aerr *apiError, d time.Duration) {
+func (s *Server) observeAppend(pool string, ins []incoming, res []client.Appended, aerr *apiError, d time.Duration) {
 	if s.metrics == nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
@@ -36,14 +37,14 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, allocationsResponse(a))
 }
 
-func allocationsResponse(a query.Allocations) AllocationsResponse {
-	res := AllocationsResponse{Pool: a.Pool, Seq: a.Seq,
-		Consumers: make([]ConsumerState, len(a.Consumers)), HostsAllocations: make([]HostAllocation, len(a.Hosts))}
+func allocationsResponse(a query.Allocations) client.Allocations {
+	res := client.Allocations{Pool: a.Pool, Seq: a.Seq,
+		Consumers: make([]client.ConsumerState, len(a.Consumers)), HostsAllocations: make([]client.HostAllocation, len(a.Hosts))}
 	for i, c := range a.Consumers {
-		res.Consumers[i] = ConsumerState(c)
+		res.Consumers[i] = client.ConsumerState(c)
 	}
 	for i, h := range a.Hosts {
-		res.HostsAllocations[i] = HostAllocation(h)
+		res.HostsAllocations[i] = client.HostAllocation(h)
 	}
 	return res
 }
@@ -86,14 +87,14 @@ func pageParams(r *http.Request) (from uint64, limit int, aerr *apiError) {
 }
 
 // readDecisions reads a page of decisions (query.DecisionsFrom).
-func (s *Server) readDecisions(ctx context.Context, pool string, from uint64, limit int) (*DecisionsResponse, error) {
+func (s *Server) readDecisions(ctx context.Context, pool string, from uint64, limit int) (*client.DecisionsPage, error) {
 	page, err := query.DecisionsFrom(ctx, s.db, pool, from, limit)
 	if err != nil {
 		return nil, err
 	}
-	res := &DecisionsResponse{Pool: pool, Decisions: make([]DecisionRow, len(page.Decisions)), NextFromSeq: page.NextFromSeq}
+	res := &client.DecisionsPage{Pool: pool, Decisions: make([]client.Decision, len(page.Decisions)), NextFromSeq: page.NextFromSeq}
 	for i, d := range page.Decisions {
-		res.Decisions[i] = DecisionRow(d)
+		res.Decisions[i] = client.Decision(d)
 	}
 	return res, nil
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -85,22 +87,22 @@ func TestAllocations(t *testing.T) {
 		('q', '/a', true, 1, 1, 1, 1, 1, 0, NULL, 2)`)
 	exec(t, db, `INSERT INTO allocations VALUES ('p', '/a', 'h2', 1), ('p', '/a', 'h1', 3), ('q', '/a', 'h1', 1)`)
 
-	var res api.AllocationsResponse
+	var res client.Allocations
 	if code := getJSON(t, base+"/v1/pools/p/allocations", &res); code != 200 {
 		t.Fatalf("status %d", code)
 	}
 	three := int64(3)
-	want := api.AllocationsResponse{Pool: "p", Seq: 7,
-		Consumers: []api.ConsumerState{
+	want := client.Allocations{Pool: "p", Seq: 7,
+		Consumers: []client.ConsumerState{
 			{Path: "/a", Leaf: true, Demand: 4, Effective: 4, Planned: 5, Target: 5, Allocated: 4},
 			{Path: "/b", Demand: 9, Effective: 9, Planned: 5, Target: 5, Allocated: 6, Borrowed: 1, WaitingSince: &three},
 		},
-		HostsAllocations: []api.HostAllocation{{Consumer: "/a", Host: "h1", Slots: 3}, {Consumer: "/a", Host: "h2", Slots: 1}},
+		HostsAllocations: []client.HostAllocation{{Consumer: "/a", Host: "h1", Slots: 3}, {Consumer: "/a", Host: "h2", Slots: 1}},
 	}
 	if fmt.Sprintf("%+v", jsonOf(t, res)) != fmt.Sprintf("%+v", jsonOf(t, want)) {
 		t.Errorf("got  %s\nwant %s", jsonOf(t, res), jsonOf(t, want))
 	}
-	var empty api.AllocationsResponse
+	var empty client.Allocations
 	if code := getJSON(t, base+"/v1/pools/none/allocations", &empty); code != 200 || empty.Seq != 0 || len(empty.Consumers) != 0 {
 		t.Errorf("unknown pool: %d %+v", code, empty)
 	}
@@ -126,7 +128,7 @@ func TestDecisionsPages(t *testing.T) {
 		('p', 6, 0, 'release', '/a', NULL, 'h1', 1, 'release.finished', NULL),
 		('q', 4, 0, 'grant', '/a', NULL, 'h1', 1, 'priority.entitled', NULL)`)
 
-	var all api.DecisionsResponse
+	var all client.DecisionsPage
 	getJSON(t, base+"/v1/pools/p/decisions", &all)
 	if len(all.Decisions) != 6 || all.NextFromSeq != nil {
 		t.Fatalf("all decisions: %s", jsonOf(t, all))
@@ -137,23 +139,23 @@ func TestDecisionsPages(t *testing.T) {
 		t.Errorf("reclaim row %+v", d)
 	}
 	// A page never ends inside an event.
-	var page api.DecisionsResponse
+	var page client.DecisionsPage
 	getJSON(t, base+"/v1/pools/p/decisions?limit=4", &page)
 	if len(page.Decisions) != 2 || page.NextFromSeq == nil || *page.NextFromSeq != 5 {
 		t.Errorf("limit 4: %s, want event 3 and next_from_seq 5", jsonOf(t, page))
 	}
 	// An event larger than the limit comes whole.
-	page = api.DecisionsResponse{}
+	page = client.DecisionsPage{}
 	getJSON(t, base+"/v1/pools/p/decisions?from_seq=4&limit=2", &page)
 	if len(page.Decisions) != 3 || page.NextFromSeq == nil || *page.NextFromSeq != 6 {
 		t.Errorf("from 4 limit 2: %s, want event 5 whole and next_from_seq 6", jsonOf(t, page))
 	}
-	page = api.DecisionsResponse{}
+	page = client.DecisionsPage{}
 	getJSON(t, base+"/v1/pools/p/decisions?from_seq=6", &page)
 	if len(page.Decisions) != 1 || page.NextFromSeq != nil {
 		t.Errorf("from 6: %s", jsonOf(t, page))
 	}
-	var bad api.ErrorResponse
+	var bad client.ErrorBody
 	if code := getJSON(t, base+"/v1/pools/p/decisions?limit=0", &bad); code != 400 || bad.Reason != "bad_request" {
 		t.Errorf("limit=0: %d %+v", code, bad)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"unicode"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 )
@@ -56,7 +57,7 @@ func (d decoder) decode(body io.Reader) ([]incoming, *apiError) {
 	var ins []incoming
 	seen := map[string]int{}
 	add := func(i int) *apiError {
-		var rq EventRequest
+		var rq client.Event
 		if err := dec.Decode(&rq); err != nil {
 			if tooLarge(err) {
 				return readFailure(err)
@@ -157,7 +158,7 @@ func malformed(err error) *apiError {
 func tooLarge(err error) bool { return errors.As(err, new(*http.MaxBytesError)) }
 
 // event checks and decodes one event request, cheapest checks first.
-func (d decoder) event(rq EventRequest, i int) (incoming, *apiError) {
+func (d decoder) event(rq client.Event, i int) (incoming, *apiError) {
 	if rq.Type == "" {
 		return incoming{}, refusal(fmt.Errorf("%w: event needs a type (demand, release, plan, host_up, host_down)", events.ErrMalformed), at(i))
 	}

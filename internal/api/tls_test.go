@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"log/slog"
 	"math/big"
@@ -20,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
-	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -84,7 +85,7 @@ func TestServeTLS(t *testing.T) {
 	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	c := client.New("https://"+addr, client.WithToken(token), client.WithHTTPClient(hc))
-	var res api.AllocationsResponse
+	var res client.Allocations
 	if err := c.Get(ctx, "/v1/pools/p/allocations", &res); err != nil || res.Pool != "p" {
 		t.Errorf("allocations over HTTPS: %+v %v", res, err)
 	}

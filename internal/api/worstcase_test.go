@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -107,7 +109,7 @@ func TestWorstCasePlan(t *testing.T) {
 		}
 	})
 
-	post := func(pool string, body []byte) (time.Duration, api.EventsResponse) {
+	post := func(pool string, body []byte) (time.Duration, client.AppendResponse) {
 		t.Helper()
 		start := time.Now()
 		resp, raw := send(t, http.MethodPost, hs.URL+"/v1/pools/"+pool+"/events", string(body), token, nil)
@@ -115,7 +117,7 @@ func TestWorstCasePlan(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("POST %d bytes: %d %.300s", len(body), resp.StatusCode, raw)
 		}
-		var res api.EventsResponse
+		var res client.AppendResponse
 		mustUnmarshal(t, raw, &res)
 		return took, res
 	}

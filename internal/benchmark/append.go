@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
@@ -67,7 +68,7 @@ func (b *bench) startAPI(ctx context.Context, natsURL, dbURL string) error {
 
 // post sends one request body to the pool's events endpoint and returns
 // where the events went.
-func (b *bench) post(ctx context.Context, pool string, body []byte) ([]api.Appended, error) {
+func (b *bench) post(ctx context.Context, pool string, body []byte) ([]client.Appended, error) {
 	rq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.apiURL+"/v1/pools/"+pool+"/events", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -86,7 +87,7 @@ func (b *bench) post(ctx context.Context, pool string, body []byte) ([]api.Appen
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("POST pool %s: %s: %s", pool, resp.Status, bytes.TrimSpace(raw))
 	}
-	var er api.EventsResponse
+	var er client.AppendResponse
 	if err := json.Unmarshal(raw, &er); err != nil {
 		return nil, fmt.Errorf("POST pool %s: %w", pool, err)
 	}

@@ -6,12 +6,13 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/cluster-ledger/ledger/domain"
-	"github.com/cluster-ledger/ledger/events"
-	"github.com/cluster-ledger/ledger/internal/api"
-	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // The benchmark pool: a 10×10×10 tree (1,000 leaves, shares 1..4,
@@ -147,13 +148,13 @@ func envelopeMsg(pool, id string, at time.Time, p events.Payload) (*nats.Msg, er
 // requestBody is the body of a POST of one event (array false) or of
 // several (array true), as a producer would send it.
 func requestBody(ids []string, ps []events.Payload, array bool) ([]byte, error) {
-	rqs := make([]api.EventRequest, len(ps))
+	rqs := make([]client.Event, len(ps))
 	for i, p := range ps {
 		data, err := json.Marshal(p)
 		if err != nil {
 			return nil, err
 		}
-		rqs[i] = api.EventRequest{ID: ids[i], Type: string(p.EventType()), Producer: producer, Data: data}
+		rqs[i] = client.Event{ID: ids[i], Type: string(p.EventType()), Producer: producer, Data: data}
 	}
 	if !array {
 		return json.Marshal(rqs[0])

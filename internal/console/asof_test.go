@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/domain"
-	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/console"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 )
@@ -108,7 +108,7 @@ func TestAsOfFollowsTheEngine(t *testing.T) {
 		evs := sc.Events()
 		var last uint64
 		for _, ev := range evs {
-			req, err := client.Event(ev.Payload, client.NewID(), "console-test")
+			req, err := client.NewEvent(ev.Payload)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,10 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
-	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
@@ -83,7 +83,7 @@ func (s *service) send(t *testing.T, pool string, ps ...events.Payload) []uint64
 	defer cancel()
 	var seqs []uint64
 	for _, p := range ps {
-		ev, err := client.Event(p, client.NewID(), "console-test")
+		ev, err := client.NewEvent(p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/metrics"
@@ -126,7 +127,7 @@ func (s *stack) post(token, pool, body string) (int, string) {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var e api.ErrorResponse
+	var e client.ErrorBody
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		if err := json.Unmarshal(raw, &e); err != nil {
