@@ -29,6 +29,7 @@ const (
 	CodeTooManyConsumers     Code = "too_many_consumers"    // 422
 	CodeTooManyHosts         Code = "too_many_hosts"        // 422
 	CodeInvalidHostName      Code = "invalid_host_name"     // 422
+	CodeInvalidName          Code = "invalid_name"          // 422: a name not in NFKC, or with an invisible character
 	CodeNoPlan               Code = "no_plan"               // 422: the pool has no plan yet
 	CodeUnknownConsumer      Code = "unknown_consumer"      // 422
 	CodeDemandOnParent       Code = "demand_on_parent"      // 422: only leaves hold demand
