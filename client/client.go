@@ -288,7 +288,7 @@ func (c *Client) do(req *http.Request, out any) error {
 		}
 		return nil
 	}
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
 	var body ErrorBody
 	if json.Unmarshal(raw, &body) == nil && body.Reason != "" {
 		e.Code, e.Message, e.Index = Code(body.Reason), body.Error, body.Index

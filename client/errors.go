@@ -102,12 +102,18 @@ type Error struct {
 	Index *int
 	// RetryAfter is the ledger's Retry-After (503 answers), 0 if none.
 	RetryAfter time.Duration
+	// RequestID is the answer's X-Request-Id: the ledger's log tells the
+	// cause of a failure (5xx) under it.
+	RequestID string
 }
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 	if e.Index != nil {
 		msg += fmt.Sprintf(" (event %d)", *e.Index)
+	}
+	if e.RequestID != "" && e.Status >= 500 {
+		msg += " (request " + e.RequestID + ")"
 	}
 	if e.Status == http.StatusUnauthorized {
 		msg += " (set LEDGER_TOKEN or --ledger-token: `ledger dev` prints one)"
