@@ -45,7 +45,7 @@ header) is refused unless its origin is given with --allow-origin.
 
 and the read-only web console at /console/ with the JSON it reads:
 
-  GET  /v1/pools                      every pool: capacity, hosts, lag, ...
+  GET  /v1/pools                      a page of pools (?limit, ?after, ?prefix): capacity, hosts, lag, ...
   GET  /v1/pools/{pool}               a pool now: consumer tree, hosts, policy
   GET  /v1/pools/{pool}/as-of         ?seq=N or ?time=RFC3339: the pool then
   GET  /v1/pools/{pool}/timeline      decisions newest first; ?consumer= ?kind=

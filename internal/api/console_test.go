@@ -27,8 +27,12 @@ func TestConsoleShowsOnlyTheTokensPools(t *testing.T) {
 	}
 	base, db := readServer(t, api.WithTokens(tokens))
 	exec(t, db, `INSERT INTO checkpoints (pool, last_seq, state_hash, chain_hash) VALUES ('p', 7, '\x00', '\x00'), ('q', 9, '\x00', '\x00')`)
+	// Pools on both sides of p, more than a page: a token of p still gets
+	// p alone, on one page.
+	exec(t, db, `INSERT INTO checkpoints (pool, last_seq, state_hash, chain_hash)
+		SELECT x || lpad(i::text, 3, '0'), i + 10, '\x00', '\x00' FROM generate_series(0, 149) i, (VALUES ('o'), ('r')) v(x)`)
 
-	pools := func(token string) []string {
+	pools := func(token string) ([]string, string) {
 		t.Helper()
 		resp, raw := send(t, http.MethodGet, base+"/v1/pools", "", token, nil)
 		var res console.PoolsResponse
@@ -39,13 +43,13 @@ func TestConsoleShowsOnlyTheTokensPools(t *testing.T) {
 		for _, p := range res.Pools {
 			names = append(names, p.Pool)
 		}
-		return names
+		return names, res.After
 	}
-	if got := strings.Join(pools(onlyP), ","); got != "p" {
-		t.Errorf("pools list for a token of pool p: %q, want p", got)
+	if got, after := pools(onlyP); strings.Join(got, ",") != "p" || after != "" {
+		t.Errorf("pools list for a token of pool p: %q (next page after %q), want p alone", got, after)
 	}
-	if got := strings.Join(pools(every), ","); got != "p,q" {
-		t.Errorf("pools list for a token of every pool: %q, want p,q", got)
+	if got, after := pools(every); len(got) != console.DefaultPoolsLimit || got[0] != "o000" || after != "o099" {
+		t.Errorf("pools list for a token of every pool: %d pools from %q, next page after %q; want the first %d", len(got), got[0], after, console.DefaultPoolsLimit)
 	}
 	resp, raw := send(t, http.MethodGet, base+"/v1/pools/q", "", onlyP, nil)
 	errorOf(t, "pool q for a token of pool p", resp, raw, 403, "pool_not_allowed")

@@ -19,6 +19,8 @@ import (
 func TestReadTimeout(t *testing.T) {
 	base, db := readServer(t, api.WithReadTimeout(300*time.Millisecond))
 	ctx := context.Background()
+	// A pool, so that the pools list has a page to summarise.
+	exec(t, db, `INSERT INTO checkpoints (pool, last_seq, state_hash, chain_hash) VALUES ('p', 7, '\x00', '\x00')`)
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,22 +184,74 @@ func pathPool(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return pool, true
 }
 
+// Page sizes of /v1/pools: a site may hold thousands of pools, and each
+// row of a page costs a summary query and a look at the stream.
+const (
+	DefaultPoolsLimit = 100
+	MaxPoolsLimit     = 1000
+)
+
+// getPools answers a page of the pools the token may read, in name
+// order: limit pools after the cursor after, optionally only those whose
+// name starts with prefix; "after" in the answer is the next page's cursor.
 func (c *Console) getPools(w http.ResponseWriter, r *http.Request) {
+	after, prefix, limit, err := parsePoolsPage(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, reasonBadRequest, err)
+		return
+	}
 	db := c.db(w)
 	if db == nil {
 		return
 	}
-	sums, _, err := readSummaries(r.Context(), db, "")
+	res := PoolsResponse{Pools: []PoolSummary{}}
+	err = query.ReadOnly(r.Context(), db, func(q query.Querier) error {
+		var keep func(string) bool // nil: every pool, and the page is a LIMIT
+		if c.cfg.Allowed != nil {
+			keep = func(pool string) bool { return c.cfg.Allowed(r, pool) }
+		}
+		names, more, err := query.PoolNames(r.Context(), q, after, prefix, keep, limit)
+		if err != nil || len(names) == 0 {
+			return err
+		}
+		if more {
+			res.After = names[len(names)-1]
+		}
+		sums, _, err := readSummaries(r.Context(), q, names...)
+		if sums != nil {
+			res.Pools = sums
+		}
+		return err
+	})
 	if err != nil {
 		c.dbFailure(w, r, err)
 		return
 	}
-	sums = slices.DeleteFunc(sums, func(s PoolSummary) bool { return !c.allowed(r, s.Pool) })
-	if sums == nil {
-		sums = []PoolSummary{}
+	c.addStatus(r.Context(), res.Pools)
+	writeJSON(w, http.StatusOK, res)
+}
+
+func parsePoolsPage(r *http.Request) (after, prefix string, limit int, err error) {
+	q := r.URL.Query()
+	after, prefix, limit = q.Get("after"), q.Get("prefix"), DefaultPoolsLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPoolsLimit {
+			return "", "", 0, fmt.Errorf("limit %q: want 1..%d", v, MaxPoolsLimit)
+		}
+		limit = n
 	}
-	c.addStatus(r.Context(), sums)
-	writeJSON(w, http.StatusOK, PoolsResponse{Pools: sums})
+	if after != "" {
+		if err := stream.ValidatePool(after); err != nil {
+			return "", "", 0, fmt.Errorf("after: want the cursor of a previous page: %w", err)
+		}
+	}
+	if prefix != "" {
+		if err := stream.ValidatePool(prefix); err != nil {
+			return "", "", 0, fmt.Errorf("prefix: %w", err)
+		}
+	}
+	return after, prefix, limit, nil
 }
 
 // addStatus adds what the projection does not hold: the lag behind the

@@ -22,22 +22,36 @@ type hub struct {
 	log      *slog.Logger
 
 	mu     sync.Mutex
-	subs   map[chan LiveEvent]string // stream -> pool filter ("" every pool)
-	seqs   map[string]uint64         // last sequences seen
-	cancel context.CancelFunc        // stops the poller; nil when stopped
+	subs   map[chan LiveEvent]liveFilter
+	seqs   map[string]uint64  // last sequences seen
+	cancel context.CancelFunc // stops the poller; nil when stopped
 	done   chan struct{}
 }
 
 func newHub(poll func(context.Context) (map[string]uint64, error), interval time.Duration, log *slog.Logger) *hub {
-	return &hub{poll: poll, interval: interval, log: log, subs: map[chan LiveEvent]string{}}
+	return &hub{poll: poll, interval: interval, log: log, subs: map[chan LiveEvent]liveFilter{}}
 }
 
-// subscribe returns a channel of changes for pool ("" every pool) and a
-// function to stop. The first subscriber starts the poller.
-func (h *hub) subscribe(pool string) (<-chan LiveEvent, func()) {
+// liveFilter is what one stream receives: one pool ("" every pool),
+// of those its token may read. The hub filters before it queues, so the
+// pools a token may not read never crowd out those it may (a site has
+// thousands, and the first poll names every one).
+type liveFilter struct {
+	pool    string
+	allowed func(pool string) bool
+}
+
+func (f liveFilter) wants(pool string) bool {
+	return (f.pool == "" || f.pool == pool) && (f.allowed == nil || f.allowed(pool))
+}
+
+// subscribe returns a channel of changes for pool ("" every pool) among
+// those allowed accepts (nil: all), and a function to stop. The first
+// subscriber starts the poller.
+func (h *hub) subscribe(pool string, allowed func(pool string) bool) (<-chan LiveEvent, func()) {
 	ch := make(chan LiveEvent, 64)
 	h.mu.Lock()
-	h.subs[ch] = pool
+	h.subs[ch] = liveFilter{pool: pool, allowed: allowed}
 	if h.cancel == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.cancel, h.done, h.seqs = cancel, make(chan struct{}), nil
@@ -93,7 +107,7 @@ func (h *hub) publish(seqs map[string]uint64) {
 		}
 		ev := LiveEvent{Pool: pool, Seq: seq}
 		for ch, filter := range h.subs {
-			if filter == "" || filter == pool {
+			if filter.wants(pool) {
 				select {
 				case ch <- ev:
 				default:
@@ -141,7 +155,7 @@ func (c *Console) getLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	flusher := http.NewResponseController(w)
-	events, stop := c.live.subscribe(pool)
+	events, stop := c.live.subscribe(pool, func(pool string) bool { return c.allowed(r, pool) })
 	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
@@ -159,10 +173,7 @@ func (c *Console) getLive(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-c.quit:
 			return // the server is shutting down
-		case ev := <-events:
-			if !c.allowed(r, ev.Pool) {
-				continue // a pool this token may not read
-			}
+		case ev := <-events: // of a pool this token may read
 			b, _ := json.Marshal(ev)
 			if _, err := fmt.Fprintf(w, "event: checkpoint\ndata: %s\n\n", b); err != nil {
 				return

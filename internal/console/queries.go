@@ -51,8 +51,8 @@ func (p *planDoc) rulesVersion() *int {
 	return p.Rules
 }
 
-func readSummaries(ctx context.Context, q query.Querier, pool string) ([]PoolSummary, []*planDoc, error) {
-	rows, err := query.PoolSummaries(ctx, q, pool)
+func readSummaries(ctx context.Context, q query.Querier, pools ...string) ([]PoolSummary, []*planDoc, error) {
+	rows, err := query.PoolSummaries(ctx, q, pools...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,9 +32,12 @@ type PoolSummary struct {
 	HaltedReason string `json:"halted_reason,omitempty"`
 }
 
-// PoolsResponse is GET /v1/pools.
+// PoolsResponse is a page of GET /v1/pools, in pool name order. After,
+// when present, is the cursor of the next page (?after=...): more pools
+// may follow.
 type PoolsResponse struct {
 	Pools []PoolSummary `json:"pools"`
+	After string        `json:"after,omitempty"`
 }
 
 // Consumer is a consumer of the tree with its state. Fields that the

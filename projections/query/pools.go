@@ -50,13 +50,14 @@ LEFT JOIN LATERAL (
     SELECT data->'plan' AS data FROM events
     WHERE pool = c.pool AND type = 'plan' AND refused IS NULL
     ORDER BY seq DESC LIMIT 1) pl ON true
-WHERE $1 = '' OR c.pool = $1
+WHERE $1::text[] IS NULL OR c.pool = ANY($1)
 ORDER BY c.pool`
 
-// PoolSummaries sums up every projected pool in name order, or only pool
-// when it is not "".
-func PoolSummaries(ctx context.Context, q Querier, pool string) ([]PoolSummary, error) {
-	rows, _ := q.Query(ctx, summarySQL, pool)
+// PoolSummaries sums up the named pools that the projection holds, in
+// name order; with no name, every projected pool (a site with thousands
+// asks for a page of names first: PoolNames).
+func PoolSummaries(ctx context.Context, q Querier, pools ...string) ([]PoolSummary, error) {
+	rows, _ := q.Query(ctx, summarySQL, pools)
 	out, err := pgx.AppendRows([]PoolSummary{}, rows, func(row pgx.CollectableRow) (PoolSummary, error) {
 		var s PoolSummary
 		err := row.Scan(&s.Pool, &s.Seq, &s.FirstSeq, &s.Time, &s.LastType, &s.Capacity, &s.HostsUp, &s.HostsDown,
@@ -67,6 +68,43 @@ func PoolSummaries(ctx context.Context, q Querier, pool string) ([]PoolSummary, 
 		return nil, fmt.Errorf("pools: %w", err)
 	}
 	return out, nil
+}
+
+// PoolNames returns, in name order, at most limit names of projected
+// pools that come after after ("" from the first), start with prefix and
+// that keep accepts (nil: all), and whether more follow: a page of the
+// pools list, by keyset, so a page costs the same on the first pool as on
+// the ten-thousandth.
+func PoolNames(ctx context.Context, q Querier, after, prefix string, keep func(pool string) bool, limit int) ([]string, bool, error) {
+	sql := `SELECT pool FROM checkpoints WHERE pool > $1 AND starts_with(pool, $2) ORDER BY pool`
+	args := []any{after, prefix}
+	if keep == nil {
+		sql += ` LIMIT $3`
+		args = append(args, limit+1)
+	}
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("pools: %w", err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, false, fmt.Errorf("pools: %w", err)
+		}
+		if keep != nil && !keep(name) {
+			continue
+		}
+		if len(names) == limit {
+			return names, true, nil
+		}
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("pools: %w", err)
+	}
+	return names, false, nil
 }
 
 // PlanConsumer is a consumer of a pool's current plan with its state

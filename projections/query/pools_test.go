@@ -16,7 +16,7 @@ import (
 // history read as of the last event agrees with the current tables.
 func testPoolsNowAndAsOf(t *testing.T, p *projected) {
 	ctx := context.Background()
-	sums, err := query.PoolSummaries(ctx, p.db, "")
+	sums, err := query.PoolSummaries(ctx, p.db)
 	if err != nil {
 		t.Fatal(err)
 	}

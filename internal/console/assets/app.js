@@ -144,11 +144,31 @@ function dispatch(block) {
 
 // ---- pools list -------------------------------------------------------
 
-async function poolsView() {
+// The list is paged (a site may hold thousands of pools): a page of
+// PAGE pools in name order from the cursor in the address (#/?after=P),
+// optionally only the names starting with a prefix (#/?prefix=gpu-).
+// "Next" follows the cursor the server gives; the browser's Back goes to
+// the previous page.
+const PAGE = 100;
+
+async function poolsView(query) {
   setCrumbs('pools');
+  const after = query.get('after') || '';
+  const prefix = query.get('prefix') || '';
+  const page = (p) => {
+    const q = new URLSearchParams();
+    if (p.after) q.set('after', p.after);
+    if (p.prefix) q.set('prefix', p.prefix);
+    const s = q.toString();
+    return s ? '#/?' + s : '#/';
+  };
   const draw = async () => {
-    const { pools } = await api('/v1/pools');
-    if (!pools.length) {
+    const q = new URLSearchParams({ limit: String(PAGE) });
+    if (after) q.set('after', after);
+    if (prefix) q.set('prefix', prefix);
+    const res = await api('/v1/pools?' + q);
+    const pools = res.pools;
+    if (!pools.length && !after && !prefix) {
       app.innerHTML = '<p class="muted">No pool in the projection yet. Publish a plan and a host (see README).</p>';
       return;
     }
@@ -164,13 +184,34 @@ async function poolsView() {
       <td>${p.rules_version == null ? '<span class="muted">–</span>' : `<span title="since seq ${p.rules_since}">v${p.rules_version}</span>`}</td>
       <td>${p.halted == null ? '<span class="muted">–</span>' : p.halted ? `<span class="badge warn" title="${esc(p.halted_reason)}">halted</span>` : '<span class="badge ok">running</span>'}</td>
     </tr>`).join('');
+    const focused = document.activeElement && document.activeElement.id === 'pool-prefix';
     app.innerHTML = `<h1>Pools</h1>
+      <form class="pager" id="pool-filter">
+        <input id="pool-prefix" placeholder="name starts with…" value="${esc(prefix)}" size="24">
+        ${after ? `<a href="${page({ prefix })}" id="pools-first">first page</a>` : ''}
+        ${res.after ? `<a href="${page({ after: res.after, prefix })}" id="pools-next">next ${PAGE} →</a>` : ''}
+        <span class="muted">${pools.length ? `${esc(pools[0].pool)} … ${esc(pools[pools.length - 1].pool)}` : 'no pool here'}</span>
+      </form>
       <table class="pools"><thead><tr><th>pool</th><th class="num">capacity</th><th class="num">hosts up</th><th class="num">consumers</th>
       <th class="num">allocated / demand</th><th class="num">seq</th><th>last event</th><th>projection lag</th><th>rules</th><th>halted</th></tr></thead>
       <tbody>${rows}</tbody></table>`;
+    document.getElementById('pool-filter').onsubmit = (e) => {
+      e.preventDefault();
+      location.hash = page({ prefix: document.getElementById('pool-prefix').value.trim() });
+    };
+    if (focused) document.getElementById('pool-prefix').focus();
   };
   await draw();
-  return { onLive: () => draw() };
+  // Live: redraw this page at most once a second, however busy the site.
+  let timer = null;
+  return {
+    onLive: () => {
+      if (timer) return;
+      timer = setTimeout(async () => {
+        try { await draw(); } catch (err) { console.warn(err); } finally { timer = null; }
+      }, 1000);
+    },
+  };
 }
 
 // ---- a pool -----------------------------------------------------------
@@ -483,7 +524,7 @@ async function route() {
   const { parts, query } = parseHash();
   try {
     if (parts[0] === 'pool' && parts[1]) current = await poolView(parts[1], query);
-    else current = await poolsView();
+    else current = await poolsView(query);
     if (current && current.onLive) liveListeners.add(current.onLive);
   } catch (err) {
     showError(err);
