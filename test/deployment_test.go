@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
 
@@ -104,10 +106,21 @@ func (d *deployment) databaseURL(t *testing.T) string {
 	return d.env(t, "LEDGER_DATABASE_URL", "DATABASE_URL")
 }
 
-// superuserURL is PostgreSQL's superuser: what someone who stole it
-// could change the projection with.
+// superuserURL is PostgreSQL's superuser of dev's private cluster (its
+// password file in DATA/pg): what someone who stole it could change the
+// projection with.
 func (d *deployment) superuserURL(t *testing.T) string {
-	return d.env(t, "DATABASE_URL")
+	t.Helper()
+	pw, err := os.ReadFile(filepath.Join(d.data, "pg", pgcluster.SuperuserPasswordFile))
+	if err != nil {
+		t.Fatalf("the superuser's password: %v", err)
+	}
+	u, err := url.Parse(d.databaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(pgcluster.Superuser, strings.TrimSpace(string(pw)))
+	return u.String()
 }
 
 func (d *deployment) trustedKeys(t *testing.T) string {
