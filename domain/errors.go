@@ -40,6 +40,9 @@ var (
 	ErrParentOwnsNothing = events.NewRefusal("parent_owns_nothing", "a child owns resources while its parent owns nothing")
 	ErrChildrenOwnMore   = events.NewRefusal("children_own_more", "children own more than their parent")
 	ErrOwnershipRules    = events.NewRefusal("ownership_unsupported_rules", "ownership is not part of the plan's rules version")
+
+	// Rules version 4's plan fields (yarn.go).
+	ErrUnsupportedWithOwnership = events.NewRefusal("unsupported_with_ownership", "priority_bands, preemptable and zero shares are not defined with ownership")
 )
 
 func refuse(kind error, format string, args ...any) error {

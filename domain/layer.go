@@ -27,8 +27,10 @@ type shares struct {
 	overShare bool  // top-level only: alloc > planned
 	q         queued
 
-	base Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
-	tmp  Slots // scratch: this node's part of its parent's split
+	base  Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
+	tmp   Slots // scratch: this node's part of its parent's split
+	floor Slots // scratch, rules 4: F in a pool with pins (yarn.go); 0 otherwise
+	start Slots // scratch, rules 4: where the surplus starts, in a pool with pins (shares.go starts)
 
 	// Memo of the incremental share_ratio target passes (targets.go).
 	dirty  bool  // E changed in this subtree since the last pass

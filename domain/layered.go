@@ -512,7 +512,7 @@ func (f *layeredFold) split(id int32, q Slots, kind splitKind) {
 	items := f.sp.items[:0]
 	for _, c := range f.t.nodes[id].children {
 		f.got[c] = 0
-		if in, fl, b, cp := kind.term(f.eff[c], f.base[c], 0, 0); in {
+		if in, fl, b, cp := kind.term(terms{e: f.eff[c], b: f.base[c], s: f.base[c]}); in {
 			n := &f.t.nodes[c]
 			items = append(items, share{weight: n.share, floor: fl, base: b, cap: cp, priority: n.priority, rank: c})
 		}

@@ -72,7 +72,7 @@ var shareRatioDemand = divisionPolicy{shareRatio: true, preempt: true, balance: 
 // refuses ownership under every released version.
 func buildTreeUnchecked(plan events.Plan) (*tree, error) {
 	plan.Rules = int(RulesV3)
-	return buildTree(plan)
+	return buildTree(plan, false)
 }
 
 func fmtLayered(tr *tree, lt layeredTargets) string {

@@ -110,7 +110,7 @@ func (f *incFold) split(t *tree, pl *incPool, id int32, q Slots, kind splitKind)
 	for _, c := range t.nodes[id].children {
 		j := f.pre[c] - pl.at
 		pl.tmp[j] = 0
-		if in, fl, b, cp := kind.term(pl.eff[j], pl.base[j], 0, 0); in {
+		if in, fl, b, cp := kind.term(terms{e: pl.eff[j], b: pl.base[j], s: pl.base[j]}); in {
 			n := &t.nodes[c]
 			items = append(items, share{weight: n.share, floor: fl, base: b, cap: cp, priority: n.priority, rank: c})
 		}

@@ -11,6 +11,7 @@ type mode struct {
 	preempt    bool // preemption: reclaim is allowed
 	balance    bool // share_ratio: reclaim may lift a consumer above its planned share
 	owned      bool // the plan names ownership: the fold is layered (owned.go)
+	bands      bool // rules 4, share_ratio: priority bands order the splits (split.go)
 	behaviour       // what the pool's rules version changes
 }
 
@@ -22,6 +23,7 @@ func modeOf(plan events.Plan) mode {
 		preempt:    pol.PreemptionOrDefault(),
 		balance:    pol.BalanceOrDefault(),
 		owned:      behaviourOf(RulesOf(plan)).ownership && plan.HasOwnership(),
+		bands:      behaviourOf(RulesOf(plan)).yarn && pol.PriorityBandsOrDefault() && pol.ReclaimOrDefault() == events.ReclaimShareRatio,
 		behaviour:  behaviourOf(RulesOf(plan)),
 	}
 }
@@ -37,12 +39,16 @@ type Policy struct {
 	Preemption  bool         `json:"preemption"`
 	Balance     bool         `json:"balance"`
 	Rules       RulesVersion `json:"rules"`
+	// PriorityBands (rules 4, share_ratio): the surplus goes to the
+	// higher priorities first.
+	PriorityBands bool `json:"priority_bands,omitempty"`
 }
 
 func policyOf(plan events.Plan) Policy {
 	pol := plan.Policy
 	return Policy{Reclaim: pol.ReclaimOrDefault(), Enforcement: pol.EnforcementOrDefault(),
-		Preemption: pol.PreemptionOrDefault(), Balance: pol.BalanceOrDefault(), Rules: RulesOf(plan)}
+		Preemption: pol.PreemptionOrDefault(), Balance: pol.BalanceOrDefault(), Rules: RulesOf(plan),
+		PriorityBands: pol.PriorityBandsOrDefault()}
 }
 
 func validatePolicy(p events.Policy) error {
@@ -58,6 +64,9 @@ func validatePolicy(p events.Policy) error {
 	}
 	if p.Balance != nil && p.ReclaimOrDefault() != events.ReclaimShareRatio {
 		return refuse(ErrInvalidPlan, "policy.balance applies to reclaim %q only (this plan's reclaim is %q)", events.ReclaimShareRatio, p.ReclaimOrDefault())
+	}
+	if p.PriorityBands != nil && p.ReclaimOrDefault() != events.ReclaimShareRatio {
+		return refuse(ErrInvalidPlan, "policy.priority_bands applies to reclaim %q only (this plan's reclaim is %q)", events.ReclaimShareRatio, p.ReclaimOrDefault())
 	}
 	return nil
 }

@@ -55,6 +55,9 @@ type Pool struct {
 	// moves before they are made.
 	foldCheck  func(*Pool)
 	placeCheck func(*Pool, []placeMove)
+	// development: plans may name the rules version in development
+	// (WithDevelopmentRules).
+	development bool
 
 	// Per-event work.
 	decisions    []Decision
@@ -70,13 +73,34 @@ type Pool struct {
 	targetsDirty bool // share_ratio: some E changed since the last target pass
 }
 
+// PoolOption configures a pool made by NewPool or Restore.
+type PoolOption func(*Pool)
+
+// WithDevelopmentRules lets the pool's plans name the rules version in
+// development (RulesDevelopment), which the ledger refuses at append and a
+// projector without the option stops on: for simulations and tests of
+// work in progress (ledger simulate --rules-development, ledger dev
+// --rules-development).
+func WithDevelopmentRules() PoolOption { return func(p *Pool) { p.development = true } }
+
 // NewPool returns an empty pool: no plan, no hosts.
-func NewPool(name string) *Pool {
+func NewPool(name string, opts ...PoolOption) *Pool {
 	p := &Pool{name: name, hostByID: map[string]int32{}}
 	p.t, _ = emptyTree()
 	p.layers = []layer{newLayer(len(p.t.nodes))}
 	p.pub = &p.layers[0]
+	for _, o := range opts {
+		o(p)
+	}
 	return p
+}
+
+// options are the options the pool was made with, for its clones.
+func (p *Pool) options() []PoolOption {
+	if p.development {
+		return []PoolOption{WithDevelopmentRules()}
+	}
+	return nil
 }
 
 func emptyTree() (*tree, error) {

@@ -74,7 +74,7 @@ func (p *Pool) refile(id int32) {
 		file(q.entitled, &lq.entitled, n.alloc < entitledTo, qkey{-n.priority, int64(n.waitingSince), id})
 		file(q.borrowing, &lq.borrowing, n.alloc >= g && n.alloc < p.borrowCap(id), qkey{int64(n.waitingSince), -n.priority, id})
 		over := n.top != noNode && p.sh(n.top).overShare
-		want := n.alloc > g
+		want := n.alloc > g && !n.pinned // rules 4: a pinned leaf is never a victim
 		key := qkey{n.priority, -int64(n.alloc - g), id}
 		if lq.victim.in && lq.victimOver != over {
 			p.victimQueue(lq.victimOver).Delete(lq.victim.key)

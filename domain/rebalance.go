@@ -22,7 +22,12 @@ func (p *Pool) updateTargets() {
 		p.updateLayeredTargets()
 		return
 	}
-	if p.mode.shareRatio && !(!p.mode.parent && p.t.hasMax) {
+	switch {
+	case p.yarnFloors():
+		// The floors follow the allocations, which any event may move:
+		// the whole tree is recomputed every event (decisions.md #262).
+		p.dirtyAll = true
+	case p.mode.shareRatio && !(!p.mode.parent && p.t.hasMax):
 		p.updateShareRatioTargets()
 		return
 	}
@@ -111,15 +116,20 @@ func (p *Pool) computeTargets() {
 }
 
 // shareRatioTargets computes T from scratch for every node, from the E now
-// in the nodes: water-filled under parent enforcement, base plus surplus
-// under leaf enforcement (docs/rules.md#shares).
+// in the nodes (and, in a pool with pins, the floors of the allocations
+// now): water-filled under parent enforcement, base plus surplus under leaf
+// enforcement (docs/rules.md#shares, #version-4).
 func (p *Pool) shareRatioTargets() {
+	p.floors()
 	if p.mode.parent {
 		p.waterFill(0, p.pub.capacity)
 	} else {
 		p.dynamicShares(0, p.pub.capacity)
-		p.bases(0)
-		p.surplus(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-p.sh(0).base)
+		start := p.bases(0)
+		if p.yarnFloors() {
+			start = p.starts(0)
+		}
+		p.surplus(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-start)
 	}
 	p.sumTargets(0)
 }

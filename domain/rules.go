@@ -36,17 +36,42 @@ const (
 	// golden corpus holds every log without ownership to version 2's
 	// decisions under version 3 (TestGoldenV3KeepsV2WithoutOwnership).
 	RulesV3 RulesVersion = 3
+	// RulesV4 adds three behaviours of the YARN Capacity Scheduler behind
+	// new plan fields (docs/rules.md#version-4):
+	// priority bands (policy priority_bands), consumers that are not
+	// preempted (preemptable: false, inherited) and zero shares (share:
+	// 0). A plan without them folds exactly as under version 3
+	// (TestGoldenV4KeepsV3WithoutPartD). Rules 1 to 3 refuse the fields
+	// as their builds did: malformed for the two fields, invalid_share for
+	// a zero share.
+	//
+	// It is in development, not released: the engine folds it only in
+	// pools made WithDevelopmentRules (ledger simulate
+	// --rules-development, ledger dev --rules-development, tests); the
+	// ledger never stamps it and refuses it at append, a projector without
+	// the option stops on it, so no stored log holds it and its behaviour
+	// may still change. Its rulings for pools with ownership are not built
+	// yet: a plan with ownership folds under it as under version 3.
+	RulesV4 RulesVersion = 4
 
 	// RulesNewest is the version the ledger stamps on a plan that names
 	// none: the newest released one.
 	RulesNewest = RulesV3
+	// RulesDevelopment is the version in development.
+	RulesDevelopment = RulesV4
 )
 
 // RulesVersions lists every released version, oldest first.
 var RulesVersions = []RulesVersion{RulesV1, RulesV2, RulesV3}
 
-// Released reports whether this build implements v.
+// Released reports whether this build implements v as a released version.
 func (v RulesVersion) Released() bool { return v >= RulesV1 && v <= RulesNewest }
+
+// folds reports whether a pool folds plans naming v: every released
+// version, and the version in development where development allows it.
+func (v RulesVersion) folds(development bool) bool {
+	return v.Released() || (development && v == RulesDevelopment)
+}
 
 func (v RulesVersion) String() string { return fmt.Sprintf("rules v%d", int(v)) }
 
@@ -70,18 +95,27 @@ type behaviour struct {
 	// folded in layers (owned.go). Versions 1 and 2 refuse such plans
 	// (ownership_unsupported_rules, ownplan.go).
 	ownership bool
+	// yarn: the plan may name version 4's fields (priority_bands,
+	// preemptable, a zero share; tree.go, yarn.go). Versions 1 to 3 refuse
+	// them as their builds did.
+	yarn bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
-	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3}
+	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4}
 }
 
-// validateRules refuses a plan naming a version this build does not
-// implement. A projector that meets one in the log (written by a newer
-// ledger) must stop rather than skip it.
-func validateRules(plan events.Plan) error {
-	if plan.Rules == 0 || RulesVersion(plan.Rules).Released() {
+// validateRules refuses a plan naming a version this pool does not fold:
+// one this build does not implement, or the version in development without
+// development. A projector that meets one in the log (written by a newer
+// ledger, or by a development build) must stop rather than skip it.
+func validateRules(plan events.Plan, development bool) error {
+	v := RulesVersion(plan.Rules)
+	if plan.Rules == 0 || v.folds(development) {
 		return nil
+	}
+	if v == RulesDevelopment {
+		return refuse(ErrUnknownRules, "the plan asks for rules version %d, which is in development and not released; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
 	}
 	return refuse(ErrUnknownRules, "the plan asks for rules version %d; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
 }
@@ -92,8 +126,9 @@ func validateRules(plan events.Plan) error {
 // is not modified.
 func StampRules(payload events.Payload) events.Payload { return StampRulesAs(payload, RulesNewest) }
 
-// StampRulesAs is StampRules with another version (tests fold a log under
-// each released version with it).
+// StampRulesAs is StampRules with another version: tests fold a log under
+// each released version with it, and the in-memory tools under the version
+// in development (ledger simulate --rules-development).
 func StampRulesAs(payload events.Payload, v RulesVersion) events.Payload {
 	pc, ok := payload.(*events.PlanChange)
 	if !ok || pc.Plan.Rules != 0 {

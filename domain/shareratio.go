@@ -119,16 +119,61 @@ func (p *Pool) restoreGuarantees() {
 }
 
 // claimantOrder: largest deficit per unit of share (T - a)/share first,
-// then higher priority, then path.
+// then higher priority, then path. A zero share (rules 4) comes after every
+// positive share; among zero shares the largest deficit T - a first.
 func (p *Pool) claimantOrder(a, b int32) int {
 	x, y := &p.t.nodes[a], &p.t.nodes[b]
-	if l, r := int64(p.sh(a).target-x.alloc)*y.share, int64(p.sh(b).target-y.alloc)*x.share; l != r {
-		return cmpDesc(l, r)
+	if c := compareRatios(deficitRatio(p.sh(a).target-x.alloc, x.share), deficitRatio(p.sh(b).target-y.alloc, y.share)); c != 0 {
+		return -c
 	}
 	if x.priority != y.priority {
 		return cmpDesc(x.priority, y.priority)
 	}
 	return cmp.Compare(a, b)
+}
+
+// ratio is an amount per unit of share, ranked: a ratio of a higher rank
+// is larger than any of a lower one. Positive shares have rank 1 and are
+// compared by cross-multiplication (never a division); zero shares (rules
+// 4) get the ranks of the zero-share orders (docs/rules.md#version-4).
+type ratio struct {
+	rank     int8
+	num, den int64
+}
+
+// deficitRatio ranks a claimant's deficit T - a per unit of share: a zero
+// share comes after every positive one, by its deficit.
+func deficitRatio(deficit Slots, share int64) ratio {
+	if share == 0 {
+		return ratio{0, int64(deficit), 1}
+	}
+	return ratio{1, int64(deficit), share}
+}
+
+// excessRatio ranks a sibling's over-allocation A - T per unit of share in
+// the victim walk: a zero share above its target is the most
+// over-allocated (YARN ranks a zero guarantee as the most over capacity),
+// at its target it counts as 0, below its target it comes after every
+// positive share.
+func excessRatio(excess Slots, share int64) ratio {
+	switch {
+	case share > 0:
+		return ratio{1, int64(excess), share}
+	case excess > 0:
+		return ratio{2, int64(excess), 1}
+	case excess == 0:
+		return ratio{1, 0, 1}
+	default:
+		return ratio{0, int64(excess), 1}
+	}
+}
+
+// compareRatios orders two ratios, smaller first.
+func compareRatios(x, y ratio) int {
+	if x.rank != y.rank {
+		return cmp.Compare(x.rank, y.rank)
+	}
+	return cmp.Compare(x.num*y.den, y.num*x.den)
 }
 
 // sortVictimWalk orders over-allocated leaves as a top-down, depth-first
@@ -157,10 +202,13 @@ func (p *Pool) siblingsBelowCommonAncestor(a, b int32) (int32, int32) {
 	return a, b
 }
 
+// walkOrder orders siblings in the victim walk: largest over-allocation per
+// unit of share (A - T)/share first (zero shares: excessRatio), then lowest
+// priority, then path.
 func (p *Pool) walkOrder(a, b int32) int {
 	x, y := &p.t.nodes[a], &p.t.nodes[b]
-	if l, r := int64(x.alloc-p.sh(a).target)*y.share, int64(y.alloc-p.sh(b).target)*x.share; l != r {
-		return cmpDesc(l, r)
+	if c := compareRatios(excessRatio(x.alloc-p.sh(a).target, x.share), excessRatio(y.alloc-p.sh(b).target, y.share)); c != 0 {
+		return -c
 	}
 	if x.priority != y.priority {
 		return cmp.Compare(x.priority, y.priority)

@@ -65,11 +65,15 @@ func (p *Pool) splitChildren(id int32, q Slots, kind splitKind) {
 	for _, c := range t.nodes[id].children {
 		n, s := &t.nodes[c], &sh[c]
 		s.tmp = 0
-		if in, f, b, cp := kind.term(n.eff, s.base, 0, s.planned); in {
+		start := s.base
+		if p.yarnFloors() {
+			start = s.start
+		}
+		if in, f, b, cp := kind.term(terms{e: n.eff, b: s.base, s: start, f: s.floor, p: s.planned}); in {
 			items = append(items, share{weight: n.share, floor: f, base: b, cap: cp, priority: n.priority, rank: c})
 		}
 	}
-	p.sp.split(q, items, false)
+	p.sp.split(q, items, p.mode.bands && kind.banded())
 	for _, it := range items {
 		sh[it.rank].tmp = it.got
 	}
@@ -105,12 +109,15 @@ func (p *Pool) dynamicShares(id int32, q Slots) {
 	}
 }
 
-// bases turns Pdyn into the base B bottom-up: B(l) = min(E, Pdyn); a
-// parent whose children's bases exceed its E re-splits E over them.
+// bases turns Pdyn into the base B bottom-up: B(l) = min(E, Pdyn), never
+// below the leaf's floor; a parent whose children's bases exceed its E
+// re-splits E over them, and the root, when floors take its children's
+// above C, re-splits C. A leaf's start is min(E, Pdyn), before its floor.
 func (p *Pool) bases(id int32) Slots {
 	n, s := &p.t.nodes[id], p.sh(id)
 	if n.leaf {
-		s.base = minSlots(n.eff, s.base)
+		s.start = minSlots(n.eff, s.base)
+		s.base = maxSlots(s.floor, s.start)
 		return s.base
 	}
 	var sum Slots
@@ -118,8 +125,11 @@ func (p *Pool) bases(id int32) Slots {
 		sum += p.bases(c)
 	}
 	s.base = sum
-	if id != 0 && sum > n.eff {
+	switch {
+	case id != 0 && sum > n.eff:
 		p.resplit(id, n.eff)
+	case id == 0 && p.yarnFloors() && sum > p.pub.capacity:
+		p.resplit(id, p.pub.capacity)
 	}
 	return s.base
 }
@@ -140,11 +150,35 @@ func (p *Pool) resplit(id int32, q Slots) {
 	}
 }
 
+// starts sets, in a pool with pins, where each consumer's surplus starts:
+// a leaf's base less what its floor added to it (min(B, min(E, Pdyn))),
+// a parent's the sum of its children's. What a floor added counts as
+// surplus already given (the surplus split's floor), not as a base the
+// surplus adds to (decisions.md #263).
+func (p *Pool) starts(id int32) Slots {
+	n, s := &p.t.nodes[id], p.sh(id)
+	if n.leaf {
+		s.start = minSlots(s.start, s.base)
+		return s.start
+	}
+	var sum Slots
+	for _, c := range n.children {
+		sum += p.starts(c)
+	}
+	s.start = sum
+	return sum
+}
+
 // surplus spreads u over the branches with residual need E - B, by share,
-// capped by that need; a leaf's target is its base plus its part.
+// capped by that need; a leaf's target is its base plus its part (in a
+// pool with pins, its start plus its part, at least its base).
 func (p *Pool) surplus(id int32, u Slots) {
 	n, s := &p.t.nodes[id], p.sh(id)
 	if n.leaf {
+		if p.yarnFloors() {
+			s.target = s.start + u
+			return
+		}
 		s.target = s.base + u
 		return
 	}

@@ -100,8 +100,11 @@ func (p *Pool) Snapshot() []byte {
 	return b
 }
 
-// Restore rebuilds a pool from a snapshot.
-func Restore(b []byte) (*Pool, error) {
+// Restore rebuilds a pool from a snapshot, with the options of NewPool: a
+// snapshot whose plan names the rules version in development restores only
+// WithDevelopmentRules, so a projector without it stops there as it stops
+// on such a plan in the log.
+func Restore(b []byte, opts ...PoolOption) (*Pool, error) {
 	var s snapshot
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -111,7 +114,7 @@ func Restore(b []byte) (*Pool, error) {
 	if s.Format < 1 || s.Format > SnapshotFormat {
 		return nil, fmt.Errorf("snapshot format %d: this build reads formats 1 to %d", s.Format, SnapshotFormat)
 	}
-	p := NewPool(s.Pool)
+	p := NewPool(s.Pool, opts...)
 	p.seq, p.now = s.Seq, s.Time
 	for _, o := range s.Own {
 		p.own = append(p.own, ownSlot{o.Consumer, o.Host, Slots(o.Slots)})
@@ -127,7 +130,7 @@ func Restore(b []byte) (*Pool, error) {
 		p.recomputeAll()
 		return p, nil
 	}
-	t, err := buildTree(*s.Plan)
+	t, err := buildTree(*s.Plan, p.development)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot plan: %w", err)
 	}
@@ -171,7 +174,7 @@ func Restore(b []byte) (*Pool, error) {
 
 // Clone returns an independent copy of the pool.
 func (p *Pool) Clone() *Pool {
-	c, err := Restore(p.Snapshot())
+	c, err := Restore(p.Snapshot(), p.options()...)
 	if err != nil {
 		panic(fmt.Sprintf("domain: a snapshot of a live pool must restore: %v", err))
 	}

@@ -53,21 +53,29 @@ const (
 	splitSurplus
 )
 
-// term is child's item in a split of kind k, from its effective demand e
-// (E, or E0 for T0), its base b (leaf enforcement's B), its floor f and its
-// planned share p: whether it takes part, and its floor, base and cap.
-func (k splitKind) term(e, b, f, p Slots) (in bool, floor, base, cap Slots) {
+// terms is what a split reads of one child.
+type terms struct {
+	e Slots // effective demand E (E0 for T0 with balance: false)
+	b Slots // leaf enforcement's base B
+	s Slots // leaf enforcement's surplus start: B less what the child's floor added to it (B without pins)
+	f Slots // floor F (0 unless the pool has pins)
+	p Slots // static planned share P
+}
+
+// term is a child's item in a split of kind k: whether it takes part, and
+// its floor, base and cap (the table of docs/rules.md#version-4).
+func (k splitKind) term(c terms) (in bool, floor, base, cap Slots) {
 	switch k {
 	case splitAll:
 		return true, 0, 0, Unlimited
 	case splitPdyn:
-		return e > 0, 0, 0, Unlimited
+		return c.e > 0, 0, 0, Unlimited
 	case splitFill:
-		return e > 0, f, maxSlots(f, minSlots(e, p)), e
+		return c.e > 0, c.f, maxSlots(c.f, minSlots(c.e, c.p)), c.e
 	case splitResplit:
-		return e > 0, f, b, b
-	default: // splitSurplus
-		return e > b, 0, 0, e - b
+		return c.e > 0, c.f, c.b, c.b
+	default: // splitSurplus: what a floor added to the base is surplus already given
+		return c.e > c.s, c.b - c.s, c.b - c.s, c.e - c.s
 	}
 }
 

@@ -32,6 +32,9 @@ type node struct {
 	lendGrace    time.Duration
 	lend         bool // lends its unused owned slots, or its pool's leftover (default true)
 	own          []events.OwnEntry
+	// pinned (rules 4): not preemptable, its own preemptable: false or
+	// its nearest ancestor's that sets the field (yarn.go).
+	pinned bool
 
 	// Derived from plan and capacity (recomputed on plan and host events).
 	maxCap   Slots // max resolved to slots, Unlimited if none
@@ -70,6 +73,7 @@ type tree struct {
 	tops         []int32
 	byPath       map[string]int32
 	hasMax       bool // some consumer has a max: share_ratio/leaf may re-split
+	hasPins      bool // rules 4: some leaf is not preemptable (yarn.go)
 	maxDepth     int32
 }
 
@@ -78,10 +82,14 @@ func (t *tree) lookup(path string) (int32, bool) {
 	return id, ok
 }
 
-// buildTree validates a plan and builds its tree. Parents implied by a
-// child's path get share 1 and priority 0 (decisions.md #3).
-func buildTree(plan events.Plan) (*tree, error) {
-	if err := validateRules(plan); err != nil {
+// buildTree validates a plan and builds its tree; development lets it name
+// the rules version in development. Parents implied by a child's path get
+// share 1 and priority 0 (decisions.md #3).
+func buildTree(plan events.Plan, development bool) (*tree, error) {
+	if err := checkYARNFieldsKnown(plan, development); err != nil {
+		return nil, err
+	}
+	if err := validateRules(plan, development); err != nil {
 		return nil, err
 	}
 	if err := validatePolicy(plan.Policy); err != nil {
@@ -95,8 +103,9 @@ func buildTree(plan events.Plan) (*tree, error) {
 	}
 	specs := make(map[string]events.Consumer, len(plan.Consumers))
 	bounded := behaviourOf(RulesOf(plan)).boundedPriority
+	zeroShares := zeroSharesAllowed(plan)
 	for _, c := range plan.Consumers {
-		if err := validateConsumer(c); err != nil {
+		if err := validateConsumer(c, zeroShares); err != nil {
 			return nil, err
 		}
 		if err := validateOwnEntries(c); err != nil {
@@ -170,6 +179,10 @@ func buildTree(plan events.Plan) (*tree, error) {
 	if err := checkOwnershipRules(plan, behaviourOf(RulesOf(plan))); err != nil {
 		return nil, err
 	}
+	if err := checkYARNWithoutOwnership(plan); err != nil {
+		return nil, err
+	}
+	t.pinLeaves(specs)
 	t.layoutLeaves(0)
 	t.sortedLeaves = slices.Sorted(slices.Values(t.leaves))
 	for i := range t.nodes {
@@ -218,12 +231,14 @@ func parentPath(p string) string {
 	return p[:i]
 }
 
-func validateConsumer(c events.Consumer) error {
+// validateConsumer checks one consumer of a plan; zeroShares: a share of
+// 0 is allowed (rules 4 under share_ratio, zeroSharesAllowed).
+func validateConsumer(c events.Consumer, zeroShares bool) error {
 	if err := validatePath(c.Path); err != nil {
 		return err
 	}
-	if s := c.ShareOrDefault(); s <= 0 {
-		return refuse(ErrZeroShare, "%s has share %d", c.Path, s)
+	if s := c.ShareOrDefault(); s < 0 || (s == 0 && !zeroShares) {
+		return refuse(ErrZeroShare, "%s has share %d%s", c.Path, s, zeroShareHint(s))
 	} else if s > MaxShare {
 		return refuse(ErrOverflow, "%s has share %d (at most %d)", c.Path, s, MaxShare)
 	}

@@ -20,7 +20,7 @@ func (p *Pool) validate(payload events.Payload) (*tree, error) {
 	case *events.Release:
 		return nil, p.validateRelease(e)
 	case *events.PlanChange:
-		return buildTree(e.Plan)
+		return buildTree(e.Plan, p.development)
 	case *events.HostUp:
 		return nil, p.validateHostUp(e)
 	case *events.HostDown:

@@ -56,13 +56,23 @@ func (l *ConsumerList) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("consumers must be an array")
 	}
 	var out ConsumerList
+	pinned := -1 // the first consumer naming preemptable
 	for dec.More() {
 		if len(out) == MaxPlanConsumers {
+			if pinned >= 0 {
+				// Builds before rules 4 did not know the field: they
+				// refused the list as malformed at that consumer, before
+				// its length. A stored log keeps that refusal (its chain).
+				return fmt.Errorf("consumers[%d]: preemptable, a field rules 1 to 3 do not know, in a list of more than %d consumers", pinned, MaxPlanConsumers)
+			}
 			return fmt.Errorf("%w: more than %d consumers", ErrTooManyConsumers, MaxPlanConsumers)
 		}
 		var c Consumer
 		if err := dec.Decode(&c); err != nil {
 			return err
+		}
+		if c.Preemptable != nil && pinned < 0 {
+			pinned = len(out)
 		}
 		out = append(out, c)
 	}
@@ -88,6 +98,10 @@ type Policy struct {
 	// in less preferred ownership or the share pools (default false,
 	// docs/rules.md#ownership-placement).
 	ReclaimForPreference *bool `json:"reclaim_for_preference,omitempty"`
+	// PriorityBands (rules 4, share_ratio only): the surplus above the
+	// guarantees goes to the higher priorities among siblings first
+	// (yarn.go).
+	PriorityBands *bool `json:"priority_bands,omitempty"`
 }
 
 // ReclaimOrDefault returns the reclaim policy, "priority" when unset.
@@ -123,7 +137,8 @@ func (p Policy) ReclaimForPreferenceOrDefault() bool {
 	return p.ReclaimForPreference != nil && *p.ReclaimForPreference
 }
 
-// Consumer is one node of the consumer tree, named by its path.
+// Consumer is one node of the consumer tree, named by its path. Share may
+// be 0 (a zero share) only under rules 4 with reclaim share_ratio.
 type Consumer struct {
 	Path         string    `json:"path"`
 	Share        *int64    `json:"share,omitempty"`
@@ -137,6 +152,10 @@ type Consumer struct {
 	Own []OwnEntry `json:"own,omitempty"`
 	// Lend tells whether unused owned slots may be lent out (default true).
 	Lend *bool `json:"lend,omitempty"`
+	// Preemptable (rules 4): false pins the slots of the consumer's leaves
+	// (never reclaimed); default the parent's value, true at the top
+	// (yarn.go).
+	Preemptable *bool `json:"preemptable,omitempty"`
 }
 
 // ShareOrDefault returns the share ratio, 1 when unset.

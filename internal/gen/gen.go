@@ -65,6 +65,7 @@ type generator struct {
 	hosts   []string
 	tree    []events.Consumer
 	owned   bool // draw ownership (GenerateOwned)
+	yarn    bool // draw rules 4's fields (GenerateYARN)
 }
 
 // GenerateOwned is Generate with ownership (docs/rules.md#ownership): plans
@@ -74,6 +75,14 @@ type generator struct {
 // untouched, so its seeds keep their scenarios.
 func GenerateOwned(src Source, n int) Scenario {
 	return (&generator{src: src, owned: true}).scenario(2, n)
+}
+
+// GenerateYARN is Generate with rules version 4's plan fields (yarn.go):
+// plans name rules 4 and draw priority_bands, preemptable (true or false,
+// inherited) and zero shares, mostly where version 4 allows them, now and
+// then where it refuses them. Generate's own draws are untouched.
+func GenerateYARN(src Source, n int) Scenario {
+	return (&generator{src: src, yarn: true}).scenario(1, n)
 }
 
 // scenario draws a plan, minHosts to minHosts+3 hosts, then n events.
@@ -95,7 +104,7 @@ func (g *generator) pick(xs []string) string { return xs[g.src.Intn(len(xs))] }
 func (g *generator) plan() events.Plan {
 	g.leaves, g.parents, g.tree = nil, nil, nil
 	g.subtree("", 1+g.src.Intn(3))
-	return g.withOwnership(events.Plan{Policy: g.policy(), Consumers: g.tree})
+	return g.withYARN(g.withOwnership(events.Plan{Policy: g.policy(), Consumers: g.tree}))
 }
 
 // withOwnership draws ownership into a plan when the generator is owned.
@@ -275,7 +284,7 @@ func (g *generator) replan() *events.PlanChange {
 			cs[i] = g.consumer(c.Path)
 		}
 		g.tree = cs
-		return &events.PlanChange{Plan: g.withOwnership(events.Plan{Policy: g.policy(), Consumers: cs})}
+		return &events.PlanChange{Plan: g.withYARN(g.withOwnership(events.Plan{Policy: g.policy(), Consumers: cs}))}
 	}
 	return &events.PlanChange{Plan: g.plan()}
 }

@@ -87,15 +87,16 @@ func underRules(line []byte, v domain.RulesVersion) ([]byte, error) {
 	return json.Marshal(env)
 }
 
-// foldLog folds a log under version v. Each event's sequence is its line
-// number; a log is one pool.
+// foldLog folds a log under version v, in pools made with opts. Each
+// event's sequence is its line number; a log is one pool.
 type folded struct {
 	record    Record
 	links     []string
 	decisions [][]domain.Decision
+	results   []domain.Result // what each event did (what its chain link covers besides its bytes)
 }
 
-func foldLog(lines [][]byte, v domain.RulesVersion) (folded, error) {
+func foldLog(lines [][]byte, v domain.RulesVersion, opts ...domain.PoolOption) (folded, error) {
 	var f folded
 	var pool *domain.Pool
 	var chain domain.Hash
@@ -111,7 +112,7 @@ func foldLog(lines [][]byte, v domain.RulesVersion) (folded, error) {
 			return f, fmt.Errorf("line %d: %w", seq, err)
 		}
 		if pool == nil {
-			pool = domain.NewPool(st.Envelope.Pool)
+			pool = domain.NewPool(st.Envelope.Pool, opts...)
 		}
 		res, link, err := projections.Fold(pool, nil, st, chain)
 		if err != nil {
@@ -128,6 +129,7 @@ func foldLog(lines [][]byte, v domain.RulesVersion) (folded, error) {
 		}
 		f.links = append(f.links, hex.EncodeToString(link[:linkPrefix]))
 		f.decisions = append(f.decisions, res.Decisions)
+		f.results = append(f.results, res.Result)
 	}
 	f.record.Events = len(lines)
 	f.record.Decisions = hex.EncodeToString(digest.Sum(nil))

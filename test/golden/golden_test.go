@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -200,6 +201,81 @@ func TestGoldenV3KeepsV2WithoutOwnership(t *testing.T) {
 		t.Errorf("only %d logs without ownership compared", compared)
 	}
 	t.Logf("%d logs without ownership decide the same under v2 and v3", compared)
+}
+
+// TestGoldenV4KeepsV3WithoutPartD: version 4 (in development) changes
+// nothing for a plan without ownership and without its own fields
+// (priority_bands, preemptable, a zero share under share_ratio): every
+// such log of the corpus folds under version 4 exactly as under version 3,
+// event by event: the same decisions, refusals and state of every consumer
+// and host touched, so the same chain links once the plans' version
+// stamps are set aside (each link is computed here over the version 3
+// bytes of its event and version 4's result, and must equal version 3's).
+func TestGoldenV4KeepsV3WithoutPartD(t *testing.T) {
+	names, err := logNames(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared, skipped := 0, 0
+	for _, name := range names {
+		lines, err := readLog(logDir + "/" + name + ".jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if namesOwnership(lines) || namesPartD(lines) {
+			skipped++
+			continue
+		}
+		v3, err := foldLog(lines, domain.RulesV3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v4, err := foldLog(lines, domain.RulesV4, domain.WithDevelopmentRules())
+		if err != nil {
+			t.Fatalf("%s under v4: %v", name, err)
+		}
+		compared++
+		var chain domain.Hash
+		for i := range lines {
+			raw, err := underRules(lines[i], domain.RulesV3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chain = domain.Chain(chain, raw, &v4.results[i])
+			if got := hex.EncodeToString(chain[:linkPrefix]); got != v3.links[i] {
+				t.Errorf("%s: event #%d %s: under v4 decides %v (chain %s), under v3 %v (chain %s)", name, i+1, lines[i], v4.decisions[i], got, v3.decisions[i], v3.links[i])
+				break
+			}
+		}
+		if chain4 := hex.EncodeToString(chain[:]); chain4 != v3.record.Chain || v4.record.Decisions != v3.record.Decisions || v4.record.Refused != v3.record.Refused {
+			t.Errorf("%s: v4 ends at chain %s (decisions %s, %d refused), v3 at %s (%s, %d)", name, chain4, v4.record.Decisions, v4.record.Refused, v3.record.Chain, v3.record.Decisions, v3.record.Refused)
+		}
+	}
+	if compared < 300 {
+		t.Errorf("only %d logs without ownership or part D compared", compared)
+	}
+	t.Logf("%d logs decide the same under v3 and v4 (%d with ownership or part D's fields left out)", compared, skipped)
+}
+
+// namesPartD reports whether any plan of the log names a field of
+// version 4: priority_bands, preemptable, or a zero share under
+// share_ratio (under priority every version refuses it alike).
+func namesPartD(lines [][]byte) bool {
+	for _, line := range lines {
+		env, err := events.ParseEnvelope(line)
+		if err != nil || env.Type != events.TypePlan {
+			continue
+		}
+		var pc events.PlanChange
+		if json.Unmarshal(env.Data, &pc) != nil {
+			continue
+		}
+		pl := pc.Plan
+		if pl.NamesYARNFields() || (pl.HasZeroShare() && pl.Policy.ReclaimOrDefault() == events.ReclaimShareRatio) {
+			return true
+		}
+	}
+	return false
 }
 
 // namesOwnership reports whether any plan of the log names ownership.
