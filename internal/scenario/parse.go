@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -44,12 +45,17 @@ type Expect struct {
 	Rejected    int              `json:"rejected"`
 }
 
-// ExpectDecision is a sum of decisions of one (kind, consumer, from).
+// ExpectDecision is a sum of decisions of one (kind, consumer, from), and
+// when it names them, of one rule and one deadline (docs/scenarios.md).
 type ExpectDecision struct {
 	Kind     string `json:"kind"`
 	Consumer string `json:"consumer"`
 	From     string `json:"from,omitempty"`
 	Slots    int64  `json:"slots"`
+	// Rule, when not empty, counts only decisions of this rule.
+	Rule string `json:"rule,omitempty"`
+	// Deadline, when given, counts only decisions with this deadline.
+	Deadline Deadline `json:"deadline,omitzero"`
 }
 
 type rawScenario struct {
@@ -150,12 +156,33 @@ func parseEvent(fields map[string]json.RawMessage) (Event, error) {
 	}
 	data, _ := json.Marshal(fields)
 	p, err := events.DecodePayload(events.Type(typ), data)
-	if err != nil {
+	switch {
+	case errors.Is(err, events.ErrUnknownType):
 		return ev, err
+	case err != nil:
+		// The ledger refuses it (malformed, or past a limit): kept as
+		// written, so a step can expect the refusal.
+		p = &Undecodable{Type: events.Type(typ), Data: data, Err: err}
 	}
 	ev.Payload = p
 	return ev, nil
 }
+
+// Undecodable is an event of a scenario whose data the ledger cannot
+// decode (a value of the wrong type, an unknown field, a list past a
+// limit): the ledger refuses it, and it counts as rejected. ledger load
+// sends it as written; the in-memory fold refuses it with Err.
+type Undecodable struct {
+	Type events.Type
+	Data json.RawMessage
+	Err  error
+}
+
+// EventType is the type the file gives it.
+func (u *Undecodable) EventType() events.Type { return u.Type }
+
+// MarshalJSON writes the data as the file gives it.
+func (u *Undecodable) MarshalJSON() ([]byte, error) { return u.Data, nil }
 
 func strictJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))

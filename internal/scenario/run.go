@@ -85,17 +85,46 @@ func (s *Scenario) Events() []Event {
 	return evs
 }
 
+// RunOption changes how Run folds a scenario.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	pool  []domain.PoolOption
+	rules domain.RulesVersion // stamped on a plan that names none
+}
+
+// WithDevelopmentRules folds under the rules version in development
+// (domain.RulesDevelopment), which the service does not accept without
+// its own development switch: plans may name it, and a plan that names no
+// version runs under it.
+func WithDevelopmentRules() RunOption {
+	return func(c *runConfig) {
+		c.pool = append(c.pool, domain.WithDevelopmentRules())
+		c.rules = domain.RulesDevelopment
+	}
+}
+
 // Run folds the scenario in memory with the engine, as the service would:
-// a plan that names no rules version runs under the newest.
-func Run(s *Scenario) *Result {
-	pool := domain.NewPool(s.Pool)
+// a plan that names no rules version runs under the newest (with
+// WithDevelopmentRules, the version in development).
+func Run(s *Scenario, opts ...RunOption) *Result {
+	cfg := runConfig{rules: domain.RulesNewest}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	pool := domain.NewPool(s.Pool, cfg.pool...)
 	tl := NewTimeline()
 	res := &Result{File: s.File, Name: s.Name}
+	times := map[uint64]time.Time{}
 	apply := func(ev Event) ([]domain.Decision, error) {
 		at := tl.At(ev.Time)
-		r, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: domain.StampRules(ev.Payload)})
+		if u, ok := ev.Payload.(*Undecodable); ok {
+			return nil, u.Err
+		}
+		r, err := pool.Apply(domain.Event{Seq: tl.seq + 1, Time: at, Payload: domain.StampRulesAs(ev.Payload, cfg.rules)})
 		if err == nil {
 			tl.seq++
+			times[tl.seq] = at
 		}
 		return r.Decisions, err
 	}
@@ -117,7 +146,9 @@ func Run(s *Scenario) *Result {
 		sr.Consumers = pool.Consumers()
 		sr.Ownership = pool.Ownership()
 		sr.Policy = pool.Policy()
-		sr.Diffs = st.Expect.Check(Observe(sr.Consumers, sr.Decisions, len(sr.Refusals)))
+		obs := Observe(sr.Consumers, sr.Decisions, len(sr.Refusals))
+		obs.Times = times
+		sr.Diffs = st.Expect.Check(obs)
 		res.Steps = append(res.Steps, sr)
 	}
 	return res
