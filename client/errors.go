@@ -54,10 +54,13 @@ const (
 	CodeParentOwnsNothing    Code = "parent_owns_nothing"   // 422
 	CodeChildrenOwnMore      Code = "children_own_more"     // 422
 	CodeOwnershipUnsupported Code = "ownership_unsupported_rules"
-	CodePoolMismatch         Code = "pool_mismatch"   // an envelope naming another pool (the projector's refusal)
-	CodeUnauthenticated      Code = "unauthenticated" // 401: no token or an unknown one; the projector's refusal of an unsigned event
-	CodeDuplicateID          Code = "duplicate_id"    // 409: the pool applied an event with this id before, past the duplicate window
-	CodeRefused              Code = "refused"         // a refusal without a code of its own (the projection's events table only)
+	// 422, rules 4 (in development): priority_bands, preemptable: false or
+	// a zero share in a plan with ownership.
+	CodeUnsupportedWithOwnership Code = "unsupported_with_ownership"
+	CodePoolMismatch             Code = "pool_mismatch"   // an envelope naming another pool (the projector's refusal)
+	CodeUnauthenticated          Code = "unauthenticated" // 401: no token or an unknown one; the projector's refusal of an unsigned event
+	CodeDuplicateID              Code = "duplicate_id"    // 409: the pool applied an event with this id before, past the duplicate window
+	CodeRefused                  Code = "refused"         // a refusal without a code of its own (the projection's events table only)
 )
 
 // The codes of the API itself.

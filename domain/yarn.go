@@ -41,13 +41,29 @@ func zeroShareHint(s int64) string {
 }
 
 // checkYARNWithoutOwnership refuses a rules-4 plan that combines
-// priority_bands, preemptable (whatever their values) or a zero share with
-// ownership: version 4 defines them for pools without ownership only.
+// priority_bands: true, preemptable: false or a zero share with ownership:
+// version 4 defines them for pools without ownership only. The fields at
+// their defaults decide as if absent, so they are accepted (decisions.md
+// #264, as the reference model reads it, #240).
 func checkYARNWithoutOwnership(plan events.Plan) error {
-	if !behaviourOf(RulesOf(plan)).yarn || !plan.HasOwnership() || (!plan.NamesYARNFields() && !plan.HasZeroShare()) {
+	if !behaviourOf(RulesOf(plan)).yarn || !plan.HasOwnership() || !usesYARN(plan) {
 		return nil
 	}
-	return refuse(ErrUnsupportedWithOwnership, "the plan combines priority_bands, preemptable or a zero share with ownership (own, lend or reclaim_for_preference); %v defines them for pools without ownership", RulesOf(plan))
+	return refuse(ErrUnsupportedWithOwnership, "the plan combines priority_bands, preemptable: false or a zero share with ownership (own, lend or reclaim_for_preference); %v defines them for pools without ownership", RulesOf(plan))
+}
+
+// usesYARN reports whether a plan uses a field of version 4 other than at
+// its default: priority_bands true, preemptable false, a zero share.
+func usesYARN(plan events.Plan) bool {
+	if plan.Policy.PriorityBandsOrDefault() || plan.HasZeroShare() {
+		return true
+	}
+	for _, c := range plan.Consumers {
+		if c.Preemptable != nil && !*c.Preemptable {
+			return true
+		}
+	}
+	return false
 }
 
 // pinLeaves resolves preemptable's inheritance: a consumer is pinned when
