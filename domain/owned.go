@@ -36,8 +36,36 @@ func (p *Pool) reassignOwnership() {
 		d.Seq, d.Ordinal = p.seq, len(p.decisions)
 		p.decisions = append(p.decisions, d)
 	}
+	p.assigned = assignmentChanges(p.assigned, p.own, res.assignment)
 	p.own = res.assignment
 	p.partsFresh = false
+}
+
+// assignmentChanges appends to out the rows of the assignment that differ
+// between before and after (both by consumer, then host), with their
+// slots after (0: no longer owned).
+func assignmentChanges(out []OwnedSlots, before, after []ownSlot) []OwnedSlots {
+	less := func(a, b ownSlot) bool {
+		return a.consumer < b.consumer || (a.consumer == b.consumer && a.host < b.host)
+	}
+	i, j := 0, 0
+	for i < len(before) || j < len(after) {
+		switch {
+		case j == len(after) || (i < len(before) && less(before[i], after[j])):
+			out = append(out, OwnedSlots{Consumer: before[i].consumer, Host: before[i].host})
+			i++
+		case i == len(before) || less(after[j], before[i]):
+			out = append(out, OwnedSlots{Consumer: after[j].consumer, Host: after[j].host, Slots: int64(after[j].slots)})
+			j++
+		default:
+			if before[i].slots != after[j].slots {
+				out = append(out, OwnedSlots{Consumer: after[j].consumer, Host: after[j].host, Slots: int64(after[j].slots)})
+			}
+			i++
+			j++
+		}
+	}
+	return out
 }
 
 // hostParts divides the up hosts into parts by the current assignment,
@@ -649,7 +677,7 @@ type ownFigures struct {
 // ownFigures computes the views' ownership figures from where the slots
 // sit; nil when the pool has no assignment.
 func (p *Pool) ownFigures() *ownFigures {
-	if len(p.own) == 0 && !p.mode.owned {
+	if !p.HasOwnership() {
 		return nil
 	}
 	n := len(p.t.nodes)
@@ -693,7 +721,7 @@ func (of *ownFigures) of(id int32) *ownView {
 // from the sittings of the hosts it owns slots on (its descendants own
 // only slots it owns). nil when the pool has no assignment.
 func (p *Pool) ownFiguresOf(id int32) *ownView {
-	if len(p.own) == 0 && !p.mode.owned {
+	if !p.HasOwnership() {
 		return nil
 	}
 	parts, tot := p.hostParts()

@@ -45,11 +45,12 @@ type Pool struct {
 	parts      []hostPart
 	partTot    ownTotals
 	partsFresh bool
-	partsGen   uint64     // counts the recomputations of parts
-	sits       sitCache   // which part of each host the slots sit in (sitcache.go)
-	inc        incFold    // the layered fold kept between events (layerinc.go)
-	pk         placeKeep  // the placement kept beside it (ownplaceinc.go)
-	partIdx    *partIndex // the placement's index of parts
+	partsGen   uint64      // counts the recomputations of parts
+	sits       sitCache    // which part of each host the slots sit in (sitcache.go)
+	inc        incFold     // the layered fold kept between events (layerinc.go)
+	pk         placeKeep   // the placement kept beside it (ownplaceinc.go)
+	partIdx    *partIndex  // the placement's index of parts
+	figs       figureMoves // what a demand or release event moves of the ownership figures (figures.go)
 	// foldCheck and placeCheck, set by tests only, see every kept fold's
 	// outcome before the placement uses it, and every kept placement's
 	// moves before they are made.
@@ -61,6 +62,7 @@ type Pool struct {
 
 	// Per-event work.
 	decisions    []Decision
+	assigned     []OwnedSlots // the rows of the assignment the event changed (Result.Assignment)
 	touched      []int32
 	allTouch     bool
 	loweredE     []int32 // leaves whose E may have dropped below a
@@ -165,18 +167,21 @@ func (p *Pool) Skip(seq uint64, at time.Time) {
 
 func (p *Pool) begin(ev Event) {
 	p.seq, p.now = ev.Seq, ev.Time
-	switch ev.Payload.(type) {
-	case *events.Demand, *events.Release: // neither hosts nor the assignment change
-	default:
-		p.partsFresh = false
-		p.inc.ready, p.pk.ready = false, false
-	}
 	p.decisions = p.decisions[:0]
 	p.touched = p.touched[:0]
 	p.allTouch = false
 	p.loweredE = p.loweredE[:0]
 	p.dirtyTops = p.dirtyTops[:0]
 	p.dirtyAll = false
+	p.assigned = p.assigned[:0]
+	switch ev.Payload.(type) {
+	case *events.Demand, *events.Release: // neither hosts nor the assignment change
+		p.beginFigures()
+	default:
+		p.partsFresh = false
+		p.inc.ready, p.pk.ready = false, false
+		p.figs.on = false
+	}
 }
 
 // touch records that a consumer's reportable state changed in this event,

@@ -3,9 +3,12 @@ package domain
 import "github.com/cluster-ledger/ledger/events"
 
 // Result is everything one event did to its pool, as one value (in the
-// spirit of etcd-io/raft's Ready): the edges read only this, never the
-// pool's per-event scratch. Its fields are in the order the effects
-// happened and the order the hash chain digests them.
+// spirit of etcd-io/raft's Ready): the edges learn from it what changed,
+// never by comparing the pool's state before and after. Its first fields
+// are in the order the effects happened and the order the hash chain
+// digests them (Chain); Assignment and OwnershipMoved follow from them
+// and are not digested, so they could be added without changing any
+// link of a released history.
 type Result struct {
 	// Seq is the event's sequence.
 	Seq uint64
@@ -23,11 +26,25 @@ type Result struct {
 	// Hosts is every host after the event, in registration order, when
 	// All; nil otherwise.
 	Hosts []HostState
+
+	// Assignment is the rows of the ownership assignment the event
+	// changed (plan and host events; their own decisions say why), by
+	// consumer then host, with the slots owned after it (0: no longer
+	// owned).
+	Assignment []OwnedSlots
+	// OwnershipMoved lists, in path order, every consumer whose
+	// ownership figures (own used, lent out, a leaf's sources) the event
+	// moved, those it did not touch included: slots re-seated on the
+	// hosts the decisions name (figures.go). Nil with All (every figure
+	// may have moved), and in a pool without ownership.
+	OwnershipMoved []string
 }
 
-// ConsumerState is the part of a consumer's state the hash chain covers.
+// ConsumerState is a consumer's state after an event: the hash chain
+// covers every field but Leaf.
 type ConsumerState struct {
 	Path         string
+	Leaf         bool
 	Demand       int64
 	Effective    int64
 	Target       int64
@@ -72,7 +89,8 @@ func (r *Result) Touched() []string {
 
 // result builds the Result of the event just folded.
 func (p *Pool) result() Result {
-	r := Result{Seq: p.seq, Decisions: append([]Decision(nil), p.decisions...), All: p.allTouch}
+	r := Result{Seq: p.seq, Decisions: append([]Decision(nil), p.decisions...), All: p.allTouch,
+		Assignment: append([]OwnedSlots(nil), p.assigned...), OwnershipMoved: p.endFigures()}
 	var ids []int32
 	if p.allTouch {
 		ids = make([]int32, 0, len(p.t.nodes)-1)
@@ -100,7 +118,7 @@ func (p *Pool) result() Result {
 		for _, h := range n.holdings {
 			holdings = append(holdings, Holding{Host: p.hosts[h.host].name, Slots: int64(h.slots)})
 		}
-		r.Changed[i] = ConsumerState{Path: n.path, Demand: int64(n.demand), Effective: int64(n.eff),
+		r.Changed[i] = ConsumerState{Path: n.path, Leaf: n.leaf, Demand: int64(n.demand), Effective: int64(n.eff),
 			Target: int64(p.sh(id).target), Allocated: int64(n.alloc), WaitingSince: n.waitingSince,
 			Holdings: holdings[start:len(holdings):len(holdings)]}
 	}

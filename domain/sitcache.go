@@ -14,13 +14,17 @@ import (
 // never hashed nor stored, and it gives exactly what a full computation
 // gives (TestSittingsCacheMatchesFull).
 type sitCache struct {
-	parts   []hostPart  // the parts the sittings were computed for
-	byHost  [][]sitting // by host
-	fresh   []bool      // by host: byHost[h] is current
-	stale   []int32     // hosts whose fresh was cleared since the last refreshSittings
-	gen     uint64      // the pool's parts generation the cache was checked against (0: none)
-	prev    []sitting   // scratch: a host's sittings before they are recomputed
-	scratch seating     // scratch of sitHost
+	parts  []hostPart  // the parts the sittings were computed for
+	byHost [][]sitting // by host
+	fresh  []bool      // by host: byHost[h] is current
+	stale  []int32     // hosts whose fresh was cleared since the last refreshSittings
+	gen    uint64      // the pool's parts generation the cache was checked against (0: none)
+	// known: every host's sittings were computed for the current parts
+	// (each is fresh, or stale with the sittings it had before its
+	// holdings changed), so a change can be measured from them (figures.go).
+	known   bool
+	prev    []sitting // scratch: a host's sittings before they are recomputed
+	scratch seating   // scratch of sitHost
 	// holders: by host, the leaves holding slots there, in path order (by
 	// id); nil until built, dropped when the tree changes.
 	holders [][]int32
@@ -29,7 +33,7 @@ type sitCache struct {
 // invalidate forgets every host's sittings (the parts or the tree changed).
 func (c *sitCache) invalidate() {
 	clear(c.fresh)
-	c.parts, c.gen = nil, 0
+	c.parts, c.gen, c.known = nil, 0, false
 }
 
 // forgetTree drops what is keyed by node id (a plan replaced the tree).
@@ -102,6 +106,7 @@ func (p *Pool) sittings(parts []hostPart) []sitting {
 		out = append(out, p.sitOn(parts, i, j)...)
 		i = j
 	}
+	p.sits.known = true
 	return out
 }
 
@@ -134,6 +139,7 @@ func (p *Pool) sitsFor(parts []hostPart) {
 		c.byHost = make([][]sitting, len(p.hosts))
 		c.stale = c.stale[:0]
 		c.parts = slices.Clone(parts)
+		c.known = false
 	}
 }
 
@@ -153,6 +159,9 @@ func (p *Pool) sitOn(parts []hostPart, i, j int) []sitting {
 		c.fresh[h] = true
 		if p.inc.ready { // the kept fold's held follows the sittings
 			p.inc.noteResit(p.t, parts, before, c.byHost[h])
+		}
+		if p.figs.on { // and so do the figures of the event's Result
+			p.figs.noteResit(p, parts, before, c.byHost[h])
 		}
 	}
 	return c.byHost[h]

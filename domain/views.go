@@ -127,28 +127,6 @@ func (p *Pool) view(id int32, of *ownView) ConsumerView {
 	return v
 }
 
-// OnHost lists, in path order, the consumers whose views a change of the
-// slots held on host can move: the leaves holding slots there and the
-// consumers owning slots there (which part of the host each slot sits in
-// decides their sources and what owners see used or lent out).
-func (p *Pool) OnHost(host string) []string {
-	h, ok := p.hostByID[host]
-	if !ok {
-		return nil
-	}
-	var out []string
-	if holders := p.hostHolders(); int(h) < len(holders) {
-		for _, l := range holders[h] {
-			out = append(out, p.t.nodes[l].path)
-		}
-	}
-	for _, i := range p.ownRows().byHost[host] {
-		out = append(out, p.own[i].consumer)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // Ownership returns the ownership assignment, by consumer path then host
 // name; nil in a pool without ownership.
 func (p *Pool) Ownership() []OwnedSlots {

@@ -26,12 +26,8 @@ type poolState struct {
 	halted    bool               // its fold failed: skipped until rebuilt
 
 	// Ownership (ownership.go): the open ownership_history rows by
-	// (consumer, host); whether the consumer views carry ownership; and,
-	// while the pool holds an assignment, every consumer's ownership
-	// figures as last noted (nil otherwise).
-	ownOpen  map[ownKey]openRow
-	ownViews bool
-	ownCols  map[string]ownCols
+	// (consumer, host).
+	ownOpen map[ownKey]openRow
 }
 
 // openRow is a consumer's current allocation_history interval: its slots
@@ -162,72 +158,44 @@ func (pb *poolBatch) noteDecision(d domain.Decision) {
 }
 
 // noteState records which consumers changed, the allocation history of
-// those whose total moved and what the event did to ownership.
+// those whose total moved and what the event did to ownership, from the
+// event's Result alone.
 func (b *batch) noteState(pb *poolBatch, name string, st stream.Stored, res FoldResult) {
-	v := &eventViews{pool: pb.state.pool}
-	if res.All {
-		v.loadAll() // every view anyway
-	}
-	b.noteAllocations(pb, name, st, res, v)
-	b.noteOwnership(pb, name, st.Seq, st.Envelope.Time, res, v)
+	b.noteAllocations(pb, name, st, res)
+	b.noteOwnership(pb, name, st.Seq, st.Envelope.Time, res)
 }
 
-// eventViews reads the consumer views of a pool after one event: one at
-// a time (each costs what that consumer holds and owns), or all at once
-// when all are needed anyway.
-type eventViews struct {
-	pool   *domain.Pool
-	all    []domain.ConsumerView
-	byPath map[string]int
-}
-
-func (v *eventViews) loadAll() []domain.ConsumerView {
-	if v.all == nil {
-		v.all = v.pool.Consumers()
-		v.byPath = make(map[string]int, len(v.all))
-		for i := range v.all {
-			v.byPath[v.all[i].Path] = i
-		}
-	}
-	return v.all
-}
-
-func (v *eventViews) get(path string) (domain.ConsumerView, bool) {
-	if v.all == nil {
-		return v.pool.Consumer(path)
-	}
-	i, ok := v.byPath[path]
-	if !ok {
-		return domain.ConsumerView{}, false
-	}
-	return v.all[i], true
-}
-
-func (b *batch) noteAllocations(pb *poolBatch, name string, st stream.Stored, res FoldResult, views *eventViews) {
+func (b *batch) noteAllocations(pb *poolBatch, name string, st stream.Stored, res FoldResult) {
 	seq, at := st.Seq, st.Envelope.Time
-	if !res.All {
-		for _, path := range res.Touched() {
-			pb.touched[path] = seq
-			if v, ok := views.get(path); ok && v.Leaf {
-				b.historyChange(pb, name, path, v.Allocated, seq, at)
-			}
+	if res.All {
+		pb.allHosts = true
+		if st.Envelope.Type == events.TypePlan {
+			pb.planChanged = true
 		}
+	}
+	for i := range res.Changed {
+		c := &res.Changed[i]
+		if c.Path == "/" {
+			continue
+		}
+		pb.touched[c.Path] = seq
+		if c.Leaf {
+			b.historyChange(pb, name, c.Path, c.Allocated, seq, at)
+		}
+	}
+	if !res.All {
 		return
 	}
-	pb.allHosts = true
-	if st.Envelope.Type == events.TypePlan {
-		pb.planChanged = true
-	}
-	leaves := map[string]bool{}
-	for _, v := range views.loadAll() {
-		pb.touched[v.Path] = seq
-		if v.Leaf {
-			leaves[v.Path] = true
-			b.historyChange(pb, name, v.Path, v.Allocated, seq, at)
+	// Every consumer is in Changed: a leaf with an open interval that is
+	// not a leaf any more was removed from the plan, or is now a parent.
+	leaves := make(map[string]bool, len(res.Changed))
+	for i := range res.Changed {
+		if res.Changed[i].Leaf {
+			leaves[res.Changed[i].Path] = true
 		}
 	}
 	for _, path := range sortedKeys(pb.state.open) {
-		if !leaves[path] { // removed from the plan, or now a parent
+		if !leaves[path] {
 			b.historyChange(pb, name, path, 0, seq, at)
 		}
 	}

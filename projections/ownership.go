@@ -20,10 +20,10 @@ import (
 //     sources and an owner's used and lent-out slots follow from where
 //     every slot of a host sits, so a decision on a host can change them
 //     for consumers the event did not touch (another borrower's slots
-//     shift from the public part to a lent part). In a pool with an
-//     assignment the projector keeps the figures it last wrote and, after
-//     an event that moved slots, rewrites the rows of the consumers whose
-//     figures changed.
+//     shift from the public part to a lent part). The engine names them
+//     in the event's Result (OwnershipMoved, and Assignment for the
+//     assignment): the projector rewrites their rows and compares
+//     nothing.
 
 // ownKey is a (consumer, host) pair of the assignment.
 type ownKey = [2]string
@@ -36,11 +36,6 @@ type ownCols struct {
 
 func ownColsOf(v *domain.ConsumerView) ownCols {
 	return ownCols{owned: v.Owned, used: v.OwnUsed, lent: v.LentOut, sources: v.Sources}
-}
-
-func (c ownCols) equal(o ownCols) bool {
-	return c.owned == o.owned && c.used == o.used && c.lent == o.lent &&
-		(c.sources == nil) == (o.sources == nil) && slices.Equal(c.sources, o.sources)
 }
 
 // sourcesValue is the sources column's value: JSON, or nil for NULL.
@@ -83,109 +78,32 @@ func assignment(p *domain.Pool) map[ownKey]int64 {
 	return m
 }
 
-// refreshOwnViews re-reads every consumer's ownership figures after a
-// plan or host event (which touches every row anyway): whether the views
-// carry ownership at all, and the figures to compare later events with
-// when the pool holds an assignment.
-func (ps *poolState) refreshOwnViews(views []domain.ConsumerView) {
-	ps.ownViews, ps.ownCols = false, nil
-	for i := range views {
-		if views[i].Leaf && views[i].Sources != nil {
-			ps.ownViews = true
-			break
-		}
+// noteOwnership records what one applied event did to ownership, as its
+// Result says: the intervals of the assignment rows it changed, and the
+// consumers whose ownership figures moved without the event touching
+// them.
+func (b *batch) noteOwnership(pb *poolBatch, name string, seq uint64, at time.Time, res FoldResult) {
+	for _, o := range res.Assignment {
+		b.assignmentChange(pb, name, ownKey{o.Consumer, o.Host}, o.Slots, seq, at)
 	}
-	if !ps.ownViews || len(ps.pool.Ownership()) == 0 {
-		return
-	}
-	ps.ownCols = make(map[string]ownCols, len(views))
-	for i := range views {
-		ps.ownCols[views[i].Path] = ownColsOf(&views[i])
+	for _, path := range res.OwnershipMoved {
+		pb.touched[path] = seq
 	}
 }
 
-// noteOwnership records what one applied event did to ownership: the
-// intervals of the assignment it changed and the consumers whose
-// ownership figures moved without the event touching them.
-func (b *batch) noteOwnership(pb *poolBatch, name string, seq uint64, at time.Time, res FoldResult, ev *eventViews) {
+// assignmentChange closes the open ownership interval of k and opens one
+// at its new slots (none when it owns nothing there any more).
+func (b *batch) assignmentChange(pb *poolBatch, name string, k ownKey, slots int64, seq uint64, at time.Time) {
 	ps := pb.state
-	if res.All || hasOwnDecision(res.Decisions) {
-		b.assignmentChange(pb, name, seq, at)
+	pb.ownPairs[k] = true
+	if old, isOpen := ps.ownOpen[k]; isOpen {
+		b.closeOwnHistory(pb, name, k, old.from, seq, at)
+		delete(ps.ownOpen, k)
 	}
-	if res.All {
-		ps.refreshOwnViews(ev.loadAll())
-		return
-	}
-	if ps.ownCols == nil || len(res.Decisions) == 0 {
-		return // no assignment, or no slot moved: no figure changed
-	}
-	// Only the slots held on the hosts the decisions name moved: the
-	// figures that can change are those of the leaves holding slots there
-	// and of the consumers owning slots there.
-	var paths []string
-	for _, h := range decisionHosts(res.Decisions) {
-		paths = append(paths, ps.pool.OnHost(h)...)
-	}
-	slices.Sort(paths)
-	for _, path := range slices.Compact(paths) {
-		v, ok := ev.get(path)
-		if !ok {
-			continue
-		}
-		if c := ownColsOf(&v); !c.equal(ps.ownCols[v.Path]) {
-			ps.ownCols[v.Path] = c
-			pb.touched[v.Path] = seq
-		}
-	}
-}
-
-// decisionHosts lists the hosts decisions name, sorted, once each.
-func decisionHosts(ds []domain.Decision) []string {
-	hs := make([]string, 0, len(ds))
-	for _, d := range ds {
-		if d.Host != "" {
-			hs = append(hs, d.Host)
-		}
-	}
-	slices.Sort(hs)
-	return slices.Compact(hs)
-}
-
-func hasOwnDecision(ds []domain.Decision) bool {
-	return slices.ContainsFunc(ds, func(d domain.Decision) bool { return d.Kind == domain.KindOwn })
-}
-
-// assignmentChange compares the assignment with the open ownership
-// intervals and closes and opens those that changed.
-func (b *batch) assignmentChange(pb *poolBatch, name string, seq uint64, at time.Time) {
-	ps := pb.state
-	cur := assignment(ps.pool)
-	keys := make([]ownKey, 0, len(cur)+len(ps.ownOpen))
-	for k := range cur {
-		keys = append(keys, k)
-	}
-	for k := range ps.ownOpen {
-		if _, ok := cur[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, cmpPair)
-	for _, k := range keys {
-		old, isOpen := ps.ownOpen[k]
-		slots := cur[k]
-		if old.slots == slots {
-			continue
-		}
-		pb.ownPairs[k] = true
-		if isOpen {
-			b.closeOwnHistory(pb, name, k, old.from, seq, at)
-			delete(ps.ownOpen, k)
-		}
-		if slots != 0 {
-			pb.ownOpenHere[k] = len(b.ownHistory)
-			b.ownHistory = append(b.ownHistory, ownHistRow{pool: name, key: k, slots: slots, fromSeq: seq, fromTime: at})
-			ps.ownOpen[k] = openRow{slots: slots, from: seq}
-		}
+	if slots != 0 {
+		pb.ownOpenHere[k] = len(b.ownHistory)
+		b.ownHistory = append(b.ownHistory, ownHistRow{pool: name, key: k, slots: slots, fromSeq: seq, fromTime: at})
+		ps.ownOpen[k] = openRow{slots: slots, from: seq}
 	}
 }
 

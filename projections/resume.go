@@ -270,7 +270,6 @@ func (p *Projector) rebuild(ctx context.Context, cp checkpoint) (*poolState, err
 	if err := checkOpen(cp.pool, ps); err != nil {
 		return nil, err
 	}
-	ps.refreshOwnViews(ps.pool.Consumers())
 	return ps, checkOwnOpen(cp.pool, ps)
 }
 

@@ -54,7 +54,7 @@ func (f *finalRows) addState(name string, pb *poolBatch) {
 	// ownership columns already (they only ever held more while its plan
 	// named ownership, and the plan that stopped naming it rewrote every
 	// row), so its rows are written without them.
-	own := pb.state.ownViews
+	own := pb.state.pool.HasOwnership()
 	for _, path := range slices.Sorted(maps.Keys(pb.touched)) {
 		v, ok := view(path)
 		if !ok {
