@@ -30,28 +30,43 @@ type FoldResult struct {
 	RefusalDetail string
 }
 
-// Fold applies one stored event to its pool (or skips it when the engine
-// refuses it) and returns what it did with the next link of the pool's
-// hash chain after prev (the zero Hash before the pool's first event).
-// The projector and the audit tools fold through this one function, so
-// they cannot disagree on what an event did. The only error is
-// ErrUnknownRules, naming the sequence and the version.
+// Fold applies one stored event to its pool (or skips it when it is
+// refused) and returns what it did with the next link of the pool's hash
+// chain after prev (the zero Hash before the pool's first event). The
+// projector and the audit tools fold through this one function, so they
+// cannot disagree on what an event did; the API, which keeps no chain,
+// folds through Apply, the same function without the link. The only
+// error is ErrUnknownRules, naming the sequence and the version.
+func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash, error) {
+	res, err := Apply(p, ids, st)
+	if err != nil {
+		return res, prev, err
+	}
+	return res, domain.Chain(prev, st.Raw, &res.Result), nil
+}
+
+// Apply decides what one stored event does to its pool and does it: it
+// applies the event, or skips it (the pool's sequence moves on, nothing
+// else changes) when it is refused, and returns what it did.
 //
 // ids holds the ids of the events the pool applied (nil: not tracked); an
 // event whose id is in it is refused (duplicate_id), and an applied
 // event's id is added. An event with st.Gate set is refused as
-// unauthenticated. Both are decided before the engine sees the event.
-func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash, error) {
+// unauthenticated. Both are decided before the engine sees the event; an
+// envelope naming another pool than its subject is refused
+// (pool_mismatch). The only error is ErrUnknownRules: the pool is then
+// left as it was, and the caller must stop folding it.
+func Apply(p *domain.Pool, ids IDs, st stream.Stored) (FoldResult, error) {
 	var res FoldResult
 	if err := Gate(ids, st); err != nil {
 		p.Skip(st.Seq, st.Envelope.Time)
 		res.Result, res.RefusalDetail = domain.Refusal(st.Seq, err), err.Error()
-		return res, domain.Chain(prev, st.Raw, &res.Result), nil
+		return res, nil
 	}
 	r, err := apply(p, st)
 	switch {
 	case errors.Is(err, domain.ErrUnknownRules):
-		return res, prev, fmt.Errorf("%w: pool %s, sequence %d: %v", ErrUnknownRules, p.Name(), st.Seq, err)
+		return res, fmt.Errorf("%w: pool %s, sequence %d: %v", ErrUnknownRules, p.Name(), st.Seq, err)
 	case err != nil:
 		p.Skip(st.Seq, st.Envelope.Time)
 		res.Result, res.RefusalDetail = domain.Refusal(st.Seq, err), err.Error()
@@ -59,7 +74,7 @@ func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResu
 		res.Result = r
 		ids.Add(st.Envelope.ID)
 	}
-	return res, domain.Chain(prev, st.Raw, &res.Result), nil
+	return res, nil
 }
 
 func apply(p *domain.Pool, st stream.Stored) (domain.Result, error) {

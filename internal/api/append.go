@@ -18,6 +18,7 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
 )
 
 // postEvents appends a request's events and records the request's
@@ -163,6 +164,11 @@ func backoff(ctx context.Context, conflicts int) error {
 
 func (a *attempt) refresh(ctx context.Context) *apiError {
 	if err := a.s.catchUp(ctx, a.st); err != nil {
+		if errors.Is(err, projections.ErrUnknownRules) {
+			// Not a driver's error: the engine's own words, naming the
+			// sequence and the version, are for the operator to read.
+			return unavailable(ReasonNeedsNewer, err.Error(), err)
+		}
 		return unavailable(ReasonUnavailable, fmt.Sprintf("pool %s: could not read its events from the stream; nothing was stored: retry", a.st.name), err)
 	}
 	a.current = true
@@ -226,6 +232,7 @@ type draft struct {
 	at       time.Time
 	ids      []string
 	payloads []events.Payload
+	envs     []events.Envelope
 	data     [][]byte
 	digests  [][sha256.Size]byte
 	refusal  *apiError
@@ -272,6 +279,7 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 			return d
 		}
 		d.payloads = append(d.payloads, ins[i].payload)
+		d.envs = append(d.envs, env)
 		d.ids = append(d.ids, ins[i].id)
 		d.digests = append(d.digests, contentDigest(env.Type, env.Data))
 	}
@@ -348,18 +356,21 @@ func validate(p *domain.Pool, ins []incoming, fresh []int, now time.Time) *apiEr
 }
 
 // commit folds the appended events (the last at seq, contiguous) into the
-// pool's state, as the projector will.
+// pool's state, through the projector's own function (projections.Apply).
 func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
 	first := last - uint64(len(d.fresh)) + 1
 	for k, i := range d.fresh {
 		seq := first + uint64(k)
-		if _, err := st.pool.Apply(domain.Event{Seq: seq, Time: d.at, Payload: d.payloads[k]}); err != nil {
+		sd := stream.Stored{Seq: seq, Envelope: d.envs[k], Raw: d.data[k]}
+		sd.Decoded(d.payloads[k])
+		res, err := projections.Apply(st.pool, st.applied, sd)
+		switch {
+		case err != nil || res.Refused != "":
 			// Validated under the pool's lock against the same state: a
-			// bug if it happens. Keep the sequence in step with the log.
-			s.log.Error("appended event refused by the engine", "pool", st.name, "seq", seq, "err", err)
-			st.skip(seq, d.at)
-		} else {
-			st.markApplied(ins[i].id, seq)
+			// bug if it happens. The pool keeps in step with the log.
+			s.log.Error("appended event refused by the engine", "pool", st.name, "seq", seq, "refused", res.Refused, "err", err)
+		case ins[i].id != "":
+			st.appSeq[ins[i].id] = seq
 		}
 		st.remember(ins[i].id, seq, d.at, d.digests[k])
 		d.results[i] = client.Appended{ID: ins[i].id, Seq: seq}

@@ -25,6 +25,7 @@ const (
 	ReasonDuplicateID    = "duplicate_id"
 	ReasonTooLarge       = "too_large"
 	ReasonUnavailable    = "unavailable"
+	ReasonNeedsNewer     = "needs_newer_ledger" // 503: the pool's log names a rules version this build lacks
 	ReasonBusy           = "busy"
 	ReasonNoDatabase     = "no_database"
 	ReasonDatabaseFailed = "database_error"

@@ -74,14 +74,6 @@ func (st *poolState) reset() {
 	st.applied, st.appSeq = projections.IDs{}, map[string]uint64{}
 }
 
-// markApplied records that the pool applied the event id stored at seq.
-func (st *poolState) markApplied(id string, seq uint64) {
-	if id != "" {
-		st.applied.Add(id)
-		st.appSeq[id] = seq
-	}
-}
-
 // remember records an event id stored at seq with content digest.
 func (st *poolState) remember(id string, seq uint64, at time.Time, digest [sha256.Size]byte) {
 	if id == "" {
@@ -104,39 +96,30 @@ func (st *poolState) forgetBefore(cutoff time.Time) {
 	st.recent = st.recent[n:]
 }
 
-// fold applies one stored event as the projector does: an event the gate
-// refuses (not signed by a trusted key, or an id the pool already applied)
-// or the engine refuses is skipped, so the sequence stays that of the
-// last stored event. A refused forged event leaves no trace in the ids:
-// it cannot make a real retry a conflict.
-func (st *poolState) fold(sd stream.Stored) {
+// fold applies one stored event as the projector does, through the same
+// function (projections.Apply): an event the gate refuses (not signed by
+// a trusted key, or an id the pool already applied), whose envelope
+// names another pool, or that the engine refuses is skipped, so the
+// sequence stays that of the last stored event. A refused forged event
+// leaves no trace in the ids: it cannot make a real retry a conflict.
+// An event that needs a newer ledger (a rules version this build lacks)
+// leaves the pool where it was: catchUp then refuses to append to it.
+func (st *poolState) fold(sd stream.Stored) error {
 	env := sd.Envelope
-	err := projections.Gate(st.applied, sd)
-	if sd.Gate != "" {
-		st.skip(sd.Seq, env.Time)
-		return
-	}
-	if err == nil {
-		var p events.Payload
-		if p, err = env.Decode(); err == nil {
-			_, err = st.pool.Apply(domain.Event{Seq: sd.Seq, Time: env.Time, Payload: p})
-		}
-	}
+	res, err := projections.Apply(st.pool, st.applied, sd)
 	if err != nil {
-		st.skip(sd.Seq, env.Time)
-	} else {
-		st.markApplied(env.ID, sd.Seq)
+		return err
+	}
+	if sd.Gate != "" {
+		return nil
+	}
+	if res.Refused == "" && env.ID != "" {
+		st.appSeq[env.ID] = sd.Seq
 	}
 	if _, known := st.ids[env.ID]; !known {
 		st.remember(env.ID, sd.Seq, env.Time, contentDigest(env.Type, env.Data))
 	}
-}
-
-func (st *poolState) skip(seq uint64, at time.Time) {
-	if at.Before(st.pool.Time()) {
-		at = st.pool.Time()
-	}
-	st.pool.Skip(seq, at)
+	return nil
 }
 
 // catchUp folds every event of the pool stored after the state's sequence.
@@ -192,7 +175,9 @@ func (s *Server) readPoolByGet(ctx context.Context, st *poolState, last uint64) 
 		if err != nil {
 			return fmt.Errorf("read pool %s after %d: %w", st.name, st.pool.Seq(), err)
 		}
-		s.foldRaw(st, m.Sequence, m.Subject, m.Header, m.Data)
+		if err := s.foldRaw(st, m.Sequence, m.Subject, m.Time, m.Header, m.Data); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -237,7 +222,9 @@ func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Co
 		if err != nil {
 			return n, fmt.Errorf("read pool %s: %w", st.name, err)
 		}
-		s.foldRaw(st, md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data())
+		if err := s.foldRaw(st, md.Sequence.Stream, msg.Subject(), md.Timestamp, msg.Headers(), msg.Data()); err != nil {
+			return n, err
+		}
 		n++
 	}
 	if err := batch.Error(); err != nil {
@@ -249,16 +236,15 @@ func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Co
 	return n, nil
 }
 
-// foldRaw folds a stored message; one that is not an envelope (written by
-// something other than a ledger) takes its sequence and changes nothing,
-// and one no trusted key signed is refused (WithTrustedKeys).
-func (s *Server) foldRaw(st *poolState, seq uint64, subject string, h nats.Header, data []byte) {
-	sd, err := stream.DecodeRaw(seq, data)
-	if err != nil {
-		s.log.Warn("undecodable event in the stream", "pool", st.name, "seq", seq, "err", err)
-		st.skip(seq, st.pool.Time())
-		return
+// foldRaw folds a stored message as the projector does: a body that is
+// not an envelope (written by something other than a ledger) becomes a
+// stand-in the engine refuses (projections.DecodeMessage), and one no
+// trusted key signed is refused (WithTrustedKeys).
+func (s *Server) foldRaw(st *poolState, seq uint64, subject string, stored time.Time, h nats.Header, data []byte) error {
+	_, sd, ok := projections.DecodeMessage(seq, subject, stored, data)
+	if !ok { // a subject that names no pool: the filter never gives one
+		return fmt.Errorf("read pool %s: sequence %d has subject %q, which names no pool", st.name, seq, subject)
 	}
 	projections.Authenticate(s.trusted, &sd, subject, h, data)
-	st.fold(sd)
+	return st.fold(sd)
 }

@@ -182,6 +182,12 @@ func (s *Stored) Predecode() {
 	}
 }
 
+// Decoded gives the payload an event was encoded from, so it is not
+// decoded again (the ledger folds what it appended).
+func (s *Stored) Decoded(p events.Payload) {
+	s.payload, s.decodeErr, s.decoded = p, nil, true
+}
+
 // Payload returns the decoded payload (decoding it unless Predecode did).
 func (s *Stored) Payload() (events.Payload, error) {
 	if s.decoded {
