@@ -223,11 +223,7 @@ func (f *layeredFold) dividePriority(x int32, d *heldDivision) {
 	borrowers := slices.Clone(d.leaves)
 	slices.SortFunc(borrowers, f.t.borrowOrder)
 	for _, l := range borrowers {
-		limit := f.t.nodes[l].borrowLimit
-		if limit == defaultBorrowLimit {
-			limit = d.g[l]
-		}
-		f.grantIn(x, d, l, minSlots(f.eff[l], satAdd(d.g[l], limit))-d.cur[l])
+		f.grantIn(x, d, l, minSlots(f.eff[l], borrowCeiling(&f.t.nodes[l], d.g[l]))-d.cur[l])
 	}
 	if !f.policy.preempt {
 		return

@@ -221,7 +221,7 @@ func (f *incFold) placeInSets(t *tree, pl *incPool, l int32) {
 	n := &t.nodes[l]
 	e, g, k := pl.eff[i], h.g[i], h.cur0[i]
 	ne := e > 0 && minSlots(e, g) > k
-	nb := e > 0 && minSlots(e, satAdd(g, borrowLimitOf(n, g))) > k
+	nb := e > 0 && minSlots(e, borrowCeiling(n, g)) > k
 	// The sets are ordered by priority, waiting since and path only: a
 	// leaf in the same sets with the same waiting-since stays in place.
 	if ne != h.inNe[i] || nb != h.inNb[i] || h.key[i] != n.waitingSince {
@@ -244,14 +244,6 @@ func (f *incFold) placeInSets(t *tree, pl *incPool, l int32) {
 		h.inVic[i] = true
 		h.vic = append(h.vic, l)
 	}
-}
-
-// borrowLimitOf is how far above G leaf n may borrow.
-func borrowLimitOf(n *node, g Slots) Slots {
-	if n.borrowLimit == defaultBorrowLimit {
-		return g
-	}
-	return n.borrowLimit
 }
 
 // setOrder names the orders of the sets: docs/rules.md#priority's
@@ -339,7 +331,7 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 			break
 		}
 		i := pl.loc(l, f)
-		if need := minSlots(pl.eff[i], satAdd(h.g[i], borrowLimitOf(&t.nodes[l], h.g[i]))) - cur(l); need > 0 {
+		if need := minSlots(pl.eff[i], borrowCeiling(&t.nodes[l], h.g[i])) - cur(l); need > 0 {
 			k := minSlots(need, left)
 			add(l, k)
 			left -= k

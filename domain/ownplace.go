@@ -11,7 +11,8 @@ import (
 // every leaf's slots sit and how many slots of each owner's hosts the layered
 // targets give it (layered.go), where the slots sit afterwards, and the
 // decisions that move them there. Like the assignment and the layered
-// targets, this is a pure function the fold does not call yet (ownplan.go).
+// targets, this is a pure function of its input; the fold calls it on
+// every rebalance of a pool with ownership (owned.go rebalanceOwned).
 //
 // A host's slots are divided into parts by the assignment: each owner's
 // part is what it owns there and its children do not (a leaf's own

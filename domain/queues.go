@@ -97,12 +97,8 @@ func (p *Pool) victimQueue(over bool) *queue {
 // borrowCap is the most a leaf may hold in priority mode: min(E, G+limit),
 // the limit defaulting to G.
 func (p *Pool) borrowCap(id int32) Slots {
-	n, g := &p.t.nodes[id], p.sh(id).target
-	limit := n.borrowLimit
-	if limit == defaultBorrowLimit {
-		limit = g
-	}
-	return minSlots(n.eff, g+limit)
+	n := &p.t.nodes[id]
+	return minSlots(n.eff, borrowCeiling(n, p.sh(id).target))
 }
 
 // unfileAll empties every queue (before a plan or policy change).

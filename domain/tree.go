@@ -27,7 +27,7 @@ type node struct {
 	share        int64
 	priority     int64
 	max          *events.Max
-	borrowLimit  Slots // Unlimited-1 sentinel: default (= G)
+	borrowLimit  Slots // defaultBorrowLimit when the plan names none (see borrowCeiling)
 	reclaimGrace time.Duration
 	lendGrace    time.Duration
 	lend         bool // lends its unused owned slots, or its pool's leftover (default true)
@@ -62,7 +62,22 @@ type holding struct {
 	slots Slots
 }
 
+// defaultBorrowLimit marks a consumer whose plan entry names no
+// borrow_limit: it may borrow as much as its guarantee G
+// (docs/rules.md#priority).
 const defaultBorrowLimit Slots = -1
+
+// borrowCeiling is the most leaf n may hold under priority with
+// guarantee g, before its E caps it: G + borrow_limit, the limit being G
+// when the plan names none. Every division under priority asks this one
+// function.
+func borrowCeiling(n *node, g Slots) Slots {
+	limit := n.borrowLimit
+	if limit == defaultBorrowLimit {
+		limit = g
+	}
+	return satAdd(g, limit)
+}
 
 // tree is the consumer tree of one plan. nodes[0] is the implicit root.
 type tree struct {
