@@ -156,84 +156,12 @@ func (s *Server) lastPoolSeq(ctx context.Context, pool string) (uint64, error) {
 	return m.Sequence, nil
 }
 
-// smallGap is how far behind a pool may be to catch up with one message
-// get per event (the usual case: a few events of another instance)
-// rather than a consumer.
-const smallGap = 32
-
+// readPool folds the pool's events stored after the state's sequence up
+// to last.
 func (s *Server) readPool(ctx context.Context, st *poolState, last uint64) error {
-	if last-st.pool.Seq() <= smallGap {
-		return s.readPoolByGet(ctx, st, last)
-	}
-	return s.readPoolByConsumer(ctx, st, last)
-}
-
-func (s *Server) readPoolByGet(ctx context.Context, st *poolState, last uint64) error {
-	filter := stream.PoolFilter(st.name)
-	for st.pool.Seq() < last {
-		m, err := s.stream.GetMsg(ctx, st.pool.Seq()+1, jetstream.WithGetMsgSubject(filter))
-		if err != nil {
-			return fmt.Errorf("read pool %s after %d: %w", st.name, st.pool.Seq(), err)
-		}
-		if err := s.foldRaw(st, m.Sequence, m.Subject, m.Time, m.Header, m.Data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Server) readPoolByConsumer(ctx context.Context, st *poolState, last uint64) error {
-	cons, err := s.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		FilterSubject: stream.PoolFilter(st.name), DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq: st.pool.Seq() + 1, AckPolicy: jetstream.AckNonePolicy,
-		// The ledger's identity may not delete consumers (internal/natsauth):
-		// the server removes this one once it is idle.
-		InactiveThreshold: 5 * time.Second, MemoryStorage: true,
+	return s.readLog(ctx, st.name, st.pool.Seq()+1, last, func(m storedMsg) error {
+		return s.foldRaw(st, m.seq, m.subject, m.stored, m.header, m.data)
 	})
-	if err != nil {
-		return fmt.Errorf("read pool %s: %w", st.name, err)
-	}
-	// Ask for no more than the consumer holds: a fetch returns as soon as
-	// it has what it asked for, rather than waiting for a full batch.
-	pending := cons.CachedInfo().NumPending
-	for st.pool.Seq() < last {
-		want := int(min(max(pending, 1), 256))
-		n, err := s.fetchInto(ctx, st, cons, want)
-		if err != nil {
-			return err
-		}
-		pending -= min(pending, uint64(n))
-	}
-	return nil
-}
-
-func (s *Server) fetchInto(ctx context.Context, st *poolState, cons jetstream.Consumer, want int) (int, error) {
-	wait := time.Second
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-		wait = max(time.Until(dl), time.Millisecond)
-	}
-	batch, err := cons.Fetch(want, jetstream.FetchMaxWait(wait))
-	if err != nil {
-		return 0, fmt.Errorf("read pool %s: %w", st.name, err)
-	}
-	n := 0
-	for msg := range batch.Messages() {
-		md, err := msg.Metadata()
-		if err != nil {
-			return n, fmt.Errorf("read pool %s: %w", st.name, err)
-		}
-		if err := s.foldRaw(st, md.Sequence.Stream, msg.Subject(), md.Timestamp, msg.Headers(), msg.Data()); err != nil {
-			return n, err
-		}
-		n++
-	}
-	if err := batch.Error(); err != nil {
-		return n, fmt.Errorf("read pool %s: %w", st.name, err)
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("read pool %s: no event after %d", st.name, st.pool.Seq())
-	}
-	return n, nil
 }
 
 // foldRaw folds a stored message as the projector does: a body that is

@@ -105,7 +105,8 @@ type Server struct {
 	console     *console.Console
 	metrics     *metrics.Registry
 
-	hold hold // appends held while the stream heals (hold.go)
+	hold   hold     // appends held while the stream heals (hold.go)
+	whatIf *whatIfs // the what-ifs running (whatif.go)
 
 	mu    sync.Mutex
 	pools map[string]*poolState
@@ -117,7 +118,7 @@ type Server struct {
 func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) (*Server, error) {
 	s := &Server{
 		js: js, nc: js.Conn(), db: db, clock: time.Now, log: slog.Default(), readTimeout: DefaultReadTimeout,
-		timeout: DefaultPublishTimeout, maxAttempts: DefaultMaxAttempts, pools: map[string]*poolState{},
+		timeout: DefaultPublishTimeout, maxAttempts: DefaultMaxAttempts, pools: map[string]*poolState{}, whatIf: newWhatIfs(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -137,7 +138,8 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.mux.HandleFunc("POST /v1/pools/{pool}/events", s.postEvents)
 	s.HandleRead("GET /v1/pools/{pool}/allocations", s.timed(s.getAllocations))
 	s.HandleRead("GET /v1/pools/{pool}/decisions", s.timed(s.getDecisions))
-	s.HandleRead("GET /v1/status", http.HandlerFunc(s.getStatus)) // bounded by StatusTimeout
+	s.HandleRead("GET /v1/status", http.HandlerFunc(s.getStatus))                 // bounded by StatusTimeout
+	s.HandleRead("POST /v1/pools/{pool}/what-if", http.HandlerFunc(s.postWhatIf)) // bounded by its own limits (whatif.go)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	if s.halted == nil && db != nil {
 		s.halted = s.haltedByPool // the projector's halted_pools table

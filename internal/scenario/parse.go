@@ -139,6 +139,56 @@ func Parse(b []byte) (*Scenario, error) {
 	return s, nil
 }
 
+// ParseEventsFile reads a list of events in the format of a step's
+// `events:` (a file with an `events:` list, or the list alone), as
+// `ledger what-if --file` takes them.
+func ParseEventsFile(path string) ([]Event, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := ParseEvents(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return evs, nil
+}
+
+// ParseEvents parses a list of events from YAML (or JSON): a document
+// holding an `events:` list and nothing else, or the list itself.
+func ParseEvents(b []byte) ([]Event, error) {
+	var doc any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("yaml: %w", err)
+	}
+	js, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("yaml to json: %w", err)
+	}
+	var raw []map[string]json.RawMessage
+	if _, isList := doc.([]any); isList {
+		err = json.Unmarshal(js, &raw)
+	} else {
+		var wrapped struct {
+			Events []map[string]json.RawMessage `json:"events"`
+		}
+		err = strictJSON(js, &wrapped)
+		raw = wrapped.Events
+	}
+	if err != nil {
+		return nil, fmt.Errorf("want an events: list of events (docs/scenarios.md): %w", err)
+	}
+	evs := make([]Event, 0, len(raw))
+	for i, re := range raw {
+		ev, err := parseEvent(re)
+		if err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
 func parseEvent(fields map[string]json.RawMessage) (Event, error) {
 	var ev Event
 	var typ string

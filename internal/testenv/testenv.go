@@ -7,18 +7,21 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/redact"
-	"github.com/cluster-ledger/ledger/internal/stream"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cluster-ledger/ledger/internal/redact"
+	"github.com/cluster-ledger/ledger/internal/stream"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/testcontainers/testcontainers-go"
@@ -53,10 +56,29 @@ var (
 
 // Main runs the tests and then stops the PostgreSQL server Postgres
 // started for this test binary (if any), then exits with the tests' code.
-// Call it from TestMain.
-func Main(m *testing.M) {
+// Call it from TestMain. Each setup runs before the tests, for what a
+// package's tests share and cannot start themselves (its Example
+// functions have no testing.T); the cleanups they return run after the
+// tests, before PostgreSQL stops. A setup that fails ends the binary.
+func Main(m *testing.M, setups ...func() (cleanup func(), err error)) {
 	mainInUse.Store(true)
-	code := m.Run()
+	var cleanups []func()
+	code := 0
+	for _, setup := range setups {
+		cleanup, err := setup()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: setup: %v\n", err)
+			code = 1
+			break
+		}
+		cleanups = append(cleanups, cleanup)
+	}
+	if code == 0 {
+		code = m.Run()
+	}
+	for _, c := range slices.Backward(cleanups) {
+		c()
+	}
 	if err := shutdown(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		if code == 0 {
@@ -83,44 +105,58 @@ func shutdown() error {
 // the test ends. See the package documentation for which server it is on.
 func Postgres(t testing.TB) string {
 	t.Helper()
-	srv, err := sharedServer()
+	url, drop, err := NewDatabase(context.Background())
 	if err != nil {
 		t.Fatalf("testenv.Postgres: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Logf("testenv: %v", err)
+		}
+	})
+	return url
+}
+
+// NewDatabase is Postgres for code without a testing.TB (a setup of
+// Main): the URL of a new, empty database and a function that drops it.
+func NewDatabase(ctx context.Context) (url string, drop func() error, err error) {
+	srv, err := sharedServer()
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	name := "test_" + randomHex(8)
 	conn, err := pgx.Connect(ctx, srv.adminURL)
 	if err != nil {
-		t.Fatalf("testenv.Postgres: connect to %s: %v", srv.source, err)
+		return "", nil, fmt.Errorf("connect to %s: %w", srv.source, err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("testenv.Postgres: CREATE DATABASE %s on %s: %v", name, srv.source, err)
+		return "", nil, fmt.Errorf("CREATE DATABASE %s on %s: %w", name, srv.source, err)
 	}
 	dbURL, err := withDatabase(srv.adminURL, name)
 	if err != nil {
-		t.Fatalf("testenv.Postgres: %v", err)
+		return "", nil, err
 	}
-	t.Cleanup(func() { dropDatabase(t, srv, name) })
-	return dbURL
+	return dbURL, func() error { return dropDatabase(srv, name) }, nil
 }
 
-func dropDatabase(t testing.TB, srv *pgServer, name string) {
+func dropDatabase(srv *pgServer, name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, srv.adminURL)
 	if err != nil {
-		t.Logf("testenv: drop %s: %v", name, err)
-		return
+		return fmt.Errorf("drop %s: %w", name, err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 		// WITH (FORCE) needs PostgreSQL 13.
 		if _, err2 := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err2 != nil {
-			t.Logf("testenv: drop %s: %v", name, errors.Join(err, err2))
+			return fmt.Errorf("drop %s: %w", name, errors.Join(err, err2))
 		}
 	}
+	return nil
 }
 
 // sharedServer finds or starts this test binary's server, once.
@@ -272,9 +308,21 @@ func StartNATS(t testing.TB, dir, listen string, opts ...natsserver.Option) *nat
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	keys, err := natsauth.Init(filepath.Join(dir, "auth"))
+	s, err := RunNATS(ctx, dir, listen, opts...)
 	if err != nil {
 		t.Fatalf("testenv.NATS: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// RunNATS is StartNATS for code without a testing.TB (a setup of Main):
+// the caller shuts the server down. Creds and SeedFile name its
+// identities' seed files.
+func RunNATS(ctx context.Context, dir, listen string, opts ...natsserver.Option) (*natsserver.Server, error) {
+	keys, err := natsauth.Init(filepath.Join(dir, "auth"))
+	if err != nil {
+		return nil, err
 	}
 	s, err := natsserver.Start(ctx, append([]natsserver.Option{
 		natsserver.WithStoreDir(filepath.Join(dir, "store")),
@@ -282,14 +330,37 @@ func StartNATS(t testing.TB, dir, listen string, opts ...natsserver.Option) *nat
 		natsserver.WithName("test"),
 		natsserver.WithNkeyUsers(natsauth.Users(keys))}, opts...)...)
 	if err != nil {
-		t.Fatalf("testenv.NATS: %v", err)
+		return nil, err
 	}
-	t.Cleanup(s.Shutdown)
 	credsMu.Lock()
 	credsDirs[s.URL()] = filepath.Join(dir, "auth")
 	credsMu.Unlock()
-	JetStream(t, s.URL()) // creates the stream as admin
-	return s
+	// The stream, created as admin (the only identity allowed to).
+	nc, err := natsauth.Connect(s.URL(), natsauth.SeedFile(filepath.Join(dir, "auth"), natsauth.Admin))
+	if err == nil {
+		defer nc.Close()
+		var js jetstream.JetStream
+		if js, err = jetstream.New(nc); err == nil {
+			_, err = stream.Ensure(ctx, js)
+		}
+	}
+	if err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+// SeedFile is the seed file of role on the server NATS, StartNATS or
+// RunNATS started at url ("" when it is not one of theirs).
+func SeedFile(url string, role natsauth.Role) string {
+	credsMu.Lock()
+	dir, ok := credsDirs[url]
+	credsMu.Unlock()
+	if !ok {
+		return ""
+	}
+	return natsauth.SeedFile(dir, role)
 }
 
 // NATSCluster starts a JetStream cluster of n embedded servers on

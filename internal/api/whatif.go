@@ -1,0 +1,224 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/whatif"
+	"github.com/cluster-ledger/ledger/projections"
+)
+
+// Bounds of a what-if (POST /v1/pools/{pool}/what-if): besides the body
+// (MaxBody), the events it may carry, the time it may take (the replay
+// from the pool's snapshot and the hypothetical events together), and
+// how many run at once: in all, and per pool, so that one pool's
+// what-ifs cannot take every slot.
+const (
+	MaxWhatIfEvents          = 100
+	DefaultWhatIfTimeout     = 10 * time.Second
+	DefaultWhatIfConcurrency = 2
+)
+
+// ReasonWhatIfTimeout is the answer of a what-if past its time budget.
+const ReasonWhatIfTimeout = "what_if_timeout"
+
+// WithWhatIfLimits sets a what-if's time budget and how many run at once
+// (defaults DefaultWhatIfTimeout, DefaultWhatIfConcurrency); each pool
+// has at most one running.
+func WithWhatIfLimits(timeout time.Duration, concurrent int) Option {
+	return func(s *Server) {
+		if timeout > 0 {
+			s.whatIf.timeout = timeout
+		}
+		if concurrent > 0 {
+			s.whatIf.slots = make(chan struct{}, concurrent)
+		}
+	}
+}
+
+// whatIfs bounds the what-ifs of a server.
+type whatIfs struct {
+	timeout time.Duration
+	slots   chan struct{} // one token per running what-if
+	mu      sync.Mutex
+	pools   map[string]bool // the pools with one running
+}
+
+func newWhatIfs() *whatIfs {
+	return &whatIfs{timeout: DefaultWhatIfTimeout, slots: make(chan struct{}, DefaultWhatIfConcurrency), pools: map[string]bool{}}
+}
+
+// acquire takes a slot for a what-if of pool without waiting: the caller
+// is answered 503 busy when every slot, or the pool's, is taken.
+func (w *whatIfs) acquire(pool string) (release func(), ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pools[pool] {
+		return nil, false
+	}
+	select {
+	case w.slots <- struct{}{}:
+	default:
+		return nil, false
+	}
+	w.pools[pool] = true
+	return func() {
+		w.mu.Lock()
+		delete(w.pools, pool)
+		w.mu.Unlock()
+		<-w.slots
+	}, true
+}
+
+// whatIfBody is the request of a what-if (client.WhatIfRequest), its
+// events decoded one by one.
+type whatIfBody struct {
+	AtSeq  uint64            `json:"at_seq,omitempty"`
+	AtTime *time.Time        `json:"at_time,omitempty"`
+	Events []json.RawMessage `json:"events"`
+}
+
+// postWhatIf answers what hypothetical events would do to a pool, forked
+// from the log (internal/whatif). It needs the read scope (Authorize) and
+// appends nothing.
+func (s *Server) postWhatIf(w http.ResponseWriter, r *http.Request) {
+	res, aerr := s.whatIfRequest(w, r)
+	if aerr != nil {
+		s.fail(w, r, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) whatIfRequest(w http.ResponseWriter, r *http.Request) (*client.WhatIf, *apiError) {
+	pool := r.PathValue("pool")
+	if err := stream.ValidatePool(pool); err != nil {
+		return nil, refusal(err, nil)
+	}
+	if aerr := requireJSON(r); aerr != nil {
+		return nil, aerr
+	}
+	id, _ := IdentityFrom(r.Context())
+	point, evs, aerr := decodeWhatIf(http.MaxBytesReader(w, r.Body, MaxBody), id.Name)
+	if aerr != nil {
+		return nil, aerr
+	}
+	release, ok := s.whatIf.acquire(pool)
+	if !ok {
+		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonBusy, retryAfter: time.Second,
+			msg: fmt.Sprintf("as many what-ifs as this ledger runs at once are running (or one of pool %s): retry", pool)}
+	}
+	defer release()
+	if !s.nc.IsConnected() {
+		return nil, unavailable(ReasonUnavailable, "NATS is not connected: a what-if reads the pool's events from the log; retry", errors.New(s.nc.Status().String()))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.whatIf.timeout)
+	defer cancel()
+	fork, err := whatif.New(ctx, whatif.Config{DB: s.db, Log: logReader{s}, Trusted: s.trusted, Validate: s.validateOne}, pool, point, s.clock())
+	if err == nil {
+		var res *client.WhatIf
+		if res, err = fork.Run(ctx, evs); err == nil {
+			return res, nil
+		}
+	}
+	if ctx.Err() != nil && r.Context().Err() == nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonWhatIfTimeout, retryAfter: time.Second,
+			msg: fmt.Sprintf("the what-if took longer than %v (the pool's events since its last snapshot, and the hypothetical ones): retry, or ask about fewer events", s.whatIf.timeout)}
+	}
+	if errors.Is(err, projections.ErrUnknownRules) {
+		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonUnavailable, msg: "the pool's log needs a newer ledger", cause: err}
+	}
+	return nil, unavailable(ReasonUnavailable, fmt.Sprintf("pool %s: could not fork its state from the log and its snapshots: retry", pool), err)
+}
+
+// decodeWhatIf reads a what-if's body: the point and the events, each
+// decoded and bounded as an appended event is (decoder.event), up to
+// MaxWhatIfEvents.
+func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event, *apiError) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return whatif.Point{}, nil, readFailure(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var rq whatIfBody
+	if err := dec.Decode(&rq); err != nil {
+		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "the what-if: %v (send {\"events\": [...], \"at_seq\" or \"at_time\"})", err)
+	}
+	if aerr := trailing(dec); aerr != nil {
+		return whatif.Point{}, nil, aerr
+	}
+	if rq.AtSeq > 0 && rq.AtTime != nil {
+		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "at_seq and at_time: give one point, or none for now")
+	}
+	if len(rq.Events) > MaxWhatIfEvents {
+		return whatif.Point{}, nil, badRequest(ReasonTooManyEvents, "%d events: a what-if folds at most %d", len(rq.Events), MaxWhatIfEvents)
+	}
+	point := whatif.Point{Seq: rq.AtSeq}
+	if rq.AtTime != nil {
+		point.Time = *rq.AtTime
+	}
+	evs := make([]whatif.Event, len(rq.Events))
+	d := decoder{producer: producer}
+	for i, raw := range rq.Events {
+		ed := json.NewDecoder(bytes.NewReader(raw))
+		ed.DisallowUnknownFields()
+		var e client.WhatIfEvent
+		if err := ed.Decode(&e); err != nil {
+			return whatif.Point{}, nil, refusal(fmt.Errorf("%w: event: %v", events.ErrMalformed, err), at(i))
+		}
+		in, aerr := d.event(client.Event{Type: e.Type, Data: e.Data}, i)
+		if aerr != nil {
+			return whatif.Point{}, nil, aerr
+		}
+		evs[i] = whatif.Event{Payload: in.payload, Time: e.Time}
+	}
+	return point, evs, nil
+}
+
+// validateOne judges a hypothetical event as an append of it alone would
+// be judged: the pool's host limit, then the engine.
+func (s *Server) validateOne(p *domain.Pool, payload events.Payload) error {
+	if aerr := checkHosts(p, []incoming{{payload: payload}}, []int{0}); aerr != nil {
+		return errors.New(aerr.msg)
+	}
+	return p.Validate(payload)
+}
+
+// logReader reads a what-if's log with the ledger's identity.
+type logReader struct{ s *Server }
+
+func (l logReader) LastSeq(ctx context.Context, pool string) (uint64, error) {
+	return l.s.lastPoolSeq(ctx, pool)
+}
+
+func (l logReader) Read(ctx context.Context, pool string, from, to uint64, fn func(audit.Message) error) error {
+	return l.s.readLog(ctx, pool, from, to, func(m storedMsg) error {
+		name, st, ok := projections.DecodeMessage(m.seq, m.subject, m.stored, m.data)
+		if !ok {
+			return nil
+		}
+		return fn(audit.Message{Pool: name, Stored: st, Subject: m.subject, Header: m.header})
+	})
+}
+
+// isWhatIf reports whether r asks for a what-if: a POST that only reads,
+// which the console's own page may send (checkOrigin).
+func isWhatIf(r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/pools/")
+	pool, tail, _ := strings.Cut(rest, "/")
+	return ok && r.Method == http.MethodPost && pool != "" && tail == "what-if"
+}
