@@ -85,6 +85,7 @@ const (
 	CodeDatabaseError     Code = "database_error"         // 503: PostgreSQL failed
 	CodeDatabaseFailed    Code = "database_failed"        // 503: PostgreSQL failed (the console's endpoints)
 	CodeReadTimeout       Code = "read_timeout"           // 503: a read took longer than the read timeout
+	CodeWhatIfTimeout     Code = "what_if_timeout"        // 503: a what-if took longer than its time budget
 )
 
 // ErrNoLedger is wrapped by the error of a request nothing listened for
