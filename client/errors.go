@@ -86,6 +86,7 @@ const (
 	CodeDatabaseFailed    Code = "database_failed"        // 503: PostgreSQL failed (the console's endpoints)
 	CodeReadTimeout       Code = "read_timeout"           // 503: a read took longer than the read timeout
 	CodeWhatIfTimeout     Code = "what_if_timeout"        // 503: a what-if took longer than its time budget
+	CodeNeedsNewerLedger  Code = "needs_newer_ledger"     // 503: the pool's log names a rules version this ledger lacks
 )
 
 // ErrNoLedger is wrapped by the error of a request nothing listened for

@@ -139,7 +139,7 @@ func (s *Server) whatIfRequest(w http.ResponseWriter, r *http.Request) (*client.
 			msg: fmt.Sprintf("the what-if took longer than %v (the pool's events since its last snapshot, and the hypothetical ones): retry, or ask about fewer events", s.whatIf.timeout)}
 	}
 	if errors.Is(err, projections.ErrUnknownRules) {
-		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonUnavailable, msg: "the pool's log needs a newer ledger", cause: err}
+		return nil, unavailable(ReasonNeedsNewer, err.Error(), err)
 	}
 	return nil, unavailable(ReasonUnavailable, fmt.Sprintf("pool %s: could not fork its state from the log and its snapshots: retry", pool), err)
 }
