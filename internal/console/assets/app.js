@@ -65,6 +65,23 @@ async function api(path, { signal } = {}) {
   }
 }
 
+// apiPost POSTs JSON to an endpoint that only reads (a what-if), with the
+// same token handling as api.
+async function apiPost(path, payload) {
+  for (let tries = 0; ; tries++) {
+    const sent = token();
+    const resp = await fetch(path, { method: 'POST', headers: { ...headers(), 'Content-Type': 'application/json' }, body: JSON.stringify(payload) });
+    if ((resp.status === 401 || resp.status === 403) && tries < 3) {
+      if (token() !== sent) continue;
+      const why = resp.status === 401 ? 'This ledger needs a bearer token to read.' : 'This token may not read here; give one with the read scope.';
+      if (await askToken(why)) continue;
+    }
+    const body = await resp.json().catch(() => null);
+    if (!resp.ok) throw new HTTPError(resp.status, body);
+    return body;
+  }
+}
+
 // ---- helpers ----------------------------------------------------------
 
 const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
@@ -350,6 +367,11 @@ async function poolView(pool, query) {
         <div class="tree" id="tree"></div></section>
       <section class="card"><h2>Hosts</h2><div class="hosts" id="hosts"></div></section>
     </div>
+    <section class="card whatif" id="whatif" style="margin-top:1rem"><h2>What if</h2>
+      <p class="muted">Edit the plan's shares, priorities and maxima, or a leaf's demand, and see the tree before and after: the ledger forks the pool at the point shown (now, or the time travel's) and folds the change in memory. Nothing is appended.</p>
+      <button type="button" id="wi-open">edit a what-if…</button>
+      <div id="wi-body"></div>
+    </section>
     <section class="card" style="margin-top:1rem"><h2>Decisions</h2>
       <form class="filters" id="filters">
         <input name="consumer" placeholder="consumer (/path)" list="consumer-list"><datalist id="consumer-list"></datalist>
@@ -439,6 +461,11 @@ async function poolView(pool, query) {
   $('tt-seq').oninput = (e) => { clearTimeout(slide); slide = setTimeout(() => travel(`seq=${e.target.value}`), 60); };
   $('tt-go').onclick = () => { const v = $('tt-time').value; if (v) travel(`time=${enc(new Date(v).toISOString())}`); };
 
+  // ---- what if ----
+  $('wi-open').onclick = () => whatIfPanel($('wi-body'), pool, state.at ? Number(state.at) : 0).catch((err) => {
+    $('wi-body').innerHTML = `<p class="error">${esc(err.message)}</p>`;
+  });
+
   // ---- decisions timeline ----
   const loadDecisions = async (more) => {
     const f = state.filters;
@@ -513,6 +540,131 @@ async function poolView(pool, query) {
     }
   };
   return { onLive };
+}
+
+// ---- what if ----------------------------------------------------------
+
+// whatIfPanel asks the ledger for the pool at seq (0: now) with no
+// hypothetical event, to get the plan and the figures there, and draws a
+// form: each consumer of the plan with its share, priority and max, each
+// leaf with its demand. "Show" sends the edits as a plan event (the plan
+// in force with the edited fields) and a demand event, and draws the
+// answer: the tree's bars before and after, and the decisions in words.
+async function whatIfPanel(el, pool, seq) {
+  const url = `/v1/pools/${enc(pool)}/what-if`;
+  const base = await apiPost(url, seq ? { at_seq: seq, events: [] } : { events: [] });
+  if (!base.plan) {
+    el.innerHTML = '<p class="muted">The pool has no plan at this point.</p>';
+    return;
+  }
+  const fig = new Map(base.consumers.map((c) => [c.path, c.before]));
+  const planned = new Map(base.plan.consumers.map((c) => [c.path, c]));
+  // Every consumer of the tree, the plan's listed ones editable.
+  const rows = base.consumers.filter((c) => c.before).map((c) => {
+    const f = c.before, p = planned.get(c.path);
+    const num = (name, v) => `<input name="${name}" type="number" step="1" value="${esc(v)}" data-was="${esc(v)}">`;
+    const max = p ? (p.max == null ? '' : String(p.max)) : null;
+    return `<tr data-path="${esc(c.path)}"><td style="padding-left:${0.5 + depth(c.path) * 1.1}rem">${esc(c.path)}</td>
+      <td>${p ? num('share', f.share) : '<span class="muted">implied</span>'}</td>
+      <td>${p ? num('priority', f.priority) : ''}</td>
+      <td>${p ? `<input name="max" size="6" placeholder="none" value="${esc(max)}" data-was="${esc(max)}">` : ''}</td>
+      <td>${f.leaf ? num('demand', f.demand) : `<span class="muted">${f.demand}</span>`}</td></tr>`;
+  }).join('');
+  el.innerHTML = `<p class="muted">Fork: ${base.at.seq ? `seq <b data-k="wi-at">${base.at.seq}</b> (${fmtTime(base.at.time)})` : 'before the first event'}</p>
+    <form id="wi-form"><table class="wi-edit"><thead><tr><th>consumer</th><th>share</th><th>priority</th><th>max (N or N%)</th><th>demand</th></tr></thead>
+    <tbody>${rows}</tbody></table>
+    <p><button id="wi-run">show before and after</button> <button type="reset" id="wi-reset">reset</button></p></form>
+    <div id="wi-result"></div>`;
+  const form = el.querySelector('#wi-form');
+  form.onsubmit = async (e) => {
+    e.preventDefault();
+    const out = el.querySelector('#wi-result');
+    let events;
+    try {
+      events = whatIfEvents(form, base.plan);
+    } catch (err) {
+      out.innerHTML = `<p class="error">${esc(err.message)}</p>`;
+      return;
+    }
+    if (!events.length) {
+      out.innerHTML = '<p class="muted">Nothing edited: change a share, priority, max or demand first.</p>';
+      return;
+    }
+    out.innerHTML = '<p class="muted">asking the ledger…</p>';
+    try {
+      const res = await apiPost(url, seq ? { at_seq: seq, events } : { events });
+      out.innerHTML = whatIfResult(res);
+    } catch (err) {
+      out.innerHTML = `<p class="error">${esc(err.message)}</p>`;
+    }
+  };
+}
+
+// whatIfEvents turns the form's edits into hypothetical events: the plan
+// in force with the edited entries (everything else, ownership included,
+// as it was), then the edited demands.
+function whatIfEvents(form, plan) {
+  const edited = JSON.parse(JSON.stringify(plan));
+  const byPath = new Map(edited.consumers.map((c) => [c.path, c]));
+  let planChanged = false;
+  const demands = {};
+  for (const tr of form.querySelectorAll('tr[data-path]')) {
+    const path = tr.dataset.path;
+    for (const input of tr.querySelectorAll('input')) {
+      const v = input.value.trim();
+      if (v === input.dataset.was) continue;
+      if (input.name === 'demand') {
+        demands[path] = intOf(v, `demand of ${path}`);
+        continue;
+      }
+      const c = byPath.get(path);
+      planChanged = true;
+      if (input.name === 'max') {
+        if (v === '') delete c.max;
+        else c.max = /%$/.test(v) ? v : intOf(v, `max of ${path}`);
+      } else {
+        c[input.name] = intOf(v, `${input.name} of ${path}`);
+      }
+    }
+  }
+  const events = [];
+  if (planChanged) events.push({ type: 'plan', data: { plan: edited } });
+  if (Object.keys(demands).length) events.push({ type: 'demand', data: { demands } });
+  return events;
+}
+
+function intOf(v, what) {
+  if (!/^-?\d+$/.test(v)) throw new Error(`${what}: want a whole number, not "${v}"`);
+  return Number(v);
+}
+
+// whatIfResult draws an answer: each consumer with its bar before and
+// after (one scale per depth for both), the figures that move, each
+// event's outcome and the decisions in words.
+function whatIfResult(res) {
+  const all = [];
+  for (const c of res.consumers) {
+    if (c.before) all.push({ path: c.path, ...c.before });
+    if (c.after) all.push({ path: c.path, ...c.after });
+  }
+  const sc = scales(all);
+  const figure = (c, k) => {
+    const b = c.before ? c.before[k] : '–', a = c.after ? c.after[k] : '–';
+    return b === a ? `<span data-k="after-${k}">${a}</span>` : `<span data-k="before-${k}">${b}</span> → <b data-k="after-${k}">${a}</b>`;
+  };
+  const rows = res.consumers.map((c) => `<div class="wi-row ${c.changed ? 'changed' : ''}" data-path="${esc(c.path)}">
+    <div class="name" style="padding-left:${depth(c.path) * 1.1}rem" title="${esc(c.path)}">${esc(leafName(c.path))}</div>
+    <div class="bars"><div class="side" data-side="before">${c.before ? bar(c.before, sc[depth(c.path)]) : '<div class="track gone"></div>'}</div>
+    <div class="side" data-side="after">${c.after ? bar(c.after, sc[depth(c.path)]) : '<div class="track gone"></div>'}</div></div>
+    <div class="nums">held ${figure(c, 'allocated')} · target ${figure(c, 'target')} · unmet ${figure(c, 'unmet')}</div></div>`).join('');
+  const outcomes = res.events.map((e) => `<li data-index="${e.index}">${esc(e.type)}: ${e.refused
+    ? `<span class="badge warn">refused: ${esc(e.refused)}</span> ${esc(e.refusal)}` : `applied as seq ${e.seq} <span class="muted">(hypothetical)</span>`}</li>`).join('');
+  const decisions = res.decisions.map((d) => `<li class="kind-${esc(d.kind)}" data-kind="${esc(d.kind)}" data-consumer="${esc(d.consumer)}">${esc(d.text)}</li>`).join('');
+  return `<p><span class="badge ok" id="wi-appended" data-appended="${res.appended}">${res.appended ? 'appended' : 'nothing appended'}</span>
+      fork at seq ${res.at.seq}; <span class="muted">bars: before (top), after (bottom)</span></p>
+    <ol class="wi-events">${outcomes}</ol>
+    <div class="wi-tree" id="wi-tree">${rows}</div>
+    <h3>Decisions (${res.decisions.length})</h3><ul class="wi-decisions" id="wi-decisions">${decisions || '<li class="muted">none</li>'}</ul>`;
 }
 
 // ---- router -----------------------------------------------------------
