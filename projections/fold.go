@@ -16,11 +16,12 @@ import (
 // subject it was stored under.
 var ErrPoolMismatch = events.NewRefusal("pool_mismatch", "envelope names another pool than its subject")
 
-// ErrUnknownRules is returned by Fold for a plan that names a rules
-// version this build does not implement (written by a newer ledger): the
-// caller must stop, never skip it, since skipping would record a refusal
-// that the newer build does not make.
-var ErrUnknownRules = errors.New("the log needs a newer ledger")
+// ErrNeedsNewer is returned by Fold for an event a newer ledger wrote: a
+// plan naming a rules version this build does not implement, or an
+// envelope of a schema version it does not read (a new event type,
+// events.Kind). The caller must stop, never skip it, since skipping would
+// record a refusal that the newer build does not make.
+var ErrNeedsNewer = errors.New("the log needs a newer ledger")
 
 // FoldResult is what one event did to its pool: the engine's Result, and
 // for a refused event the refusal in words (the chain covers only its
@@ -36,7 +37,7 @@ type FoldResult struct {
 // projector and the audit tools fold through this one function, so they
 // cannot disagree on what an event did; the API, which keeps no chain,
 // folds through Apply, the same function without the link. The only
-// error is ErrUnknownRules, naming the sequence and the version.
+// error is ErrNeedsNewer, naming the sequence and the version.
 func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash, error) {
 	res, err := Apply(p, ids, st)
 	if err != nil {
@@ -54,7 +55,7 @@ func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResu
 // event's id is added. An event with st.Gate set is refused as
 // unauthenticated. Both are decided before the engine sees the event; an
 // envelope naming another pool than its subject is refused
-// (pool_mismatch). The only error is ErrUnknownRules: the pool is then
+// (pool_mismatch). The only error is ErrNeedsNewer: the pool is then
 // left as it was, and the caller must stop folding it.
 func Apply(p *domain.Pool, ids IDs, st stream.Stored) (FoldResult, error) {
 	var res FoldResult
@@ -65,8 +66,10 @@ func Apply(p *domain.Pool, ids IDs, st stream.Stored) (FoldResult, error) {
 	}
 	r, err := apply(p, st)
 	switch {
+	case errors.Is(err, ErrNeedsNewer):
+		return res, err
 	case errors.Is(err, domain.ErrUnknownRules):
-		return res, fmt.Errorf("%w: pool %s, sequence %d: %v", ErrUnknownRules, p.Name(), st.Seq, err)
+		return res, fmt.Errorf("%w: pool %s, sequence %d: %v", ErrNeedsNewer, p.Name(), st.Seq, err)
 	case err != nil:
 		p.Skip(st.Seq, st.Envelope.Time)
 		res.Result, res.RefusalDetail = domain.Refusal(st.Seq, err), err.Error()
@@ -82,6 +85,10 @@ func apply(p *domain.Pool, st stream.Stored) (domain.Result, error) {
 		// The subject decides the pool; an envelope that disagrees is
 		// not trusted with another pool's state.
 		return domain.Result{}, fmt.Errorf("%w: envelope names pool %q but was stored for pool %q", ErrPoolMismatch, st.Envelope.Pool, p.Name())
+	}
+	if v := st.Envelope.V; v > events.Version {
+		return domain.Result{}, fmt.Errorf("%w: pool %s, sequence %d: a %q event of envelope version %d (this build reads 1 to %d)",
+			ErrNeedsNewer, p.Name(), st.Seq, st.Envelope.Type, v, events.Version)
 	}
 	payload, err := st.Payload()
 	if err != nil {

@@ -76,10 +76,11 @@ func (s *Server) appendRequest(w http.ResponseWriter, r *http.Request) (pool str
 	return name, ins, res, aerr
 }
 
-// scopeOf is the scope an event type needs: demand and release change
-// holdings (append), the others change the pool itself (plan).
+// scopeOf is the scope an event type needs, as the table of event types
+// says (events.Kind.Scope); a type it does not know needs plan, the
+// narrower grant, and is refused when decoded anyway.
 func scopeOf(t events.Type) auth.Scope {
-	if t == events.TypeDemand || t == events.TypeRelease {
+	if k, ok := events.KindOf(t); ok && k.Scope == events.ScopeAppend {
 		return auth.ScopeAppend
 	}
 	return auth.ScopePlan
@@ -164,7 +165,7 @@ func backoff(ctx context.Context, conflicts int) error {
 
 func (a *attempt) refresh(ctx context.Context) *apiError {
 	if err := a.s.catchUp(ctx, a.st); err != nil {
-		if errors.Is(err, projections.ErrUnknownRules) {
+		if errors.Is(err, projections.ErrNeedsNewer) {
 			// Not a driver's error: the engine's own words, naming the
 			// sequence and the version, are for the operator to read.
 			return unavailable(ReasonNeedsNewer, err.Error(), err)

@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/cluster-ledger/ledger/events"
 )
 
 // Scope is one kind of access a token grants.
@@ -24,9 +26,9 @@ type Scope string
 // applies to the token's pools on routes that name a pool.
 const (
 	// ScopeAppend: demand and release events.
-	ScopeAppend Scope = "append"
+	ScopeAppend Scope = events.ScopeAppend
 	// ScopePlan: plan, host_up and host_down events.
-	ScopePlan Scope = "plan"
+	ScopePlan Scope = events.ScopePlan
 	// ScopeRead: the read endpoints (allocations, decisions, console).
 	ScopeRead Scope = "read"
 	// ScopeMetrics: GET /metrics of every process (figures of every
