@@ -138,7 +138,7 @@ func (s *Server) whatIfRequest(w http.ResponseWriter, r *http.Request) (*client.
 		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonWhatIfTimeout, retryAfter: time.Second,
 			msg: fmt.Sprintf("the what-if took longer than %v (the pool's events since its last snapshot, and the hypothetical ones): retry, or ask about fewer events", s.whatIf.timeout)}
 	}
-	if errors.Is(err, projections.ErrUnknownRules) {
+	if errors.Is(err, projections.ErrNeedsNewer) {
 		return nil, unavailable(ReasonNeedsNewer, err.Error(), err)
 	}
 	return nil, unavailable(ReasonUnavailable, fmt.Sprintf("pool %s: could not fork its state from the log and its snapshots: retry", pool), err)
