@@ -28,6 +28,7 @@ var schema = map[string][]string{
 	"checkpoints":        {"pool", "last_seq", "state_hash", "chain_hash", "updated_at", "rules", "rules_since"},
 	"projector_offsets":  {"name", "stream_seq", "updated_at", "partition", "partitions", "owner"},
 	"snapshots":          {"pool", "seq", "format", "state", "state_hash"},
+	"saved_states":       {"pool", "seq", "format", "state", "state_hash", "snap_events", "snap_cost", "saved_at"},
 	"halted_pools":       {"pool", "seq", "reason", "halted_at"},
 	"ownership":          {"pool", "consumer", "host", "slots"},
 	"ownership_history":  {"pool", "consumer", "host", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"},
@@ -290,6 +291,9 @@ func TestOwnershipDownLeaves0005(t *testing.T) {
 	m, err := open(url)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := m.Migrate(6); err != nil { // back to 0006, over the later ones
+		t.Fatalf("down to 0006: %v", err)
 	}
 	if err := m.Steps(-1); err != nil {
 		t.Fatalf("down one step: %v", err)

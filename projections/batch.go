@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"container/list"
 	"encoding/json"
 	"math"
 	"slices"
@@ -21,6 +22,9 @@ type poolState struct {
 	chain     domain.Hash        // link after lastSeq
 	lastSeq   uint64             // last stream sequence of the pool folded
 	sinceSnap int                // events folded since the last snapshot
+	costSnap  int64              // their work (foldCost) since the last snapshot
+	sinceSave int                // events folded since the state was last stored (snapshot or saved_states)
+	lru       *list.Element      // its place among the resident pools (resident.go)
 	open      map[string]openRow // consumers with an open allocation_history row
 	ids       IDs                // ids of the events the pool applied
 	halted    bool               // its fold failed: skipped until rebuilt
@@ -56,6 +60,7 @@ type batch struct {
 	ownHistory []ownHistRow
 	ownCloses  ownCloseRows
 	snapshots  [][]any
+	saved      [][]any // saved_states rows of the pools let go (resident.go)
 	pools      map[string]*poolBatch
 	halts      map[string]halt       // pools halted in this batch
 	resumed    map[string]*poolState // catchUp: the halted pool it brings up to date
@@ -110,7 +115,7 @@ func (b *batch) poolBatch(name string, ps *poolState) *poolBatch {
 
 // add folds one event of pool name into ps and collects its rows. A
 // halted pool's events are passed over; a failing fold halts the pool.
-func (b *batch) add(name string, ps *poolState, st stream.Stored, msg storedMsg, snapshotEvery int, hook func(string, uint64)) error {
+func (b *batch) add(name string, ps *poolState, st stream.Stored, msg storedMsg, snap snapshotRule, hook func(string, uint64)) error {
 	if ps.halted {
 		return nil
 	}
@@ -138,12 +143,47 @@ func (b *batch) add(name string, ps *poolState, st stream.Stored, msg storedMsg,
 	if res.Refused == "" {
 		b.noteState(pb, name, st, res)
 	}
-	ps.sinceSnap++
-	if ps.sinceSnap >= snapshotEvery {
+	if ps.noteFolded(res, snap) {
 		b.snapshots = append(b.snapshots, snapshotRow(name, ps.pool))
-		ps.sinceSnap = 0
 	}
 	return nil
+}
+
+// snapshotRule says when a pool's state is saved: after every events of
+// its events, or as soon as the work of folding them again (foldCost)
+// reaches cost, whichever comes first, so rebuilding any pool from its
+// newest snapshot costs at most about cost, however large the pool.
+type snapshotRule struct {
+	events int
+	cost   int64
+}
+
+// Units of foldCost: an event costs eventCost plus one unit per consumer
+// and host state it produced and per decision it made. A unit is roughly
+// what recomputing one consumer's view costs the engine and the projector
+// (about a microsecond or two); eventCost stands for decoding the event,
+// checking its signature and chaining it (tens of microseconds). The
+// count is taken from the Result, so it is deterministic: the live
+// projector, a rebuild and a resumed projector snapshot at the same
+// events.
+const eventCost = 50
+
+// foldCost is the work of folding one event again, in the units above.
+func foldCost(res FoldResult) int64 {
+	return eventCost + int64(len(res.Changed)+len(res.Hosts)+len(res.Decisions))
+}
+
+// noteFolded counts one folded event towards the pool's next snapshot and
+// reports whether it is due now (the counts then start again).
+func (ps *poolState) noteFolded(res FoldResult, rule snapshotRule) bool {
+	ps.sinceSnap++
+	ps.costSnap += foldCost(res)
+	ps.sinceSave++
+	if ps.sinceSnap < rule.events && ps.costSnap < rule.cost {
+		return false
+	}
+	ps.sinceSnap, ps.costSnap, ps.sinceSave = 0, 0, 0
+	return true
 }
 
 func (pb *poolBatch) noteDecision(d domain.Decision) {

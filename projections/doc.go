@@ -5,14 +5,18 @@
 // makes.
 //
 // The projector is a durable pull consumer of the whole stream. It keeps
-// one in-memory [domain.Pool] per pool, folds each event with [Fold]
+// an in-memory [domain.Pool] for each of the pools it folded lately (at
+// most [WithResidentPools]; resident.go says how the others are saved and
+// taken up again), folds each event with [Fold]
 // (apply, or skip when the engine refuses it, then the next link of the
 // pool's hash chain), and writes a batch of events together with the
 // stream sequence it reached in ONE transaction. PostgreSQL, not the
 // consumer's ack state, is the truth about where the projection stands:
 // on start the projector rebuilds each pool from its newest snapshot and
-// the log up to the committed sequence, checks the rebuilt state and chain
-// against the recorded checkpoint, and consumes from the next sequence;
+// the log up to the committed sequence (or, when its state is stored at
+// its checkpoint, compares the stored hashes and leaves it until an event
+// of it comes), checks the rebuilt state and chain against the recorded
+// checkpoint, and consumes from the next sequence;
 // anything redelivered at or below the committed sequence is acked and
 // ignored. So a crash at any point neither loses nor doubles a row.
 //

@@ -158,7 +158,7 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 			return nil
 		}
 		Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
-		return b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotEvery, p.cfg.foldHook)
+		return b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotRule(), p.cfg.foldHook)
 	})
 	if err != nil {
 		return err

@@ -27,10 +27,12 @@ func (p *Projector) observeStop() {
 	if p.cfg.metrics == nil {
 		return
 	}
-	pools := make([]string, 0, len(p.pools))
-	for name := range p.pools {
+	p.mu.Lock()
+	pools := make([]string, 0, len(p.applied))
+	for name := range p.applied { // every pool it knows, in memory or not
 		pools = append(pools, name)
 	}
+	p.mu.Unlock()
 	p.cfg.metrics.Stopped(p.offsetName(), pools)
 }
 

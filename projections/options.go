@@ -15,7 +15,13 @@ import (
 const (
 	DefaultBatchSize     = 1000
 	DefaultSnapshotEvery = 10000
-	DefaultName          = "projector"
+	// DefaultSnapshotCost is the work (foldCost units) after which a
+	// pool's state is saved even before DefaultSnapshotEvery events: at
+	// most a second or two of folding again (measured: 0.2-3 µs a unit,
+	// 5-11 with ownership's host events), so any pool rebuilds from its
+	// newest snapshot in seconds (docs/decisions.md #182).
+	DefaultSnapshotCost = 200_000
+	DefaultName         = "projector"
 )
 
 // Failpoint stages, for crash tests (WithFailpoint).
@@ -33,6 +39,8 @@ type Option func(*config)
 type config struct {
 	batchSize     int
 	snapshotEvery int
+	snapshotCost  int64
+	resident      int // pools whose engine state stays in memory (resident.go)
 	name          string
 	log           *slog.Logger
 	failpoint     func(stage string) error
@@ -54,6 +62,8 @@ func defaults() config {
 	return config{
 		batchSize:     DefaultBatchSize,
 		snapshotEvery: DefaultSnapshotEvery,
+		snapshotCost:  DefaultSnapshotCost,
+		resident:      DefaultResidentPools,
 		name:          DefaultName,
 		log:           slog.Default(),
 		ackWait:       30 * time.Second,
@@ -91,6 +101,23 @@ func WithSnapshotEvery(n int) Option {
 			c.snapshotEvery = n
 		}
 	}
+}
+
+// WithSnapshotCost sets the work (in the units of foldCost: one per
+// consumer or host state an event produced, plus 50 per event) after
+// which a pool's state is saved even if fewer than WithSnapshotEvery
+// events were folded since its last snapshot (default
+// DefaultSnapshotCost).
+func WithSnapshotCost(n int64) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.snapshotCost = n
+		}
+	}
+}
+
+func (c config) snapshotRule() snapshotRule {
+	return snapshotRule{events: c.snapshotEvery, cost: c.snapshotCost}
 }
 
 // WithName sets the durable consumer name, which is also the

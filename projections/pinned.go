@@ -45,8 +45,12 @@ func (p *Projector) runPartition(ctx context.Context) error {
 	for err == nil && ctx.Err() == nil {
 		err = p.stepPartition(ctx, f)
 	}
-	if werr := p.writer.stop(); err == nil {
+	werr := p.writer.stop()
+	if err == nil {
 		err = werr
+	}
+	if p.holding.Load() && (err == nil || !isFatal(err)) {
+		p.saveResident()
 	}
 	return err
 }
@@ -121,6 +125,7 @@ func (p *Projector) giveUp(ctx context.Context) error {
 	if err := p.writer.drain(); err != nil {
 		return err
 	}
+	p.saveResident() // the next holder takes the pools up from these
 	p.holding.Store(false)
 	s, err := p.js.Stream(ctx, stream.Name)
 	if err == nil {
@@ -288,7 +293,7 @@ func (p *Projector) fill(ctx context.Context, b *batch, to uint64) error {
 				return err
 			}
 			if seq := md.Sequence.Stream; seq == b.to+1 && seq < to {
-				if err := p.fold(b, m, seq, md.Timestamp); err != nil {
+				if err := p.fold(ctx, b, m, seq, md.Timestamp); err != nil {
 					return fatal(err)
 				}
 				b.to = seq

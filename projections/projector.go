@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -23,9 +24,10 @@ type Projector struct {
 	cfg config
 
 	// Owned by Run.
-	pools     map[string]*poolState
-	committed uint64 // projector_offsets.stream_seq, as committed (the writer's)
-	folded    uint64 // last sequence folded and handed to the writer
+	pools     map[string]*poolState // the resident pools (resident.go)
+	lru       list.List             // their names, most recently used first
+	committed uint64                // projector_offsets.stream_seq, as committed (the writer's)
+	folded    uint64                // last sequence folded and handed to the writer
 	cons      jetstream.Consumer
 	writer    *writer
 	// reconnects is the NATS connection's reconnect count when the stream
@@ -40,6 +42,11 @@ type Projector struct {
 	// last idle spell (0: none), for watchStall.
 	stalledAt uint64
 	release   chan struct{} // Group.rebalance asks the partition to move
+
+	// committedSeq is committed, for the folding goroutine (eviction)
+	// and Resident's callers.
+	committedSeq  atomic.Uint64
+	residentCount atomic.Int64
 
 	mu      sync.Mutex
 	applied map[string]uint64
@@ -100,8 +107,12 @@ func (p *Projector) Run(ctx context.Context) error {
 		for err == nil && ctx.Err() == nil {
 			err = p.step(ctx)
 		}
-		if werr := p.writer.stop(); err == nil {
+		werr := p.writer.stop()
+		if err == nil {
 			err = werr
+		}
+		if err == nil || !isFatal(err) {
+			p.saveResident()
 		}
 	}
 	if ctx.Err() != nil && !isFatal(err) {
@@ -167,6 +178,9 @@ func collect(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
 // process folds the messages that follow the committed sequence, writes
 // them in one transaction, then acks.
 func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
+	if err := p.prefetch(ctx, msgs); err != nil {
+		return err
+	}
 	b := newBatch(p.folded)
 	var last jetstream.Msg // highest message covered by the batch or already committed
 	gap := false
@@ -191,11 +205,12 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 			gap = true
 			break
 		}
-		if stop = p.fold(b, m, seq, md.Timestamp); stop != nil {
+		if stop = p.fold(ctx, b, m, seq, md.Timestamp); stop != nil {
 			break
 		}
 		b.to, last = seq, m
 	}
+	p.evict(b)
 	var f *finalRows
 	if b.to > b.from {
 		f = b.finish() // the rows are fixed now: the next fold may go on
@@ -208,6 +223,9 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if stop != nil {
 		if err := p.writer.drain(); err != nil {
 			return err
+		}
+		if ctx.Err() != nil && !isFatal(stop) {
+			return ctx.Err() // a pool's load cut short by the shutdown
 		}
 		return fatalf("%v", stop)
 	}
@@ -254,7 +272,7 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 	return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
 }
 
-func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time) error {
+func (p *Projector) fold(ctx context.Context, b *batch, m jetstream.Msg, seq uint64, stored time.Time) error {
 	if pool, err := stream.PoolOf(m.Subject()); err == nil && !p.mine(pool) {
 		return nil // another partition's event
 	}
@@ -264,17 +282,16 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", m.Subject())
 		return nil
 	}
-	ps := p.pools[name]
-	if ps == nil {
-		ps = newPoolState(p.newDomainPool(name), zeroHash)
-		p.pools[name] = ps
+	ps, err := p.poolFor(ctx, name)
+	if err != nil {
+		return err
 	}
 	if seq <= ps.lastSeq {
 		// Folded before: a partition's offset can trail its pools'
 		// checkpoints (a new partitioning starts its rows at 0).
 		return nil
 	}
-	if err := b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotEvery, p.cfg.foldHook); err != nil {
+	if err := b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotRule(), p.cfg.foldHook); err != nil {
 		return err
 	}
 	if h, ok := b.halts[name]; ok && ps.halted && !p.isHalted(name) {
@@ -290,7 +307,7 @@ func (p *Projector) fold(b *batch, m jetstream.Msg, seq uint64, stored time.Time
 // rows are computed once; a retry writes the same rows.
 func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	if b.to == b.from && !b.catchUp {
-		return nil
+		return p.commitSaved(ctx, b)
 	}
 	start := time.Now()
 	err := p.retry(ctx, "write batch", func() error {
@@ -304,6 +321,7 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 		return err
 	}
 	p.committed = b.to
+	p.committedSeq.Store(b.to)
 	for name, pb := range b.pools {
 		p.setApplied(name, pb.lastSeq)
 	}

@@ -83,7 +83,9 @@ func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, afte
 	}
 	r.cancel()
 	var logs strings.Builder
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))
+	// Debug: a pool whose snapshot is its checkpoint is rebuilt when its
+	// next event comes, and says so at debug level.
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	project(t, New(js, db, WithLogger(logger), WithBatchSize(11), WithSnapshotEvery(13)), m)
 	if !regexp.MustCompile(`rebuilt pool" pool=tree from_snapshot_seq=[1-9]`).MatchString(logs.String()) {
 		t.Fatalf("the restart did not restore pool tree from a snapshot:\n%s", logs.String())

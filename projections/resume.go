@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,39 +24,61 @@ func (p *Projector) newDomainPool(name string) *domain.Pool {
 	return domain.NewPool(name)
 }
 
-// checkpoint is a pool's committed position with the newest usable
-// snapshot at or before it.
+// checkpoint is a pool's committed position with the newest usable base
+// to rebuild it from: its newest snapshot or saved state at or before it
+// (the state itself only when the pool is loaded: loadPools).
 type checkpoint struct {
 	pool                 string
 	lastSeq              uint64
 	stateHash, chainHash []byte
-	snapSeq              *int64
+	snapSeq              *int64 // the base's sequence; nil: none, fold from the start
 	snapState, snapHash  []byte
 	snapChain            []byte // events.hash at snapSeq: the chain link to continue from
-	open                 map[string]openRow
-	ownOpen              map[ownKey]openRow // open ownership_history rows
-	halted               *halt              // the pool is halted (halted_pools)
+	// the counts towards the pool's next snapshot at the base (a saved
+	// state's; 0 at a snapshot)
+	baseEvents int
+	baseCost   int64
+	open       map[string]openRow
+	ownOpen    map[ownKey]openRow // open ownership_history rows
+	halted     *halt              // the pool is halted (halted_pools)
 }
 
-const sqlCheckpoints = `SELECT c.pool, c.last_seq, c.state_hash, c.chain_hash, s.seq, s.state, s.state_hash, e.hash
+// sqlBase picks a pool's newest base at or before its checkpoint: its
+// newest snapshot or its saved state (saved_states), whichever is newer.
+// STATE is replaced by the state column or, to read positions only, by
+// NULL, so that the states of thousands of pools are not read at start.
+const sqlBase = `(SELECT seq, state_hash, STATE AS state, 0 AS snap_events, 0::bigint AS snap_cost FROM snapshots
+        WHERE pool = c.pool AND seq <= c.last_seq AND format = $1 ORDER BY seq DESC LIMIT 1)
+    UNION ALL
+    (SELECT seq, state_hash, STATE AS state, snap_events, snap_cost FROM saved_states
+        WHERE pool = c.pool AND seq <= c.last_seq AND format = $1)
+    ORDER BY seq DESC LIMIT 1`
+
+// sqlCheckpoints reads every checkpoint with the position of its base
+// (not the state); sqlLoadCheckpoints the named pools' with the state.
+var (
+	sqlCheckpoints = `SELECT c.pool, c.last_seq, c.state_hash, c.chain_hash, b.seq, b.state, b.state_hash, e.hash, b.snap_events, b.snap_cost
 FROM checkpoints c
-LEFT JOIN LATERAL (
-    SELECT seq, state, state_hash FROM snapshots
-    WHERE pool = c.pool AND seq <= c.last_seq AND format = $1
-    ORDER BY seq DESC LIMIT 1) s ON true
-LEFT JOIN events e ON e.pool = c.pool AND e.seq = s.seq
+LEFT JOIN LATERAL (` + strings.ReplaceAll(sqlBase, "STATE", "NULL::bytea") + `) b ON true
+LEFT JOIN events e ON e.pool = c.pool AND e.seq = b.seq
 ORDER BY c.pool`
+	sqlLoadCheckpoints = `SELECT c.pool, c.last_seq, c.state_hash, c.chain_hash, b.seq, b.state, b.state_hash, e.hash, b.snap_events, b.snap_cost
+FROM checkpoints c
+LEFT JOIN LATERAL (` + strings.ReplaceAll(sqlBase, "STATE", "state") + `) b ON true
+LEFT JOIN events e ON e.pool = c.pool AND e.seq = b.seq
+WHERE c.pool = ANY($2)`
+)
 
 // sqlOpenHistory finds each consumer's newest allocation_history row by
 // the primary key (one backward index probe per consumer) and keeps it
-// when it is still open.
+// when it is still open; $1 names the pools (NULL: every pool).
 const sqlOpenHistory = `SELECT c.pool, c.consumer, h.slots, h.valid_from_seq
 FROM consumer_state c
 CROSS JOIN LATERAL (
     SELECT slots, valid_from_seq, valid_to_seq FROM allocation_history h
     WHERE h.pool = c.pool AND h.consumer = c.consumer
     ORDER BY valid_from_seq DESC LIMIT 1) h
-WHERE h.valid_to_seq IS NULL`
+WHERE h.valid_to_seq IS NULL AND ($1::text[] IS NULL OR c.pool = ANY($1))`
 
 // sqlOpenOwnHistory finds the open ownership_history row of each current
 // ownership row the same way (the open rows are the ownership table; a
@@ -65,10 +89,15 @@ CROSS JOIN LATERAL (
     SELECT slots, valid_from_seq, valid_to_seq FROM ownership_history h
     WHERE h.pool = o.pool AND h.consumer = o.consumer AND h.host = o.host
     ORDER BY valid_from_seq DESC LIMIT 1) h
-WHERE h.valid_to_seq IS NULL`
+WHERE h.valid_to_seq IS NULL AND ($1::text[] IS NULL OR o.pool = ANY($1))`
 
-// start rebuilds every pool to the committed sequence and (re)creates the
-// durable consumer after it.
+// start reads every checkpoint and (re)creates the durable consumer
+// after the committed sequence. A pool whose newest snapshot or saved
+// state is its checkpoint is checked against it (hashes) and left in
+// PostgreSQL until an event of it comes (loadPools); the others, and the
+// halted pools, are rebuilt now from their base and the log and checked,
+// as before. So a start reads no state of an idle pool, and a pool that
+// was in memory at a crash is rebuilt at once.
 func (p *Projector) start(ctx context.Context) error {
 	committed, cps, err := p.loadCheckpoints(ctx, false)
 	if err != nil {
@@ -77,25 +106,48 @@ func (p *Projector) start(ctx context.Context) error {
 	if err := p.checkStream(ctx, cps, committed); err != nil {
 		return err
 	}
-	p.pools, p.committed = map[string]*poolState{}, committed
-	p.observeStart(len(cps))
-	for i, cp := range cps {
-		ps, err := p.rebuild(ctx, cp)
-		if err != nil {
-			return err
-		}
-		p.observeRebuilt(len(cps), i+1, ps.sinceSnap)
-		p.pools[cp.pool] = ps
+	p.resetResident()
+	p.committed = committed
+	p.committedSeq.Store(committed)
+	var rebuild []checkpoint
+	for _, cp := range cps {
 		p.setApplied(cp.pool, cp.lastSeq)
-		if cp.halted != nil {
-			if err := p.haltedAtStart(ctx, cp.pool, ps, cp.halted.seq); err != nil {
+		if cp.halted == nil && cp.snapSeq != nil && uint64(*cp.snapSeq) == cp.lastSeq {
+			if err := checkBase(cp); err != nil {
 				return err
+			}
+			continue // loaded when an event of it comes
+		}
+		rebuild = append(rebuild, cp)
+	}
+	p.observeStart(len(rebuild))
+	for lo := 0; lo < len(rebuild); lo += loadChunk {
+		chunk := rebuild[lo:min(lo+loadChunk, len(rebuild))]
+		loaded, err := p.loadPools(ctx, poolNames(chunk))
+		if err != nil {
+			return classify(err)
+		}
+		for i, meta := range chunk {
+			cp, ok := loaded[meta.pool]
+			if !ok {
+				return fmt.Errorf("pool %s: its checkpoint went away while the projector started", meta.pool)
+			}
+			ps, err := p.rebuild(ctx, cp, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			p.observeRebuilt(len(rebuild), lo+i+1, ps.sinceSave)
+			p.addResident(cp.pool, ps)
+			if meta.halted != nil {
+				if err := p.haltedAtStart(ctx, cp.pool, ps, meta.halted.seq); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	for _, name := range p.haltedNoCheckpoint { // halted at its first batch
 		ps := newPoolState(p.newDomainPool(name), zeroHash)
-		p.pools[name] = ps
+		p.addResident(name, ps)
 		if err := p.haltedAtStart(ctx, name, ps, p.halted[name]); err != nil {
 			return err
 		}
@@ -105,8 +157,72 @@ func (p *Projector) start(ctx context.Context) error {
 			return err
 		}
 	}
-	p.cfg.log.Info("projector: resumed", "name", p.offsetName(), "committed_seq", committed, "pools", len(cps))
+	p.cfg.log.Info("projector: resumed", "name", p.offsetName(), "committed_seq", committed, "pools", len(cps),
+		"rebuilt_now", len(rebuild), "resident_max", p.cfg.resident)
 	return nil
+}
+
+// loadChunk is how many pools' states one query reads.
+const loadChunk = 64
+
+func poolNames(cps []checkpoint) []string {
+	names := make([]string, len(cps))
+	for i, cp := range cps {
+		names[i] = cp.pool
+	}
+	return names
+}
+
+// checkBase checks a pool whose base is its checkpoint: the state and
+// the chain link saved with it are those the checkpoint records. The
+// state itself is checked against its hash when the pool is loaded
+// (restore).
+func checkBase(cp checkpoint) error {
+	if !bytes.Equal(cp.snapChain, cp.chainHash) {
+		return fatalf("pool %s: the log up to sequence %d has chain hash %s (events.hash) but checkpoints.chain_hash is %s: the log or the projection was altered",
+			cp.pool, cp.lastSeq, hex.EncodeToString(cp.snapChain), hex.EncodeToString(cp.chainHash))
+	}
+	if !bytes.Equal(cp.snapHash, cp.stateHash) {
+		return fatalf("pool %s: the state saved at sequence %d has hash %s but checkpoints.state_hash is %s: the projection was altered",
+			cp.pool, cp.lastSeq, hex.EncodeToString(cp.snapHash), hex.EncodeToString(cp.stateHash))
+	}
+	return nil
+}
+
+// loadPools reads, in one snapshot of the database, the named pools'
+// checkpoints with their bases' states and their open history rows. A
+// pool without a checkpoint is absent from the answer.
+func (p *Projector) loadPools(ctx context.Context, names []string) (map[string]checkpoint, error) {
+	out := make(map[string]checkpoint, len(names))
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := pgx.BeginTxFunc(ctx, p.db, opts, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, sqlLoadCheckpoints, domain.SnapshotFormat, names)
+		cps, err := pgx.CollectRows(rows, scanCheckpoint)
+		if err != nil {
+			return err
+		}
+		if err := loadOpen(ctx, tx, cps, names); err != nil {
+			return err
+		}
+		for _, cp := range cps {
+			out[cp.pool] = cp
+		}
+		return nil
+	})
+	return out, err
+}
+
+func scanCheckpoint(r pgx.CollectableRow) (checkpoint, error) {
+	var c checkpoint
+	var last int64
+	var events *int32
+	var cost *int64
+	err := r.Scan(&c.pool, &last, &c.stateHash, &c.chainHash, &c.snapSeq, &c.snapState, &c.snapHash, &c.snapChain, &events, &cost)
+	c.lastSeq = uint64(last)
+	if events != nil && cost != nil {
+		c.baseEvents, c.baseCost = int(*events), *cost
+	}
+	return c, err
 }
 
 // haltedAtStart tries a halted pool again (resumeHalted). A partitioned
@@ -119,10 +235,11 @@ func (p *Projector) haltedAtStart(ctx context.Context, name string, ps *poolStat
 	return p.resumeHalted(ctx, name, ps)
 }
 
-// loadCheckpoints reads the offset and the checkpoints in one snapshot of
-// the database: this projector's (or partition's) offset and pools, or,
-// with whole, the furthest offset of any projector and every pool (what
-// healing the stream needs, whatever the partitioning).
+// loadCheckpoints reads the offset and the checkpoints (with the position
+// of each pool's base, not its state) in one snapshot of the database:
+// this projector's (or partition's) offset and pools, or, with whole, the
+// furthest offset of any projector and every pool (what healing the
+// stream needs, whatever the partitioning).
 func (p *Projector) loadCheckpoints(ctx context.Context, whole bool) (uint64, []checkpoint, error) {
 	var committed int64
 	var cps []checkpoint
@@ -142,20 +259,14 @@ func (p *Projector) loadCheckpoints(ctx context.Context, whole bool) (uint64, []
 			return err
 		}
 		rows, _ := tx.Query(ctx, sqlCheckpoints, domain.SnapshotFormat)
-		cps, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (checkpoint, error) {
-			var c checkpoint
-			var last int64
-			err := r.Scan(&c.pool, &last, &c.stateHash, &c.chainHash, &c.snapSeq, &c.snapState, &c.snapHash, &c.snapChain)
-			c.lastSeq = uint64(last)
-			return c, err
-		})
+		cps, err = pgx.CollectRows(rows, scanCheckpoint)
 		if err != nil {
 			return err
 		}
 		if !whole {
 			cps = slices.DeleteFunc(cps, func(c checkpoint) bool { return !p.mine(c.pool) })
 		}
-		return loadOpen(ctx, tx, cps)
+		return nil
 	})
 	for i := range cps {
 		if h, ok := halted[cps[i].pool]; ok {
@@ -180,13 +291,15 @@ func (p *Projector) loadCheckpoints(ctx context.Context, whole bool) (uint64, []
 	return uint64(committed), cps, err
 }
 
-func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
+// loadOpen reads the open history rows of the pools cps, which are
+// names (nil: every pool).
+func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint, names []string) error {
 	byPool := map[string]map[string]openRow{}
 	for i := range cps {
 		cps[i].open = map[string]openRow{}
 		byPool[cps[i].pool] = cps[i].open
 	}
-	rows, _ := tx.Query(ctx, sqlOpenHistory)
+	rows, _ := tx.Query(ctx, sqlOpenHistory, names)
 	var pool, consumer, host string
 	var slots, from int64
 	_, err := pgx.ForEachRow(rows, []any{&pool, &consumer, &slots, &from}, func() error {
@@ -203,7 +316,7 @@ func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint) error {
 		cps[i].ownOpen = map[ownKey]openRow{}
 		ownByPool[cps[i].pool] = cps[i].ownOpen
 	}
-	rows, _ = tx.Query(ctx, sqlOpenOwnHistory)
+	rows, _ = tx.Query(ctx, sqlOpenOwnHistory, names)
 	_, err = pgx.ForEachRow(rows, []any{&pool, &consumer, &host, &slots, &from}, func() error {
 		if m := ownByPool[pool]; m != nil {
 			m[ownKey{consumer, host}] = openRow{slots: slots, from: uint64(from)}
@@ -244,20 +357,21 @@ func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed
 // rebuild restores a pool from its snapshot (if any), folds the log after
 // it up to the checkpoint without writing, and checks the result against
 // the recorded hashes.
-func (p *Projector) rebuild(ctx context.Context, cp checkpoint) (*poolState, error) {
+func (p *Projector) rebuild(ctx context.Context, cp checkpoint, level slog.Level) (*poolState, error) {
 	pool, chain, err := restore(cp)
 	if err != nil {
 		return nil, err
 	}
 	ps := newPoolState(pool, chain)
+	ps.sinceSnap, ps.costSnap = cp.baseEvents, cp.baseCost
 	if err := p.loadIDs(ctx, ps, cp.pool, snapSeqOf(cp)); err != nil {
 		return nil, err
 	}
 	if err := p.replay(ctx, ps, cp.pool, cp.lastSeq); err != nil {
 		return nil, err
 	}
-	p.cfg.log.Info("projector: rebuilt pool", "pool", cp.pool, "from_snapshot_seq", snapSeqOf(cp),
-		"events_folded", ps.sinceSnap, "to_seq", cp.lastSeq)
+	p.cfg.log.Log(ctx, level, "projector: rebuilt pool", "pool", cp.pool, "from_snapshot_seq", snapSeqOf(cp),
+		"events_folded", ps.sinceSave, "to_seq", cp.lastSeq)
 	if got := ps.chain; !bytes.Equal(got[:], cp.chainHash) {
 		return nil, fatalf("pool %s: the log folded up to sequence %d gives chain hash %s but checkpoints.chain_hash is %s: the log or the projection was altered",
 			cp.pool, cp.lastSeq, hex.EncodeToString(got[:]), hex.EncodeToString(cp.chainHash))
@@ -329,12 +443,17 @@ func (p *Projector) replay(ctx context.Context, ps *poolState, name string, to u
 			return nil
 		}
 		Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
-		var err error
-		if _, ps.chain, err = Fold(ps.pool, ps.ids, st, ps.chain); err != nil {
+		res, link, err := Fold(ps.pool, ps.ids, st, ps.chain)
+		if err != nil {
 			return err
 		}
-		ps.lastSeq = seq
+		ps.chain, ps.lastSeq = link, seq
+		// Counted, never reset here: the live projector took no snapshot
+		// in this stretch, and a rule that has changed since takes one
+		// at the next event.
 		ps.sinceSnap++
+		ps.costSnap += foldCost(res)
+		ps.sinceSave++
 		return nil
 	})
 }

@@ -228,6 +228,9 @@ func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRo
 	if err := copyRows(ctx, tx, "snapshots", snapshotCols, b.snapshots); err != nil {
 		return err
 	}
+	if err := writeSaved(ctx, tx, b.saved); err != nil {
+		return err
+	}
 	if err := writeHalts(ctx, tx, b.halts); err != nil {
 		return err
 	}

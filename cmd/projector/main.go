@@ -68,7 +68,7 @@ func main() {
 
 type flags struct {
 	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name, instance string
-	batch, snapshotEvery, partitions                                        int
+	batch, snapshotEvery, partitions, resident                              int
 	connectWait, pinnedTTL                                                  time.Duration
 	metricsListen, metricsTokens                                            string
 }
@@ -85,7 +85,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	// -help never shows it, and $DATABASE_URL is read after parsing.
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (default $DATABASE_URL; its value is never shown)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
-	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events")
+	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events (or sooner, once folding them again would take about a second)")
+	fs.IntVar(&f.resident, "resident-pools", projections.DefaultResidentPools, "keep at most this many pools' engine states in memory, the most recently folded; the others are saved to PostgreSQL and taken up again when an event of them comes")
 	fs.StringVar(&f.name, "name", projections.DefaultName, "durable consumer name and projector_offsets key")
 	fs.IntVar(&f.partitions, "partitions", 0, fmt.Sprintf("hash the pools into N partitions (1 to %d) shared by every projector started with the same N: each partition is folded by one instance at a time, and an instance that stops hands its partitions over within --pinned-ttl; 0: this projector alone folds every pool", projections.MaxPartitions))
 	fs.StringVar(&f.instance, "instance", "", "this instance's name in projector_offsets.owner (default host:pid)")
@@ -150,7 +151,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery),
+	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery), projections.WithResidentPools(f.resident),
 		projections.WithName(f.name), projections.WithLogger(log), projections.WithInstance(f.instance), projections.WithPinnedTTL(f.pinnedTTL),
 		projections.WithMetrics(reg.Projector())}
 	if f.trustedKeys != "" {
