@@ -84,6 +84,7 @@ func (s *Server) authenticate(r *http.Request) (*auth.Identity, *apiError) {
 	if !ok {
 		return nil, &apiError{status: http.StatusUnauthorized, reason: ReasonUnauthenticated, msg: "unknown token"}
 	}
+	noteToken(r.Context(), id.Name)
 	return id, nil
 }
 
