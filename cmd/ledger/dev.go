@@ -18,6 +18,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
@@ -40,10 +41,11 @@ type devConfig struct {
 	duplicateWindow                       time.Duration
 	natsSync                              natsserver.Sync
 	origins                               []string
+	log                                   logging.Options
 }
 
 func init() {
-	cfg := devConfig{natsSync: natsserver.SyncAlways, natsCluster: 1}
+	cfg := devConfig{natsSync: natsserver.SyncAlways, natsCluster: 1, log: logging.Defaults()}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole service on this machine (what `make run` starts)",
@@ -102,12 +104,16 @@ or cluster: dev refuses to switch it.`,
 	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
 	// Never from the environment: a DATABASE_URL exported from an earlier
 	// run names that run's PostgreSQL, stopped with it.
+	logging.AddFlags(cmd.Flags(), &cfg.log)
 	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", "", "use this PostgreSQL database instead of a private cluster, for everything (migrations, projector, API and the printed DATABASE_URL); the environment's DATABASE_URL is ignored")
 	root.AddCommand(cmd)
 }
 
 func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := logging.New(os.Stderr, cfg.log)
+	if err != nil {
+		return err
+	}
 	if err := cfg.checkCluster(); err != nil {
 		return err
 	}
@@ -141,7 +147,7 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
-	natsURL, stopNATS, err := startDevNATS(ctx, cfg, data, keys)
+	natsURL, stopNATS, err := startDevNATS(ctx, log, cfg, data, keys)
 	if err != nil {
 		return err
 	}
@@ -152,12 +158,13 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	}
 	dbURL := cfg.databaseURL
 	if dbURL == "" {
-		fmt.Fprintln(os.Stderr, "starting PostgreSQL in", filepath.Join(data, "pg"), "...")
-		pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(data, "pg")), pgcluster.WithLog(os.Stderr))
+		log.Info("starting PostgreSQL", "dir", filepath.Join(data, "pg"))
+		// pgcluster says what it does in plain lines: each becomes a record.
+		pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(data, "pg")), pgcluster.WithLog(logging.Lines(log, slog.LevelInfo, "component", "pgcluster")))
 		if err != nil {
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
-		defer stopPostgres(pg)
+		defer stopPostgres(log, pg)
 		dbURL = pg.URL()
 	}
 	return runServices(ctx, out, log, services{metrics: metrics.New(),
@@ -286,11 +293,11 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 	return err
 }
 
-func stopPostgres(pg *pgcluster.Cluster) {
+func stopPostgres(log *slog.Logger, pg *pgcluster.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := pg.Stop(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+		log.Error("stop PostgreSQL", "err", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -47,7 +48,7 @@ func (cfg *devConfig) checkCluster() error {
 // startDevNATS starts the embedded JetStream (one server, or a cluster of
 // --nats-cluster) and returns the URL clients connect with and how to
 // stop it.
-func startDevNATS(ctx context.Context, cfg devConfig, data string, keys natsauth.Keys) (string, func(), error) {
+func startDevNATS(ctx context.Context, log *slog.Logger, cfg devConfig, data string, keys natsauth.Keys) (string, func(), error) {
 	single, cluster := filepath.Join(data, devNATSDir), filepath.Join(data, devClusterDir)
 	if cfg.natsCluster == 1 {
 		if exists(cluster) {
@@ -71,7 +72,7 @@ func startDevNATS(ctx context.Context, cfg devConfig, data string, keys natsauth
 	if err != nil {
 		return "", nil, fmt.Errorf("NATS route credentials: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "starting a NATS cluster of %d on %v ...\n", cfg.natsCluster, listen)
+	log.Info("starting a NATS cluster", "servers", cfg.natsCluster, "listen", listen)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := natsserver.StartCluster(sctx, natsserver.ClusterSpec{Name: natsserver.DefaultName, Size: cfg.natsCluster, Dir: cluster, Listen: listen},

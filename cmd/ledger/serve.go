@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,6 +9,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
@@ -21,6 +21,7 @@ func init() {
 	var tokensFile string
 	var origins []string
 	var readTimeout time.Duration
+	logOpts := logging.Defaults()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API: validate events and append them to the log",
@@ -71,7 +72,9 @@ cleanly on SIGINT or SIGTERM.`,
 			if err != nil {
 				return err
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if cfg.Logger, err = logging.New(cmd.ErrOrStderr(), logOpts); err != nil {
+				return err
+			}
 			cfg.Migrate = !noMigrate
 			cfg.Options = []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(origins...), api.WithReadTimeout(readTimeout),
 				api.WithMetrics(metrics.New())}
@@ -108,6 +111,7 @@ cleanly on SIGINT or SIGTERM.`,
 	cmd.Flags().StringArrayVar(&origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
 	cmd.Flags().StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
 	cmd.Flags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	logging.AddFlags(cmd.Flags(), &logOpts)
 	cmd.Flags().DurationVar(&readTimeout, "read-timeout", api.DefaultReadTimeout, "longest a read endpoint waits for PostgreSQL before answering 503")
 	root.AddCommand(cmd)
 }
