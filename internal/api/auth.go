@@ -23,9 +23,12 @@ const (
 	ReasonStreamUnavailable = "stream_unavailable"
 )
 
-// WithTokens sets who may use the API. Without it every request but
-// /healthz is answered 401: the API is never open by default.
-func WithTokens(t *auth.Tokens) Option { return func(s *Server) { s.tokens = t } }
+// WithTokens sets who may use the API: a fixed set (*auth.Tokens) or a
+// watched tokens file (*auth.File, reloaded while the server runs, so a
+// token added, revoked or rotated takes effect without a restart).
+// Without it every request but /healthz is answered 401: the API is
+// never open by default.
+func WithTokens(t auth.Authenticator) Option { return func(s *Server) { s.tokens = t } }
 
 // WithAllowedOrigins lists the browser origins (scheme://host[:port])
 // whose pages may call the API. A request carrying any other Origin
@@ -80,8 +83,11 @@ func (s *Server) authenticate(r *http.Request) (*auth.Identity, *apiError) {
 		return nil, &apiError{status: http.StatusUnauthorized, reason: ReasonUnauthenticated,
 			msg: "no bearer token: send Authorization: Bearer <token> (LEDGER_TOKEN)"}
 	}
-	id, ok := s.tokens.Authenticate(strings.TrimSpace(token))
-	if !ok {
+	var id *auth.Identity
+	if s.tokens != nil {
+		id, ok = s.tokens.Authenticate(strings.TrimSpace(token))
+	}
+	if id == nil || !ok {
 		return nil, &apiError{status: http.StatusUnauthorized, reason: ReasonUnauthenticated, msg: "unknown token"}
 	}
 	noteToken(r.Context(), id.Name)

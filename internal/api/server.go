@@ -89,7 +89,7 @@ type Server struct {
 	stream      jetstream.Stream
 	db          *pgxpool.Pool
 	clock       func() time.Time
-	tokens      *auth.Tokens
+	tokens      auth.Authenticator
 	origins     []string
 	readTimeout time.Duration
 	log         *slog.Logger

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -260,74 +261,151 @@ func Load(path string) (*Tokens, error) {
 	return t, nil
 }
 
+// Entries returns the set's entries, in file order.
+func (t *Tokens) Entries() []Entry { return slices.Clone(t.entries) }
+
+// Authenticator answers who a presented token is: a fixed set (*Tokens)
+// or a tokens file reloaded as it changes (*File).
+type Authenticator interface {
+	Authenticate(token string) (*Identity, bool)
+}
+
+// ReadFile reads the entries of the tokens file at path without the
+// checks Load makes for serving (mode, at least one entry): what `ledger
+// token list` shows. A file that does not exist has none.
+func ReadFile(path string) ([]Entry, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	return t.entries, nil
+}
+
 // AppendFile adds an entry to the tokens file at path (created 0600),
 // refusing a name already there.
 func AppendFile(path string, e Entry) error {
+	return updateFile(path, true, func(entries []Entry) ([]Entry, error) {
+		return append(entries, e), nil
+	})
+}
+
+// GrantFile adds scopes to the entry name of the tokens file at path.
+// `ledger dev` uses it to give an admin token created before a scope
+// existed every scope.
+func GrantFile(path, name string, scopes ...Scope) error {
+	return updateFile(path, false, func(entries []Entry) ([]Entry, error) {
+		i, err := find(entries, name, path)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range scopes {
+			if !slices.Contains(entries[i].Scopes, s) {
+				entries[i].Scopes = append(slices.Clone(entries[i].Scopes), s)
+			}
+		}
+		return entries, nil
+	})
+}
+
+// RevokeFile removes the entry name from the tokens file at path and
+// returns it: its token is refused by every server that reloads the file.
+// Removing the last entry is allowed (a server then refuses everyone).
+func RevokeFile(path, name string) (Entry, error) {
+	var gone Entry
+	err := updateFile(path, false, func(entries []Entry) ([]Entry, error) {
+		i, err := find(entries, name, path)
+		if err != nil {
+			return nil, err
+		}
+		gone = entries[i]
+		return slices.Delete(entries, i, i+1), nil
+	})
+	return gone, err
+}
+
+// RotateFile gives the entry name of the tokens file at path a new random
+// token, keeping its scopes and pools, and returns the token (to hand over
+// once) and the new entry. The old token is refused once servers reload.
+func RotateFile(path, name string) (string, Entry, error) {
+	var token string
+	var e Entry
+	err := updateFile(path, false, func(entries []Entry) ([]Entry, error) {
+		i, err := find(entries, name, path)
+		if err != nil {
+			return nil, err
+		}
+		token, e, err = Generate(name, entries[i].Scopes, entries[i].Pools)
+		if err != nil {
+			return nil, err
+		}
+		entries[i] = e
+		return entries, nil
+	})
+	return token, e, err
+}
+
+func find(entries []Entry, name, path string) (int, error) {
+	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == name })
+	if i < 0 {
+		return -1, fmt.Errorf("%w: no entry %q in %s", ErrInvalidEntry, name, path)
+	}
+	return i, nil
+}
+
+// updateFile rewrites the tokens file at path with change's entries,
+// checked as a set, through a temporary file (mode 0600) renamed over it:
+// a server reloading the file sees the old content or the new one, never
+// half of it. create allows a file that does not exist yet.
+func updateFile(path string, create bool, change func([]Entry) ([]Entry, error)) error {
 	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err != nil && !(create && errors.Is(err, os.ErrNotExist)) {
 		return err
 	}
 	t, err := Parse(old)
 	if err != nil {
 		return fmt.Errorf("tokens file %s: %w", path, err)
 	}
-	if _, err := New(append(slices.Clone(t.entries), e)...); err != nil {
-		return err
-	}
-	line, err := json.Marshal(e)
+	entries, err := change(slices.Clone(t.entries))
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
+	if _, err := New(entries...); err != nil {
 		return err
-	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// GrantFile adds scopes to the entry name of the tokens file at path,
-// rewriting the file (mode 0600) through a temporary file renamed over
-// it. `ledger dev` uses it to give an admin token created before a scope
-// existed every scope.
-func GrantFile(path, name string, scopes ...Scope) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	t, err := Parse(b)
-	if err != nil {
-		return fmt.Errorf("tokens file %s: %w", path, err)
 	}
 	var out bytes.Buffer
-	found := false
-	for _, e := range t.entries {
-		if e.Name == name {
-			found = true
-			for _, s := range scopes {
-				if !slices.Contains(e.Scopes, s) {
-					e.Scopes = append(slices.Clone(e.Scopes), s)
-				}
-			}
-		}
+	for _, e := range entries {
 		line, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
 		out.Write(append(line, '\n'))
 	}
-	if !found {
-		return fmt.Errorf("%w: no entry %q in %s", ErrInvalidEntry, name, path)
-	}
-	if _, err := Parse(out.Bytes()); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, out.Bytes(), 0o600); err != nil {
+	defer os.Remove(tmp.Name()) // gone after the rename
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
 		return err
 	}
-	return os.Rename(tmp, path)
+	if _, err := tmp.Write(out.Bytes()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

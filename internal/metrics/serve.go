@@ -15,11 +15,17 @@ import (
 
 // Protect serves h only to a request with a bearer token of tokens
 // holding the metrics scope: 401 without a known token, 403 without the
-// scope. Without tokens every request is refused.
-func Protect(tokens *auth.Tokens, h http.Handler) http.Handler {
+// scope. Without tokens every request is refused. tokens may be a
+// watched tokens file (auth.File): a revoked token is refused once it
+// reloads.
+func Protect(tokens auth.Authenticator, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		id, known := tokens.Authenticate(strings.TrimSpace(token))
+		var id *auth.Identity
+		known := false
+		if tokens != nil {
+			id, known = tokens.Authenticate(strings.TrimSpace(token))
+		}
 		switch {
 		case !ok || !known:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ledger"`)
@@ -36,7 +42,7 @@ func Protect(tokens *auth.Tokens, h http.Handler) http.Handler {
 // Protect) until ctx ends. ready, when set, is called with the address
 // listened on. It is the projector's own listener; the API serves
 // /metrics on its HTTP server.
-func Serve(ctx context.Context, addr string, reg *Registry, tokens *auth.Tokens, log *slog.Logger, ready func(addr string)) error {
+func Serve(ctx context.Context, addr string, reg *Registry, tokens auth.Authenticator, log *slog.Logger, ready func(addr string)) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics: listen %s: %w", addr, err)
