@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/metrics"
@@ -74,7 +75,8 @@ LEDGER_TRUSTED_KEYS and DATABASE_URL, to paste into another shell (or
 eval). LEDGER_TOKEN is an admin
 token (every scope, every pool) kept in DATA/admin.token (mode 0600); the
 API accepts the tokens of DATA/tokens.jsonl (add more with 'ledger token
-add'). A second run reuses DATA: nothing is lost on restart. A second dev on
+add', revoke or rotate them with 'ledger token revoke|rotate': the running
+dev takes each change within seconds). A second run reuses DATA: nothing is lost on restart. A second dev on
 the same DATA is refused (a lock on DATA/ledger.lock). Ctrl-C stops
 everything cleanly.
 
@@ -129,7 +131,13 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		return err
 	}
 	defer unlock()
-	token, tokens, err := devTokens(data)
+	token, _, err := devTokens(data)
+	if err != nil {
+		return err
+	}
+	// The API takes the file's changes while it runs (ledger token add,
+	// revoke, rotate).
+	tokens, err := auth.Watch(ctx, filepath.Join(data, devTokensFile), auth.DefaultReloadInterval, log)
 	if err != nil {
 		return err
 	}

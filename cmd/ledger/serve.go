@@ -39,7 +39,10 @@ it is missing, applies the schema migrations, and serves:
 Every request but /healthz needs a bearer token (Authorization: Bearer
 ...) listed in the --tokens file, with the scope it needs: append
 (demand, release), plan (plan, host_up, host_down) or read, on the pool
-it names; metrics for /metrics. Create tokens with 'ledger token add'. The token's name is
+it names; metrics for /metrics. Create tokens with 'ledger token add' (list,
+revoke and rotate them with 'ledger token'): serve reads the file again
+within a second or two of a change, without a restart; a malformed file
+is not taken (the tokens in force stay, and the log says why). The token's name is
 recorded as the producer of the events it appends. POST bodies must be
 Content-Type: application/json; a request from a browser page (Origin
 header) is refused unless its origin is given with --allow-origin.
@@ -68,11 +71,14 @@ cleanly on SIGINT or SIGTERM.`,
 			if tokensFile == "" {
 				return errors.New("serve needs --tokens FILE: the API is never open to anyone (create one with 'ledger token add')")
 			}
-			tokens, err := auth.Load(tokensFile)
-			if err != nil {
+			var err error
+			if cfg.Logger, err = logging.New(cmd.ErrOrStderr(), logOpts); err != nil {
 				return err
 			}
-			if cfg.Logger, err = logging.New(cmd.ErrOrStderr(), logOpts); err != nil {
+			// Read now and again whenever it changes: `ledger token add`,
+			// revoke and rotate take effect within seconds.
+			tokens, err := auth.Watch(cmd.Context(), tokensFile, auth.DefaultReloadInterval, cfg.Logger)
+			if err != nil {
 				return err
 			}
 			cfg.Migrate = !noMigrate
