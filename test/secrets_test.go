@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,7 +33,7 @@ func secretEnv(extra ...string) []string {
 }
 
 // subcommands lists the commands of a cobra "Available Commands:"
-// section of a help text.
+// section of a help text, help and completion included.
 func subcommands(help string) []string {
 	var names []string
 	sc := bufio.NewScanner(strings.NewReader(help))
@@ -44,7 +46,7 @@ func subcommands(help string) []string {
 		case in && strings.TrimSpace(line) == "":
 			in = false
 		case in:
-			if f := strings.Fields(line); len(f) > 0 && f[0] != "help" && f[0] != "completion" {
+			if f := strings.Fields(line); len(f) > 0 {
 				names = append(names, f[0])
 			}
 		}
@@ -61,36 +63,67 @@ func checkNoSecret(t *testing.T, what, out string) {
 	}
 }
 
-// TestHelpShowsNoSecret runs --help of every subcommand of both
-// binaries, with a database password and a token in the environment as
-// a user of `ledger dev` has them, and finds neither in any output.
+// TestHelpShowsNoSecret runs --help and --version of every command and
+// subcommand of both binaries (help and completion included), with a
+// database password, a NATS password and a token in the environment as
+// a user of `ledger dev` has them: each exits 0, and no output shows a
+// secret. Both binaries take the same flag style (cobra's long
+// --kebab-case flags).
 func TestHelpShowsNoSecret(t *testing.T) {
 	ledger, projector := ledgerBinary(t), projectorBinary(t)
-	env := secretEnv()
+	env := secretEnv("NATS_URL=nats://ledger:" + secretPassword + "@127.0.0.1:4222")
 	run := func(bin string, args ...string) string {
+		t.Helper()
 		cmd := exec.Command(bin, args...)
 		cmd.Env = env
-		out, _ := cmd.CombinedOutput()
+		out, err := cmd.CombinedOutput()
+		what := filepath.Base(bin) + " " + strings.Join(args, " ")
+		if err != nil {
+			t.Errorf("%s: %v (want exit 0)\n%s", what, err, out)
+		}
+		checkNoSecret(t, what, string(out))
 		return string(out)
 	}
 	seen := 0
 	var walk func(path []string)
 	walk = func(path []string) {
-		out := run(ledger, append(append([]string{}, path...), "--help")...)
+		out := run(ledger, append(slices.Clone(path), "--help")...)
+		if !strings.Contains(out, "Usage:") {
+			t.Errorf("ledger %s --help shows no usage:\n%s", strings.Join(path, " "), out)
+		}
+		if v := run(ledger, append(slices.Clone(path), "--version")...); !strings.HasPrefix(v, "ledger ") || !strings.Contains(v, "commit: ") {
+			t.Errorf("ledger %s --version: %q", strings.Join(path, " "), v)
+		}
 		seen++
-		checkNoSecret(t, "ledger "+strings.Join(path, " ")+" --help", out)
 		for _, sub := range subcommands(out) {
-			walk(append(append([]string{}, path...), sub))
+			if len(path) > 0 && path[len(path)-1] == "help" {
+				continue // help's "subcommands" are every command again
+			}
+			walk(append(slices.Clone(path), sub))
 		}
 	}
 	walk(nil)
-	if seen < 20 {
+	if seen < 30 {
 		t.Fatalf("walked only %d commands: the help format changed?", seen)
 	}
-	out := run(projector, "-help")
-	checkNoSecret(t, "projector -help", out)
-	if !strings.Contains(out, "-database-url") {
-		t.Fatalf("projector -help does not list its flags:\n%s", out)
+	for _, want := range [][]string{{"token", "list"}, {"token", "revoke"}, {"token", "rotate"}, {"completion", "bash"}} {
+		if out := run(ledger, append(want, "--help")...); !strings.Contains(out, "ledger "+strings.Join(want, " ")) {
+			t.Errorf("ledger %v --help:\n%s", want, out)
+		}
+	}
+	out := run(projector, "--help")
+	for _, flag := range []string{"--database-url", "--nats-url", "--log-format", "--log-level", "--metrics-listen", "--version"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("projector --help does not list %s:\n%s", flag, out)
+		}
+	}
+	if v := run(projector, "--version"); !strings.HasPrefix(v, "projector ") || !strings.Contains(v, "commit: ") {
+		t.Errorf("projector --version: %q", v)
+	}
+	// The style of the old flag package is gone: one dash is a shorthand.
+	cmd := exec.Command(projector, "-database-url", "x")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("projector took a long flag with one dash:\n%s", out)
 	}
 	t.Logf("%d ledger commands and the projector checked", seen)
 }

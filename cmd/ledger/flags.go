@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/cluster-ledger/ledger/internal/redact"
 )
 
 // Environment variables naming the service's addresses and identities
@@ -68,9 +70,12 @@ func addLedgerURLFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "ledger-url", envDefault(EnvLedgerURL, DefaultLedgerURL), "ledger HTTP API base URL (env "+EnvLedgerURL+")")
 }
 
-// addNATSURLFlag registers --nats-url (default $NATS_URL).
+// addNATSURLFlag registers --nats-url (default $NATS_URL). A NATS URL
+// may carry a user's password: --help shows the default without it.
 func addNATSURLFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "nats-url", envDefault(EnvNATSURL, DefaultNATSURL), "NATS server URL (env "+EnvNATSURL+")")
+	f := cmd.Flags().Lookup("nats-url")
+	f.DefValue = redact.URL(f.DefValue)
 }
 
 // addDatabaseURLFlag registers --database-url ($DATABASE_URL when not

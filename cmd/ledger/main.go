@@ -8,13 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/redact"
 	"os"
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cluster-ledger/ledger/internal/redact"
+	"github.com/cluster-ledger/ledger/internal/version"
 )
 
 // exitError carries a process exit code through cobra without printing
@@ -38,11 +40,13 @@ Addresses come from LEDGER_URL, NATS_URL and DATABASE_URL (the lines
 'ledger dev' prints) or from the flags of the same names.`,
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	Version:       version.Get().String(),
 }
 
 var cpuProfile string
 
 func init() {
+	root.SetVersionTemplate("ledger {{.Version}}")
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := applySecretEnv(cmd); err != nil {
@@ -60,7 +64,23 @@ func init() {
 	root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile() }
 }
 
+// versionEverywhere gives every command the version, so that `ledger
+// SUBCOMMAND --version` answers as `ledger --version` does (cobra keeps
+// the flag to commands with a Version). The help and completion commands
+// cobra adds are added first, to have it too.
+func versionEverywhere(c *cobra.Command) {
+	if c == root {
+		root.InitDefaultHelpCmd()
+		root.InitDefaultCompletionCmd()
+	}
+	c.Version = root.Version
+	for _, sub := range c.Commands() {
+		versionEverywhere(sub)
+	}
+}
+
 func main() {
+	versionEverywhere(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
 	stop()

@@ -7,7 +7,8 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--log-format text|json] [--log-level LEVEL]
+//	projector --help | --version
 //
 // With --partitions N, any number of projectors share the pools: they are
 // hashed into N partitions, each a JetStream consumer whose pinned-client
@@ -35,10 +36,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/redact"
-	"github.com/nats-io/nats.go"
 	"io"
 	"log/slog"
 	"os"
@@ -46,19 +44,24 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/redact"
 	"github.com/cluster-ledger/ledger/internal/signing"
+	"github.com/cluster-ledger/ledger/internal/version"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
+	err := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "projector:", redact.Error(err, os.Getenv("DATABASE_URL")))
@@ -71,19 +74,66 @@ type flags struct {
 	batch, snapshotEvery, partitions, resident                              int
 	connectWait, pinnedTTL                                                  time.Duration
 	metricsListen, metricsTokens                                            string
+	log                                                                     logging.Options
 }
 
-func parseFlags(args []string, stderr io.Writer) (flags, error) {
-	var f flags
-	fs := flag.NewFlagSet("projector", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL)")
-	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("LEDGER_NATS_CREDS"), "file with the projector's NATS identity (nkey seed) (default $LEDGER_NATS_CREDS)")
-	fs.StringVar(&f.healCreds, "heal-creds", os.Getenv("LEDGER_NATS_HEAL_CREDS"), "NATS identity allowed to publish to ledger.> (the ledger's seed), used only to append lost events again when healing the stream (default $LEDGER_NATS_HEAL_CREDS; without it healing uses --nats-creds)")
-	fs.StringVar(&f.trustedKeys, "trusted-keys", os.Getenv("LEDGER_TRUSTED_KEYS"), "file of PEM public keys; events none of them signed are refused as unauthenticated (default $LEDGER_TRUSTED_KEYS)")
+// newCommand is the projector's command line: the same library (cobra,
+// pflag) and conventions as cmd/ledger's, long --kebab-case flags, --help
+// and --version exiting 0. stdout takes help and the version, stderr the
+// log.
+func newCommand(stdout, stderr io.Writer) *cobra.Command {
+	f := flags{log: logging.Defaults()}
+	cmd := &cobra.Command{
+		Use:   "projector",
+		Short: "Fold the LEDGER stream into PostgreSQL (the ledger's read side)",
+		Long: `projector is the read side of the allocation ledger: a durable JetStream
+consumer that folds every event of the LEDGER stream through the allocation
+engine and writes the result to PostgreSQL, one transaction per batch
+together with the stream sequence it reached.
+
+At start it applies the schema migrations, waiting (and saying so in its
+log) while PostgreSQL or NATS is not reachable yet, up to --connect-timeout;
+it then runs until SIGINT or SIGTERM, surviving outages of either, and
+exits 0 after a clean stop. It can be stopped or killed at any time and
+restarted: nothing is lost or projected twice.
+
+With --partitions N, any number of projectors share the pools: they are
+hashed into N partitions, each folded by one instance at a time; a new
+instance is given its share, and a stopped one's partitions move to the
+others after --pinned-ttl.
+
+Addresses default to $NATS_URL and $DATABASE_URL; the NATS identity to
+$LEDGER_NATS_CREDS (the projector's nkey seed file).`,
+		Example: `  projector --nats-url nats://127.0.0.1:4222 --nats-creds nats-auth/projector.nk \
+            --trusted-keys signing/trusted.pub --log-format json
+  projector --partitions 8 --instance projector-1 --metrics-listen 127.0.0.1:9464 --metrics-tokens tokens.jsonl`,
+		Version:       version.Get().String(),
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.databaseURL == "" {
+				f.databaseURL = os.Getenv("DATABASE_URL")
+			}
+			if err := f.check(); err != nil {
+				return err
+			}
+			return runProjector(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	cmd.SetVersionTemplate("projector {{.Version}}")
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL)")
+	fs.Lookup("nats-url").DefValue = redact.URL(os.Getenv("NATS_URL")) // --help shows no password
+	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("LEDGER_NATS_CREDS"), "file with the projector's NATS identity (nkey seed) (env LEDGER_NATS_CREDS)")
+	fs.StringVar(&f.healCreds, "heal-creds", os.Getenv("LEDGER_NATS_HEAL_CREDS"), "NATS identity allowed to publish to ledger.> (the ledger's seed), used only to append lost events again when healing the stream (env LEDGER_NATS_HEAL_CREDS; without it healing uses --nats-creds)")
+	fs.StringVar(&f.trustedKeys, "trusted-keys", os.Getenv("LEDGER_TRUSTED_KEYS"), "file of PEM public keys; events none of them signed are refused as unauthenticated (env LEDGER_TRUSTED_KEYS)")
 	// A PostgreSQL URL holds its password: the flag's default is empty, so
-	// -help never shows it, and $DATABASE_URL is read after parsing.
-	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (default $DATABASE_URL; its value is never shown)")
+	// --help never shows it, and $DATABASE_URL is read after parsing.
+	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (env DATABASE_URL; its value is never shown)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events (or sooner, once folding them again would take about a second)")
 	fs.IntVar(&f.resident, "resident-pools", projections.DefaultResidentPools, "keep at most this many pools' engine states in memory, the most recently folded; the others are saved to PostgreSQL and taken up again when an event of them comes")
@@ -93,37 +143,44 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.pinnedTTL, "pinned-ttl", projections.DefaultPinnedTTL, "with --partitions: how long a partition stays with an instance that stopped pulling (the hand-over time; at least 2s)")
 	fs.DurationVar(&f.connectWait, "connect-timeout", connect.DefaultWait, "how long to wait at start for PostgreSQL and NATS to answer before giving up (0: until stopped)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on this address, e.g. 127.0.0.1:9464 (default off; needs --metrics-tokens)")
-	fs.StringVar(&f.metricsTokens, "metrics-tokens", os.Getenv("LEDGER_METRICS_TOKENS"), "tokens file (as 'ledger token add' writes it); /metrics answers only tokens with the metrics scope (default $LEDGER_METRICS_TOKENS)")
-	if err := fs.Parse(args); err != nil {
-		return f, err
-	}
-	if f.databaseURL == "" {
-		f.databaseURL = os.Getenv("DATABASE_URL")
-	}
-	switch {
-	case fs.NArg() > 0:
-		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case f.natsURL == "":
-		return f, errors.New("no NATS address: set NATS_URL or --nats-url")
-	case f.databaseURL == "":
-		return f, errors.New("no PostgreSQL address: set DATABASE_URL or --database-url")
-	case f.partitions < 0 || f.partitions > projections.MaxPartitions:
-		return f, fmt.Errorf("--partitions %d: want 0 (unpartitioned) or 1 to %d", f.partitions, projections.MaxPartitions)
-	case f.pinnedTTL < 2*time.Second:
-		return f, fmt.Errorf("--pinned-ttl %v: want 2s or more", f.pinnedTTL)
-	case f.metricsListen != "" && f.metricsTokens == "":
-		return f, errors.New("--metrics-listen needs --metrics-tokens FILE: /metrics is never open to anyone (create a token with 'ledger token add --scopes metrics')")
-	}
-	return f, nil
+	fs.StringVar(&f.metricsTokens, "metrics-tokens", os.Getenv("LEDGER_METRICS_TOKENS"), "tokens file (as 'ledger token add' writes it); /metrics answers only tokens with the metrics scope (env LEDGER_METRICS_TOKENS)")
+	logging.AddFlags(fs, &f.log)
+	return cmd
 }
 
-// run is the whole command; it returns nil when ctx ends.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	f, err := parseFlags(args, stderr)
+// execute runs the command line args until ctx ends.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand(stdout, stderr)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+// run is execute with help, version and log on one writer (the tests').
+func run(ctx context.Context, args []string, w io.Writer) error { return execute(ctx, args, w, w) }
+
+// check refuses flags that cannot work together, before anything starts.
+func (f flags) check() error {
+	switch {
+	case f.natsURL == "":
+		return errors.New("no NATS address: set NATS_URL or --nats-url")
+	case f.databaseURL == "":
+		return errors.New("no PostgreSQL address: set DATABASE_URL or --database-url")
+	case f.partitions < 0 || f.partitions > projections.MaxPartitions:
+		return fmt.Errorf("--partitions %d: want 0 (unpartitioned) or 1 to %d", f.partitions, projections.MaxPartitions)
+	case f.pinnedTTL < 2*time.Second:
+		return fmt.Errorf("--pinned-ttl %v: want 2s or more", f.pinnedTTL)
+	case f.metricsListen != "" && f.metricsTokens == "":
+		return errors.New("--metrics-listen needs --metrics-tokens FILE: /metrics is never open to anyone (create a token with 'ledger token add --scopes metrics')")
+	}
+	return nil
+}
+
+// runProjector is the whole command; it returns nil when ctx ends.
+func runProjector(ctx context.Context, f flags, stderr io.Writer) error {
+	log, err := logging.New(stderr, f.log)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	reg, err := serveMetrics(ctx, f, log)
 	if err != nil {
 		return err
@@ -209,7 +266,7 @@ func serveMetrics(ctx context.Context, f flags, log *slog.Logger) (*metrics.Regi
 	if f.metricsListen == "" {
 		return nil, nil
 	}
-	tokens, err := auth.Load(f.metricsTokens)
+	tokens, err := auth.Watch(ctx, f.metricsTokens, auth.DefaultReloadInterval, log)
 	if err != nil {
 		return nil, err
 	}
