@@ -54,12 +54,12 @@ func startDev(t *testing.T, bin, data, httpAddr, natsAddr string) *devProcess {
 	return startDevEnv(t, bin, data, httpAddr, natsAddr, append(os.Environ(), "DATABASE_URL="+staleDatabaseURL))
 }
 
-// startDevEnv starts `ledger dev` in the environment env and waits for
-// the lines it prints once ready; they must be shell export lines that a
-// shell reads back to the same values.
-func startDevEnv(t *testing.T, bin, data, httpAddr, natsAddr string, env []string) *devProcess {
+// startDevEnv starts `ledger dev` (with any more flags of args) in the
+// environment env and waits for the lines it prints once ready; they must
+// be shell export lines that a shell reads back to the same values.
+func startDevEnv(t *testing.T, bin, data, httpAddr, natsAddr string, env []string, args ...string) *devProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--data", data, "--http", httpAddr, "--nats", natsAddr)
+	cmd := exec.Command(bin, append([]string{"dev", "--data", data, "--http", httpAddr, "--nats", natsAddr}, args...)...)
 	cmd.Env = env
 	stdout, _ := cmd.StdoutPipe()
 	p := &devProcess{cmd: cmd, env: map[string]string{}, stderr: &bytes.Buffer{}}
