@@ -3,11 +3,12 @@ package projections
 import (
 	"context"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/pgdump"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cluster-ledger/ledger/internal/pgdump"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -2,14 +2,11 @@ package projections
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -152,13 +149,13 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 	if err != nil {
 		return err
 	}
-	err = p.eachPoolMsg(ctx, name, ps.lastSeq+1, last, func(m jetstream.Msg, seq uint64, ts time.Time) error {
-		_, st, ok := DecodeMessage(seq, m.Subject(), ts, m.Data())
+	err = p.eachPoolMsg(ctx, name, ps.lastSeq+1, last, func(m stream.Msg) error {
+		_, st, ok := DecodeMessage(m.Seq, m.Subject, m.Time, m.Data)
 		if !ok {
 			return nil
 		}
-		Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
-		return b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotRule(), p.cfg.foldHook)
+		Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data)
+		return b.add(name, ps, st, storedMsg{subject: m.Subject, headers: headersJSON(m.Header)}, p.cfg.snapshotRule(), p.cfg.foldHook)
 	})
 	if err != nil {
 		return err
@@ -180,64 +177,28 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 }
 
 // eachPoolMsg calls fn for every stored message of pool name with a
-// sequence in [from, last], in order; last must be the sequence of one of
-// the pool's messages (or below from: nothing to read).
-func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, last uint64, fn func(m jetstream.Msg, seq uint64, ts time.Time) error) error {
-	if from > last {
-		return nil
-	}
-	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stream.PoolFilter(name)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
+// sequence in [from, last], in order. It reads with direct gets
+// (stream.Read): rebuilding thousands of pools at start creates no
+// consumer, so none is left behind (issue 20).
+func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, last uint64, fn func(m stream.Msg) error) error {
+	err := stream.Read(ctx, p.js.Conn(), stream.PoolFilter(name), from, last, fn)
 	if err != nil {
-		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
+		return fmt.Errorf("read pool %s from %d to %d: %w", name, from, last, err)
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("read pool %s from %d: %w", name, from, err)
-	}
-	defer it.Stop()
-	for {
-		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		m, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("read pool %s from %d to %d: %w", name, from, last, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		seq := md.Sequence.Stream
-		if seq > last {
-			return nil
-		}
-		if err := fn(m, seq, md.Timestamp); err != nil {
-			return err
-		}
-		if seq >= last {
-			return nil
-		}
-	}
+	return nil
 }
 
 // lastPoolSeq is the sequence of pool name's last stored message at or
-// before to (0: none).
+// before to (0: none), as the stream leader holds it.
 func (p *Projector) lastPoolSeq(ctx context.Context, name string, to uint64) (uint64, error) {
-	s, err := p.js.Stream(ctx, stream.Name)
-	if err != nil {
-		return 0, err
-	}
-	m, err := s.GetLastMsgForSubject(ctx, stream.PoolFilter(name))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
+	m, ok, err := stream.Last(ctx, p.js.Conn(), stream.PoolFilter(name))
 	if err != nil {
 		return 0, fmt.Errorf("last event of pool %s: %w", name, err)
 	}
-	return min(m.Sequence, to), nil
+	if !ok {
+		return 0, nil
+	}
+	return min(m.Seq, to), nil
 }
 
 // otherPools marks the rows of a column of pool names that are not name.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -133,53 +132,36 @@ func (p *Projector) compareOverlap(ctx context.Context, from, to uint64) (int, e
 	}
 	defer rows.Close()
 	want := &overlapCursor{rows: rows}
-	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   from,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("read stream from %d: %w", from, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return 0, fmt.Errorf("read stream from %d: %w", from, err)
-	}
-	defer it.Stop()
 	compared := 0
-	for seq := uint64(0); seq < to; {
-		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		m, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			return compared, fmt.Errorf("read stream after %d (comparing up to %d): %w", seq, to, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return compared, err
-		}
-		if seq = md.Sequence.Stream; seq > to {
-			break
-		}
+	err = stream.Read(ctx, p.js.Conn(), "", from, to, func(m stream.Msg) error {
+		seq := m.Seq
 		row, err := want.peek()
 		if err != nil {
-			return compared, err
+			return err
 		}
 		switch {
 		case row != nil && uint64(row.seq) < seq:
-			return compared, fatal(fmt.Errorf("%w at sequence %d: the events table holds event %q of pool %s there but the stream has no message",
+			return fatal(fmt.Errorf("%w at sequence %d: the events table holds event %q of pool %s there but the stream has no message",
 				ErrDiverged, row.seq, row.id, row.pool))
 		case row != nil && uint64(row.seq) == seq:
-			if d := row.differs(m.Subject(), m.Data()); d != "" {
-				return compared, fatal(fmt.Errorf("%w at sequence %d: %s; nothing was appended", ErrDiverged, seq, d))
+			if d := row.differs(m.Subject, m.Data); d != "" {
+				return fatal(fmt.Errorf("%w at sequence %d: %s; nothing was appended", ErrDiverged, seq, d))
 			}
 			want.next()
 			compared++
 		default:
-			if _, err := stream.PoolOf(m.Subject()); err == nil {
-				return compared, fatal(fmt.Errorf("%w at sequence %d: the stream holds a message on %s there but the events table has no row",
-					ErrDiverged, seq, m.Subject()))
+			if _, err := stream.PoolOf(m.Subject); err == nil {
+				return fatal(fmt.Errorf("%w at sequence %d: the stream holds a message on %s there but the events table has no row",
+					ErrDiverged, seq, m.Subject))
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		if isFatal(err) {
+			return compared, err
+		}
+		return compared, fmt.Errorf("read stream %d..%d: %w", from, to, err)
 	}
 	if row, err := want.peek(); err != nil || row != nil {
 		if err != nil {

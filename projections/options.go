@@ -54,6 +54,7 @@ type config struct {
 	instance      string                        // projector_offsets.owner
 	pinnedTTL     time.Duration
 	healLock      *sync.Mutex // a Group's partitions heal the stream one at a time
+	until         uint64      // WithUntil: fold up to it with direct gets, then return (until.go)
 
 	metrics *metrics.Projector // nil: no figures recorded (metrics.go)
 }

@@ -2,12 +2,13 @@ package projections
 
 import (
 	"context"
-	"github.com/cluster-ledger/ledger/internal/testenv"
 	"math/rand/v2"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cluster-ledger/ledger/internal/testenv"
 
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/natsserver"

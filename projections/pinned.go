@@ -270,41 +270,27 @@ func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
 // fill folds into b the messages b.to+1 .. to-1 that the partition
 // consumer did not deliver in order (an instance that died had them in
 // flight; they come again later and are skipped), read from the stream
-// with an ordered consumer.
+// with direct gets (stream.Read: no consumer).
 func (p *Projector) fill(ctx context.Context, b *batch, to uint64) error {
-	cons, err := p.js.OrderedConsumer(ctx, stream.Name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"ledger.>"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    b.to + 1,
+	from := b.to + 1
+	err := stream.Read(ctx, p.js.Conn(), "ledger.>", from, to-1, func(m stream.Msg) error {
+		if m.Seq != b.to+1 {
+			return fmt.Errorf("read the stream from %d: message %d came after %d", from, m.Seq, b.to)
+		}
+		if err := p.fold(ctx, b, m.Subject, m.Header, m.Data, m.Seq, m.Time); err != nil {
+			return fatal(err)
+		}
+		b.to = m.Seq
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read the stream from %d: %w", b.to+1, err)
+		if isFatal(err) {
+			return err
+		}
+		return fmt.Errorf("read the stream from %d: %w", from, err)
 	}
-	for b.to+1 < to {
-		mb, err := cons.Fetch(min(int(to-b.to-1), p.cfg.batchSize), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return fmt.Errorf("read the stream from %d: %w", b.to+1, err)
-		}
-		n := 0
-		for m := range mb.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				return err
-			}
-			if seq := md.Sequence.Stream; seq == b.to+1 && seq < to {
-				if err := p.fold(ctx, b, m, seq, md.Timestamp); err != nil {
-					return fatal(err)
-				}
-				b.to = seq
-			}
-		}
-		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("read the stream from %d: %w", b.to+1, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("read the stream from %d: no message before %d", b.to+1, to)
-		}
+	if b.to+1 < to {
+		return fmt.Errorf("read the stream from %d: no message after %d before %d", from, b.to, to)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -99,7 +100,9 @@ func (p *Projector) Run(ctx context.Context) error {
 	p.reconnects = p.js.Conn().Stats().Reconnects
 	defer p.observeStop()
 	var err error
-	if p.cfg.part != nil {
+	if p.cfg.until > 0 {
+		err = p.runUntil(ctx)
+	} else if p.cfg.part != nil {
 		err = p.runPartition(ctx)
 	} else if err = p.retry(ctx, "start", func() error { return p.start(ctx) }); err == nil {
 		p.folded = p.committed
@@ -205,7 +208,7 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 			gap = true
 			break
 		}
-		if stop = p.fold(ctx, b, m, seq, md.Timestamp); stop != nil {
+		if stop = p.fold(ctx, b, m.Subject(), m.Headers(), m.Data(), seq, md.Timestamp); stop != nil {
 			break
 		}
 		b.to, last = seq, m
@@ -272,14 +275,14 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 	return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
 }
 
-func (p *Projector) fold(ctx context.Context, b *batch, m jetstream.Msg, seq uint64, stored time.Time) error {
-	if pool, err := stream.PoolOf(m.Subject()); err == nil && !p.mine(pool) {
+func (p *Projector) fold(ctx context.Context, b *batch, subject string, h nats.Header, data []byte, seq uint64, stored time.Time) error {
+	if pool, err := stream.PoolOf(subject); err == nil && !p.mine(pool) {
 		return nil // another partition's event
 	}
-	name, st, ok := DecodeMessage(seq, m.Subject(), stored, m.Data())
-	Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
+	name, st, ok := DecodeMessage(seq, subject, stored, data)
+	Authenticate(p.cfg.keys, &st, subject, h, data)
 	if !ok {
-		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", m.Subject())
+		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", subject)
 		return nil
 	}
 	ps, err := p.poolFor(ctx, name)
@@ -291,7 +294,7 @@ func (p *Projector) fold(ctx context.Context, b *batch, m jetstream.Msg, seq uin
 		// checkpoints (a new partitioning starts its rows at 0).
 		return nil
 	}
-	if err := b.add(name, ps, st, storedMsg{subject: m.Subject(), headers: headersJSON(m.Headers())}, p.cfg.snapshotRule(), p.cfg.foldHook); err != nil {
+	if err := b.add(name, ps, st, storedMsg{subject: subject, headers: headersJSON(h)}, p.cfg.snapshotRule(), p.cfg.foldHook); err != nil {
 		return err
 	}
 	if h, ok := b.halts[name]; ok && ps.halted && !p.isHalted(name) {

@@ -8,10 +8,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -152,7 +150,7 @@ func (p *Projector) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if p.cfg.part == nil { // a partition's consumer is shared: never reset
+	if p.cfg.part == nil && p.cfg.until == 0 { // a partition's consumer is shared: never reset; WithUntil has none
 		if err := p.resetConsumer(ctx); err != nil {
 			return err
 		}
@@ -437,12 +435,13 @@ func restore(cp checkpoint) (*domain.Pool, domain.Hash, error) {
 // (its checkpoint: one of its events), reading only the pool's subjects,
 // without writing.
 func (p *Projector) replay(ctx context.Context, ps *poolState, name string, to uint64) error {
-	return p.eachPoolMsg(ctx, name, ps.pool.Seq()+1, to, func(m jetstream.Msg, seq uint64, ts time.Time) error {
-		pool, st, ok := DecodeMessage(seq, m.Subject(), ts, m.Data())
+	return p.eachPoolMsg(ctx, name, ps.pool.Seq()+1, to, func(m stream.Msg) error {
+		seq := m.Seq
+		pool, st, ok := DecodeMessage(seq, m.Subject, m.Time, m.Data)
 		if !ok || pool != name {
 			return nil
 		}
-		Authenticate(p.cfg.keys, &st, m.Subject(), m.Headers(), m.Data())
+		Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data)
 		res, link, err := Fold(ps.pool, ps.ids, st, ps.chain)
 		if err != nil {
 			return err

@@ -30,6 +30,7 @@ type natsInitFlags struct {
 	routes      []string
 	clusterName string
 	routeListen string
+	projector   natsauth.Layout
 }
 
 func init() {
@@ -56,7 +57,13 @@ Start nats-server with -c DIR/nats-auth.conf (plus -js): it then refuses
 anonymous connections and gives each identity only its rights; a cluster
 member's configuration includes nats-cluster.conf too, and each server
 gets its own --name. Existing keys and the route password are kept; the
-configuration is rewritten from them.`,
+configuration is rewritten from them.
+
+The projector identity may manage only the durable consumers named
+--projector-name (the projector's --name) and its partitions
+NAME-p<k>of<n> for n up to --max-partitions: to run more partitions, or
+under another name, write the configuration again with them and reload
+nats-server (README: NATS identities).`,
 		Example: `  ledger nats init --dir /secrets
   ledger nats init --dir /secrets --routes nats-1:6222,nats-2:6222,nats-3:6222`,
 		Args: cobra.NoArgs,
@@ -67,6 +74,8 @@ configuration is rewritten from them.`,
 		"host:port of every NATS cluster member's route listener (comma-separated); writes "+NATSClusterFile+" with authenticated routes")
 	initCmd.Flags().StringVar(&f.clusterName, "cluster-name", "ledger", "NATS cluster name (with --routes)")
 	initCmd.Flags().StringVar(&f.routeListen, "route-listen", "0.0.0.0:6222", "where each server listens for the other members' routes (with --routes)")
+	initCmd.Flags().StringVar(&f.projector.Name, "projector-name", natsauth.DefaultLayout.Name, "the projectors' --name: the durable consumers the projector identity may manage are named after it")
+	initCmd.Flags().IntVar(&f.projector.MaxPartitions, "max-partitions", natsauth.DefaultLayout.MaxPartitions, "the largest projector --partitions the projector identity may run")
 
 	var url, creds string
 	var window time.Duration
@@ -75,7 +84,9 @@ configuration is rewritten from them.`,
 		Use:   "setup",
 		Short: "Create the LEDGER stream, or set its duplicate window and replicas (admin identity)",
 		Long: `setup creates the LEDGER stream (file storage, kept forever, deletes and
-purges denied, atomic batches allowed) when it is missing, and sets its
+purges denied, atomic batches and direct gets allowed) when it is missing,
+or gives an existing one what this release needs (direct gets: every
+reader reads with them and holds no consumer), and sets its
 duplicate window: how long JetStream recognises a retried event id and
 stores it once. A retry that comes later is stored, and the projector refuses
 it (duplicate_id). --replicas is how many servers of a NATS cluster keep a
@@ -118,6 +129,9 @@ func runNATSInit(out io.Writer, flags natsInitFlags) error {
 			return err
 		}
 	}
+	if err := flags.projector.Validate(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -133,7 +147,7 @@ func runNATSInit(out io.Writer, flags natsInitFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := natsauth.WriteServerConfig(f, keys); err != nil {
+	if err := natsauth.WriteServerConfig(f, keys, flags.projector); err != nil {
 		f.Close()
 		return err
 	}

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/redact"
-	"github.com/cluster-ledger/ledger/internal/signing"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/cluster-ledger/ledger/internal/redact"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
@@ -19,8 +19,9 @@ import (
 )
 
 // runRebuild projects the whole log into an empty database with the
-// projector's own code, under a temporary durable name, and stops once it
-// has committed the last sequence the stream held when it started.
+// projector's own code (projections.WithUntil: read with direct gets, no
+// consumer, so the auditor's identity may run it), up to the last
+// sequence the stream held when it started.
 func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) error {
 	js, closeNATS, err := f.openLog()
 	if err != nil {
@@ -42,17 +43,11 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if held {
 		return fmt.Errorf("--into needs an empty database; %s already holds a projection", redact.URL(into))
 	}
-	s, err := js.Stream(ctx, stream.Name)
+	last, err := stream.LastSeq(ctx, js.Conn())
 	if err != nil {
 		return err
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return err
-	}
-	last := info.State.LastSeq
 	name := fmt.Sprintf("rebuild-%d", time.Now().UnixNano())
-	defer func() { _ = js.DeleteConsumer(context.WithoutCancel(ctx), stream.Name, name) }()
 	start := time.Now()
 	indexes, err := dropSecondaryIndexes(ctx, db)
 	if err != nil {
@@ -74,33 +69,31 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 }
 
 func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, name string, last uint64) error {
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	if last == 0 {
+		return nil // an empty stream: nothing to project
+	}
 	done := make(chan error, 1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
-		done <- projections.New(js, db, projections.WithName(name), projections.WithLogger(quiet), projections.WithTrustedKeys(keys)).Run(runCtx)
+		done <- projections.New(js, db, projections.WithName(name), projections.WithLogger(quiet), projections.WithTrustedKeys(keys), projections.WithUntil(last)).Run(ctx)
 	}()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		seq, err := query.ProjectorOffset(ctx, db, name)
-		if err != nil {
-			return err
-		}
-		if seq >= last {
-			clearProgress()
-			cancel()
-			<-done
-			return nil
-		}
-		progress("rebuilding: %d of %d", seq, last)
 		select {
 		case err := <-done:
-			return fmt.Errorf("projector stopped: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
+			clearProgress()
+			if err != nil {
+				return fmt.Errorf("projector stopped: %w", err)
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return nil
 		case <-tick.C:
+			if seq, err := query.ProjectorOffset(ctx, db, name); err == nil {
+				progress("rebuilding: %d of %d", seq, last)
+			}
 		}
 	}
 }

@@ -3,13 +3,11 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
@@ -144,16 +142,17 @@ func (s *Server) catchUp(ctx context.Context, st *poolState) error {
 	return nil
 }
 
-// lastPoolSeq is the sequence of the pool's last stored event (0: none).
+// lastPoolSeq is the sequence of the pool's last stored event (0: none),
+// as the stream leader holds it.
 func (s *Server) lastPoolSeq(ctx context.Context, pool string) (uint64, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, stream.PoolFilter(pool))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
+	m, ok, err := stream.Last(ctx, s.nc, stream.PoolFilter(pool))
 	if err != nil {
 		return 0, fmt.Errorf("last event of pool %s: %w", pool, err)
 	}
-	return m.Sequence, nil
+	if !ok {
+		return 0, nil
+	}
+	return m.Seq, nil
 }
 
 // readPool folds the pool's events stored after the state's sequence up

@@ -21,115 +21,69 @@ type Message struct {
 
 // ReadLog calls fn for every message of the stream matching filter, from
 // sequence from up to the last one stored when ReadLog started, in order.
-// Messages whose subject names no pool are passed over.
+// Messages whose subject names no pool are passed over. It reads with
+// direct gets (stream.Read) and creates no consumer, so the auditor's
+// identity, which may hold none, can run it.
 func ReadLog(ctx context.Context, js jetstream.JetStream, from uint64, filter string, fn func(Message) error) error {
-	s, err := js.Stream(ctx, stream.Name)
+	last, err := stream.LastSeq(ctx, js.Conn())
 	if err != nil {
 		return fmt.Errorf("open stream %s: %w", stream.Name, err)
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("stream info: %w", err)
-	}
-	last := info.State.LastSeq
+	return ReadRange(ctx, js.Conn(), from, last, filter, fn)
+}
+
+// ReadRange is ReadLog up to sequence to.
+//
+// Reading, decoding and folding overlap: stream.Read fetches the next
+// batch while this decodes in its own goroutine, in chunks, and fn folds.
+func ReadRange(ctx context.Context, nc *nats.Conn, from, to uint64, filter string, fn func(Message) error) error {
 	if from < 1 {
 		from = 1
 	}
-	if last < from {
+	if to < from {
 		return nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
-	if err != nil {
-		return fmt.Errorf("read stream from %d: %w", from, err)
-	}
-	return drain(ctx, cons, last, fn)
-}
-
-// drain reads with Messages, which keeps a window of messages in flight
-// (a Fetch per chunk on an ordered consumer would re-create the consumer
-// each time), and decodes in its own goroutine, in chunks, while fn folds:
-// reading, decoding and folding overlap.
-func drain(ctx context.Context, cons jetstream.Consumer, last uint64, fn func(Message) error) error {
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("consumer info: %w", err)
-	}
-	if info.NumPending == 0 {
-		return nil // nothing matches the filter from there
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-	if err != nil {
-		return fmt.Errorf("read stream: %w", err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	chunks := make(chan chunk, 4)
-	go decodeAhead(it, last, chunks)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	chunks := make(chan []Message, 4)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(chunks)
+		var msgs []Message
+		err := stream.Read(ctx, nc, filter, from, to, func(m stream.Msg) error {
+			if pool, st, ok := projections.DecodeMessage(m.Seq, m.Subject, m.Time, m.Data); ok {
+				st.Predecode()
+				msgs = append(msgs, Message{Pool: pool, Stored: st, Subject: m.Subject, Header: m.Header})
+			}
+			if len(msgs) == 512 {
+				select {
+				case chunks <- msgs:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				msgs = nil
+			}
+			return nil
+		})
+		if err == nil && len(msgs) > 0 {
+			select {
+			case chunks <- msgs:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+		errc <- err
+	}()
 	for c := range chunks {
-		for _, m := range c.msgs {
+		for _, m := range c {
 			if err := fn(m); err != nil {
-				go discard(chunks)
+				cancel()
+				for range chunks {
+				}
+				<-errc
 				return err
 			}
 		}
-		if c.err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return c.err
-		}
 	}
-	return nil
-}
-
-// chunk is a run of decoded messages; err ends the stream.
-type chunk struct {
-	msgs []Message
-	err  error
-}
-
-// decodeAhead reads messages up to last, decodes them and sends them in
-// chunks; it closes out when done.
-func decodeAhead(it jetstream.MessagesContext, last uint64, out chan<- chunk) {
-	defer close(out)
-	var msgs []Message
-	for {
-		m, err := it.Next()
-		if err != nil {
-			out <- chunk{msgs: msgs, err: fmt.Errorf("read stream: %w", err)}
-			return
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			out <- chunk{msgs: msgs, err: fmt.Errorf("message metadata: %w", err)}
-			return
-		}
-		seq := md.Sequence.Stream
-		if seq > last {
-			out <- chunk{msgs: msgs}
-			return
-		}
-		if pool, st, ok := projections.DecodeMessage(seq, m.Subject(), md.Timestamp, m.Data()); ok {
-			st.Predecode()
-			msgs = append(msgs, Message{Pool: pool, Stored: st, Subject: m.Subject(), Header: m.Headers()})
-		}
-		if seq == last || md.NumPending == 0 {
-			out <- chunk{msgs: msgs}
-			return
-		}
-		if len(msgs) == 512 {
-			out <- chunk{msgs: msgs}
-			msgs = nil
-		}
-	}
-}
-
-func discard(chunks <-chan chunk) {
-	for range chunks {
-	}
+	return <-errc
 }

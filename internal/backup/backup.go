@@ -73,27 +73,12 @@ func Write(ctx context.Context, js jetstream.JetStream, w io.Writer) (Stats, err
 	}
 	var stats Stats
 	if st.Msgs > 0 {
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			return Stats{}, err
-		}
-		it, err := cons.Messages()
-		if err != nil {
-			return Stats{}, err
-		}
-		defer it.Stop()
-		for stats.LastSeq < st.LastSeq {
-			m, err := it.Next(jetstream.NextContext(ctx))
-			if err != nil {
-				return stats, fmt.Errorf("read stream after %d: %w", stats.LastSeq, err)
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				return stats, err
-			}
-			l := line{Seq: md.Sequence.Stream, Subject: m.Subject(), Data: m.Data()}
+		// Direct gets (stream.Read): the auditor's identity holds no
+		// consumer.
+		err := stream.Read(ctx, js.Conn(), "", st.FirstSeq, st.LastSeq, func(m stream.Msg) error {
+			l := line{Seq: m.Seq, Subject: m.Subject, Data: m.Data}
 			for _, k := range keptHeaders {
-				if v := m.Headers().Get(k); v != "" {
+				if v := m.Header.Get(k); v != "" {
 					if l.Headers == nil {
 						l.Headers = map[string]string{}
 					}
@@ -101,10 +86,14 @@ func Write(ctx context.Context, js jetstream.JetStream, w io.Writer) (Stats, err
 				}
 			}
 			if err := enc.Encode(l); err != nil {
-				return stats, err
+				return err
 			}
 			stats.Messages++
 			stats.LastSeq = l.Seq
+			return nil
+		})
+		if err != nil {
+			return stats, fmt.Errorf("read stream after %d: %w", stats.LastSeq, err)
 		}
 	}
 	return stats, bw.Flush()

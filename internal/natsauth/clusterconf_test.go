@@ -90,7 +90,7 @@ func TestClusterConfigRoutesAuthenticated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var auth strings.Builder
-	if err := natsauth.WriteServerConfig(&auth, keys); err != nil {
+	if err := natsauth.WriteServerConfig(&auth, keys, natsauth.DefaultLayout); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "nats-auth.conf"), []byte(auth.String()), 0o600); err != nil {

@@ -120,9 +120,11 @@ func readSeed(path string) (nkeys.KeyPair, error) {
 	return nil, fmt.Errorf("%w: %s holds no user seed (a line starting SU)", ErrBadCreds, path)
 }
 
-// Option is the client option that authenticates with the seed in path.
-// The file is read (and its mode checked) now; the seed is kept only as
-// long as the connection needs it to sign the server's challenge.
+// Option is the client option that authenticates with the seed in path,
+// with the identity's private inbox prefix (InboxPrefix): the replies to
+// its requests come there, where no other identity may subscribe. The
+// file is read (and its mode checked) now; the seed is kept only as long
+// as the connection needs it to sign the server's challenge.
 func Option(path string) (nats.Option, error) {
 	kp, err := readSeed(path)
 	if err != nil {
@@ -132,8 +134,20 @@ func Option(path string) (nats.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCreds, err)
 	}
-	return nats.Nkey(pub, kp.Sign), nil
+	auth, inbox := nats.Nkey(pub, kp.Sign), nats.CustomInboxPrefix(InboxPrefix(pub))
+	return func(o *nats.Options) error {
+		if err := auth(o); err != nil {
+			return err
+		}
+		return inbox(o)
+	}, nil
 }
+
+// InboxPrefix is the inbox prefix of the identity whose public key is pub:
+// "_INBOX.<pub>". Each identity but admin may subscribe only under its
+// own, so nobody reads the replies meant for another (a subscription to
+// "_INBOX.>" is refused). A nats CLI user passes it as --inbox-prefix.
+func InboxPrefix(pub string) string { return "_INBOX." + pub }
 
 // Connect connects to url as the identity in credsPath (no identity when
 // credsPath is ""), with opts. A refused identity gets an error that says
@@ -158,52 +172,108 @@ func Connect(url, credsPath string, opts ...nats.Option) (*nats.Conn, error) {
 
 // The JetStream API subjects of the LEDGER stream the roles use.
 const (
-	apiInfo        = "$JS.API.INFO"
-	apiStreamInfo  = "$JS.API.STREAM.INFO.LEDGER"
-	apiMsgGet      = "$JS.API.STREAM.MSG.GET.LEDGER"
-	apiDirectGet   = "$JS.API.DIRECT.GET.LEDGER.>"
-	apiDirectGet1  = "$JS.API.DIRECT.GET.LEDGER"
-	apiConsCreate  = "$JS.API.CONSUMER.CREATE.LEDGER.>"
-	apiConsCreate1 = "$JS.API.CONSUMER.CREATE.LEDGER"
-	apiConsDurable = "$JS.API.CONSUMER.DURABLE.CREATE.LEDGER.>"
-	apiConsInfo    = "$JS.API.CONSUMER.INFO.LEDGER.>"
-	apiConsNext    = "$JS.API.CONSUMER.MSG.NEXT.LEDGER.>"
-	apiConsDelete  = "$JS.API.CONSUMER.DELETE.LEDGER.>"
-	apiConsList    = "$JS.API.CONSUMER.LIST.LEDGER"
-	apiConsNames   = "$JS.API.CONSUMER.NAMES.LEDGER"
-	apiAck         = "$JS.ACK.LEDGER.>"
-	apiConsUnpin   = "$JS.API.CONSUMER.UNPIN.LEDGER.>"
-	apiConsReset   = "$JS.API.CONSUMER.RESET.LEDGER.>"
-	inbox          = "_INBOX.>"
+	apiInfo       = "$JS.API.INFO"
+	apiStreamInfo = "$JS.API.STREAM.INFO.LEDGER"
+	apiMsgGet     = "$JS.API.STREAM.MSG.GET.LEDGER"
+	apiDirectGet  = "$JS.API.DIRECT.GET.LEDGER"   // batched range reads (internal/stream.Read)
+	apiDirectLast = "$JS.API.DIRECT.GET.LEDGER.>" // the last message of a subject
 )
 
-// Permissions are role's rights. Replies to requests come to _INBOX.>,
-// the only subjects any role but admin may subscribe to; nothing but admin
-// may publish to $JS.API.STREAM.{CREATE,UPDATE,DELETE,PURGE,...}.
-func Permissions(r Role) *server.Permissions {
-	read := []string{apiInfo, apiStreamInfo, apiMsgGet, apiDirectGet, apiDirectGet1}
+// Layout names the durable consumers the projector identity may manage:
+// Name (an unpartitioned projector) and Name-p<k>of<n> for every
+// partitioning n of 1 to MaxPartitions (projections.PartitionName). No
+// other identity may create, read from, update or delete any consumer.
+type Layout struct {
+	Name          string
+	MaxPartitions int
+}
+
+// DefaultLayout is the projector's default name (projections.DefaultName)
+// with partitionings of up to 16 (README: choosing N).
+var DefaultLayout = Layout{Name: "projector", MaxPartitions: 16}
+
+// ErrBadLayout: a Layout's name is not a consumer name, or its
+// partitions are out of range.
+var ErrBadLayout = errors.New("natsauth: bad projector layout")
+
+// Validate checks that l names valid consumers: a name of letters,
+// digits, '-' and '_' and 0 to 256 partitionings (projections.MaxPartitions).
+func (l Layout) Validate() error {
+	if l.Name == "" || len(l.Name) > 64 || strings.IndexFunc(l.Name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) >= 0 {
+		return fmt.Errorf("%w: projector name %q (letters, digits, '-' and '_', 1 to 64)", ErrBadLayout, l.Name)
+	}
+	if l.MaxPartitions < 0 || l.MaxPartitions > 256 {
+		return fmt.Errorf("%w: %d partitions (0 to 256)", ErrBadLayout, l.MaxPartitions)
+	}
+	return nil
+}
+
+// Consumers lists the consumer names of l.
+func (l Layout) Consumers() []string {
+	names := []string{l.Name}
+	for n := 1; n <= l.MaxPartitions; n++ {
+		for k := 0; k < n; k++ {
+			names = append(names, fmt.Sprintf("%s-p%dof%d", l.Name, k, n))
+		}
+	}
+	return names
+}
+
+// consumerSubjects are the JetStream API subjects of consumer name on
+// LEDGER that the projector uses: create or update it (the create
+// subject that names it and its filter, never the nameless one), read
+// its state, pull from it, acknowledge, delete it (an unpartitioned
+// projector recreates its durable at its committed offset), and, for a
+// partition, unpin the instance holding it and reset it to an offset.
+func consumerSubjects(name string) []string {
+	return []string{
+		"$JS.API.CONSUMER.CREATE.LEDGER." + name + ".>",
+		"$JS.API.CONSUMER.INFO.LEDGER." + name,
+		"$JS.API.CONSUMER.MSG.NEXT.LEDGER." + name,
+		"$JS.API.CONSUMER.DELETE.LEDGER." + name,
+		"$JS.API.CONSUMER.UNPIN.LEDGER." + name,
+		"$JS.API.CONSUMER.RESET.LEDGER." + name,
+		"$JS.ACK.LEDGER." + name + ".>",
+	}
+}
+
+// Permissions are the rights of role r whose public key is pub, the
+// projector's consumers being DefaultLayout's.
+func Permissions(r Role, pub string) *server.Permissions {
+	return PermissionsFor(r, pub, DefaultLayout)
+}
+
+// PermissionsFor are the rights of role r whose public key is pub, the
+// projector's consumers being l's (README: NATS identities):
+//   - every role but admin reads the stream (info, message gets, direct
+//     gets) and subscribes only to its own inbox prefix;
+//   - the ledger also publishes to ledger.> (appends);
+//   - the projector also manages the consumers of l, and no other;
+//   - the auditor reads, nothing more: it holds no consumer.
+//
+// No role answers requests, so none needs allow_responses; nothing but
+// admin may touch the stream's configuration or any other consumer.
+func PermissionsFor(r Role, pub string, l Layout) *server.Permissions {
+	read := []string{apiInfo, apiStreamInfo, apiMsgGet, apiDirectGet, apiDirectLast}
+	inbox := &server.SubjectPermission{Allow: []string{InboxPrefix(pub) + ".>"}}
 	switch r {
 	case Admin:
 		return nil // no restriction
 	case Ledger:
-		// An instance far behind on a pool catches up with an ephemeral
-		// consumer (internal/api): it may create one and fetch from it, but
-		// not delete consumers (the projector's are not its business; its
-		// own expire when idle).
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>", apiConsCreate, apiConsCreate1, apiConsNext}, read...)},
-			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
+			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>"}, read...)},
+			Subscribe: inbox,
 		}
-	case Projector, Auditor:
-		allow := append(read, apiConsCreate, apiConsCreate1, apiConsDurable,
-			apiConsInfo, apiConsNext, apiConsDelete, apiConsList, apiConsNames, apiAck)
-		if r == Projector { // partitioned projectors hand partitions over and realign them (projections.Group)
-			allow = append(allow, apiConsUnpin, apiConsReset)
+	case Projector:
+		allow := read
+		for _, name := range l.Consumers() {
+			allow = append(allow, consumerSubjects(name)...)
 		}
-		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: allow},
-			Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
-		}
+		return &server.Permissions{Publish: &server.SubjectPermission{Allow: allow}, Subscribe: inbox}
+	case Auditor:
+		return &server.Permissions{Publish: &server.SubjectPermission{Allow: read}, Subscribe: inbox}
 	}
 	// An unknown role may do nothing at all.
 	return &server.Permissions{
@@ -212,12 +282,16 @@ func Permissions(r Role) *server.Permissions {
 	}
 }
 
-// Users are the server-side users for keys, each with its role's rights.
-func Users(keys Keys) []*server.NkeyUser {
+// Users are the server-side users for keys, each with its role's rights
+// (the projector's consumers being DefaultLayout's).
+func Users(keys Keys) []*server.NkeyUser { return UsersFor(keys, DefaultLayout) }
+
+// UsersFor is Users with the projector's consumers of l.
+func UsersFor(keys Keys, l Layout) []*server.NkeyUser {
 	users := make([]*server.NkeyUser, 0, len(Roles))
 	for _, r := range Roles {
 		if pub, ok := keys[r]; ok {
-			users = append(users, &server.NkeyUser{Nkey: pub, Permissions: Permissions(r)})
+			users = append(users, &server.NkeyUser{Nkey: pub, Permissions: PermissionsFor(r, pub, l)})
 		}
 	}
 	return users
@@ -226,18 +300,18 @@ func Users(keys Keys) []*server.NkeyUser {
 // WriteServerConfig writes the authorization block of a nats-server
 // configuration file giving keys their roles' rights (for a server run
 // outside `ledger dev`, e.g. docker-compose: include it from the main
-// configuration).
-func WriteServerConfig(w io.Writer, keys Keys) error {
+// configuration), the projector's consumers being l's.
+func WriteServerConfig(w io.Writer, keys Keys, l Layout) error {
 	var b strings.Builder
-	b.WriteString("# Generated by `ledger nats init`: the ledger's NATS identities and rights.\nauthorization {\n  users = [\n")
+	b.WriteString("# Generated by `ledger nats init`: the ledger's NATS identities and rights (README: NATS identities).\nauthorization {\n  users = [\n")
 	for _, r := range Roles {
 		pub, ok := keys[r]
 		if !ok {
 			continue
 		}
 		fmt.Fprintf(&b, "    # %s\n    { nkey: %q", r, pub)
-		if p := Permissions(r); p != nil {
-			fmt.Fprintf(&b, ", permissions: { publish: { allow: %s }, subscribe: { allow: %s } }",
+		if p := PermissionsFor(r, pub, l); p != nil {
+			fmt.Fprintf(&b, ",\n      permissions: {\n        publish: { allow: %s }\n        subscribe: { allow: %s }\n      }\n   ",
 				quoteList(p.Publish.Allow), quoteList(p.Subscribe.Allow))
 		}
 		b.WriteString(" }\n")

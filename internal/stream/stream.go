@@ -64,6 +64,9 @@ func Config() jetstream.StreamConfig {
 		DenyPurge:          true,
 		Duplicates:         DuplicateWindow,
 		AllowAtomicPublish: true,
+		// Readers read ranges with direct gets (Read) and hold no
+		// consumer (docs/decisions.md 120).
+		AllowDirect: true,
 	}
 }
 
@@ -82,7 +85,7 @@ var ErrMissing = errors.New("stream LEDGER does not exist (the admin identity cr
 // a new stream, an existing one unchanged); an existing stream with
 // another window is updated to it, which needs the admin identity.
 func EnsureWindow(ctx context.Context, js jetstream.JetStream, window time.Duration) (jetstream.Stream, error) {
-	return Setup(ctx, js, Settings{Window: window})
+	return setup(ctx, js, Settings{Window: window}, false)
 }
 
 // Settings are what the admin chooses of the stream's configuration.
@@ -104,8 +107,14 @@ type Settings struct {
 // existing stream to the window and replicas set asks for (docs/decisions.md:
 // the admin scales a stream rather than being refused). Both need the
 // admin identity. More replicas than servers are refused with a
-// *ReplicasError (errors.Is ErrTooManyReplicas).
+// *ReplicasError (errors.Is ErrTooManyReplicas). An existing stream made
+// by an older release is also given what this one's Config adds
+// (allow_direct, which Read needs).
 func Setup(ctx context.Context, js jetstream.JetStream, set Settings) (jetstream.Stream, error) {
+	return setup(ctx, js, set, true)
+}
+
+func setup(ctx context.Context, js jetstream.JetStream, set Settings, upgrade bool) (jetstream.Stream, error) {
 	if err := checkReplicas(js.Conn(), set); err != nil {
 		return nil, err
 	}
@@ -118,7 +127,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, set Settings) (jetstream
 	}
 	s, err := js.Stream(ctx, Name)
 	if err == nil {
-		return update(ctx, js, s, set)
+		return update(ctx, js, s, set, upgrade)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("look up stream %s: %w", Name, err)
@@ -139,9 +148,12 @@ func Setup(ctx context.Context, js jetstream.JetStream, set Settings) (jetstream
 
 // update sets an existing stream's window and replicas to set's, when
 // set names them and they differ.
-func update(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, set Settings) (jetstream.Stream, error) {
+func update(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, set Settings, upgrade bool) (jetstream.Stream, error) {
 	cfg := s.CachedInfo().Config
 	changed := false
+	if upgrade && !cfg.AllowDirect {
+		cfg.AllowDirect, changed = true, true
+	}
 	if set.Window > 0 && cfg.Duplicates != set.Window {
 		cfg.Duplicates, changed = set.Window, true
 	}
@@ -153,7 +165,7 @@ func update(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, set
 	}
 	s, err := js.UpdateStream(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("set stream %s to a duplicate window of %v and %d replica(s): %w",
+		return nil, fmt.Errorf("set stream %s to a duplicate window of %v, %d replica(s) and direct gets: %w",
 			Name, cfg.Duplicates, max(cfg.Replicas, 1), replicasRefusal(js.Conn(), set, err))
 	}
 	return s, nil
