@@ -11,12 +11,14 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	events_ "github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/console"
+	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 func slicesSort(s []string) { slices.Sort(s) }
@@ -265,5 +267,73 @@ func TestLiveStream(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("the stream is still open after the server shut down")
+	}
+}
+
+// TestExplainAsTheLedger: "explain this decision" answers through the
+// HTTP endpoint with a read token for the pool, the server connected as
+// the ledger's identity (which may hold no consumer), and leaves no
+// consumer behind; flooded by that token (many requests at once), the
+// consumers on the stream stay the projector's one throughout.
+func TestExplainAsTheLedger(t *testing.T) {
+	s := newService(t)
+	_, step2 := loadSeed001(t, s, "p")
+	u := s.url + fmt.Sprintf("/v1/pools/p/decisions/%d/0/explain", step2)
+	var x console.ExplainResponse
+	getJSON(t, u, s.readToken, &x)
+	if !strings.Contains(x.Decision, "reclaimed 60 slots from /A on h1 [share_ratio.reclaim]") {
+		t.Fatalf("explain with a read token: %+v", x)
+	}
+	consumers := func() int {
+		st, err := s.js.Stream(context.Background(), stream.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().State.Consumers
+	}
+	if n := consumers(); n != 1 {
+		t.Fatalf("%d consumers after one explain, want the projector's 1", n)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	stop := make(chan struct{})
+	most := 0
+	go func() { // watch the count while the flood lasts
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				if n := consumers(); n > most {
+					most = n
+				}
+			}
+		}
+	}()
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				code, _ := get(t, u, s.readToken)
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if codes[200] == 0 {
+		t.Errorf("no explain answered during the flood: %v", codes)
+	}
+	for code := range codes {
+		if code != 200 && code != 429 && code != 503 {
+			t.Errorf("explain flood answered %d (%v)", code, codes)
+		}
+	}
+	if n := consumers(); n != 1 || most > 1 {
+		t.Errorf("consumers: %d after the flood, at most %d during it; want the projector's 1", n, most)
 	}
 }

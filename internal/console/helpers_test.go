@@ -23,6 +23,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/metrics"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
@@ -37,15 +38,29 @@ type service struct {
 	shutdown func() // ends the live streams, as the HTTP server's shutdown does
 	url      string
 	db       *pgxpool.Pool
-	js       jetstream.JetStream
+	js       jetstream.JetStream // admin: the tests publish raw events and inspect the stream
 	c        *client.Client
+	// readToken has the read scope on pool "p" only: what a person
+	// looking at the console holds.
+	readToken string
 }
 
 func newService(t *testing.T, opts ...api.Option) *service {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	js := testenv.JetStream(t, testenv.NATS(t))
+	natsURL := testenv.NATS(t)
+	js := testenv.JetStream(t, natsURL)
+	// The projector and the API run with their own identities, as
+	// `ledger dev` and production run them.
+	projJS, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledgerJS, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Ledger))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dbURL := testenv.Postgres(t)
 	if err := migrations.Up(ctx, dbURL); err != nil {
 		t.Fatal(err)
@@ -58,14 +73,25 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- projections.New(js, db, projections.WithLogger(quiet)).Run(runCtx) }()
+	go func() { done <- projections.New(projJS, db, projections.WithLogger(quiet)).Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 	// The events' claimed producer is console-test: the token's name.
-	token, tokens := testenv.Token(t, "console-test", auth.Scopes, auth.AllPools)
+	token, all, err := auth.Generate("console-test", auth.Scopes, []string{auth.AllPools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readToken, read, err := auth.Generate("viewer", []auth.Scope{auth.ScopeRead}, []string{"p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.New(all, read)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// With a metrics registry, as `ledger serve` and `ledger dev` run it:
 	// its middleware wraps every ResponseWriter (the live stream must
 	// still flush through it).
-	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens), api.WithMetrics(metrics.New())}, append(opts, api.WithLogger(quiet))...)...)
+	srv, err := api.New(ctx, ledgerJS, db, append([]api.Option{api.WithTokens(tokens), api.WithMetrics(metrics.New())}, append(opts, api.WithLogger(quiet))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +99,7 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	hs.Config.RegisterOnShutdown(srv.Shutdown)
 	hs.Start()
 	t.Cleanup(func() { srv.Shutdown(); hs.Close() })
-	return &service{shutdown: srv.Shutdown, url: hs.URL, db: db, js: js, c: client.New(hs.URL)}
+	return &service{shutdown: srv.Shutdown, url: hs.URL, db: db, js: js, c: client.New(hs.URL), readToken: readToken}
 }
 
 // send appends events one by one and returns the sequence of each.
