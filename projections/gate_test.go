@@ -53,7 +53,7 @@ func TestGateRefusals(t *testing.T) {
 	last := pub("r1", &events.Release{Consumer: "/a", Slots: 1}, ledgerKey)
 
 	run := func() {
-		p := New(js, db, WithLogger(quietLog()), WithTrustedKeys(keys), WithSnapshotEvery(2))
+		p := New(asProjector(t, js), db, WithLogger(quietLog()), WithTrustedKeys(keys), WithSnapshotEvery(2))
 		r := start(p)
 		m := &model{last: map[string]uint64{"g": last}}
 		if err := r.waitFor(t, m); err != nil {

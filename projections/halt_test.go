@@ -21,7 +21,7 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 	m := newModel(t, js)
 	rng := rand.New(rand.NewPCG(5, 6))
 	badSeq, _, hook := publishBadPool(m, rng, 30)
-	p := New(js, db, WithLogger(quietLog()), WithBatchSize(7))
+	p := New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(7))
 	p.cfg.foldHook = hook
 	r := start(p)
 	if err := r.waitFor(t, m); err != nil {
@@ -54,7 +54,7 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 	m.randomEvents(rng, "tree", plan, leaves, 4, 20)
 	m.publish("bad", &events.Demand{Demands: map[string]int64{"/y": 1}})
 	delete(m.last, "bad")
-	p2 := New(js, db, WithLogger(quietLog()), WithBatchSize(7))
+	p2 := New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(7))
 	p2.cfg.foldHook = hook
 	r2 := start(p2)
 	if err := r2.waitFor(t, m); err != nil {
@@ -72,7 +72,7 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 	// others; the projection is the one a rebuild from the log gives.
 	m.publish("bad", &events.Demand{Demands: map[string]int64{"/z": 2}})
 	m.publish("tree", &events.Demand{Demands: map[string]int64{leaves[0]: 3}})
-	p3 := New(js, db, WithLogger(quietLog()), WithBatchSize(7))
+	p3 := New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(7))
 	r3 := start(p3)
 	if err := r3.waitFor(t, m); err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestHaltedPoolDoesNotStopOthers(t *testing.T) {
 		t.Fatalf("halted_pools rows after the resume: %d (%v)", n, err)
 	}
 	rebuilt := newDB(t)
-	r4 := start(New(js, rebuilt, WithLogger(quietLog()), WithBatchSize(5)))
+	r4 := start(New(asProjector(t, js), rebuilt, WithLogger(quietLog()), WithBatchSize(5)))
 	if err := r4.waitFor(t, m); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -22,6 +23,13 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// asProjector is js's server with the projector's identity: the
+// projector of a test runs as it runs in production, while the test
+// publishes and inspects as admin.
+func asProjector(t testing.TB, js jetstream.JetStream) jetstream.JetStream {
+	return testenv.As(t, js, natsauth.Projector)
+}
 
 // connectNATS connects to url and makes sure the stream exists.
 func connectNATS(t testing.TB, url string) jetstream.JetStream { return testenv.JetStream(t, url) }

@@ -25,7 +25,7 @@ func TestMetricsNameHaltedPool(t *testing.T) {
 	publishMix(m, rng, 10)
 
 	reg := metrics.New()
-	p := New(js, db, WithLogger(quietLog()), WithBatchSize(5), WithMetrics(reg.Projector()))
+	p := New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(5), WithMetrics(reg.Projector()))
 	p.cfg.foldHook = func(pool string, seq uint64) {
 		if pool == "bad" && seq == badSeq {
 			panic("boom")

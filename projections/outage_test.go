@@ -34,7 +34,7 @@ func TestNATSOutage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	publishMix(m, rng, 40)
 	var logs strings.Builder
-	p := New(js, db, WithLogger(newTextLogger(&lockedWriter{w: &logs})), WithBatchSize(10))
+	p := New(asProjector(t, js), db, WithLogger(newTextLogger(&lockedWriter{w: &logs})), WithBatchSize(10))
 	p.cfg.idleWait = 300 * time.Millisecond
 	r := start(p)
 	if err := r.waitFor(t, m); err != nil {

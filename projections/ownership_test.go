@@ -20,6 +20,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	pq "github.com/cluster-ledger/ledger/projections/query"
@@ -136,13 +137,18 @@ func TestProjectOwnership(t *testing.T) {
 	db := newDB(t)
 	m := newModel(t, js)
 	publishOwnership(m, rand.New(rand.NewPCG(41, 42)), 400)
-	project(t, New(js, db, WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(11)), m)
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(11)), m)
 	checkAgainstModel(t, db, m)
 	checkOwnershipAgainstModel(t, db, m)
 	checkWorkedExample(t, db, m)
 
 	rebuilt := newDB(t)
-	project(t, New(js, rebuilt, WithLogger(quietLog()), WithName("rebuild-ownership"), WithBatchSize(1000), WithSnapshotEvery(11)), m)
+	// A rebuild into an empty database, as `ledger replay --into` runs it:
+	// up to the log's end, with the auditor's identity (no consumer).
+	if err := New(testenv.As(t, js, natsauth.Auditor), rebuilt, WithLogger(quietLog()), WithName("rebuild-ownership"), WithBatchSize(1000),
+		WithSnapshotEvery(11), WithUntil(m.lastSeq)).Run(context.Background()); err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
 	diffDumps(t, dump(t, db), dump(t, rebuilt))
 }
 
@@ -164,14 +170,14 @@ func TestOwnershipCrashResume(t *testing.T) {
 				}
 				return nil
 			}
-			r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(5), WithSnapshotEvery(9), WithFailpoint(fp)))
+			r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(5), WithSnapshotEvery(9), WithFailpoint(fp)))
 			if err := <-r.done; !errors.Is(err, boom) {
 				t.Fatalf("Run with failpoint: %v, want the simulated crash", err)
 			}
 			r.cancel()
-			project(t, New(js, db, WithLogger(quietLog()), WithBatchSize(13), WithSnapshotEvery(9)), m)
+			project(t, New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(13), WithSnapshotEvery(9)), m)
 			ref := newDB(t)
-			project(t, New(js, ref, WithLogger(quietLog()), WithBatchSize(1000), WithSnapshotEvery(9)), m)
+			project(t, New(asProjector(t, js), ref, WithLogger(quietLog()), WithBatchSize(1000), WithSnapshotEvery(9)), m)
 			diffDumps(t, dump(t, ref), dump(t, db))
 			checkOwnershipAgainstModel(t, db, m)
 		})
@@ -193,7 +199,7 @@ func TestOwnershipColumnsAfterEveryEvent(t *testing.T) {
 	for _, h := range ownHosts() {
 		m.publish("rand", h)
 	}
-	r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(3), WithSnapshotEvery(7)))
+	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(3), WithSnapshotEvery(7)))
 	for range 250 {
 		m.publish("rand", randomOwnEvent(rng, m.pool("rand"), plan, leaves))
 		if err := r.waitFor(t, m); err != nil {
@@ -425,7 +431,7 @@ func TestLendingReport(t *testing.T) {
 	m.clock = m.clock.Add(36 * time.Hour) // the next day (UTC)
 	m.publish("gpus", &events.Demand{Demands: map[string]int64{"/web": 0}})
 	m.publish("gpus", &events.Demand{Demands: map[string]int64{"/web": 10}})
-	project(t, New(js, db, WithLogger(quietLog())), m)
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog())), m)
 	ctx := context.Background()
 
 	report := func(pool string) string {

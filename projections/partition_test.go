@@ -90,7 +90,7 @@ func startGroup(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, n int, i
 func startGroupWith(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, n int, instance string, extra ...Option) *group {
 	t.Helper()
 	opts := append([]Option{WithLogger(logsOnFailure(t, instance)), WithBatchSize(20), WithInstance(instance), WithPinnedTTL(2 * time.Second)}, extra...)
-	g, err := NewGroup(js, db, n, opts...)
+	g, err := NewGroup(asProjector(t, js), db, n, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,11 +255,11 @@ func TestOtherPartitioningRefused(t *testing.T) {
 	waitProjected(t, db, m, 30*time.Second)
 	g.stop(t)
 
-	err := New(js, db, WithLogger(quietLog())).Run(context.Background())
+	err := New(asProjector(t, js), db, WithLogger(quietLog())).Run(context.Background())
 	if !errors.Is(err, ErrOtherPartitioning) {
 		t.Fatalf("unpartitioned projector on a partitioned projection: %v, want ErrOtherPartitioning", err)
 	}
-	err = New(js, db, WithLogger(quietLog()), WithPartition(0, 3)).Run(context.Background())
+	err = New(asProjector(t, js), db, WithLogger(quietLog()), WithPartition(0, 3)).Run(context.Background())
 	if !errors.Is(err, ErrOtherPartitioning) {
 		t.Fatalf("3 partitions on a projection of 2: %v, want ErrOtherPartitioning", err)
 	}

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -49,7 +50,7 @@ func TestProjectMatchesFold(t *testing.T) {
 	m := newModel(t, js)
 	publishMix(m, rand.New(rand.NewPCG(1, 2)), 300)
 	begin := time.Now()
-	project(t, New(js, db, WithLogger(quietLog()), WithBatchSize(50), WithSnapshotEvery(40)), m)
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(50), WithSnapshotEvery(40)), m)
 	t.Logf("projected %d events in %v", m.n, time.Since(begin))
 	checkAgainstModel(t, db, m)
 	if len(m.refused) == 0 {
@@ -77,7 +78,7 @@ func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, afte
 		}
 		return nil
 	}
-	r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(13), WithFailpoint(fp)))
+	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(13), WithFailpoint(fp)))
 	if err := <-r.done; !errors.Is(err, boom) {
 		t.Fatalf("Run with failpoint: %v, want the simulated crash", err)
 	}
@@ -86,12 +87,12 @@ func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, afte
 	// Debug: a pool whose snapshot is its checkpoint is rebuilt when its
 	// next event comes, and says so at debug level.
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	project(t, New(js, db, WithLogger(logger), WithBatchSize(11), WithSnapshotEvery(13)), m)
+	project(t, New(asProjector(t, js), db, WithLogger(logger), WithBatchSize(11), WithSnapshotEvery(13)), m)
 	if !regexp.MustCompile(`rebuilt pool" pool=tree from_snapshot_seq=[1-9]`).MatchString(logs.String()) {
 		t.Fatalf("the restart did not restore pool tree from a snapshot:\n%s", logs.String())
 	}
 	ref := newDB(t)
-	project(t, New(js, ref, WithLogger(quietLog()), WithBatchSize(1000), WithSnapshotEvery(13)), m)
+	project(t, New(asProjector(t, js), ref, WithLogger(quietLog()), WithBatchSize(1000), WithSnapshotEvery(13)), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 	checkAgainstModel(t, db, m)
 }
@@ -118,7 +119,7 @@ func TestRedeliverySkipped(t *testing.T) {
 	m := newModel(t, js)
 	rng := rand.New(rand.NewPCG(7, 8))
 	publishMix(m, rng, 60)
-	p := New(js, db, WithLogger(quietLog()), WithBatchSize(5))
+	p := New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(5))
 	p.cfg.ackWait = 300 * time.Millisecond
 	var dropping atomic.Bool
 	p.cfg.dropAck = dropping.Load
@@ -160,12 +161,12 @@ func TestRestart(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	publishMix(m, rng, 80)
 	opts := []Option{WithLogger(quietLog()), WithBatchSize(16), WithSnapshotEvery(25)}
-	project(t, New(js, db, opts...), m)
+	project(t, New(asProjector(t, js), db, opts...), m)
 	checkAgainstModel(t, db, m)
 	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
 	m.randomEvents(rng, "tree", plan, leaves, 4, 80)
 	m.publish("new-pool", &events.HostUp{Host: "x", Slots: 3})
-	r := start(New(js, db, opts...))
+	r := start(New(asProjector(t, js), db, opts...))
 	if err := r.waitFor(t, m); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestRestart(t *testing.T) {
 	}
 	checkAgainstModel(t, db, m)
 	ref := newDB(t)
-	project(t, New(js, ref, opts...), m)
+	project(t, New(asProjector(t, js), ref, opts...), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 }
 
@@ -196,7 +197,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	defer killer.Close(context.Background())
 	var killed int
-	r := start(New(js, db, WithLogger(quietLog()), WithBatchSize(3)))
+	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(3)))
 	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
 	for range 10 {
 		m.randomEvents(rng, "tree", plan, leaves, 4, 20)
@@ -226,13 +227,13 @@ func TestChainMismatchIsFatal(t *testing.T) {
 	db := newDB(t)
 	m := newModel(t, js)
 	m.publishScenario(seedFile, "seed")
-	project(t, New(js, db, WithLogger(quietLog())), m)
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog())), m)
 	if _, err := db.Exec(context.Background(), `UPDATE checkpoints SET chain_hash = '\x00'`); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := New(js, db, WithLogger(quietLog())).Run(ctx)
+	err := New(asProjector(t, js), db, WithLogger(quietLog())).Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "chain hash") {
 		t.Fatalf("Run on an altered checkpoint: %v", err)
 	}
@@ -247,4 +248,43 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// TestRestartManyPoolsLeavesNoConsumer: the rebuild of every pool at
+// start reads each pool's log with direct gets, so a projector (run as
+// the projector identity) restarted over more pools than the server's
+// limit of 1,000 consumers per stream starts, projects, and leaves the
+// stream with its own durable only (issue 20: one consumer leaked per
+// pool stopped every restart past 1,000 pools).
+func TestRestartManyPoolsLeavesNoConsumer(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	const pools = 1200
+	for i := range pools {
+		m.publish(fmt.Sprintf("pool-%04d", i), &events.HostUp{Host: "h1", Slots: 4})
+	}
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(500)), m)
+	for i := range pools { // a second event each, folded again at the restart
+		m.publish(fmt.Sprintf("pool-%04d", i), &events.HostUp{Host: "h2", Slots: 2})
+	}
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(500)), m)
+	began := time.Now()
+	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(500)))
+	m.publish("pool-0007", &events.HostDown{Host: "h2"})
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restart over %d pools and one new event projected in %v", pools, time.Since(began))
+	s, err := js.Stream(context.Background(), stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Consumers; n != 1 {
+		t.Errorf("%d consumers on the stream after restarts over %d pools, want the projector's 1", n, pools)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstModel(t, db, m)
 }

@@ -50,7 +50,7 @@ func TestResidentPoolsBounded(t *testing.T) {
 	publishTreePools(m, rng, 12, 400)
 	const bound, batch = 3, 5
 	opts := []Option{WithLogger(quietLog()), WithResidentPools(bound), WithBatchSize(batch), WithSnapshotEvery(1000)}
-	r := start(New(js, db, opts...))
+	r := start(New(asProjector(t, js), db, opts...))
 	most := 0
 	deadline := time.Now().Add(60 * time.Second)
 	for !r.caughtUp(m) && time.Now().Before(deadline) {
@@ -79,7 +79,7 @@ func TestResidentPoolsBounded(t *testing.T) {
 		t.Fatalf("%d saved states (%v), want one for every pool let go", saved, err)
 	}
 	ref := newDB(t)
-	project(t, New(js, ref, WithLogger(quietLog()), WithBatchSize(batch), WithSnapshotEvery(1000)), m)
+	project(t, New(asProjector(t, js), ref, WithLogger(quietLog()), WithBatchSize(batch), WithSnapshotEvery(1000)), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 
 	// A clean stop saved every pool: the next start rebuilds none, and
@@ -90,7 +90,7 @@ func TestResidentPoolsBounded(t *testing.T) {
 	for range 100 {
 		m.randomEvents(rng, fmt.Sprintf("p%02d", rng.IntN(12)), plan, leaves, 2, 1)
 	}
-	project(t, New(js, db, opts...), m)
+	project(t, New(asProjector(t, js), db, opts...), m)
 	if !strings.Contains(logs.String(), "rebuilt_now=0") {
 		t.Errorf("the start after a clean stop rebuilt pools:\n%s", logs.String())
 	}
@@ -102,7 +102,7 @@ func TestResidentPoolsBounded(t *testing.T) {
 	}
 	var calls atomic.Int32
 	boom := errors.New("simulated crash")
-	crashing := New(js, db, WithLogger(quietLog()), WithResidentPools(bound), WithBatchSize(batch), WithSnapshotEvery(1000),
+	crashing := New(asProjector(t, js), db, WithLogger(quietLog()), WithResidentPools(bound), WithBatchSize(batch), WithSnapshotEvery(1000),
 		WithFailpoint(func(s string) error {
 			if s == StageAfterCommitBeforeAck && calls.Add(1) == 12 {
 				return boom
@@ -113,12 +113,12 @@ func TestResidentPoolsBounded(t *testing.T) {
 		t.Fatalf("Run with failpoint: %v, want the simulated crash", err)
 	}
 	logs.Reset()
-	project(t, New(js, db, opts...), m)
+	project(t, New(asProjector(t, js), db, opts...), m)
 	if !regexp.MustCompile(`rebuilt_now=[1-9]`).MatchString(logs.String()) {
 		t.Errorf("the start after a crash rebuilt no pool:\n%s", logs.String())
 	}
 	checkAgainstModel(t, db, m)
-	project(t, New(js, ref, WithLogger(quietLog()), WithBatchSize(batch), WithSnapshotEvery(1000)), m)
+	project(t, New(asProjector(t, js), ref, WithLogger(quietLog()), WithBatchSize(batch), WithSnapshotEvery(1000)), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 }
 
@@ -169,7 +169,7 @@ func TestSnapshotsByCost(t *testing.T) {
 	}
 	var calls atomic.Int32
 	boom := errors.New("simulated crash")
-	crashing := New(js, db, opts(WithFailpoint(func(s string) error {
+	crashing := New(asProjector(t, js), db, opts(WithFailpoint(func(s string) error {
 		if s == StageBeforeCommit && calls.Add(1) == 20 {
 			return boom
 		}
@@ -178,9 +178,9 @@ func TestSnapshotsByCost(t *testing.T) {
 	if err := start(crashing).waitDone(); !errors.Is(err, boom) {
 		t.Fatalf("Run with failpoint: %v, want the simulated crash", err)
 	}
-	project(t, New(js, db, opts()...), m)
+	project(t, New(asProjector(t, js), db, opts()...), m)
 	ref := newDB(t)
-	project(t, New(js, ref, opts()...), m)
+	project(t, New(asProjector(t, js), ref, opts()...), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 	snaps := func(pool string) []int64 {
 		rows, err := db.Query(context.Background(), `SELECT seq FROM snapshots WHERE pool = $1 ORDER BY seq`, pool)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -486,4 +487,32 @@ func Authorized(h http.Handler, token string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// As returns a JetStream on the server js is connected to, with the
+// identity of role: a test publishes and inspects as admin and runs each
+// part (the projector, the API, an auditor's tool) as the identity it
+// holds in production, so a right missing there fails the test.
+func As(t testing.TB, js jetstream.JetStream, role natsauth.Role) jetstream.JetStream {
+	t.Helper()
+	url := js.Conn().ConnectedUrl()
+	credsMu.Lock()
+	_, ok := credsDirs[url]
+	if !ok { // a cluster: any member's URL knows the seeds
+		for u := range credsDirs {
+			if strings.Contains(","+u+",", ","+url+",") {
+				url, ok = u, true
+				break
+			}
+		}
+	}
+	credsMu.Unlock()
+	if !ok {
+		t.Fatalf("testenv.As: %s was not started by testenv", url)
+	}
+	out, err := jetstream.New(Connect(t, url, role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
