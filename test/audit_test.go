@@ -49,7 +49,7 @@ func TestAudit(t *testing.T) {
 	})
 	t.Run("rebuild into an empty database equals the live projection", func(t *testing.T) {
 		rebuilt := newDB(t)
-		s.project(t, rebuilt, projections.WithSnapshotEvery(3), projections.WithName("rebuild"))
+		s.rebuild(t, rebuilt, "rebuild", projections.WithSnapshotEvery(3))
 		live, err := pgdump.Tables(ctx, s.db)
 		if err != nil {
 			t.Fatal(err)

@@ -293,7 +293,7 @@ func testStreamCutBackIsHealed(t *testing.T, partitions int) {
 	// A projection of the healed stream from scratch is the same.
 	fresh := newDB(t)
 	s := &stack{js: nats.js, natsURL: nats.srv.URL()}
-	s.project(t, fresh, projections.WithSnapshotEvery(25), projections.WithName("fresh"))
+	s.rebuild(t, fresh, "fresh", projections.WithSnapshotEvery(25))
 	again, err := pgdump.Tables(ctx, fresh)
 	if err != nil {
 		t.Fatal(err)

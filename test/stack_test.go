@@ -13,6 +13,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -96,7 +97,9 @@ func (s *stack) project(t *testing.T, db *pgxpool.Pool, opts ...projections.Opti
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- projections.New(s.js, db, append(opts, projections.WithLogger(quiet))...).Run(runCtx) }()
+	// As the projector identity, the one a projector process holds.
+	pjs := testenv.As(t, s.js, natsauth.Projector)
+	go func() { done <- projections.New(pjs, db, append(opts, projections.WithLogger(quiet))...).Run(runCtx) }()
 	stopped := false
 	defer func() {
 		stop()
@@ -120,6 +123,28 @@ func (s *stack) project(t *testing.T, db *pgxpool.Pool, opts ...projections.Opti
 			t.Fatalf("projector did not catch up to %d (at %d)", info.State.LastSeq, seq)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// rebuild projects the whole stream into db as `ledger replay --into`
+// does: up to the stream's end (projections.WithUntil), with the
+// auditor's identity, which holds no consumer.
+func (s *stack) rebuild(t *testing.T, db *pgxpool.Pool, name string, opts ...projections.Option) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	info, err := mustStream(t, s.js).Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ajs := testenv.As(t, s.js, natsauth.Auditor)
+	opts = append(opts, projections.WithLogger(quiet), projections.WithName(name), projections.WithUntil(info.State.LastSeq))
+	if err := projections.New(ajs, db, opts...).Run(ctx); err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	if seq, err := query.ProjectorOffset(ctx, db, name); err != nil || seq < info.State.LastSeq {
+		t.Fatalf("rebuild reached %d (%v), want %d", seq, err, info.State.LastSeq)
 	}
 }
 

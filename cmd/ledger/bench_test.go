@@ -35,7 +35,7 @@ func TestBenchQuick(t *testing.T) {
 	}
 	// Phase 1: five measures on each server (sync always, unsynced, R3),
 	// beside each other, six ratios between them and three under the default.
-	want := map[string]int{"1 append": 24, "2 projection": 4, "3 latency": 3, "4 replay": 6, "5 partitions": 5}
+	want := map[string]int{"1 append": 24, "2 projection": 4, "3 latency": 3, "4 replay": 7, "5 partitions": 5}
 	got := map[string]int{}
 	policies := map[string]int{}
 	for _, r := range rep.Results {
