@@ -116,7 +116,27 @@ change, purge or delete the stream.`,
 	setupCmd.Flags().DurationVar(&window, "duplicate-window", stream.DuplicateWindow, "how long a retried event id is recognised and stored once")
 	setupCmd.Flags().IntVar(&replicas, "replicas", 1,
 		"copies of the stream, one per NATS server (1 to 5, at most the cluster's size); scales an existing stream only when given")
-	natsCmd.AddCommand(initCmd, setupCmd)
+	var inboxCreds string
+	inboxCmd := &cobra.Command{
+		Use:   "inbox",
+		Short: "Print the inbox prefix of a NATS identity (for the nats CLI's --inbox-prefix)",
+		Long: `inbox prints the inbox prefix of the identity in --nats-creds: _INBOX.<its
+public key>. Every identity but admin may receive replies only there, so
+another NATS client using the seed (the nats CLI) must be given it:
+
+  nats --nkey "$LEDGER_NATS_CREDS" --inbox-prefix "$(ledger nats inbox)" stream info LEDGER`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			prefix, err := natsauth.SeedInbox(inboxCreds)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), prefix)
+			return nil
+		},
+	}
+	addNATSCredsFlag(inboxCmd, &inboxCreds)
+	natsCmd.AddCommand(initCmd, setupCmd, inboxCmd)
 	root.AddCommand(natsCmd)
 }
 

@@ -143,6 +143,21 @@ func Option(path string) (nats.Option, error) {
 	}, nil
 }
 
+// SeedInbox is the inbox prefix (InboxPrefix) of the identity whose seed
+// is in path: what another NATS client (the nats CLI's --inbox-prefix)
+// must use with that seed.
+func SeedInbox(path string) (string, error) {
+	kp, err := readSeed(path)
+	if err != nil {
+		return "", err
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadCreds, err)
+	}
+	return InboxPrefix(pub), nil
+}
+
 // InboxPrefix is the inbox prefix of the identity whose public key is pub:
 // "_INBOX.<pub>". Each identity but admin may subscribe only under its
 // own, so nobody reads the replies meant for another (a subscription to
