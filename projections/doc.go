@@ -20,6 +20,13 @@
 // anything redelivered at or below the committed sequence is acked and
 // ignored. So a crash at any point neither loses nor doubles a row.
 //
+// Its durable (or, partitioned, its partitions' durables) is the only
+// consumer it holds: every other read of the log (each pool's rebuild at
+// start, a halted pool's catch-up, healing, gap filling, [WithUntil]'s
+// fold up to a sequence for `ledger replay --into`) uses direct gets
+// ([stream.Read]), so restarts over any number of pools leave nothing on
+// the stream (docs/decisions.md 120).
+//
 // A stream that ends before the committed sequence lost its tail (JetStream
 // had not synced it when its machine crashed). The events table keeps each
 // event's stored message, so the projector heals the stream (heal.go): it
