@@ -39,6 +39,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFold -fuzztime 60s ./domain/
 	$(GO) test -run '^$$' -fuzz FuzzKeptFold -fuzztime 60s ./domain/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 60s ./internal/api/
+	$(GO) test -run '^$$' -fuzz FuzzParseFast -fuzztime 60s ./events/
 
 clean:
 	rm -rf $(BIN)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cluster-ledger/ledger/events"
@@ -172,11 +174,82 @@ func Restore(b []byte, opts ...PoolOption) (*Pool, error) {
 	return p, nil
 }
 
-// Clone returns an independent copy of the pool.
+// Clone returns an independent copy of the pool: it folds every event
+// exactly as the pool would, and nothing done to one reaches the other.
+//
+// It is Restore(p.Snapshot()) without the encoding: the same steps in the
+// same order from the pool's own state instead of a decoded snapshot, so
+// a clone is what a restored pool is (every derived figure, queue and
+// cache computed afresh by the fold's own code). What a snapshot would
+// rebuild from the plan (the tree's structure, the plan's digest) is
+// copied instead, since it is a function of the plan alone; the plan and
+// the structural slices of the tree, which nothing changes once a plan is
+// folded (a new plan builds a new tree), are shared.
 func (p *Pool) Clone() *Pool {
-	c, err := Restore(p.Snapshot(), p.options()...)
-	if err != nil {
-		panic(fmt.Sprintf("domain: a snapshot of a live pool must restore: %v", err))
+	c := NewPool(p.name, p.options()...)
+	c.seq, c.now = p.seq, p.now.UTC()
+	if len(p.own) > 0 {
+		c.own = slices.Clone(p.own)
+	}
+	c.hosts = make([]host, len(p.hosts))
+	c.hostByID = maps.Clone(p.hostByID)
+	for i, h := range p.hosts {
+		c.hosts[i] = host{name: h.name, group: h.group, slots: h.slots, up: h.up}
+		if h.up {
+			c.pub.capacity += h.slots
+		}
+	}
+	if !p.hasPlan {
+		c.recomputeAll()
+		return c
+	}
+	t := p.t.cloneStructure()
+	c.t, c.plan, c.hasPlan = t, p.plan, true
+	c.pub.sh = make([]shares, len(t.nodes))
+	c.planDigest = p.planDigest
+	c.setPolicy(p.plan)
+	c.rulesSince = p.rulesSince
+	// The leaves' inputs, as Restore sets them from a snapshot's leaves:
+	// the holdings in one backing array, each leaf's part capped so that
+	// an append moves it out rather than over its neighbour's.
+	total := 0
+	for _, id := range p.leavesByPath() {
+		total += len(p.t.nodes[id].holdings)
+	}
+	backing := make([]holding, 0, total)
+	for _, id := range p.leavesByPath() {
+		from, to := &p.t.nodes[id], &t.nodes[id]
+		to.demand = from.demand
+		start := len(backing)
+		backing = append(backing, from.holdings...)
+		if len(from.holdings) > 0 {
+			to.holdings = backing[start:len(backing):len(backing)]
+		}
+		for _, h := range from.holdings {
+			to.alloc += h.slots
+			c.hosts[h.host].used += h.slots
+		}
+	}
+	sumUp(t)
+	c.recomputeAll()
+	for _, id := range p.leavesByPath() {
+		t.nodes[id].waitingSince = p.t.nodes[id].waitingSince
+	}
+	c.updateTargets()
+	c.begin(Event{Seq: c.seq, Time: c.now})
+	return c
+}
+
+// cloneStructure copies what buildTree made of the plan, as buildTree
+// leaves it: every figure the fold keeps starts at zero.
+func (t *tree) cloneStructure() *tree {
+	c := &tree{nodes: slices.Clone(t.nodes), leaves: t.leaves, sortedLeaves: t.sortedLeaves, tops: t.tops,
+		byPath: t.byPath, hasMax: t.hasMax, hasPins: t.hasPins, maxDepth: t.maxDepth}
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		n.maxCap, n.capChain = 0, 0
+		n.demand, n.eff, n.childEff, n.alloc, n.touchedAt = 0, 0, 0, 0, 0
+		n.leafState = leafState{}
 	}
 	return c
 }

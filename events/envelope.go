@@ -66,6 +66,9 @@ func DecodePayload(t Type, data []byte) (Payload, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownType, t)
 	}
+	if p, ok := parsePayloadFast(t, data); ok {
+		return p, nil
+	}
 	p := k.payload()
 	if err := decodeStrict(data, p); err != nil {
 		if errors.Is(err, ErrTooManyConsumers) { // refused while decoding, before the whole list is held
@@ -78,6 +81,24 @@ func DecodePayload(t Type, data []byte) (Payload, error) {
 
 // ParseEnvelope decodes a stored envelope strictly.
 func ParseEnvelope(b []byte) (Envelope, error) {
+	if e, _, ok := parseFast(b); ok {
+		return e, nil
+	}
+	return parseStrict(b)
+}
+
+// ParseEvent is ParseEnvelope that also gives the payload when it was
+// decoded on the way (p is then what e.Decode() returns; nil when the
+// caller must call it).
+func ParseEvent(b []byte) (e Envelope, p Payload, err error) {
+	if e, p, ok := parseFast(b); ok {
+		return e, p, nil
+	}
+	e, err = parseStrict(b)
+	return e, nil, err
+}
+
+func parseStrict(b []byte) (Envelope, error) {
 	var e Envelope
 	if err := decodeStrict(b, &e); err != nil {
 		return Envelope{}, fmt.Errorf("%w: envelope: %v", ErrMalformed, err)

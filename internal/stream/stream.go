@@ -210,9 +210,13 @@ func (s *Stored) Payload() (events.Payload, error) {
 
 // DecodeRaw decodes a stored message body at a stream sequence.
 func DecodeRaw(seq uint64, data []byte) (Stored, error) {
-	env, err := events.ParseEnvelope(data)
+	env, p, err := events.ParseEvent(data)
 	if err != nil {
 		return Stored{}, fmt.Errorf("event at sequence %d: %w", seq, err)
 	}
-	return Stored{Seq: seq, Envelope: env, Raw: data}, nil
+	st := Stored{Seq: seq, Envelope: env, Raw: data}
+	if p != nil { // decoded on the way: not again
+		st.Decoded(p)
+	}
+	return st, nil
 }
