@@ -149,7 +149,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 		readAuth = func(h http.Handler) http.Handler { return s.Authorize(auth.ScopeRead, h) }
 	}
 	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Allowed: readable, ReadTimeout: s.readTimeout,
-		Halted: s.halted, Logger: s.log})
+		Halted: s.halted, Fork: s.forkAt, Logger: s.log})
 	s.console.Register(s.mux)
 	s.handler = requestIDs(s.accessLog(noFraming(s.cors(s.mountMetrics(s.mux)))))
 	return s, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/console"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/whatif"
 	"github.com/cluster-ledger/ledger/projections"
@@ -196,6 +197,29 @@ func (s *Server) validateOne(p *domain.Pool, payload events.Payload) error {
 		return errors.New(aerr.msg)
 	}
 	return p.Validate(payload)
+}
+
+// forkAt is the pool's engine state just after its event seq, for the
+// console's time travel: the fork a what-if makes (internal/whatif: the
+// nearest snapshot, then the log through the projector's fold), under
+// the same bounds (one at a time per pool, the what-ifs' slots, their
+// time budget), so time travel cannot starve the ledger either.
+func (s *Server) forkAt(ctx context.Context, pool string, seq uint64) (*domain.Pool, error) {
+	release, ok := s.whatIf.acquire(pool)
+	if !ok {
+		return nil, fmt.Errorf("%w (pool %s has one running, or every slot is taken)", console.ErrBusy, pool)
+	}
+	defer release()
+	if !s.nc.IsConnected() {
+		return nil, fmt.Errorf("NATS is not connected: %s", s.nc.Status())
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.whatIf.timeout)
+	defer cancel()
+	fork, err := whatif.New(ctx, whatif.Config{DB: s.db, Log: logReader{s}, Trusted: s.trusted}, pool, whatif.Point{Seq: seq}, s.clock())
+	if err != nil {
+		return nil, err
+	}
+	return fork.Pool(), nil
 }
 
 // logReader reads a what-if's log with the ledger's identity.

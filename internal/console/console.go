@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections/query"
@@ -47,9 +48,20 @@ type Config struct {
 	ReadTimeout time.Duration
 	// Poll is how often the live streams' poller reads the checkpoints
 	// (default 200ms).
-	Poll   time.Duration
+	Poll time.Duration
+	// Fork is the pool's engine state just after its event seq, folded
+	// from the nearest snapshot and the log exactly as the projector
+	// folds it (the API gives internal/whatif's fork, bounded like a
+	// what-if); time travel (as-of) shows it. It answers ErrBusy when as
+	// many forks as the ledger runs at once are running. Nil answers
+	// as-of with 503.
+	Fork   func(ctx context.Context, pool string, seq uint64) (*domain.Pool, error)
 	Logger *slog.Logger
 }
+
+// ErrBusy is what Config.Fork answers when it cannot start one more fork
+// now: the request is answered 503 busy with Retry-After.
+var ErrBusy = errors.New("as many forks of a pool's history as this ledger runs at once are running")
 
 // Console serves the page and its data.
 type Console struct {
@@ -123,6 +135,7 @@ const (
 	reasonReadTimeout = "read_timeout"
 	reasonNotAllowed  = "pool_not_allowed"
 	reasonUnavailable = "unavailable"
+	reasonBusy        = "busy"
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -342,19 +355,42 @@ func (c *Console) getAsOf(w http.ResponseWriter, r *http.Request) {
 	if db == nil {
 		return
 	}
+	if c.cfg.Fork == nil {
+		writeError(w, http.StatusServiceUnavailable, reasonUnavailable, errors.New("this ledger reads no log: time travel folds the pool's history"))
+		return
+	}
 	var res *AsOfResponse
 	err = query.ReadOnly(r.Context(), db, func(q query.Querier) error {
 		s, err := resolveSeq(r.Context(), q, pool, seq, at)
 		if err != nil {
 			return err
 		}
-		res, err = readAsOf(r.Context(), q, pool, s)
+		res, err = readEventAt(r.Context(), q, pool, s)
 		return err
 	})
 	if err != nil {
 		c.dbFailure(w, r, err)
 		return
 	}
+	p, err := domain.NewPool(pool), error(nil) // before its first event
+	if res.Seq > 0 {
+		p, err = c.cfg.Fork(r.Context(), pool, res.Seq)
+	}
+	switch {
+	case errors.Is(err, ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, reasonBusy, err)
+		return
+	case errors.Is(err, context.Canceled):
+		return
+	case errors.Is(err, context.DeadlineExceeded):
+		c.failed(w, r, reasonReadTimeout, "folding the pool's history took too long: retry", err)
+		return
+	case err != nil:
+		c.failed(w, r, reasonUnavailable, "folding the pool's history failed (NATS unavailable?): retry; the server's log has the details under the request id", err)
+		return
+	}
+	stateOf(p, res)
 	writeJSON(w, http.StatusOK, res)
 }
 

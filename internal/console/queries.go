@@ -4,6 +4,7 @@ package console
 // put in the console's shapes.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
@@ -36,19 +38,6 @@ func decodePlan(raw []byte) (*planDoc, error) {
 		return nil, fmt.Errorf("stored plan: %w", err)
 	}
 	return &p, nil
-}
-
-// rulesVersion is the version a stored plan names; a plan written before
-// versions existed means version 1 (events.Plan).
-func (p *planDoc) rulesVersion() *int {
-	if p == nil {
-		return nil
-	}
-	if p.Rules == nil || *p.Rules == 0 {
-		one := 1
-		return &one
-	}
-	return p.Rules
 }
 
 func readSummaries(ctx context.Context, q query.Querier, pools ...string) ([]PoolSummary, []*planDoc, error) {
@@ -150,11 +139,10 @@ func resolveSeq(ctx context.Context, q query.Querier, pool string, seq uint64, a
 	return query.LastSeqAtOrBefore(ctx, q, pool, seq)
 }
 
-// readAsOf reads the pool just after event seq from the history: the plan
-// of the last plan event, allocations_as_of for every consumer, demand
-// from the demand and release events, hosts from host events and the
-// slots each consumer held on each host by adding up the decisions.
-func readAsOf(ctx context.Context, q query.Querier, pool string, seq uint64) (*AsOfResponse, error) {
+// readEventAt starts the answer of an as-of: the pool's event at seq and
+// its neighbours, from the projection's copy of the log. The state comes
+// from the engine (stateOf).
+func readEventAt(ctx context.Context, q query.Querier, pool string, seq uint64) (*AsOfResponse, error) {
 	res := &AsOfResponse{Pool: pool, Seq: seq, Consumers: []Consumer{}, Hosts: []Host{}}
 	b, err := query.EventsAround(ctx, q, pool, seq)
 	if err != nil {
@@ -164,201 +152,73 @@ func readAsOf(ctx context.Context, q query.Querier, pool string, seq uint64) (*A
 		return nil, errNoPool
 	}
 	res.First, res.Last, res.Prev, res.Next = b.First, b.Last, b.Prev, b.Next
-	if seq > 0 {
-		k := query.Key{Pool: pool, Seq: seq}
-		evs, err := query.EventsAt(ctx, q, []query.Key{k})
-		if err != nil {
-			return nil, err
-		}
-		e, ok := evs[k]
-		if !ok {
-			return nil, fmt.Errorf("event %d: not in the projection", seq)
-		}
-		ev := Event{Seq: seq, Type: e.Type, Time: e.Time, Producer: e.Producer, Data: json.RawMessage(e.Data)}
-		if e.Refused != nil {
-			ev.Refused = *e.Refused
-		}
-		res.Event = &ev
+	if seq == 0 {
+		return res, nil
 	}
-	if err := readTreeAsOf(ctx, q, res); err != nil {
+	k := query.Key{Pool: pool, Seq: seq}
+	evs, err := query.EventsAt(ctx, q, []query.Key{k})
+	if err != nil {
 		return nil, err
 	}
-	if err := readHostsAsOf(ctx, q, res); err != nil {
-		return nil, err
+	e, ok := evs[k]
+	if !ok {
+		return nil, fmt.Errorf("event %d: not in the projection", seq)
 	}
+	ev := Event{Seq: seq, Type: e.Type, Time: e.Time, Producer: e.Producer, Data: json.RawMessage(e.Data)}
+	if e.Refused != nil {
+		ev.Refused = *e.Refused
+	}
+	res.Event = &ev
 	return res, nil
 }
 
-func readTreeAsOf(ctx context.Context, q query.Querier, res *AsOfResponse) error {
-	raw, err := query.PlanAsOf(ctx, q, res.Pool, res.Seq)
-	if err != nil {
-		return err
+// stateOf fills an as-of answer from the engine's state of the pool at
+// that point (Config.Fork): the same views the projector writes, so the
+// past reads exactly like the present did (every grant, lend, return,
+// reclaim and release counted by the engine itself, not re-derived).
+func stateOf(p *domain.Pool, res *AsOfResponse) {
+	if plan, ok := p.Plan(); ok {
+		pol := plan.Policy
+		res.Policy = Policy{Reclaim: pol.Reclaim, Enforcement: pol.Enforcement, Preemption: pol.Preemption}
+		v := int(domain.RulesOf(plan))
+		res.RulesVersion = &v
 	}
-	plan, err := decodePlan(raw)
-	if err != nil {
-		return err
-	}
-	held, err := query.AllocationsAsOf(ctx, q, res.Pool, res.Seq)
-	if err != nil {
-		return err
-	}
-	alloc := map[string]int64{}
-	for _, c := range held {
-		alloc[c.Consumer] = c.Slots
-	}
-	demand, err := readDemandAsOf(ctx, q, res.Pool, res.Seq)
-	if err != nil {
-		return err
-	}
-	if plan != nil {
-		res.Policy = plan.Policy
-		res.RulesVersion = plan.rulesVersion()
-		res.Consumers = treeOf(plan, alloc, demand)
-	}
-	return nil
-}
-
-// readDemandAsOf is each leaf's demand just after seq: its last demand
-// event less what it released since, unless a later plan dropped the leaf
-// (or made it a parent), which drops its demand (decisions.md 16).
-func readDemandAsOf(ctx context.Context, q query.Querier, pool string, seq uint64) (map[string]int64, error) {
-	pes, err := query.PlansUpTo(ctx, q, pool, seq)
-	if err != nil {
-		return nil, err
-	}
-	type plan struct {
-		seq    uint64
-		leaves map[string]bool
-	}
-	plans := make([]plan, 0, len(pes))
-	for _, pe := range pes {
-		var cs []struct {
-			Path string `json:"path"`
-		}
-		if err := json.Unmarshal(pe.Consumers, &cs); err != nil {
-			return nil, fmt.Errorf("plan %d: %w", pe.Seq, err)
-		}
-		p := plan{seq: pe.Seq, leaves: map[string]bool{}}
-		for _, c := range cs {
-			p.leaves[c.Path] = true
-		}
-		for _, c := range cs {
-			for a := parentOf(c.Path); a != "/"; a = parentOf(a) {
-				p.leaves[a] = false
-			}
-		}
-		plans = append(plans, p)
-	}
-	demands, err := query.DemandsAsOf(ctx, q, pool, seq)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for _, d := range demands {
-		dropped := false
-		for _, p := range plans {
-			if p.seq > d.Seq && !p.leaves[d.Consumer] {
-				dropped = true
-				break
-			}
-		}
-		if !dropped {
-			out[d.Consumer] = d.Demand
-		}
-	}
-	return out, nil
-}
-
-// treeOf lists the plan's consumers (parents implied by paths included),
-// in path order, with their allocation and demand; a parent's demand is
-// the sum of its leaves'.
-func treeOf(plan *planDoc, alloc, demand map[string]int64) []Consumer {
-	byPath := map[string]*Consumer{}
-	var order []string
-	add := func(path string) *Consumer {
-		if c, ok := byPath[path]; ok {
-			return c
-		}
-		c := &Consumer{Path: path, Parent: parentOf(path), Leaf: true}
-		byPath[path] = c
-		order = append(order, path)
-		return c
-	}
-	for _, pc := range plan.Consumers {
-		c := add(pc.Path)
-		share, prio := int64(1), pc.Priority
-		if pc.Share != nil {
-			share = *pc.Share
-		}
-		c.Share, c.Priority = &share, &prio
-		if len(pc.Max) > 0 && string(pc.Max) != "null" {
-			m := strings.Trim(string(pc.Max), `"`)
+	for _, v := range p.Consumers() {
+		share, prio, eff, planned, target, borrowed := v.Share, v.Priority, v.Effective, v.Planned, v.Target, v.Borrowed
+		c := Consumer{Path: v.Path, Parent: v.Parent, Leaf: v.Leaf, Share: &share, Priority: &prio, Demand: v.Demand,
+			Allocated: v.Allocated, Effective: &eff, Planned: &planned, Target: &target, Borrowed: &borrowed}
+		if v.Max != "" {
+			m := v.Max
 			c.Max = &m
 		}
-		for p := parentOf(pc.Path); p != "/"; p = parentOf(p) {
-			add(p)
+		if v.WaitingSince != 0 {
+			ws := int64(v.WaitingSince)
+			c.WaitingSince = &ws
 		}
+		res.Consumers = append(res.Consumers, c)
 	}
-	for _, path := range order {
-		if p := byPath[path].Parent; p != "/" {
-			byPath[p].Leaf = false
-		}
-	}
-	slices.Sort(order)
-	out := make([]Consumer, 0, len(order))
-	for _, path := range order {
-		c := byPath[path]
-		c.Allocated = alloc[path]
-		if c.Leaf {
-			c.Demand = demand[path]
-			for p := c.Parent; p != "/"; p = parentOf(p) {
-				byPath[p].Demand += c.Demand
-			}
-		}
-	}
-	for _, path := range order {
-		out = append(out, *byPath[path])
-	}
-	return out
-}
-
-func parentOf(path string) string {
-	i := strings.LastIndexByte(path, '/')
-	if i <= 0 {
-		return "/"
-	}
-	return path[:i]
-}
-
-// readHostsAsOf: each host's last host event at or before the sequence,
-// and the slots each leaf held on it.
-func readHostsAsOf(ctx context.Context, q query.Querier, res *AsOfResponse) error {
-	hosts, err := query.HostsAsOf(ctx, q, res.Pool, res.Seq)
-	if err != nil {
-		return err
-	}
-	for _, h := range hosts {
-		res.Hosts = append(res.Hosts, Host{Name: h.Name, Group: h.Group, Slots: h.Slots, Up: h.Up, Holders: []Holder{}})
+	for _, h := range p.Hosts() {
+		res.Hosts = append(res.Hosts, Host{Name: h.Name, Group: h.Group, Slots: h.Slots, Up: h.Up, Allocated: h.Allocated, Holders: []Holder{}})
 		if h.Up {
 			res.Capacity += h.Slots
 		}
 	}
-	holders, err := query.HoldersAsOf(ctx, q, res.Pool, res.Seq)
-	if err != nil {
-		return err
+	var holders []query.HostAllocation
+	for _, a := range p.Allocations() {
+		holders = append(holders, query.HostAllocation{Host: a.Host, Consumer: a.Consumer, Slots: a.Slots})
 	}
+	slices.SortFunc(holders, func(a, b query.HostAllocation) int { // as the projection lists them
+		return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(b.Slots, a.Slots), strings.Compare(a.Consumer, b.Consumer))
+	})
 	attachHolders(holders, res.Hosts)
-	owners, err := query.OwnersAsOf(ctx, q, res.Pool, res.Seq)
-	if err != nil {
-		return err
+	var owners []query.Owned
+	for _, o := range p.Ownership() {
+		owners = append(owners, query.Owned{Host: o.Host, Consumer: o.Consumer, Slots: o.Slots})
 	}
+	slices.SortFunc(owners, func(a, b query.Owned) int {
+		return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(b.Slots, a.Slots), strings.Compare(a.Consumer, b.Consumer))
+	})
 	attachOwners(owners, res.Hosts)
-	for i := range res.Hosts {
-		for _, h := range res.Hosts[i].Holders {
-			res.Hosts[i].Allocated += h.Slots
-		}
-	}
-	return nil
 }
 
 type timelineFilter struct {

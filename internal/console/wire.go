@@ -40,9 +40,9 @@ type PoolsResponse struct {
 	After string        `json:"after,omitempty"`
 }
 
-// Consumer is a consumer of the tree with its state. Fields that the
-// projection keeps only for now (share, priority, planned, target,
-// effective, borrowed) are absent in an "as of" answer.
+// Consumer is a consumer of the tree with its state (now, from the
+// projection; as of a point, from the engine's state forked from the
+// log).
 type Consumer struct {
 	Path         string  `json:"path"`
 	Parent       string  `json:"parent"`

@@ -38,20 +38,6 @@ func OwnersByHost(ctx context.Context, q Querier, pool string) ([]Owned, error) 
 	return out, nil
 }
 
-// OwnersAsOf returns the ownership of pool just after the event with
-// sequence seq (ownership_history), by host, the consumer owning most
-// first, then path.
-func OwnersAsOf(ctx context.Context, q Querier, pool string, seq uint64) ([]Owned, error) {
-	rows, _ := q.Query(ctx, `SELECT consumer, host, slots FROM ownership_history
-		WHERE pool = $1 AND valid_from_seq <= $2 AND (valid_to_seq IS NULL OR valid_to_seq > $2)
-		ORDER BY host, slots DESC, consumer`, pool, int64(seq))
-	out, err := pgx.AppendRows([]Owned{}, rows, pgx.RowToStructByPos[Owned])
-	if err != nil {
-		return nil, fmt.Errorf("ownership of pool %s as of %d: %w", pool, seq, err)
-	}
-	return out, nil
-}
-
 // OwnersAt answers "who owned host at time t": the consumers owning
 // slots of the host just after the pool's last event at or before t, in
 // path order (ownership_history).

@@ -12,8 +12,8 @@ import (
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
-// testPoolsNowAndAsOf checks the pool views against each other: the
-// history read as of the last event agrees with the current tables.
+// testPoolsNowAndAsOf checks the pool views against each other (the
+// console's past comes from the engine: internal/console's as-of tests).
 func testPoolsNowAndAsOf(t *testing.T, p *projected) {
 	ctx := context.Background()
 	sums, err := query.PoolSummaries(ctx, p.db)
@@ -53,26 +53,8 @@ func testPoolsNowAndAsOf(t *testing.T, p *projected) {
 	if capacity != s.Capacity {
 		t.Fatalf("hosts sum to %d slots up, summary says %d", capacity, s.Capacity)
 	}
-	now, err := query.HoldersByHost(ctx, p.db, "seed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	then, err := query.HoldersAsOf(ctx, p.db, "seed", p.last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(now) == 0 || fmt.Sprint(now) != fmt.Sprint(then) {
-		t.Fatalf("holders now %v, from the decisions %v", now, then)
-	}
-	hostsThen, err := query.HostsAsOf(ctx, p.db, "seed", p.last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range hosts {
-		hosts[i].Allocated = 0 // HostsAsOf leaves it to HoldersAsOf
-	}
-	if fmt.Sprint(hosts) != fmt.Sprint(hostsThen) {
-		t.Fatalf("hosts now %v, from the host events %v", hosts, hostsThen)
+	if now, err := query.HoldersByHost(ctx, p.db, "seed"); err != nil || len(now) == 0 {
+		t.Fatalf("holders %v, %v", now, err)
 	}
 	seqs, err := query.AllProjectedSeqs(ctx, p.db)
 	if err != nil || len(seqs) != 1 || seqs["seed"] != p.last {
@@ -95,31 +77,6 @@ func testHistoryQuestions(t *testing.T, p *projected) {
 	}
 	if b, err := query.EventsAround(ctx, p.db, "seed", 1); err != nil || b.Prev != nil {
 		t.Fatalf("EventsAround(1) = %+v, %v; want no previous event", b, err)
-	}
-	plan, err := query.PlanAsOf(ctx, p.db, "seed", p.last)
-	if err != nil || !json.Valid(plan) {
-		t.Fatalf("PlanAsOf: %s, %v", plan, err)
-	}
-	plans, err := query.PlansUpTo(ctx, p.db, "seed", p.last)
-	if err != nil || len(plans) != 1 || plans[0].Seq != 1 || !json.Valid(plans[0].Consumers) {
-		t.Fatalf("PlansUpTo: %+v, %v", plans, err)
-	}
-	demands, err := query.DemandsAsOf(ctx, p.db, "seed", p.last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, d := range demands {
-		got[d.Consumer] = d.Demand
-	}
-	states, err := query.ConsumerStates(ctx, p.db, "seed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range states {
-		if c.Leaf && got[c.Path] != c.Demand {
-			t.Fatalf("demand of %s: %d from the events, %d in consumer_state", c.Path, got[c.Path], c.Demand)
-		}
 	}
 }
 

@@ -49,9 +49,11 @@ class HTTPError extends Error {
   }
 }
 
-// api GETs a data endpoint; on 401/403 it asks for a token and retries.
+// api GETs a data endpoint; on 401/403 it asks for a token and retries;
+// on 503 busy (the ledger runs as many forks of a history as it may: a
+// time travel folds the pool's log) it waits and retries a few times.
 async function api(path, { signal } = {}) {
-  for (let tries = 0; ; tries++) {
+  for (let tries = 0, busy = 0; ; tries++) {
     const sent = token();
     const resp = await fetch(path, { headers: headers(), signal });
     if ((resp.status === 401 || resp.status === 403) && tries < 3) {
@@ -60,6 +62,10 @@ async function api(path, { signal } = {}) {
       if (await askToken(why)) continue;
     }
     const body = await resp.json().catch(() => null);
+    if (resp.status === 503 && body && body.reason === 'busy' && busy++ < 20) {
+      await new Promise((r) => setTimeout(r, 150));
+      continue;
+    }
     if (!resp.ok) throw new HTTPError(resp.status, body);
     return body;
   }
@@ -413,7 +419,7 @@ async function poolView(pool, query) {
     $('tt-where').innerHTML = `<span class="badge past">as of</span> seq <b data-k="asof">${a.seq}</b>` +
       (a.event ? ` · ${fmtTime(a.event.time)} · ${eventSummary(a.event)}` : ' · before the first event') +
       (a.rules_version != null ? ` · rules v${a.rules_version}` : '') +
-      ` · capacity ${a.capacity} <span class="muted">(planned share and target are kept for now only)</span>`;
+      ` · capacity ${a.capacity}`;
     app.dataset.view = 'past';
     app.dataset.seq = a.seq;
     markFuture();
