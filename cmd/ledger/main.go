@@ -46,6 +46,11 @@ Addresses come from LEDGER_URL, NATS_URL and DATABASE_URL (the lines
 var cpuProfile string
 
 func init() {
+	// cobra adds these when a command runs; added now (main.go's init runs
+	// after the init of the command files before it: audit.go, dev.go ...),
+	// the tests and the docs' checks find them in the tree too.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	root.SetVersionTemplate("ledger {{.Version}}")
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -66,13 +71,8 @@ func init() {
 
 // versionEverywhere gives every command the version, so that `ledger
 // SUBCOMMAND --version` answers as `ledger --version` does (cobra keeps
-// the flag to commands with a Version). The help and completion commands
-// cobra adds are added first, to have it too.
+// the flag to commands with a Version).
 func versionEverywhere(c *cobra.Command) {
-	if c == root {
-		root.InitDefaultHelpCmd()
-		root.InitDefaultCompletionCmd()
-	}
 	c.Version = root.Version
 	for _, sub := range c.Commands() {
 		versionEverywhere(sub)
@@ -80,6 +80,8 @@ func versionEverywhere(c *cobra.Command) {
 }
 
 func main() {
+	root.InitDefaultHelpCmd() // idempotent; init added them if it ran after some commands' init
+	root.InitDefaultCompletionCmd()
 	versionEverywhere(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
