@@ -378,3 +378,47 @@ func TestTokensAndLogsOfRunningDev(t *testing.T) {
 	access := checkJSONLog(t, "ledger dev", dev.stderr.String(), append(seen, admin, strings.TrimSpace(string(seed)), dbPassword(dev.env["DATABASE_URL"])))
 	checkAccessNames(t, "ledger dev", access, "admin", "scheduler", "reporting")
 }
+
+// `ledger completion SHELL` writes each shell's script (bash's parses),
+// and the completions the scripts ask the binary for (its hidden
+// __complete command) name the commands.
+func TestCompletionScripts(t *testing.T) {
+	bin := ledgerBinary(t)
+	for shell, want := range map[string]string{
+		"bash":       "__start_ledger",
+		"zsh":        "#compdef ledger",
+		"fish":       "complete -c ledger",
+		"powershell": "Register-ArgumentCompleter",
+	} {
+		out, err := exec.Command(bin, "completion", shell).Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("ledger completion %s: %v; no %q in:\n%.300s", shell, err, want, out)
+			continue
+		}
+		if shell == "bash" {
+			script := filepath.Join(t.TempDir(), "ledger.bash")
+			if err := os.WriteFile(script, out, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if msg, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
+				t.Errorf("bash -n on the completion script: %v\n%s", err, msg)
+			}
+		}
+	}
+	for args, want := range map[string][]string{
+		"tok":         {"token"},
+		"token r":     {"revoke", "rotate"},
+		"serve --log": {"--log-format", "--log-level"},
+	} {
+		// The last word is the one being completed, as a shell sends it.
+		out, err := exec.Command(bin, append([]string{"__complete"}, strings.Fields(args)...)...).Output()
+		if err != nil {
+			t.Fatalf("ledger __complete %s: %v", args, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("completing %q offers no %s:\n%s", args, w, out)
+			}
+		}
+	}
+}
