@@ -131,14 +131,17 @@ func runPartitionedInProcess(t *testing.T, js jetstream.JetStream, db *pgxpool.P
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rp := &inProcessProjector{done: make(chan error, 1)}
+	// As production runs it: the projector's identity, healing with the
+	// ledger's (--heal-creds), the only one that may append.
+	pjs := testenv.As(t, js, natsauth.Projector)
 	opts := []projections.Option{projections.WithLogger(quiet), projections.WithSnapshotEvery(25), projections.WithBatchSize(40),
-		projections.WithPinnedTTL(2 * time.Second)}
+		projections.WithPinnedTTL(2 * time.Second), projections.WithHealer(testenv.As(t, js, natsauth.Ledger))}
 	go func() {
 		if partitions == 0 {
-			rp.done <- projections.New(js, db, opts...).Run(ctx)
+			rp.done <- projections.New(pjs, db, opts...).Run(ctx)
 			return
 		}
-		g, err := projections.NewGroup(js, db, partitions, opts...)
+		g, err := projections.NewGroup(pjs, db, partitions, opts...)
 		if err == nil {
 			err = g.Run(ctx)
 		}

@@ -85,8 +85,9 @@ func TestWorstCasePlan(t *testing.T) {
 	if err := migrations.Up(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	// One connection for the API and the projector: the admin identity.
-	js, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Admin))
+	// The API and the projector with their own identities.
+	js, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Ledger))
+	pjs, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
 	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestWorstCasePlan(t *testing.T) {
 	defer cancel()
 	wg.Go(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		if err := projections.New(js, db, projections.WithLogger(quiet)).Run(ctx); err != nil && ctx.Err() == nil {
+		if err := projections.New(pjs, db, projections.WithLogger(quiet)).Run(ctx); err != nil && ctx.Err() == nil {
 			t.Errorf("projector: %v", err)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/audit"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -48,8 +49,9 @@ func TestVerifyComparesOwnership(t *testing.T) {
 	last := publishScenario(t, js, "../scenario/testdata/ownership/own-lend-return.yaml", "own")
 	project(t, js, db, last)
 
+	auditor := testenv.As(t, js, natsauth.Auditor) // what `ledger audit verify` holds
 	verify := func() error {
-		_, err := audit.Verify(ctx, js, db, nil, 1, "", nil)
+		_, err := audit.Verify(ctx, auditor, db, nil, 1, "", nil)
 		return err
 	}
 	if err := verify(); err != nil {
@@ -122,7 +124,7 @@ func project(t *testing.T, js jetstream.JetStream, db *pgxpool.Pool, seq uint64)
 	done := make(chan error, 1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
-		done <- projections.New(js, db, projections.WithLogger(quiet)).Run(ctx)
+		done <- projections.New(testenv.As(t, js, natsauth.Projector), db, projections.WithLogger(quiet)).Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(30 * time.Second)
