@@ -376,7 +376,7 @@ func (f *layeredFold) keeperOrder(used []poolTake, inPathOrder bool) []int {
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		la, lb := used[a].leaf, used[b].leaf
-		return cmp.Or(cmpDesc(f.t.nodes[la].priority, f.t.nodes[lb].priority), cmp.Compare(used[a].slots, used[b].slots), cmpDesc(la, lb))
+		return f.t.keeperOrder(la, used[a].slots, lb, used[b].slots)
 	})
 	return order
 }

@@ -125,7 +125,7 @@ func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivi
 		keepers[i].slots, _ = f.heldIn(x, l, idx)
 	}
 	slices.SortFunc(keepers, func(a, b leafSlots) int {
-		return cmp.Or(cmpDesc(f.t.nodes[a.leaf].priority, f.t.nodes[b.leaf].priority), cmp.Compare(a.slots, b.slots), cmpDesc(a.leaf, b.leaf))
+		return f.t.keeperOrder(a.leaf, a.slots, b.leaf, b.slots)
 	})
 	for _, k := range keepers {
 		f.addCur(x, d, k.leaf, minSlots(minSlots(k.slots, f.eff[k.leaf]), minSlots(d.left, f.roomIn(x, d, k.leaf, noNode))))

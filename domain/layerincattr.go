@@ -235,8 +235,7 @@ func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
 		slices.Sort(takers)
 	} else {
 		slices.SortFunc(takers, func(a, b int32) int {
-			return cmp.Or(cmpDesc(t.nodes[a].priority, t.nodes[b].priority),
-				cmp.Compare(pl.part[pl.loc(a, f)], pl.part[pl.loc(b, f)]), cmpDesc(a, b))
+			return t.keeperOrder(a, pl.part[pl.loc(a, f)], b, pl.part[pl.loc(b, f)])
 		})
 	}
 	c := 0

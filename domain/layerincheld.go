@@ -200,7 +200,7 @@ func (f *incFold) cutKeeps(t *tree, pl *incPool, c Slots) {
 		}
 	}
 	slices.SortFunc(keepers, func(a, b int32) int {
-		return cmp.Or(cmpDesc(t.nodes[a].priority, t.nodes[b].priority), cmp.Compare(h.sits[pl.loc(a, f)], h.sits[pl.loc(b, f)]), cmpDesc(a, b))
+		return t.keeperOrder(a, h.sits[pl.loc(a, f)], b, h.sits[pl.loc(b, f)])
 	})
 	for _, l := range pl.leaves {
 		f.setCur0(t, pl, l, 0)

@@ -426,10 +426,10 @@ func (c *sitCache) seating(p *Pool, parts []hostPart, held []holding) *seating {
 	// parts they belong to first; the overflow onto other owners' parts,
 	// which the owners take back, is then that of the leaves that give back
 	// first.
-	slices.SortStableFunc(s.order, func(a, b int) int { return cmp.Compare(p.partRank(parts[a].owner), p.partRank(parts[b].owner)) })
+	slices.SortFunc(s.order, func(a, b int) int { return partOrder(p.t, parts[a], parts[b]) })
 	slices.SortStableFunc(s.keepers, func(a, b int) int {
 		la, lb := held[a].host, held[b].host
-		return cmp.Or(cmpDesc(p.t.nodes[la].priority, p.t.nodes[lb].priority), cmp.Compare(held[a].slots, held[b].slots), cmpDesc(la, lb))
+		return p.t.keeperOrder(la, held[a].slots, lb, held[b].slots)
 	})
 	return s
 }
@@ -632,19 +632,6 @@ func (p *Pool) poolOfPart(leaf, owner int32) int32 {
 		return x
 	}
 	return noNode
-}
-
-// partRank orders the parts of a host for sittings: leaf owners' parts,
-// then parents' private parts deepest first, then the public part.
-func (p *Pool) partRank(owner int32) int64 {
-	if owner == noNode {
-		return 1 << 62
-	}
-	n := &p.t.nodes[owner]
-	if n.leaf {
-		return 0
-	}
-	return 1<<40 - int64(n.depth)
 }
 
 // heldByPool attributes every leaf's slots to the pool they are used in:

@@ -407,9 +407,10 @@ func (pl *placement) partsOfHost(h int32) (int, int) {
 	return i, j
 }
 
-// partOrder: hosts in registration order; on a host, leaf owners' parts
-// (by path), then parents' private parts deepest first (then path), then
-// the public part.
+// partOrder is the one order of parts: hosts in registration order; on a
+// host, leaf owners' parts (by path), then parents' private parts deepest
+// first (then path), then the public part. The placement's index and the
+// seating (sitHost's passes) both take parts in it.
 func partOrder(t *tree, a, b hostPart) int {
 	if a.host != b.host {
 		return cmp.Compare(a.host, b.host)
@@ -481,7 +482,7 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
 					keepers = append(keepers, j)
 				}
 			}
-			slices.SortFunc(keepers, func(a, b int) int { return pl.keepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
+			slices.SortFunc(keepers, func(a, b int) int { return pl.partKeepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
 			for _, j := range keepers {
 				l := hs[j].leaf
 				d := pl.dueOf(l, p.owner)
@@ -519,9 +520,14 @@ func lentTo(t *tree, l, owner int32) bool {
 	return owner != noNode && owner != l && !t.contains(owner, l)
 }
 
-// keepOrder: the part's owner first, then priority desc, fewest slots on
-// the host (not yet counted: la, lb), path.
-func (pl *placement) keepOrder(p hostPart, a, b int32, la, lb Slots) int {
+// partKeepOrder is the order in which the placement's step 1 keeps the
+// holders of one part of a host: the part's owner first, then priority
+// desc, fewest slots on the host (not yet counted: la, lb), then path
+// ascending. It is not the keepers' order of the divisions and the
+// seating (tree.keeperOrder, path descending): the placement's is what
+// rules v3 was released with, and its decisions are history
+// (docs/decisions.md #98).
+func (pl *placement) partKeepOrder(p hostPart, a, b int32, la, lb Slots) int {
 	if (a == p.owner) != (b == p.owner) {
 		if a == p.owner {
 			return -1

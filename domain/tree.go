@@ -337,6 +337,17 @@ func (t *tree) leavesByRank() []int32 {
 	return t.byRank
 }
 
+// keeperOrder orders leaves keeping slots where there is not room for
+// all of them (a pool's division, a part of a host): the reverse of the
+// return order (docs/rules.md#seating), priority desc, then fewest slots
+// (sa, sb: what each holds there), then path descending, so the leaves
+// left without are those that give back first: lowest priority, most
+// slots, path. Every division and seating asks this one function; the
+// placement's step 1 keeps in an order of its own (partKeepOrder).
+func (t *tree) keeperOrder(a int32, sa Slots, b int32, sb Slots) int {
+	return cmp.Or(cmpDesc(t.nodes[a].priority, t.nodes[b].priority), cmp.Compare(sa, sb), cmpDesc(a, b))
+}
+
 // entitledOrder orders leaves as docs/rules.md#priority serves entitled ones:
 // priority desc, waiting since asc, path.
 func (t *tree) entitledOrder(a, b int32) int {
