@@ -101,10 +101,10 @@ func (t *tree) lookup(path string) (int32, bool) {
 // the rules version in development. Parents implied by a child's path get
 // share 1 and priority 0 (decisions.md #3).
 func buildTree(plan events.Plan, development bool) (*tree, error) {
-	if err := checkYARNFieldsKnown(plan, development); err != nil {
+	if err := validateRules(plan, development); err != nil {
 		return nil, err
 	}
-	if err := validateRules(plan, development); err != nil {
+	if err := checkYARNFieldsKnown(plan); err != nil {
 		return nil, err
 	}
 	if err := validatePolicy(plan.Policy); err != nil {

@@ -13,14 +13,16 @@ import (
 // is pinned, and computes the floors of a pool with pins.
 
 // checkYARNFieldsKnown refuses a plan that names priority_bands or
-// preemptable under a rules version that does not know them, as the
-// builds before version 4 refused an unknown field: malformed, before any
-// other check (they refused it while decoding). A pool that does not fold
-// version 4 (no development) knows them under no version, exactly as
-// those builds, so a log they stored keeps its chain.
-func checkYARNFieldsKnown(plan events.Plan, development bool) error {
+// preemptable under a rules version that does not know them (1 to 3), as
+// the builds before version 4 refused an unknown field: malformed, before
+// any check but the version's (they refused it while decoding), so a log
+// they stored keeps its chain. A version the pool does not fold at all
+// (version 4 without the development switch, or a later one) is refused
+// by validateRules first, whatever the plan names: a projector stops on it
+// rather than guess (decisions.md #261).
+func checkYARNFieldsKnown(plan events.Plan) error {
 	v := RulesOf(plan)
-	if !plan.NamesYARNFields() || (behaviourOf(v).yarn && v.folds(development)) {
+	if !plan.NamesYARNFields() || behaviourOf(v).yarn {
 		return nil
 	}
 	return refuse(events.ErrMalformed, "the plan names priority_bands or preemptable, which %v does not know (they need rules v%d)", v, int(RulesV4))

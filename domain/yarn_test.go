@@ -220,8 +220,9 @@ func pinnedLeaves(plan events.Plan) map[string]bool {
 // TestYARNRefusalCodes: each refusal of rules 4's fields has its code
 // (docs/rules.md#version-4), the first matching the builds before version
 // 4, which refused the two fields as unknown (malformed) and a zero share
-// as invalid_share, under every rules version 1 to 3 and, in a pool
-// without the development switch, under version 4 too.
+// as invalid_share, under every rules version 1 to 3; a plan naming a
+// version the pool does not fold (4 without the development switch) is
+// refused as unknown whatever it names.
 func TestYARNRefusalCodes(t *testing.T) {
 	no, yes := false, true
 	zero, minus := int64(0), int64(-1)
@@ -243,9 +244,9 @@ func TestYARNRefusalCodes(t *testing.T) {
 		{"rules 2 priority_bands", abPlan(2, bands, events.Consumer{}), true, events.ErrMalformed.Code()},
 		{"rules 1 (unnamed) priority_bands", abPlan(0, bands, events.Consumer{}), true, events.ErrMalformed.Code()},
 		{"rules 3 zero share", abPlan(3, sr, events.Consumer{Share: &zero}), true, domain.ErrZeroShare.Code()},
-		{"rules 4 without development", abPlan(4, sr, events.Consumer{Preemptable: &no}), false, events.ErrMalformed.Code()},
+		{"rules 4 without development", abPlan(4, sr, events.Consumer{Preemptable: &no}), false, domain.ErrUnknownRules.Code()},
 		{"rules 4 without development, no new field", abPlan(4, sr, events.Consumer{}), false, domain.ErrUnknownRules.Code()},
-		{"rules 5 preemptable", abPlan(5, sr, events.Consumer{Preemptable: &no}), true, events.ErrMalformed.Code()},
+		{"rules 5 preemptable", abPlan(5, sr, events.Consumer{Preemptable: &no}), true, domain.ErrUnknownRules.Code()},
 		{"rules 5", abPlan(5, sr, events.Consumer{}), true, domain.ErrUnknownRules.Code()},
 		{"rules 4 zero share under priority", abPlan(4, events.Policy{}, events.Consumer{Share: &zero}), true, domain.ErrZeroShare.Code()},
 		{"rules 4 negative share", abPlan(4, sr, events.Consumer{Share: &minus}), true, domain.ErrZeroShare.Code()},

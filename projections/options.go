@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/signing"
 )
@@ -55,6 +56,7 @@ type config struct {
 	pinnedTTL     time.Duration
 	healLock      *sync.Mutex // a Group's partitions heal the stream one at a time
 	until         uint64      // WithUntil: fold up to it with direct gets, then return (until.go)
+	development   bool        // fold the rules version in development (WithDevelopmentRules)
 
 	metrics *metrics.Projector // nil: no figures recorded (metrics.go)
 }
@@ -146,4 +148,22 @@ func WithLogger(l *slog.Logger) Option {
 // use it to prove nothing is lost or doubled.
 func WithFailpoint(f func(stage string) error) Option {
 	return func(c *config) { c.failpoint = f }
+}
+
+// WithDevelopmentRules lets the projector fold plans that name the rules
+// version in development (domain.RulesDevelopment), which the ledger
+// refuses at append unless it has the same switch (ledger dev
+// --rules-development). For tests and development only: a log holding
+// such a plan means nothing to a projector without it (it stops there,
+// as for any version it does not implement), and the version's behaviour
+// may still change, so a projection made with it may not be rebuilt the
+// same way by a later build.
+func WithDevelopmentRules() Option { return func(c *config) { c.development = true } }
+
+// poolOptions are the engine's options for the pools the projector folds.
+func (c *config) poolOptions() []domain.PoolOption {
+	if c.development {
+		return []domain.PoolOption{domain.WithDevelopmentRules()}
+	}
+	return nil
 }

@@ -19,7 +19,7 @@ var zeroHash domain.Hash
 
 // newDomainPool is an empty pool as the projector folds it.
 func (p *Projector) newDomainPool(name string) *domain.Pool {
-	return domain.NewPool(name)
+	return domain.NewPool(name, p.cfg.poolOptions()...)
 }
 
 // checkpoint is a pool's committed position with the newest usable base
@@ -356,7 +356,7 @@ func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed
 // it up to the checkpoint without writing, and checks the result against
 // the recorded hashes.
 func (p *Projector) rebuild(ctx context.Context, cp checkpoint, level slog.Level) (*poolState, error) {
-	pool, chain, err := restore(cp)
+	pool, chain, err := restore(cp, p.cfg.poolOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -411,11 +411,11 @@ func snapSeqOf(cp checkpoint) uint64 {
 	return uint64(*cp.snapSeq)
 }
 
-func restore(cp checkpoint) (*domain.Pool, domain.Hash, error) {
+func restore(cp checkpoint, opts ...domain.PoolOption) (*domain.Pool, domain.Hash, error) {
 	if cp.snapSeq == nil {
-		return domain.NewPool(cp.pool), zeroHash, nil
+		return domain.NewPool(cp.pool, opts...), zeroHash, nil
 	}
-	pool, err := domain.Restore(cp.snapState)
+	pool, err := domain.Restore(cp.snapState, opts...)
 	if err != nil {
 		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d: %v", cp.pool, *cp.snapSeq, err)
 	}

@@ -1,6 +1,9 @@
 package test
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,5 +67,32 @@ func TestDevelopmentScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDevRulesDevelopment sends the hand-worked scenarios of the rules
+// version in development through `ledger dev --rules-development` (the
+// binary, as operated: its API, JetStream, its projector, PostgreSQL) with
+// `ledger load --check`: every d-* file and every r* file naming rules 3
+// passes, checked against the projection.
+func TestDevRulesDevelopment(t *testing.T) {
+	var files []string
+	for _, f := range developmentScenarios(t) {
+		if _, known := engineDiffers[filepath.Base(f)]; !known && !strings.Contains(filepath.Base(f), "r10-") {
+			files = append(files, f)
+		}
+	}
+	if len(files) != 22 {
+		t.Fatalf("%d files: want the 17 d-* and the 5 r* of rules 3", len(files))
+	}
+	bin := ledgerBinary(t)
+	dev := startDevEnv(t, bin, filepath.Join(t.TempDir(), "data"), freeAddr(t), freeAddr(t),
+		append(os.Environ(), "DATABASE_URL="+staleDatabaseURL), "--rules-development")
+	defer dev.stop(t)
+	load := exec.Command(bin, append([]string{"load", "--fresh-pool", "--check"}, files...)...)
+	load.Env = dev.environ()
+	out, err := load.CombinedOutput()
+	if want := fmt.Sprintf("%d scenarios: %d passed, 0 failed", len(files), len(files)); err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("ledger load --check through ledger dev --rules-development: %v\n%s", err, out)
 	}
 }

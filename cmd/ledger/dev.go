@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
@@ -43,6 +44,7 @@ type devConfig struct {
 	natsSync                              natsserver.Sync
 	origins                               []string
 	log                                   logging.Options
+	development                           bool // --rules-development
 }
 
 func init() {
@@ -88,7 +90,15 @@ ports of 127.0.0.1 with routes authenticated by DATA/nats-auth/route.secret
 LEDGER stream then has 3 replicas (--replicas): an append is acknowledged
 once two servers stored it, and the log survives the loss of any one.
 NATS_URL lists the three servers. A DATA directory is either single-server
-or cluster: dev refuses to switch it.`,
+or cluster: dev refuses to switch it.
+
+With --rules-development the API and the projector also fold plans that
+name the rules version in development (today version 4: priority_bands,
+preemptable and zero shares; with ownership it folds as version 3), to try
+it through the whole service (ledger load --check). A plan that names no
+version is still stamped with the newest released one. The log then holds
+plans that a ledger or projector without the switch refuses (it stops on
+them): keep such a DATA directory for development.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cfg)
@@ -104,6 +114,7 @@ or cluster: dev refuses to switch it.`,
 	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
 		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
 	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
+	cmd.Flags().BoolVar(&cfg.development, "rules-development", false, fmt.Sprintf("the API and the projector accept plans naming rules version %d, in development (for tests: the log then needs the switch to be folded)", int(domain.RulesDevelopment)))
 	// Never from the environment: a DATABASE_URL exported from an earlier
 	// run names that run's PostgreSQL, stopped with it.
 	logging.AddFlags(cmd.Flags(), &cfg.log)
@@ -175,11 +186,17 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		defer stopPostgres(log, pg)
 		dbURL = pg.URL()
 	}
-	return runServices(ctx, out, log, services{metrics: metrics.New(),
+	sv := services{metrics: metrics.New(),
 		natsURL: natsURL, authDir: authDir, dbURL: dbURL, reportingURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
 		signer: signer, trusted: trusted, trustedPath: trustedPath,
 		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)},
-	})
+	}
+	if cfg.development {
+		sv.options = append(sv.options, api.WithDevelopmentRules())
+		sv.projector = append(sv.projector, projections.WithDevelopmentRules())
+		fmt.Fprintf(os.Stderr, "rules version %d (in development) accepted: the log may hold plans only a development build folds\n", int(domain.RulesDevelopment))
+	}
+	return runServices(ctx, out, log, sv)
 }
 
 // setupStream creates the LEDGER stream (or sets its duplicate window
@@ -206,9 +223,10 @@ type services struct {
 	signer                            *signing.Signer
 	trusted                           *signing.Keyring
 	trustedPath                       string
-	token                             string            // the admin token to print
-	options                           []api.Option      // who may use the API
-	metrics                           *metrics.Registry // the API's and the projector's, served at the API's /metrics
+	token                             string               // the admin token to print
+	options                           []api.Option         // who may use the API
+	projector                         []projections.Option // the projector's further options
+	metrics                           *metrics.Registry    // the API's and the projector's, served at the API's /metrics
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
@@ -293,8 +311,8 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 	if err != nil {
 		return err
 	}
-	err = projections.New(js, db, projections.WithLogger(log), projections.WithSnapshotEvery(sv.snapshotEvery),
-		projections.WithTrustedKeys(sv.trusted), projections.WithHealer(hjs), projections.WithMetrics(sv.metrics.Projector())).Run(ctx)
+	err = projections.New(js, db, append([]projections.Option{projections.WithLogger(log), projections.WithSnapshotEvery(sv.snapshotEvery),
+		projections.WithTrustedKeys(sv.trusted), projections.WithHealer(hjs), projections.WithMetrics(sv.metrics.Projector())}, sv.projector...)...).Run(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}

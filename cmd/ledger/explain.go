@@ -19,6 +19,7 @@ func explainCommand() *cobra.Command {
 	var f logFlags
 	var pool, consumer, at, file string
 	var keep int
+	var development bool
 	cmd := &cobra.Command{
 		Use:   "explain",
 		Short: "Tell why a consumer holds what it holds, in words",
@@ -29,11 +30,16 @@ and the decisions that produced them: which rule, from whom, and why that
 victim rather than another. In a pool with ownership it also tells what the
 consumer owns, where (rank among its siblings, preference), where its slots
 come from, what it lent while idle and to whom, and when it took its slots
-back (return, deadline, lend grace).`,
+back (return, deadline, lend grace).
+
+With --file, --rules-development folds under the rules version in
+development (today version 4's priority bands, non-preemptable consumers
+and zero shares), as ledger simulate --rules-development does.`,
 		Example: `  ledger explain --pool demo --consumer /eng/dev
   ledger explain --pool demo --consumer /C --at 1200
   ledger explain --file test/scenarios/seed/seed-000-priority-reclaim.yaml --consumer /C
-  ledger explain --file internal/scenario/testdata/ownership/ml-lends-gpu.yaml --consumer /ml --at 6`,
+  ledger explain --file internal/scenario/testdata/ownership/ml-lends-gpu.yaml --consumer /ml --at 6
+  ledger explain --rules-development --file test/development/v4/d-pin-1-leaf-under-preemptable-parent.yaml --consumer /A/q`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			limit, err := parseAt(at)
@@ -43,7 +49,7 @@ back (return, deadline, lend grace).`,
 			story := explain.New(consumer, keep)
 			var p *domain.Pool
 			if file != "" {
-				p, err = explainScenario(file, story, limit)
+				p, err = explainScenario(file, story, limit, development)
 			} else {
 				p, err = explainLog(cmd.Context(), f, pool, story, limit)
 			}
@@ -59,6 +65,7 @@ back (return, deadline, lend grace).`,
 	cmd.Flags().StringVar(&at, "at", "", "stop at this sequence or RFC 3339 time (default: the end)")
 	cmd.Flags().StringVar(&file, "file", "", "explain a scenario file folded in memory instead of the log")
 	cmd.Flags().IntVar(&keep, "last", 20, "how many of the consumer's decisions to show")
+	cmd.Flags().BoolVar(&development, "rules-development", false, fmt.Sprintf("with --file: fold under rules version %d, in development and not accepted by the service (as ledger simulate --rules-development)", int(domain.RulesDevelopment)))
 	_ = cmd.MarkFlagRequired("consumer")
 	return cmd
 }
@@ -122,12 +129,17 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 	return last, nil
 }
 
-func explainScenario(file string, story *explain.Story, lim limit) (*domain.Pool, error) {
+func explainScenario(file string, story *explain.Story, lim limit, development bool) (*domain.Pool, error) {
 	s, err := scenario.ParseFile(file)
 	if err != nil {
 		return nil, err
 	}
-	p := domain.NewPool(s.Pool)
+	rules := domain.RulesNewest
+	var opts []domain.PoolOption
+	if development {
+		rules, opts = domain.RulesDevelopment, []domain.PoolOption{domain.WithDevelopmentRules()}
+	}
+	p := domain.NewPool(s.Pool, opts...)
 	tl := scenario.NewTimeline()
 	evs := s.Events()
 	for i, ev := range evs {
@@ -136,8 +148,9 @@ func explainScenario(file string, story *explain.Story, lim limit) (*domain.Pool
 			break
 		}
 		// As the service would append it (and as simulate folds it): a
-		// plan naming no rules version runs under the newest.
-		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: domain.StampRules(ev.Payload)})
+		// plan naming no rules version runs under the newest (or the one
+		// in development).
+		ds, err := p.Apply(domain.Event{Seq: p.Seq() + 1, Time: at, Payload: domain.StampRulesAs(ev.Payload, rules)})
 		if err == nil {
 			story.After(p, p.Seq(), at, ds.Decisions)
 		} else if i == 0 {

@@ -38,9 +38,10 @@ event the ledger refuses counts as rejected for its step.
 
 With --check, after each step load waits until the projector has applied
 the step's last event (checkpoints in PostgreSQL), then compares the
-step's expect (allocations, decisions, rejected) with the projected
-tables, prints ok or FAIL with the differences, and exits with status 1
-if any step fails.
+step's expect (allocations, decisions with their rule and deadline when
+given, rejected) with the projected tables, prints ok or FAIL with the
+differences, and exits with status 1 if any step fails. A deadline is
+compared as an offset from the time the ledger stamped on its event.
 
 The pool is the scenario's, or with --fresh-pool a new one per file
 (<pool>-<random suffix>), so a file can be loaded again from scratch.`,
@@ -242,11 +243,13 @@ func readObserved(ctx context.Context, q query.Querier, pool string, before, las
 		return err
 	}
 	for _, d := range ds {
-		// No deadline: a step's expect names none, and times are the ledger's.
 		obs.Decisions = append(obs.Decisions, domain.Decision{Seq: d.EventSeq, Ordinal: d.Ordinal, Kind: domain.Kind(d.Kind),
-			Consumer: d.Consumer, From: d.FromConsumer, Host: d.Host, Slots: d.Slots, Rule: domain.Rule(d.Rule)})
+			Consumer: d.Consumer, From: d.FromConsumer, Host: d.Host, Slots: d.Slots, Rule: domain.Rule(d.Rule), Deadline: d.Deadline})
 	}
-	return nil
+	// The ledger stamped the times: an expected deadline is an offset from
+	// them, compared at the precision PostgreSQL keeps both in.
+	obs.Times, err = query.StoredEventTimes(ctx, q, pool, before, last)
+	return err
 }
 
 // waitProjected polls the pool's checkpoint until it reaches seq.

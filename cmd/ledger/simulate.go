@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	var asJSON bool
+	var asJSON, development bool
 	cmd := &cobra.Command{
 		Use:   "simulate FILE...",
 		Short: "Fold scenario files in memory and check their expectations",
@@ -33,19 +33,31 @@ an expectation does not hold it prints what was expected and what was
 found, and exits with status 1.
 
 A plan that names no rules version runs under the newest, as the service
-would stamp it.`,
+would stamp it.
+
+--rules-development folds under the rules version in development (today
+version 4: priority bands, non-preemptable consumers and zero shares; a
+plan with ownership folds under it as under version 3), which the service
+accepts only when started with the same switch (ledger dev
+--rules-development); a plan that names no version runs under it.`,
 		Example: `  ledger simulate test/scenarios/seed/*.yaml
-  ledger simulate --json scenario.yaml | jq .`,
+  ledger simulate --json scenario.yaml | jq .
+  ledger simulate --rules-development test/development/v4/d-*.yaml`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return simulate(cmd.OutOrStdout(), args, asJSON)
+			var opts []scenario.RunOption
+			if development {
+				opts = append(opts, scenario.WithDevelopmentRules())
+			}
+			return simulate(cmd.OutOrStdout(), args, asJSON, opts...)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per step instead of tables")
+	cmd.Flags().BoolVar(&development, "rules-development", false, fmt.Sprintf("fold under rules version %d, in development and not accepted by the service without its own switch", int(domain.RulesDevelopment)))
 	root.AddCommand(cmd)
 }
 
-func simulate(w io.Writer, files []string, asJSON bool) error {
+func simulate(w io.Writer, files []string, asJSON bool, opts ...scenario.RunOption) error {
 	failed := 0
 	for _, f := range files {
 		s, err := scenario.ParseFile(f)
@@ -54,7 +66,7 @@ func simulate(w io.Writer, files []string, asJSON bool) error {
 			failed++
 			continue
 		}
-		res := scenario.Run(s)
+		res := scenario.Run(s, opts...)
 		if res.Failed() {
 			failed++
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -89,5 +90,24 @@ func TestSimulateJSONShowsOwnership(t *testing.T) {
 		if strings.Contains(out.String(), k) {
 			t.Errorf("a pool without ownership has %s in --json", k)
 		}
+	}
+}
+
+// TestSimulateRulesDevelopment: simulate --rules-development folds the
+// hand-worked scenarios of the rules version in development (part D's,
+// naming rules 4) and they pass; without the switch their plans are
+// refused, and the file fails.
+func TestSimulateRulesDevelopment(t *testing.T) {
+	files, _ := filepath.Glob("../../test/development/v4/d-*.yaml")
+	if len(files) != 17 {
+		t.Fatalf("%d d-* files", len(files))
+	}
+	out, _, err := runLedger(t, "", append([]string{"simulate", "--rules-development"}, files...)...)
+	if err != nil || !strings.Contains(out, "17 scenarios: 17 passed, 0 failed") || !strings.Contains(out, "rules v4; policy: reclaim share_ratio, enforcement parent, preemption true, priority bands") {
+		t.Fatalf("simulate --rules-development: %v\n%s", err, out)
+	}
+	out, _, err = runLedger(t, "", "simulate", files[0])
+	if exitCode(err) != 1 || !strings.Contains(out, "FAIL setup event refused") || !strings.Contains(out, "in development") {
+		t.Errorf("simulate without the switch: exit %d\n%s", exitCode(err), out)
 	}
 }

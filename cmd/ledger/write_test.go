@@ -40,6 +40,19 @@ type service struct {
 
 func startService(t *testing.T) service {
 	t.Helper()
+	return startServiceWith(t, false)
+}
+
+// startServiceWith is startService; development gives the API and the
+// projector the rules version in development, as ledger dev
+// --rules-development does.
+func startServiceWith(t *testing.T, development bool) service {
+	t.Helper()
+	var apiOpts []api.Option
+	var projOpts []projections.Option
+	if development {
+		apiOpts, projOpts = []api.Option{api.WithDevelopmentRules()}, []projections.Option{projections.WithDevelopmentRules()}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
 	if err := migrations.Up(ctx, dbURL); err != nil {
@@ -55,7 +68,7 @@ func startService(t *testing.T) service {
 	// identity) trusts only that key.
 	signer := signing.Generate()
 	token, tokens := testenv.AdminToken(t)
-	srv, err := api.New(ctx, js, db, api.WithTokens(tokens), api.WithSigner(signer))
+	srv, err := api.New(ctx, js, db, append(apiOpts, api.WithTokens(tokens), api.WithSigner(signer))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +78,7 @@ func startService(t *testing.T) service {
 	wg.Go(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		keys := signing.NewKeyring(signer.Public())
-		if err := projections.New(pjs, db, projections.WithLogger(quiet), projections.WithTrustedKeys(keys)).Run(ctx); err != nil {
+		if err := projections.New(pjs, db, append(projOpts, projections.WithLogger(quiet), projections.WithTrustedKeys(keys))...).Run(ctx); err != nil {
 			t.Errorf("projector: %v", err)
 		}
 	})
@@ -168,7 +181,8 @@ func TestLoadCheck(t *testing.T) {
 	svc := startService(t)
 	files, _ := filepath.Glob("../../test/scenarios/*/*.yaml")
 	own, _ := filepath.Glob("../../internal/scenario/testdata/ownership/*.yaml") // the spec's worked example among them
-	files = append(files, own...)
+	format, _ := filepath.Glob("../../internal/scenario/testdata/format/*.yaml") // rule and deadline expectations
+	files = append(append(files, own...), format...)
 	if len(files) < 10 || len(own) == 0 {
 		t.Fatalf("only %d scenario files found", len(files))
 	}
@@ -190,6 +204,42 @@ func TestLoadCheck(t *testing.T) {
 	out, _, err = runLedger(t, "", "load", "--check", "--url", svc.ledgerURL, "--ledger-token", svc.token, "--database-url", svc.dbURL, seed[0])
 	if exitCode(err) != 1 || !strings.Contains(out, "FAIL setup event") {
 		t.Errorf("second load into the same pool: exit %d\n%s", exitCode(err), out)
+	}
+}
+
+// TestLoadCheckRulesDevelopment: the hand-worked scenarios of the rules
+// version in development pass through a service started with its switch
+// (as ledger dev --rules-development starts it), checked against
+// PostgreSQL: every d-* file (priority bands, non-preemptable consumers,
+// zero shares, refusals) and every r* file naming rules 3; and a service
+// without the switch refuses a plan naming rules 4 at append.
+func TestLoadCheckRulesDevelopment(t *testing.T) {
+	svc := startServiceWith(t, true)
+	files, _ := filepath.Glob("../../test/development/v4/d-*.yaml")
+	for _, r := range []string{"r02", "r03", "r05", "r06", "r08"} { // part A's clarifications, rules 3
+		more, _ := filepath.Glob("../../test/development/v4/" + r + "-*.yaml")
+		files = append(files, more...)
+	}
+	if len(files) != 22 {
+		t.Fatalf("%d scenario files found, want the 17 d-* and 5 r* of rules 3", len(files))
+	}
+	args := append([]string{"load", "--fresh-pool", "--check", "--url", svc.ledgerURL, "--ledger-token", svc.token, "--database-url", svc.dbURL}, files...)
+	out, errOut, err := runLedger(t, "", args...)
+	if err != nil {
+		t.Fatalf("load --check: %v\n%s\n%s", err, out, errOut)
+	}
+	if want := fmt.Sprintf("%d scenarios: %d passed, 0 failed", len(files), len(files)); !strings.Contains(out, want) {
+		t.Errorf("load --check output lacks %q:\n%s", want, out)
+	}
+
+	// Without the switch a plan naming rules 4 is refused as an unknown
+	// version, whatever it names (decisions.md #261).
+	prod := startService(t)
+	for _, file := range []string{"d-refusals-rules4.yaml", "d-pin-1-leaf-under-preemptable-parent.yaml"} {
+		out, _, err = runLedger(t, "", "load", "--fresh-pool", "--check", "--url", prod.ledgerURL, "--ledger-token", prod.token, "--database-url", prod.dbURL, "../../test/development/v4/"+file)
+		if exitCode(err) != 1 || !strings.Contains(out, "FAIL setup event 1 refused: 400 unknown_rules_version") {
+			t.Errorf("%s through a service without the switch: exit %d, want the plan refused as an unknown version\n%s", file, exitCode(err), out)
+		}
 	}
 }
 

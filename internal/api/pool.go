@@ -25,6 +25,7 @@ import (
 type poolState struct {
 	mu      sync.Mutex
 	name    string
+	opts    []domain.PoolOption // how the engine's pool is made (WithDevelopmentRules)
 	pool    *domain.Pool
 	loaded  bool // folded from the stream at least once
 	ids     map[string]storedID
@@ -60,15 +61,15 @@ type seenID struct {
 	at  time.Time
 }
 
-func newPoolState(name string) *poolState {
-	st := &poolState{name: name}
+func newPoolState(name string, opts ...domain.PoolOption) *poolState {
+	st := &poolState{name: name, opts: opts}
 	st.reset()
 	return st
 }
 
 // reset forgets everything, to fold the pool again from the start.
 func (st *poolState) reset() {
-	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name), map[string]storedID{}, nil, false
+	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name, st.opts...), map[string]storedID{}, nil, false
 	st.applied, st.appSeq = projections.IDs{}, map[string]uint64{}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/console"
 	"github.com/cluster-ledger/ledger/internal/metrics"
@@ -80,6 +81,20 @@ func WithHaltedPools(f func(ctx context.Context) (map[string]string, error)) Opt
 	return func(s *Server) { s.halted = f }
 }
 
+// WithDevelopmentRules makes the server accept plans that name the rules
+// version in development (domain.RulesDevelopment), folding them as a
+// projector made with projections.WithDevelopmentRules does (its view of
+// each pool, and the console's explain stories). A plan that names no
+// version is still stamped with the newest released one. For tests and
+// development only (ledger dev --rules-development): such a log means
+// nothing to a ledger or projector without the switch.
+func WithDevelopmentRules() Option {
+	return func(s *Server) {
+		s.poolOpts = append(s.poolOpts, domain.WithDevelopmentRules())
+		s.replayOpts = append(s.replayOpts, audit.WithDevelopmentRules())
+	}
+}
+
 // Server is the HTTP API. It is safe for concurrent use; appends to one
 // pool are serialised inside the process, and across processes by
 // JetStream's expected-last-sequence check.
@@ -104,6 +119,8 @@ type Server struct {
 	halted      func(context.Context) (map[string]string, error)
 	console     *console.Console
 	metrics     *metrics.Registry
+	poolOpts    []domain.PoolOption // the engine's options for each pool's view
+	replayOpts  []audit.Option      // the console's re-folds
 
 	hold   hold     // appends held while the stream heals (hold.go)
 	whatIf *whatIfs // the what-ifs running (whatif.go)
@@ -149,7 +166,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 		readAuth = func(h http.Handler) http.Handler { return s.Authorize(auth.ScopeRead, h) }
 	}
 	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Allowed: readable, ReadTimeout: s.readTimeout,
-		Halted: s.halted, Fork: s.forkAt, Logger: s.log})
+		Halted: s.halted, Fork: s.forkAt, Logger: s.log, Replay: s.replayOpts})
 	s.console.Register(s.mux)
 	s.handler = requestIDs(s.accessLog(noFraming(s.cors(s.mountMetrics(s.mux)))))
 	return s, nil
@@ -188,7 +205,7 @@ func (s *Server) poolFor(name string) *poolState {
 	defer s.mu.Unlock()
 	st, ok := s.pools[name]
 	if !ok {
-		st = newPoolState(name)
+		st = newPoolState(name, s.poolOpts...)
 		s.pools[name] = st
 	}
 	return st

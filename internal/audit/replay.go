@@ -26,6 +26,18 @@ type Replayer struct {
 	from  uint64
 	pools map[string]*poolReplay
 	keys  *signing.Keyring
+	opts  []domain.PoolOption // how the engine's pools are made
+}
+
+// Option configures a Replayer.
+type Option func(*Replayer)
+
+// WithDevelopmentRules folds plans that name the rules version in
+// development (domain.RulesDevelopment), as a projector made with
+// projections.WithDevelopmentRules does: for tests and development only
+// (the console of ledger dev --rules-development).
+func WithDevelopmentRules() Option {
+	return func(r *Replayer) { r.opts = append(r.opts, domain.WithDevelopmentRules()) }
 }
 
 // Trust makes the replay refuse (unauthenticated) events no key of keys
@@ -33,11 +45,17 @@ type Replayer struct {
 func (r *Replayer) Trust(keys *signing.Keyring) { r.keys = keys }
 
 // NewReplayer prepares a replay from offset from; db may be nil.
-func NewReplayer(db *pgxpool.Pool, from uint64) *Replayer {
+func NewReplayer(db *pgxpool.Pool, from uint64, opts ...Option) *Replayer {
+	var r *Replayer
 	if db == nil {
-		return newReplayer(nil, from)
+		r = newReplayer(nil, from)
+	} else {
+		r = newReplayer(db, from)
 	}
-	return newReplayer(db, from)
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // newReplayer is NewReplayer reading snapshots through q (a transaction,
@@ -106,7 +124,7 @@ func (r *Replayer) open(ctx context.Context, name string) (*poolReplay, error) {
 	if pr, ok := r.pools[name]; ok {
 		return pr, nil
 	}
-	pr := &poolReplay{pool: domain.NewPool(name), ids: projections.IDs{}}
+	pr := &poolReplay{pool: domain.NewPool(name, r.opts...), ids: projections.IDs{}}
 	if r.db != nil && r.from > 1 && name != "" {
 		if err := r.restore(ctx, name, pr); err != nil {
 			return nil, err
@@ -122,7 +140,7 @@ func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) err
 		return err
 	}
 	seq, state, link := snap.Seq, snap.State, snap.ChainHash
-	p, err := domain.Restore(state)
+	p, err := domain.Restore(state, r.opts...)
 	if err != nil {
 		return fmt.Errorf("snapshot of pool %s at %d: %w", name, seq, err)
 	}

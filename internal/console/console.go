@@ -18,6 +18,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
@@ -57,6 +58,9 @@ type Config struct {
 	// as-of with 503.
 	Fork   func(ctx context.Context, pool string, seq uint64) (*domain.Pool, error)
 	Logger *slog.Logger
+	// Replay configures the re-folds of the explain stories (the rules
+	// version in development for ledger dev --rules-development).
+	Replay []audit.Option
 }
 
 // ErrBusy is what Config.Fork answers when it cannot start one more fork

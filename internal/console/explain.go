@@ -71,7 +71,7 @@ func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) explain(ctx context.Context, pool string, seq uint64, ord int, consumer string) (*ExplainResponse, error) {
-	rp := audit.NewReplayer(c.cfg.DB, seq)
+	rp := audit.NewReplayer(c.cfg.DB, seq, c.cfg.Replay...)
 	from, err := rp.ReadFrom(ctx, pool)
 	if err != nil {
 		return nil, err

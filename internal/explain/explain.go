@@ -84,6 +84,9 @@ func PolicyText(pol domain.Policy) string {
 	if pol.Reclaim == "share_ratio" && !pol.Balance {
 		s += ", balance false (reclaim restores planned shares only)"
 	}
+	if pol.PriorityBands {
+		s += ", priority bands (the surplus to the higher priorities first)"
+	}
 	return s
 }
 

@@ -62,6 +62,31 @@ func EventsAt(ctx context.Context, q Querier, keys []Key) (map[Key]Event, error)
 	return out, nil
 }
 
+// StoredEventTimes returns the time of each event of pool after sequence
+// after up to and including upTo, as PostgreSQL stores it (to the
+// microsecond, without time_ns): the precision of decisions.deadline, so
+// that a deadline less its event's time is exactly the grace it was given.
+func StoredEventTimes(ctx context.Context, q Querier, pool string, after, upTo uint64) (map[uint64]time.Time, error) {
+	rows, err := q.Query(ctx, `SELECT seq, time FROM events WHERE pool = $1 AND seq > $2 AND seq <= $3`, pool, int64(after), int64(upTo))
+	if err != nil {
+		return nil, fmt.Errorf("read event times: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint64]time.Time{}
+	for rows.Next() {
+		var seq int64
+		var at time.Time
+		if err := rows.Scan(&seq, &at); err != nil {
+			return nil, fmt.Errorf("read event times: %w", err)
+		}
+		out[uint64(seq)] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read event times: %w", err)
+	}
+	return out, nil
+}
+
 // DecisionsAt returns the decisions of the given events, each event's in
 // the order the fold made them; an event without decisions is absent.
 func DecisionsAt(ctx context.Context, q Querier, keys []Key) (map[Key][]Decision, error) {
