@@ -90,6 +90,7 @@ func WithHaltedPools(f func(ctx context.Context) (map[string]string, error)) Opt
 // nothing to a ledger or projector without the switch.
 func WithDevelopmentRules() Option {
 	return func(s *Server) {
+		s.development = true
 		s.poolOpts = append(s.poolOpts, domain.WithDevelopmentRules())
 		s.replayOpts = append(s.replayOpts, audit.WithDevelopmentRules())
 	}
@@ -119,6 +120,7 @@ type Server struct {
 	halted      func(context.Context) (map[string]string, error)
 	console     *console.Console
 	metrics     *metrics.Registry
+	development bool                // WithDevelopmentRules
 	poolOpts    []domain.PoolOption // the engine's options for each pool's view
 	replayOpts  []audit.Option      // the console's re-folds
 

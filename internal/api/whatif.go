@@ -128,7 +128,7 @@ func (s *Server) whatIfRequest(w http.ResponseWriter, r *http.Request) (*client.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.whatIf.timeout)
 	defer cancel()
-	fork, err := whatif.New(ctx, whatif.Config{DB: s.db, Log: logReader{s}, Trusted: s.trusted, Validate: s.validateOne}, pool, point, s.clock())
+	fork, err := whatif.New(ctx, whatif.Config{DB: s.db, Log: logReader{s}, Trusted: s.trusted, Validate: s.validateOne, Development: s.development}, pool, point, s.clock())
 	if err == nil {
 		var res *client.WhatIf
 		if res, err = fork.Run(ctx, evs); err == nil {

@@ -52,6 +52,9 @@ type Config struct {
 	// (the API adds its own limits to the engine's); nil: the engine's
 	// (domain.Pool.Validate) only.
 	Validate func(p *domain.Pool, ev events.Payload) error
+	// Development folds the rules version in development, as the ledger
+	// of ledger dev --rules-development does.
+	Development bool
 }
 
 // Event is a hypothetical event; Time nil: one second after the event
@@ -90,7 +93,12 @@ func New(ctx context.Context, cfg Config, pool string, at Point, now time.Time) 
 	if at.Seq > 0 {
 		to = min(to, at.Seq)
 	}
-	rp := audit.NewReplayer(cfg.DB, bound+1)
+	var ropts []audit.Option
+	var popts []domain.PoolOption
+	if cfg.Development {
+		ropts, popts = []audit.Option{audit.WithDevelopmentRules()}, []domain.PoolOption{domain.WithDevelopmentRules()}
+	}
+	rp := audit.NewReplayer(cfg.DB, bound+1, ropts...)
 	rp.Trust(cfg.Trusted)
 	from, err := rp.ReadFrom(ctx, pool)
 	if err != nil {
@@ -113,7 +121,7 @@ func New(ctx context.Context, cfg Config, pool string, at Point, now time.Time) 
 	}
 	f := &Fork{cfg: cfg, name: pool, rp: rp, pool: rp.Pools()[pool]}
 	if f.pool == nil { // nothing folded: no event, and no snapshot
-		f.pool = domain.NewPool(pool)
+		f.pool = domain.NewPool(pool, popts...)
 	}
 	switch {
 	case at.Seq > 0:
