@@ -215,7 +215,7 @@ func (s *Server) forkAt(ctx context.Context, pool string, seq uint64) (*domain.P
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.whatIf.timeout)
 	defer cancel()
-	fork, err := whatif.New(ctx, whatif.Config{DB: s.db, Log: logReader{s}, Trusted: s.trusted}, pool, whatif.Point{Seq: seq}, s.clock())
+	fork, err := whatif.New(ctx, whatif.Config{DB: s.db, Log: logReader{s}, Trusted: s.trusted, Development: s.development}, pool, whatif.Point{Seq: seq}, s.clock())
 	if err != nil {
 		return nil, err
 	}
