@@ -1,12 +1,14 @@
 package projections
 
 import (
+	"context"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/internal/metrics"
+	pq "github.com/cluster-ledger/ledger/projections/query"
 )
 
 // WithMetrics records the projector's figures in rec (events projected,
@@ -15,7 +17,7 @@ import (
 func WithMetrics(rec *metrics.Projector) Option { return func(c *config) { c.metrics = rec } }
 
 // The projector reports to its recorder at five places: start
-// (observeStart, observeRebuilt), process (observeFold, in the folding
+// (observeStart, observeRebuilt, observeLoaded), process (observeFold, in the folding
 // goroutine, which alone may read the pools), commit (observeCommit, in
 // the writer, from what observeFold stored in the batch), the end of Run
 // (observeStop). Its label is offsetName(): one per partition.
@@ -40,6 +42,26 @@ func (p *Projector) observeStop() {
 func (p *Projector) observeStart(pools int) {
 	p.cfg.metrics.Started(p.offsetName(), p.Halted)
 	p.cfg.metrics.Replay(p.offsetName(), pools, 0, 0)
+}
+
+// observeLoaded sets the gauges of the projector's pools from the
+// projection once it has (re)started: after a restart every pool has its
+// gauges, not only those a new event touches. A failure to read them is
+// logged, not fatal: they come with the pools' next events.
+func (p *Projector) observeLoaded(ctx context.Context, pools []string) {
+	if p.cfg.metrics == nil || len(pools) == 0 {
+		return
+	}
+	totals, err := pq.PoolTotalsOf(ctx, p.db, pools)
+	if err != nil {
+		p.cfg.log.Warn("projector: pool gauges not loaded; they follow the pools' next events", "err", err)
+		return
+	}
+	figs := make([]metrics.PoolFigures, len(totals))
+	for i, t := range totals {
+		figs[i] = metrics.PoolFigures{Pool: t.Pool, Capacity: t.Capacity, Allocated: t.Allocated, Borrowed: t.Borrowed, Demand: t.Demand, Unmet: t.Unmet}
+	}
+	p.cfg.metrics.Loaded(figs)
 }
 
 // observeRebuilt: done pools of pools are rebuilt, the last by folding

@@ -150,6 +150,15 @@ func (p *Projector) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// Every pool of its checkpoints (in name order: past the metrics'
+	// pool cap, which ones are labelled does not depend on map order).
+	pools := make([]string, 0, len(cps)+len(p.haltedNoCheckpoint))
+	for _, cp := range cps {
+		pools = append(pools, cp.pool)
+	}
+	pools = append(pools, p.haltedNoCheckpoint...)
+	slices.Sort(pools)
+	p.observeLoaded(ctx, pools)
 	if p.cfg.part == nil && p.cfg.until == 0 { // a partition's consumer is shared: never reset; WithUntil has none
 		if err := p.resetConsumer(ctx); err != nil {
 			return err

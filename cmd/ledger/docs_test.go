@@ -129,7 +129,7 @@ func checkAlerts(t *testing.T) int {
 			if len(ms) == 0 {
 				t.Errorf("alerts.yml: %s names no command to run (`ledger status`, ...)", r.Alert)
 			}
-			if bare := regexp.MustCompile(`(^|[^`+"`"+`/])ledger [a-z]+`).FindString(quotedCommand.ReplaceAllString(text, "")); bare != "" {
+			if bare := regexp.MustCompile(`(^|[^` + "`" + `/])ledger [a-z]+`).FindString(quotedCommand.ReplaceAllString(text, "")); bare != "" {
 				t.Errorf("alerts.yml: %s: %q: write commands in backquotes", r.Alert, bare)
 			}
 			for _, m := range ms {

@@ -159,19 +159,39 @@ func (p *Projector) Committed(name string, events int, seq uint64, d time.Durati
 	p.committed.WithLabelValues(name).Set(float64(seq))
 	p.lastCommit.WithLabelValues(name).Set(float64(p.now().UnixNano()) / 1e9)
 	for _, f := range figs {
-		label, own := p.pools.label(f.Pool)
+		label, _ := p.pools.label(f.Pool)
 		if f.Reclaims > 0 {
 			p.reclaims.WithLabelValues(label).Add(float64(f.Reclaims))
 		}
-		if !own {
-			continue // a gauge of _other would mix pools
-		}
-		p.capacity.WithLabelValues(label).Set(float64(f.Capacity))
-		p.allocated.WithLabelValues(label).Set(float64(f.Allocated))
-		p.borrowed.WithLabelValues(label).Set(float64(f.Borrowed))
-		p.demand.WithLabelValues(label).Set(float64(f.Demand))
-		p.unmet.WithLabelValues(label).Set(float64(f.Unmet))
+		p.setPool(f)
 	}
+}
+
+// Loaded sets the gauges of the pools a projector holds when it starts
+// (or takes a partition over), from what the projection holds: every
+// pool has its gauges from the start, not only those a new event
+// touches. Reclaims are counted as decisions are projected, not here.
+func (p *Projector) Loaded(figs []PoolFigures) {
+	if p == nil {
+		return
+	}
+	for _, f := range figs {
+		p.setPool(f)
+	}
+}
+
+// setPool sets a pool's gauges, if the pool has its own label (a gauge
+// of _other would mix pools).
+func (p *Projector) setPool(f PoolFigures) {
+	label, own := p.pools.label(f.Pool)
+	if !own {
+		return
+	}
+	p.capacity.WithLabelValues(label).Set(float64(f.Capacity))
+	p.allocated.WithLabelValues(label).Set(float64(f.Allocated))
+	p.borrowed.WithLabelValues(label).Set(float64(f.Borrowed))
+	p.demand.WithLabelValues(label).Set(float64(f.Demand))
+	p.unmet.WithLabelValues(label).Set(float64(f.Unmet))
 }
 
 // Stopped forgets what the projector name reported that is no longer

@@ -45,7 +45,7 @@ func New(opts ...Option) *Registry {
 	for _, o := range opts {
 		o(r)
 	}
-	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	r.api = newAPI(r.reg, r.pools)
 	r.proj = newProjector(r.reg, r.pools)
 	return r

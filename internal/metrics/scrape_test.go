@@ -55,7 +55,17 @@ func newStack(t *testing.T, reg *metrics.Registry) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	s := &stack{t: t, natsURL: testenv.NATS(t), db: db}
+	return newStackOn(t, reg, &stack{natsURL: testenv.NATS(t), db: db})
+}
+
+// newStackOn is another process of the deployment of on (its NATS and
+// database): its own API and tokens, recording in reg.
+func newStackOn(t *testing.T, reg *metrics.Registry, on *stack) *stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := &stack{t: t, natsURL: on.natsURL, db: on.db}
+	db := s.db
 	var entries []auth.Entry
 	for _, tk := range []struct {
 		dst    *string
