@@ -86,18 +86,45 @@ func (g *Group) runPartition(ctx context.Context, k int) error {
 		default:
 			return err
 		}
-		pause := restartPause
 		if errors.Is(err, errReleased) {
-			// Stay out of the group long enough for another instance's
-			// request to be the one the next message pins.
-			pause = 3 * p.cfg.pinnedTTL
+			g.stayOut(ctx, p)
+			continue
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(pause):
+		case <-time.After(restartPause):
 		}
 	}
 	return nil
+}
+
+// stayOut keeps a partition this instance gave away out of the group
+// until another instance holds its pin, so that the next message pins
+// the other's request rather than this one's again; then it rejoins at
+// once, to take the partition over within the pinned TTL should that
+// instance die (issue 20: a fixed pause of three TTLs here left a
+// partition nobody pulled when the taker died meanwhile). Without
+// traffic nobody is pinned: it rejoins after three TTLs, as before.
+func (g *Group) stayOut(ctx context.Context, p *Projector) {
+	deadline := time.Now().Add(3 * g.ttl)
+	tick := time.NewTicker(max(g.ttl/8, 50*time.Millisecond))
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		info, err := p.js.Consumer(ctx, stream.Name, p.offsetName())
+		if err != nil {
+			continue
+		}
+		for _, pg := range info.CachedInfo().PriorityGroups {
+			if pg.PinnedClientID != "" && pg.PinnedClientID != p.pin {
+				return // pinned to another: this instance's requests only wait now
+			}
+		}
+	}
 }
 
 // rebalance gives partitions away while this instance holds more than its

@@ -152,10 +152,7 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 			Description:   fmt.Sprintf("ledger projector: partition %d of %d", pt.k, pt.n),
 			FilterSubject: "ledger.>",
 			AckPolicy:     jetstream.AckAllPolicy,
-			// What a dead instance had in flight comes again after
-			// AckWait: short, so that a quiet partition does not wait
-			// long for it (redeliveries to a live holder are skipped).
-			AckWait:       4 * p.cfg.pinnedTTL,
+			AckWait:       p.partitionAckWait(),
 			MaxAckPending: 4 * p.cfg.batchSize,
 			// DeliverAll, so that the consumer may be reset to any
 			// sequence (JetStream refuses one below a start sequence).
@@ -171,9 +168,27 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open consumer %s: %w", name, err)
 	}
+	if cfg := cons.CachedInfo().Config; cfg.AckWait != p.partitionAckWait() {
+		// Made by an older release (4 TTLs) or with another TTL.
+		cfg.AckWait = p.partitionAckWait()
+		if cons, err = p.js.UpdateConsumer(ctx, stream.Name, cfg); err != nil {
+			return fmt.Errorf("set the ack wait of consumer %s: %w", name, err)
+		}
+	}
 	p.cons = cons
 	return p.alignPartitionConsumer(ctx)
 }
+
+// partitionAckWait is the partition consumer's ack wait: the pinned TTL.
+// What an instance that died had in flight (delivered, not committed)
+// comes again after it, and NATS unpins the dead instance after the
+// same TTL: so when nothing new is appended to wake the partition, the
+// redelivery is what pins the next instance, and the partition is
+// folded again within the TTL of the death (issue 20; with four TTLs a
+// quiet partition waited 20 s at the default). A live holder that takes
+// longer than that to commit is delivered its messages again; it skips
+// what it has folded.
+func (p *Projector) partitionAckWait() time.Duration { return p.cfg.pinnedTTL }
 
 // watchStall runs when this instance's feed of the partition stayed idle
 // for a while. If the stream holds events after the partition's offset

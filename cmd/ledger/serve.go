@@ -33,10 +33,11 @@ it is missing, applies the schema migrations, and serves:
   POST /v1/pools/{pool}/events        one event or an array (all or nothing)
   GET  /v1/pools/{pool}/allocations   the projected allocation state
   GET  /v1/pools/{pool}/decisions     ?from_seq=N&limit=M
-  GET  /healthz                       NATS, stream and PostgreSQL status
+  GET  /healthz                       liveness: NATS and the stream take appends
+  GET  /readyz                        readiness: PostgreSQL and the projection current
   GET  /metrics                       Prometheus metrics (token with the metrics scope)
 
-Every request but /healthz needs a bearer token (Authorization: Bearer
+Every request but /healthz and /readyz needs a bearer token (Authorization: Bearer
 ...) listed in the --tokens file, with the scope it needs: append
 (demand, release), plan (plan, host_up, host_down) or read, on the pool
 it names; metrics for /metrics. Create tokens with 'ledger token add' (list,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -22,7 +23,7 @@ const exitDegraded = 2
 
 func init() {
 	var ledgerURL, token string
-	var asJSON, healthz bool
+	var asJSON, healthz, readyz bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -39,9 +40,16 @@ ledger bounds the whole report to a few seconds).
 Exit status: 0 when everything is ok, 2 when the deployment is degraded
 (the problems are listed), 1 when the ledger cannot be asked.
 
-With --healthz it asks GET /healthz instead (no token needed) and exits 0
-while this ledger instance can serve (ok or degraded), 1 when it cannot
-(NATS, the stream or PostgreSQL down): a container healthcheck for the
+Each projector (partition) shows whether an instance folds it now, as
+NATS sees its consumer: one that stopped or was killed shows as not live
+within the pinned TTL (5 s by default), and the status is degraded.
+
+With --healthz it asks GET /healthz instead (no token needed), the
+liveness probe: exit 0 while this ledger instance can append (NATS
+connected, the stream taking writes, whether or not PostgreSQL answers),
+1 when it cannot. With --readyz it asks GET /readyz, the readiness probe:
+exit 0 while PostgreSQL answers and the projection is current (ok, or
+degraded by halted pools), 1 otherwise. Container healthchecks for the
 distroless image, which has no shell or HTTP client of its own.`,
 		Example: `  ledger status
   LEDGER_URL=https://ledger.example:8080 ledger status --json | jq .projectors`,
@@ -49,8 +57,13 @@ distroless image, which has no shell or HTTP client of its own.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			if healthz {
+			switch {
+			case healthz && readyz:
+				return errors.New("--healthz or --readyz, not both")
+			case healthz:
 				return runHealthz(ctx, cmd.OutOrStdout(), ledgerURL)
+			case readyz:
+				return runReadyz(ctx, cmd.OutOrStdout(), ledgerURL)
 			}
 			return runStatus(ctx, cmd.OutOrStdout(), client.New(ledgerURL, client.WithToken(token), client.FailFastWhenDown()), asJSON)
 		},
@@ -58,7 +71,8 @@ distroless image, which has no shell or HTTP client of its own.`,
 	addLedgerURLFlag(cmd, &ledgerURL)
 	addLedgerTokenFlag(cmd, &token)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ledger's JSON answer (indented) instead of the summary")
-	cmd.Flags().BoolVar(&healthz, "healthz", false, "probe GET /healthz (no token): exit 0 while this instance can serve, 1 otherwise")
+	cmd.Flags().BoolVar(&healthz, "healthz", false, "probe GET /healthz (no token), liveness: exit 0 while this instance can append, 1 otherwise")
+	cmd.Flags().BoolVar(&readyz, "readyz", false, "probe GET /readyz (no token), readiness: exit 0 while PostgreSQL answers and the projection is current, 1 otherwise")
 	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Second, "how long to wait for the ledger's answer")
 	root.AddCommand(cmd)
 }
@@ -90,14 +104,29 @@ func runStatus(ctx context.Context, out io.Writer, c *client.Client, asJSON bool
 	return nil
 }
 
-// runHealthz probes /healthz: 200 (ok or degraded) is healthy, anything
-// else (503 with the failing part named) is not.
+// runHealthz probes /healthz: 200 is live, anything else (503 with the
+// failing part named) is not.
 func runHealthz(ctx context.Context, out io.Writer, ledgerURL string) error {
 	var h api.HealthResponse
 	if err := client.New(ledgerURL, client.FailFastWhenDown()).Get(ctx, "/healthz", &h); err != nil {
 		return fmt.Errorf("healthz: %w", err)
 	}
-	fmt.Fprintf(out, "%s (nats %s, stream %s, postgres %s)\n", h.Status, h.NATS, h.Stream, h.Postgres)
+	fmt.Fprintf(out, "%s (nats %s, stream %s)\n", h.Status, h.NATS, h.Stream)
+	return nil
+}
+
+// runReadyz probes /readyz: 200 (ok or degraded) is ready, anything else
+// (503) is not.
+func runReadyz(ctx context.Context, out io.Writer, ledgerURL string) error {
+	var r api.ReadyResponse
+	if err := client.New(ledgerURL).Get(ctx, "/readyz", &r); err != nil {
+		return fmt.Errorf("readyz: %w", err)
+	}
+	lag := "?"
+	if r.LagSeconds != nil {
+		lag = fmt.Sprintf("%.1fs", *r.LagSeconds)
+	}
+	fmt.Fprintf(out, "%s (postgres %s, projection %s, lag %s, %d halted pools)\n", r.Status, r.Postgres, r.Projection, lag, len(r.HaltedPools))
 	return nil
 }
 
@@ -159,7 +188,7 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 	} else {
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  NAME\tPARTITION\tOWNER\tSEQ\tLAG (EVENTS)\tLAG (S)\tCOMMITTED")
+		fmt.Fprintln(tw, "  NAME\tPARTITION\tOWNER\tLIVE\tSEQ\tLAG (EVENTS)\tLAG (S)\tCOMMITTED")
 		for _, p := range res.Projectors {
 			part := "all pools"
 			if p.Partition != nil && p.Partitions != nil {
@@ -176,7 +205,14 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 			if p.LagSeconds != nil {
 				lagS = fmt.Sprintf("%.2f", *p.LagSeconds)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s ago\n", p.Name, part, owner, p.Seq, lagEv, lagS, ago(res.Time, p.UpdatedAt))
+			live := "?"
+			if p.Live != nil {
+				live = "NO"
+				if *p.Live {
+					live = "yes"
+				}
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\t%s ago\n", p.Name, part, owner, live, p.Seq, lagEv, lagS, ago(res.Time, p.UpdatedAt))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -74,10 +74,16 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("with a halted pool: exit %d\n%s", exitCode(err), out)
 	}
 
-	// The container healthcheck: no token needed, 0 while it can serve.
+	// The container healthchecks: no token needed. Liveness: 0 while it
+	// can append; readiness: 0 while the projection is current (a halted
+	// pool degrades it, the others' reads are current).
 	out, _, err = runLedger(t, "", "status", url, "--healthz")
-	if err != nil || !strings.HasPrefix(out, "degraded (nats ok, stream ok, postgres ok)") {
+	if err != nil || !strings.HasPrefix(out, "ok (nats ok, stream ok)") {
 		t.Errorf("status --healthz: %v %q", err, out)
+	}
+	out, _, err = runLedger(t, "", "status", url, "--readyz")
+	if err != nil || !strings.HasPrefix(out, "degraded (postgres ok, projection current, lag ") || !strings.Contains(out, "1 halted pools") {
+		t.Errorf("status --readyz: %v %q", err, out)
 	}
 	_, _, err = runLedger(t, "", "status", "--ledger-url=http://"+freePort(t), "--healthz")
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "no ledger listening") {

@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--log-format text|json] [--log-level LEVEL]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--health-listen ADDR [--ready-lag D]] [--log-format text|json] [--log-level LEVEL]
 //	projector --help | --version
 //
 // With --partitions N, any number of projectors share the pools: they are
@@ -30,7 +30,9 @@
 //
 // With --metrics-listen it serves its figures in the Prometheus format at
 // GET /metrics on that address (internal/metrics), to bearer tokens of
-// --metrics-tokens holding the metrics scope; off by default.
+// --metrics-tokens holding the metrics scope; off by default. With
+// --health-listen it serves the probes GET /healthz (liveness) and GET
+// /readyz (readiness) without a token (internal/health); off by default.
 package main
 
 import (
@@ -41,15 +43,18 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/health"
 	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
@@ -74,6 +79,8 @@ type flags struct {
 	batch, snapshotEvery, partitions, resident                              int
 	connectWait, pinnedTTL                                                  time.Duration
 	metricsListen, metricsTokens                                            string
+	healthListen                                                            string
+	readyLag                                                                time.Duration
 	log                                                                     logging.Options
 }
 
@@ -144,6 +151,8 @@ $LEDGER_NATS_CREDS (the projector's nkey seed file).`,
 	fs.DurationVar(&f.connectWait, "connect-timeout", connect.DefaultWait, "how long to wait at start for PostgreSQL and NATS to answer before giving up (0: until stopped)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on this address, e.g. 127.0.0.1:9464 (default off; needs --metrics-tokens)")
 	fs.StringVar(&f.metricsTokens, "metrics-tokens", os.Getenv("LEDGER_METRICS_TOKENS"), "tokens file (as 'ledger token add' writes it); /metrics answers only tokens with the metrics scope (env LEDGER_METRICS_TOKENS)")
+	fs.StringVar(&f.healthListen, "health-listen", "", "serve the probes GET /healthz (liveness: NATS and the fold loop) and GET /readyz (readiness: PostgreSQL, and this projector's partitions less than --ready-lag behind) on this address, no token, e.g. 127.0.0.1:9465 (default off)")
+	fs.DurationVar(&f.readyLag, "ready-lag", health.DefaultMaxLag, "with --health-listen: how far behind the stream this projector may be while /readyz answers ready")
 	logging.AddFlags(fs, &f.log)
 	return cmd
 }
@@ -236,6 +245,11 @@ func runProjector(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		opts = append(opts, projections.WithHealer(hjs))
 	}
+	var running atomic.Bool
+	running.Store(true)
+	if err := serveHealth(ctx, f, nc, js, db, log, running.Load); err != nil {
+		return err
+	}
 	log.Info("projector: running", "name", f.name, "partitions", f.partitions, "batch", f.batch, "snapshot_every", f.snapshotEvery)
 	if f.partitions > 0 {
 		g, gerr := projections.NewGroup(js, db, f.partitions, opts...)
@@ -246,6 +260,7 @@ func runProjector(ctx context.Context, f flags, stderr io.Writer) error {
 	} else {
 		err = projections.New(js, db, opts...).Run(ctx)
 	}
+	running.Store(false)
 	if err == nil {
 		log.Info("projector: stopped")
 	}
@@ -257,6 +272,36 @@ func ignoreStop(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// serveHealth starts the probes' listener of --health-listen, if set:
+// /healthz is NATS connected, the stream answering and the fold loop
+// running; /readyz is PostgreSQL answering and this projector's rows of
+// projector_offsets (its name, or its partitions) less than --ready-lag
+// behind the stream. A listener that cannot start is an error at once.
+func serveHealth(ctx context.Context, f flags, nc *nats.Conn, js jetstream.JetStream, db *pgxpool.Pool, log *slog.Logger, running func() bool) error {
+	if f.healthListen == "" {
+		return nil
+	}
+	names := map[string]bool{f.name: f.partitions == 0}
+	for k := range f.partitions {
+		names[projections.PartitionName(f.name, k, f.partitions)] = true
+	}
+	c := &health.Checker{NC: nc, JS: js, DB: db, Running: running, MaxLag: f.readyLag, Log: log,
+		Projectors: func(name string) bool { return names[name] }}
+	ready, errc := make(chan struct{}), make(chan error, 1)
+	go func() { errc <- health.Serve(ctx, f.healthListen, c, log, func(string) { close(ready) }) }()
+	select {
+	case <-ready:
+		go func() {
+			if err := <-errc; err != nil {
+				log.Error("projector: health listener stopped", "err", err)
+			}
+		}()
+		return nil
+	case err := <-errc:
+		return err
+	}
 }
 
 // serveMetrics starts the /metrics listener of --metrics-listen, if set,

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -268,4 +270,87 @@ func TestTwoPartitionedProjectors(t *testing.T) {
 			t.Errorf("instance %d was refused something:\n%s", i, s)
 		}
 	}
+}
+
+// --health-listen serves the probes without a token: /healthz is live
+// while the projector runs and NATS answers, /readyz ready once its
+// partitions have caught up with the stream, and neither names an
+// address or an error.
+func TestHealthListener(t *testing.T) {
+	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	last := publishSeed(t, natsURL)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(os.Args[0], "--partitions", "2", "--pinned-ttl", "2s", "--health-listen", addr)
+	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Projector), "DATABASE_URL="+dbURL)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("projector:\n%s", out.String())
+		}
+	})
+	probe := func(path string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		raw, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(raw, &body); err != nil {
+			t.Fatalf("%s: %d %q", path, resp.StatusCode, raw)
+		}
+		if strings.Contains(string(raw), "127.0.0.1") || strings.Contains(string(raw), "nats://") {
+			t.Errorf("%s names an address: %s", path, raw)
+		}
+		return resp.StatusCode, body
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, body := probe("/readyz")
+		if code == http.StatusOK && body["projection"] == "current" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not ready after 60s: %d %v", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitProjected2(t, dbURL, last, 2)
+	if code, body := probe("/healthz"); code != http.StatusOK || body["status"] != "ok" || body["nats"] != "ok" || body["stream"] != "ok" || body["running"] != "ok" {
+		t.Errorf("/healthz: %d %v", code, body)
+	}
+	if code, body := probe("/readyz"); code != http.StatusOK || body["postgres"] != "ok" || body["lag_seconds"] != 0.0 {
+		t.Errorf("/readyz caught up: %d %v", code, body)
+	}
+}
+
+// waitProjected2 waits until each of the n partitions' offsets reaches seq.
+func waitProjected2(t *testing.T, dbURL string, seq uint64, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			continue
+		}
+		var got int
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM projector_offsets WHERE partitions = $1 AND stream_seq >= $2`, n, int64(seq)).Scan(&got)
+		conn.Close(ctx)
+		if err == nil && got == n {
+			return
+		}
+	}
+	t.Fatalf("the %d partitions did not reach %d within 60s", n, seq)
 }

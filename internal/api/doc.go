@@ -27,7 +27,7 @@
 // in a crash and the projector is appending those events again), appends
 // are answered 503 with reason "healing" and Retry-After (hold.go).
 //
-// Access. Every request but /healthz needs a bearer token of the
+// Access. Every request but the probes (/healthz, /readyz) needs a bearer token of the
 // server's token set (internal/auth) with the scope it needs on the pool
 // it names: append for demand and release, plan for plan and hosts, read
 // for the read endpoints. The producer recorded is the token's name.
@@ -41,7 +41,10 @@
 // JSON value is accepted.
 //
 // Reads (allocations, decisions) come from the projector's tables, under
-// a read timeout; /healthz reports NATS, the stream and PostgreSQL.
+// a read timeout. The probes are internal/health's: /healthz is
+// liveness (an append would be stored: NATS and the stream, not
+// PostgreSQL), /readyz readiness (PostgreSQL, and the projection less
+// than WithReadyLag behind the stream).
 //
 // Status (status.go). GET /v1/status is the operator's report (read
 // scope; `ledger status` prints it): the stream's copies, leader and

@@ -7,19 +7,19 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 )
 
-// /healthz names the pools the projector halted, with their sequence
-// (not the reason: it needs no token), and says "degraded" (the service
-// still answers).
-func TestHealthzNamesHaltedPools(t *testing.T) {
+// /readyz names the pools the projector halted, with their sequence
+// (not the reason: it needs no token), and says "degraded" (still
+// ready: the other pools' reads are current).
+func TestReadyzNamesHaltedPools(t *testing.T) {
 	base, db := readServer(t)
-	var h api.HealthResponse
-	if code := getJSON(t, base+"/healthz", &h); code != http.StatusOK || h.Status != "ok" || len(h.HaltedPools) != 0 {
-		t.Fatalf("healthy: %d %+v", code, h)
+	var r api.ReadyResponse
+	if code := getJSON(t, base+"/readyz", &r); code != http.StatusOK || r.Status != "ok" || len(r.HaltedPools) != 0 {
+		t.Fatalf("healthy: %d %+v", code, r)
 	}
 	exec(t, db, `INSERT INTO halted_pools (pool, seq, reason) VALUES ('bad', 42, 'fold failed at sequence 42: boom')`)
-	h = api.HealthResponse{}
-	code := getJSON(t, base+"/healthz", &h)
-	if code != http.StatusOK || h.Status != "degraded" || len(h.HaltedPools) != 1 || h.HaltedPools[0] != (api.HaltedPool{Pool: "bad", Seq: 42}) {
-		t.Fatalf("with a halted pool: %d %+v", code, h)
+	r = api.ReadyResponse{}
+	code := getJSON(t, base+"/readyz", &r)
+	if code != http.StatusOK || r.Status != "degraded" || len(r.HaltedPools) != 1 || r.HaltedPools[0] != (api.ReadyHaltedPool{Pool: "bad", Seq: 42}) {
+		t.Fatalf("with a halted pool: %d %+v", code, r)
 	}
 }

@@ -3,12 +3,16 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
@@ -100,5 +104,87 @@ func TestHealthzStreamNotWritable(t *testing.T) {
 	}
 	if code, h := health(t, l); code != 503 || h.Status != "down" || h.Stream != "not writable" {
 		t.Errorf("sealed stream: %d %+v, want 503 with stream not writable", code, h)
+	}
+}
+
+// Liveness is "an append would be stored": with PostgreSQL stopped
+// /healthz stays 200 and a producer's appends are stored, while /readyz
+// answers 503 (the projection cannot be read); a projection further
+// behind than the bound is not ready either, and ready again once the
+// projector catches up.
+func TestHealthzLiveWithPostgresDownReadyzNot(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ledger-health-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as nobody
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(dir, "data")), pgcluster.WithFsync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	natsURL := testenv.NATS(t)
+	scheduler, entry := mustToken(t, "scheduler", []auth.Scope{auth.ScopeAppend, auth.ScopePlan}, "p")
+	l, db, _ := statusLedgerWith(t, natsURL, pg.URL(), []api.Option{api.WithReadyLag(time.Second)}, entry)
+	l.token = scheduler
+	setup(l, "p")
+	project(t, natsURL, db, 2)
+
+	live := func() (int, api.HealthResponse) {
+		t.Helper()
+		resp, raw := send(t, http.MethodGet, l.url+"/healthz", "", "", nil)
+		var h api.HealthResponse
+		mustUnmarshal(t, raw, &h)
+		return resp.StatusCode, h
+	}
+	ready := func() (int, api.ReadyResponse) {
+		t.Helper()
+		resp, raw := send(t, http.MethodGet, l.url+"/readyz", "", "", nil)
+		var r api.ReadyResponse
+		mustUnmarshal(t, raw, &r)
+		if resp.StatusCode == 503 && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("/readyz 503 without Retry-After")
+		}
+		return resp.StatusCode, r
+	}
+	if code, h := live(); code != 200 || h.Status != "ok" {
+		t.Fatalf("all up: /healthz %d %+v", code, h)
+	}
+	if code, r := ready(); code != 200 || r.Status != "ok" || r.Projection != "current" {
+		t.Fatalf("all up: /readyz %d %+v", code, r)
+	}
+
+	// The projection falls behind: the projector is stopped and an
+	// event waits for longer than the bound (1 s here).
+	l.mustPost("p", demand(map[string]int{"/a": 2}))
+	time.Sleep(1500 * time.Millisecond)
+	if code, r := ready(); code != 503 || r.Projection != "behind" || r.LagSeconds == nil || *r.LagSeconds < 1 {
+		t.Errorf("projection 1.5s behind, bound 1s: /readyz %d %+v", code, r)
+	}
+	project(t, natsURL, db, 3)
+	if code, r := ready(); code != 200 || r.Projection != "current" {
+		t.Errorf("caught up again: /readyz %d %+v", code, r)
+	}
+
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, h := live(); code != 200 || h.Status != "ok" || h.NATS != "ok" || h.Stream != "ok" {
+		t.Errorf("PostgreSQL stopped: /healthz %d %+v, want 200 ok", code, h)
+	}
+	if code, r := ready(); code != 503 || r.Status != "not ready" || r.Postgres != "down" {
+		t.Errorf("PostgreSQL stopped: /readyz %d %+v, want 503 not ready", code, r)
+	}
+	// Appends work: the log is the truth; the projection catches up later.
+	for i := range 5 {
+		res := l.mustPost("p", demand(map[string]int{"/a": 3 + i, "/b": i}))
+		if res.Events[0].Seq != uint64(4+i) {
+			t.Errorf("append %d with PostgreSQL down: %+v", i, res)
+		}
 	}
 }

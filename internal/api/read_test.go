@@ -161,14 +161,19 @@ func TestDecisionsPages(t *testing.T) {
 	}
 }
 
+// /healthz is liveness and leaves PostgreSQL out; /readyz says it is gone.
 func TestHealthz(t *testing.T) {
 	base, db := readServer(t)
 	var h api.HealthResponse
-	if code := getJSON(t, base+"/healthz", &h); code != 200 || h.NATS != "ok" || h.Postgres != "ok" {
+	if code := getJSON(t, base+"/healthz", &h); code != 200 || h.NATS != "ok" || h.Stream != "ok" || h.Status != "ok" {
 		t.Errorf("healthy: %d %+v", code, h)
 	}
 	db.Close()
-	if code := getJSON(t, base+"/healthz", &h); code != 503 || h.Postgres == "ok" || h.NATS != "ok" {
-		t.Errorf("PostgreSQL closed: %d %+v", code, h)
+	if code := getJSON(t, base+"/healthz", &h); code != 200 || h.Status != "ok" {
+		t.Errorf("PostgreSQL closed: /healthz %d %+v, want 200 (appends do not need it)", code, h)
+	}
+	var r api.ReadyResponse
+	if code := getJSON(t, base+"/readyz", &r); code != 503 || r.Postgres != "down" || r.Status != "not ready" {
+		t.Errorf("PostgreSQL closed: /readyz %d %+v, want 503 not ready", code, r)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/console"
+	"github.com/cluster-ledger/ledger/internal/health"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
@@ -75,6 +76,10 @@ func WithReadMiddleware(mw func(http.Handler) http.Handler) Option {
 	return func(s *Server) { s.readAuth = mw }
 }
 
+// WithReadyLag is how far behind the stream the projection may be while
+// GET /readyz answers ready (default health.DefaultMaxLag, 30 s).
+func WithReadyLag(d time.Duration) Option { return func(s *Server) { s.readyLag = d } }
+
 // WithHaltedPools tells the console which pools' projections stopped, and
 // why; default: the console shows no halted column.
 func WithHaltedPools(f func(ctx context.Context) (map[string]string, error)) Option {
@@ -108,6 +113,7 @@ type Server struct {
 	tokens      auth.Authenticator
 	origins     []string
 	readTimeout time.Duration
+	readyLag    time.Duration // /readyz's bound on the projection's lag
 	log         *slog.Logger
 	timeout     time.Duration
 	maxAttempts int
@@ -159,7 +165,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.HandleRead("GET /v1/pools/{pool}/decisions", s.timed(s.getDecisions))
 	s.HandleRead("GET /v1/status", http.HandlerFunc(s.getStatus))                 // bounded by StatusTimeout
 	s.HandleRead("POST /v1/pools/{pool}/what-if", http.HandlerFunc(s.postWhatIf)) // bounded by its own limits (whatif.go)
-	s.mux.HandleFunc("GET /healthz", s.healthz)
+	(&health.Checker{NC: s.nc, JS: js, DB: db, Writable: true, MaxLag: s.readyLag, Log: s.log}).Register(s.mux)
 	if s.halted == nil && db != nil {
 		s.halted = s.haltedByPool // the projector's halted_pools table
 	}

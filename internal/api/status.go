@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/cluster-ledger/ledger/internal/health"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
@@ -50,6 +50,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	wg.Wait()
 	res.Halted = readableHalted(r, res.Halted)
 	res.Projectors = s.projectorStatus(ctx, res.Stream, offsets)
+	s.instances(ctx, res.Projectors)
 	res.Problems = problems(res)
 	res.Status = "ok"
 	if len(res.Problems) > 0 {
@@ -173,18 +174,38 @@ func (s *Server) projectorStatus(ctx context.Context, st *StreamStatus, offsets 
 }
 
 // unprojectedAge is how long ago the first message after seq was stored
-// (nil when it cannot be read in time). The lookup is "next at or after
-// seq+1": a gap in the sequence does not make it fail.
+// (nil when it cannot be read in time).
 func (s *Server) unprojectedAge(ctx context.Context, seq uint64) *float64 {
-	m, err := s.stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject("ledger.>"))
+	age, err := health.FirstUnprojectedAge(ctx, s.stream, seq)
 	if err != nil {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			s.log.Warn("status: first unprojected message", "after", seq, "err", err)
 		}
 		return nil
 	}
-	age := max(time.Since(m.Time).Seconds(), 0)
 	return &age
+}
+
+// instances asks NATS, for every projector row at once, whether it has a
+// live instance (health.ProjectorInstance); left unknown when NATS
+// cannot be asked.
+func (s *Server) instances(ctx context.Context, ps []ProjectorStatus) {
+	if !s.nc.IsConnected() {
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range ps {
+		wg.Go(func() {
+			in, err := health.ProjectorInstance(ctx, s.js, ps[i].Name, projections.DefaultPinnedTTL)
+			if err != nil {
+				s.log.Warn("status: projector consumer", "name", ps[i].Name, "err", err)
+				return
+			}
+			live, pulling := in.Live, in.Pulling
+			ps[i].Live, ps[i].Instances, ps[i].NotLive = &live, &pulling, in.Why
+		})
+	}
+	wg.Wait()
 }
 
 // timedOut words err, saying so when it is the status deadline that
@@ -240,6 +261,10 @@ func problems(res StatusResponse) []string {
 func lagProblems(ps []ProjectorStatus) []string {
 	var out []string
 	for _, p := range ps {
+		switch {
+		case p.Live != nil && !*p.Live:
+			out = append(out, fmt.Sprintf("projector %s has no live instance: %s", p.Name, p.NotLive))
+		}
 		switch {
 		case p.LagEvents != nil && *p.LagEvents < 0:
 			out = append(out, fmt.Sprintf("projector %s is %d events ahead of the stream: the stream lost its tail; the projector appends those events again (`ledger recover --help`)", p.Name, -*p.LagEvents))

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,12 @@ import (
 // statusLedger is a ledger with a database; its token has every scope,
 // and writer is a token of the same server with the append scope only.
 func statusLedger(t *testing.T, natsURL, dbURL string, extra ...auth.Entry) (l *ledger, db *pgxpool.Pool, writer string) {
+	t.Helper()
+	return statusLedgerWith(t, natsURL, dbURL, nil, extra...)
+}
+
+// statusLedgerWith is statusLedger with options for the server.
+func statusLedgerWith(t *testing.T, natsURL, dbURL string, opts []api.Option, extra ...auth.Entry) (l *ledger, db *pgxpool.Pool, writer string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -59,7 +66,7 @@ func statusLedger(t *testing.T, natsURL, dbURL string, extra ...auth.Entry) (l *
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(ctx, js, db, api.WithTokens(tokens), api.WithPublishTimeout(2*time.Second))
+	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens), api.WithPublishTimeout(2 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +101,9 @@ func project(t *testing.T, natsURL string, db *pgxpool.Pool, last uint64) {
 }
 
 // runProjector runs run until every projector_offsets row (the slowest
-// partition) has reached last, then stops it.
-func runProjector(t *testing.T, run func(context.Context) error, db *pgxpool.Pool, last uint64) {
+// partition) has reached last, then calls each of while (it still
+// runs), then stops it.
+func runProjector(t *testing.T, run func(context.Context) error, db *pgxpool.Pool, last uint64, while ...func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -110,6 +118,9 @@ func runProjector(t *testing.T, run func(context.Context) error, db *pgxpool.Poo
 	for {
 		seq, err := query.ProjectorOffset(context.Background(), db, "")
 		if err == nil && seq >= last {
+			for _, f := range while {
+				f()
+			}
 			return
 		}
 		if time.Now().After(deadline) {
@@ -226,10 +237,23 @@ func TestStatusPartitioned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runProjector(t, g.Run, db, 10)
-	res, _ := status(t, l)
-	if len(res.Projectors) != 4 || res.Status != "ok" {
-		t.Fatalf("partitioned: %s %v %+v", res.Status, res.Problems, res.Projectors)
+	var res api.StatusResponse
+	runProjector(t, g.Run, db, 10, func() {
+		// While it runs, every partition has its one live instance.
+		res, _ = status(t, l)
+		if len(res.Projectors) != 4 || res.Status != "ok" {
+			t.Fatalf("partitioned: %s %v %+v", res.Status, res.Problems, res.Projectors)
+		}
+		for k, p := range res.Projectors {
+			if p.Live == nil || !*p.Live || p.Instances == nil || *p.Instances != 1 {
+				t.Errorf("partition %d of a running instance: live %v, instances %v", k, p.Live, p.Instances)
+			}
+		}
+	})
+	// Stopped: nobody folds the partitions, and status says so at once.
+	stopped, _ := status(t, l)
+	if stopped.Status != "degraded" || len(stopped.Problems) != 4 || !strings.Contains(stopped.Problems[0], "has no live instance") {
+		t.Errorf("the only instance stopped: %s %v", stopped.Status, stopped.Problems)
 	}
 	for k, p := range res.Projectors {
 		if p.Name != projections.PartitionName(projections.DefaultName, k, 4) || p.Partition == nil || *p.Partition != k ||
@@ -266,12 +290,19 @@ VALUES ($1, $2, now(), $3, 8, 'host-a:12')`, fmt.Sprintf("projector-p%dof8", i),
 			t.Errorf("row %d: %+v", i, p)
 		}
 	}
-	if res.Status != "ok" {
-		t.Errorf("partitions a little behind: %s %v", res.Status, res.Problems)
+	// A little behind is no problem; these rows have no projector
+	// running, which is one (each partition's consumer is missing).
+	for i, p := range res.Projectors {
+		if p.Live == nil || *p.Live || !strings.Contains(p.NotLive, "does not exist") {
+			t.Errorf("row %d without a projector: live %v (%s)", i, p.Live, p.NotLive)
+		}
+	}
+	if res.Status != "degraded" || len(res.Problems) != 8 || slices.ContainsFunc(res.Problems, func(p string) bool { return !strings.Contains(p, "has no live instance") }) {
+		t.Errorf("partitions a little behind, no projector: %s %v", res.Status, res.Problems)
 	}
 	exec(t, db, `INSERT INTO projector_offsets (name, stream_seq, updated_at) VALUES ('projector', 9, now())`)
 	res, _ = status(t, l)
-	if res.Status != "degraded" || len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "projector projector is 7 events ahead") {
+	if res.Status != "degraded" || !slices.ContainsFunc(res.Problems, func(p string) bool { return strings.Contains(p, "projector projector is 7 events ahead") }) {
 		t.Fatalf("ahead: %s %v", res.Status, res.Problems)
 	}
 }

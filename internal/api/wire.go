@@ -1,22 +1,26 @@
 package api
 
-// The JSON of the operator's endpoints (/healthz, /v1/status). The shapes
+// The JSON of the operator's endpoints (/healthz, /readyz, /v1/status). The shapes
 // of producers and readers (events, allocations, decisions, errors,
 // what-if) are the public package client's.
 
-import "time"
+import (
+	"time"
 
-// HealthResponse is the body of /healthz: "ok" or one short word per
-// part (down, missing, full, not writable), never an address or error.
-type HealthResponse struct {
-	Status   string `json:"status"`
-	NATS     string `json:"nats"`
-	Stream   string `json:"stream"`
-	Postgres string `json:"postgres"`
-	// HaltedPools are the pools the projector stopped projecting (their
-	// fold failed); status is "degraded" while there are any.
-	HaltedPools []HaltedPool `json:"halted_pools,omitempty"`
-}
+	"github.com/cluster-ledger/ledger/internal/health"
+)
+
+// HealthResponse is the body of GET /healthz (liveness: NATS and the
+// stream; internal/health): "ok" or one short word per part, never an
+// address or error.
+type HealthResponse = health.Liveness
+
+// ReadyResponse is the body of GET /readyz (readiness: PostgreSQL and the
+// projection's lag; internal/health).
+type ReadyResponse = health.Readiness
+
+// ReadyHaltedPool is a halted pool of ReadyResponse (pool and sequence).
+type ReadyHaltedPool = health.HaltedPool
 
 // HaltedPool is a row of halted_pools.
 type HaltedPool struct {
@@ -90,6 +94,14 @@ type ProjectorStatus struct {
 	// LagSeconds is the age of the first message after Seq, 0 when
 	// LagEvents <= 0; null when unknown.
 	LagSeconds *float64 `json:"lag_seconds"`
+	// Live tells whether an instance folds this projector (partition)
+	// now, as NATS sees its consumer (health.ProjectorInstance). Null
+	// when NATS could not be asked. NotLive says why not.
+	Live    *bool  `json:"live"`
+	NotLive string `json:"not_live,omitempty"`
+	// Instances is the number of pull requests waiting on its consumer:
+	// the live instances of a partitioned projector.
+	Instances *int `json:"instances"`
 }
 
 // HaltedStatus is a halted pool, with when it halted.

@@ -254,6 +254,16 @@ func consumerSubjects(name string) []string {
 	}
 }
 
+// consumerInfo are the subjects that read the state of l's consumers,
+// and nothing else of them.
+func consumerInfo(l Layout) []string {
+	var out []string
+	for _, name := range l.Consumers() {
+		out = append(out, "$JS.API.CONSUMER.INFO.LEDGER."+name)
+	}
+	return out
+}
+
 // Permissions are the rights of role r whose public key is pub, the
 // projector's consumers being DefaultLayout's.
 func Permissions(r Role, pub string) *server.Permissions {
@@ -264,7 +274,9 @@ func Permissions(r Role, pub string) *server.Permissions {
 // projector's consumers being l's (README: NATS identities):
 //   - every role but admin reads the stream (info, message gets, direct
 //     gets) and subscribes only to its own inbox prefix;
-//   - the ledger also publishes to ledger.> (appends);
+//   - the ledger also publishes to ledger.> (appends) and reads the state
+//     of l's consumers (info only: GET /v1/status tells from it whether
+//     each projector has a live instance, internal/health);
 //   - the projector also manages the consumers of l, and no other;
 //   - the auditor reads, nothing more: it holds no consumer.
 //
@@ -278,7 +290,7 @@ func PermissionsFor(r Role, pub string, l Layout) *server.Permissions {
 		return nil // no restriction
 	case Ledger:
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append([]string{"ledger.>"}, read...)},
+			Publish:   &server.SubjectPermission{Allow: append(append([]string{"ledger.>"}, read...), consumerInfo(l)...)},
 			Subscribe: inbox,
 		}
 	case Projector:
