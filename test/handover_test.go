@@ -15,10 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
-	"github.com/cluster-ledger/ledger/internal/client"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/projections"
@@ -79,7 +79,7 @@ func newPartitionedDeployment(t *testing.T) *partitionedDeployment {
 		evs := []events.Payload{&events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/a"}, {Path: "/b"}}}},
 			&events.HostUp{Host: "h1", Slots: 100}}
 		for _, p := range evs {
-			ev, err := client.Event(p, client.NewID(), "planner")
+			ev, err := client.NewEvent(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func (d *partitionedDeployment) startTraffic(t *testing.T, every time.Duration) 
 			case <-time.After(every):
 			}
 			for _, pool := range d.pools {
-				ev, err := client.Event(&events.Demand{Demands: map[string]int64{"/a": int64(n % 50), "/b": int64(n % 30)}}, client.NewID(), "planner")
+				ev, err := client.NewEvent(&events.Demand{Demands: map[string]int64{"/a": int64(n % 50), "/b": int64(n % 30)}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -415,7 +415,7 @@ func TestQuietPartitionHandOverWithinTTL(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE projector_offsets IN EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := client.Event(&events.Demand{Demands: map[string]int64{"/a": 77}}, client.NewID(), "planner")
+	ev, err := client.NewEvent(&events.Demand{Demands: map[string]int64{"/a": 77}})
 	if err != nil {
 		t.Fatal(err)
 	}
