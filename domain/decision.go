@@ -36,7 +36,7 @@ const (
 	RuleShareRatioGrant   Rule = "share_ratio.grant"
 	RuleShareRatioReclaim Rule = "share_ratio.reclaim"
 
-	// Ownership assignment (docs/rules.md#assignment, ownership.go): slots
+	// Ownership assignment (docs/rules.md#assignment, ownership_assignment.go): slots
 	// assigned to an owner, ownership the plan no longer gives, ownership
 	// lost to a host down, a shrunken group or a higher-ranked sibling.
 	RuleOwnAssign Rule = "own.assign"

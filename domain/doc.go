@@ -11,24 +11,35 @@
 // world (the ledger API, the projector, the audit tools) lives at the
 // edges and calls in here, in the spirit of etcd-io/raft's Step.
 //
-// Layout: quantity.go (the Slots value type and limits), apportion.go (the
-// one rounding primitive), tree.go (the consumer tree built from a plan),
-// hosts.go and placement.go (capacity and where slots sit), shares.go and
-// targets.go (planned shares, guarantees and targets, full and
-// incremental), priority.go and shareratio.go (the two rebalance
-// policies), release.go (excess and trims), pool.go (the fold), rules.go
-// (the rules versions), validate.go (refusals), views.go (read-only state
-// for the edges) and snapshot.go (the versioned, hashable state encoding).
-// Ownership (rules v3, docs/rules.md#ownership): ownplan.go (the
-// plan's ownership fields, validated), ownership.go (assignment to host
-// slots), layered.go and layerheld.go (each leaf's part of each layer),
-// owned.go (the layered fold and its views), ownplace.go (placing the
-// parts on hosts: grants, lends, returns, reclaims, moves) and
-// sitcache.go (which part of a host each leaf's slots sit in, per host).
-// The fold and the placement are kept between events where the plan
-// allows (docs/decisions.md #116): layerinc.go (the kept state and what
-// marks a pool for a visit), layerincdiv.go (share_ratio's division),
-// layerincheld.go (priority's), layerincattr.go (which classes a part
-// comes from) and ownplaceinc.go (the placement over the leaves that are
-// not quiet); each gives exactly what the full computation gives.
+// Layout. The fold: pool.go (Apply: the order of an event's steps),
+// result.go (the one value an event returns), decision.go, errors.go,
+// validate.go (refusals), rules.go (the rules versions), policy.go.
+// The tree and the arithmetic, kept apart: tree.go (the consumer tree
+// built from a plan, and the named orders: keepers', entitled, borrow),
+// quantity.go (Slots and limits), apportion.go (the one rounding
+// primitive), split.go (the sibling split every division calls),
+// shares.go and targets.go (P, G and T, full and memoized), layer.go.
+// Without ownership: queues.go (the kept claimant and victim orders),
+// priority.go and share_ratio.go (the two rebalance policies),
+// placement.go and hosts.go (where slots sit), release.go (excess and
+// trims), yarn.go (rules 4's bands, pins and zero shares, in
+// development).
+// Ownership (rules v3, docs/rules.md#ownership): ownership_plan.go (the
+// plan's fields, validated), ownership_assignment.go (owned slots to
+// hosts), host_parts.go (hosts divided into owners' parts),
+// layered_targets.go, layered_classes.go and layered_divisions.go (each
+// leaf's part of each layer, computed in full), seating.go and
+// seating_cache.go (which part of a host each held slot sits in),
+// ownership_placement.go, ownership_grants.go and ownership_pairing.go
+// (the placement's three steps: keep, place, pair into decisions),
+// ownership_fold.go (the layered fold's steps), ownership_views.go and
+// ownership_figures.go (the figures the views and the Result report).
+// The fold and the placement kept between events where the plan allows
+// (docs/decisions.md #116): kept_fold.go (the kept state and what marks a
+// pool for a visit), kept_share_ratio.go and kept_priority.go (a kept
+// pool's division), kept_attribution.go (which classes a part comes
+// from), kept_placement.go (the placement over the leaves that are not
+// quiet), leaf_set.go; each gives exactly what the full computation
+// gives (TestKeptFoldMatchesFull). Views and the durable state: views.go,
+// snapshot.go (the versioned encoding), hash.go.
 package domain

@@ -33,7 +33,7 @@ var (
 	ErrUnknownEventType = events.NewRefusal("unknown_type", "unknown event type")
 	ErrSeqOrder         = events.NewRefusal("seq_order", "event sequence must increase")
 
-	// Ownership (docs/rules.md#ownership; see ownplan.go).
+	// Ownership (docs/rules.md#ownership; see ownership_plan.go).
 	ErrInvalidOwnEntry   = events.NewRefusal("invalid_own_entry", "an own entry must be exactly one of {host}, {host, slots}, {group, slots}")
 	ErrPreferenceRange   = events.NewRefusal("preference_range", "own preference out of range 1..10")
 	ErrDuplicateOwnHost  = events.NewRefusal("duplicate_own_host", "the same host twice in one consumer's own list")

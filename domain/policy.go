@@ -10,7 +10,7 @@ type mode struct {
 	parent     bool // enforcement: parent; otherwise leaf
 	preempt    bool // preemption: reclaim is allowed
 	balance    bool // share_ratio: reclaim may lift a consumer above its planned share
-	owned      bool // the plan names ownership: the fold is layered (owned.go)
+	owned      bool // the plan names ownership: the fold is layered (ownership_fold.go)
 	bands      bool // rules 4, share_ratio: priority bands order the splits (split.go)
 	behaviour       // what the pool's rules version changes
 }

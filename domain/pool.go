@@ -35,22 +35,22 @@ type Pool struct {
 	layers     []layer // the layers folded in turn; today only the public pool
 	pub        *layer  // layers[0]: the public pool
 
-	// Ownership (rules v3, owned.go): the assignment, by consumer path
+	// Ownership (rules v3, ownership_fold.go): the assignment, by consumer path
 	// then host name, and the layered targets of the last rebalance.
 	own     []ownSlot
 	ownIdx  ownIndex // the rows of own by consumer and by host
 	layered layeredTargets
-	// The host parts of the assignment (owned.go hostParts), kept until
+	// The host parts of the assignment (ownership_fold.go hostParts), kept until
 	// the assignment or a host changes.
 	parts      []hostPart
 	partTot    ownTotals
 	partsFresh bool
 	partsGen   uint64      // counts the recomputations of parts
-	sits       sitCache    // which part of each host the slots sit in (sitcache.go)
-	inc        incFold     // the layered fold kept between events (layerinc.go)
-	pk         placeKeep   // the placement kept beside it (ownplaceinc.go)
+	sits       sitCache    // which part of each host the slots sit in (seating_cache.go)
+	inc        incFold     // the layered fold kept between events (kept_fold.go)
+	pk         placeKeep   // the placement kept beside it (kept_placement.go)
 	partIdx    *partIndex  // the placement's index of parts
-	figs       figureMoves // what a demand or release event moves of the ownership figures (figures.go)
+	figs       figureMoves // what a demand or release event moves of the ownership figures (ownership_figures.go)
 	// foldCheck and placeCheck, set by tests only, see every kept fold's
 	// outcome before the placement uses it, and every kept placement's
 	// moves before they are made.

@@ -35,7 +35,7 @@ type Result struct {
 	// OwnershipMoved lists, in path order, every consumer whose
 	// ownership figures (own used, lent out, a leaf's sources) the event
 	// moved, those it did not touch included: slots re-seated on the
-	// hosts the decisions name (figures.go). Nil with All (every figure
+	// hosts the decisions name (ownership_figures.go). Nil with All (every figure
 	// may have moved), and in a pool without ownership.
 	OwnershipMoved []string
 }

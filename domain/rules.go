@@ -92,8 +92,8 @@ type behaviour struct {
 	// boundedPriority: refuse priorities beyond ±MaxPriority.
 	boundedPriority bool
 	// ownership: the plan may name ownership (docs/rules.md#ownership),
-	// folded in layers (owned.go). Versions 1 and 2 refuse such plans
-	// (ownership_unsupported_rules, ownplan.go).
+	// folded in layers (ownership_fold.go). Versions 1 and 2 refuse such plans
+	// (ownership_unsupported_rules, ownership_plan.go).
 	ownership bool
 	// yarn: the plan may name version 4's fields (priority_bands,
 	// preemptable, a zero share; tree.go, yarn.go). Versions 1 to 3 refuse

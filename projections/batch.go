@@ -29,7 +29,7 @@ type poolState struct {
 	ids       IDs                // ids of the events the pool applied
 	halted    bool               // its fold failed: skipped until rebuilt
 
-	// Ownership (ownership.go): the open ownership_history rows by
+	// Ownership (projections/ownership.go): the open ownership_history rows by
 	// (consumer, host).
 	ownOpen map[ownKey]openRow
 }
@@ -56,7 +56,7 @@ type batch struct {
 	decisions [][]any
 	history   []histRow
 	closes    closeRows
-	// ownership_history rows opened and closed (ownership.go)
+	// ownership_history rows opened and closed (projections/ownership.go)
 	ownHistory []ownHistRow
 	ownCloses  ownCloseRows
 	snapshots  [][]any

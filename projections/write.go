@@ -21,7 +21,7 @@ type finalRows struct {
 	stateOwn    [15][]any // the same with the ownership columns, see sqlUpsertStateOwned
 	allocUp     [4][]any
 	allocDel    [3][]any
-	ownUp       [4][]any // ownership rows (ownership.go)
+	ownUp       [4][]any // ownership rows (projections/ownership.go)
 	ownDel      [3][]any
 	hosts       [6][]any
 	planPools   []string

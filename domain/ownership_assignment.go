@@ -11,7 +11,7 @@ import (
 // Ownership assignment (docs/rules.md#assignment): which slots of which up
 // host each owner holds, re-run on every plan, host_up and host_down event
 // with the least disruption. This file is the assignment alone, a pure
-// function of its input; the fold (owned.go reassignOwnership) calls it on
+// function of its input; the fold (ownership_fold.go reassignOwnership) calls it on
 // plan and host events.
 //
 // The procedure, top-down:

@@ -1,6 +1,6 @@
 package domain
 
-// The division of one kept pool (layerinc.go): docs/rules.md#shares' targets
+// The division of one kept pool (kept_fold.go): docs/rules.md#shares' targets
 // over the pool's subtree, c being the pool's size and a leaf's demand what
 // it brings into the pool, with the memos of targets.go: a node is revisited
 // only when its part or a node below it changed. The arithmetic is
@@ -10,7 +10,7 @@ package domain
 // fillInc is waterFill with memo: q split over the children with demand,
 // capped by it, down to the leaves, where it is their part (parent
 // enforcement's T) or, into G, their guarantee (priority under parent
-// enforcement, layerincheld.go).
+// enforcement, kept_priority.go).
 func (f *incFold) fillInc(t *tree, pl *incPool, id int32, q Slots, intoG bool) {
 	i := pl.loc(id, f)
 	if !pl.dirty[i] && q == pl.memoQ[i] {

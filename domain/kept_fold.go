@@ -5,12 +5,12 @@ import (
 	"slices"
 )
 
-// The layered fold kept between events. computeLayeredTargets (layered.go)
+// The layered fold kept between events. computeLayeredTargets (layered_targets.go)
 // divides every pool from scratch; on a large pool that is most of an
 // event's cost, while a demand or release event changes a few leaves. This
 // is the same fold with its state kept: each pool remembers its division
 // (under share_ratio the memos of targets.go, per pool; under priority
-// its keeps and sets, layerincheld.go), each leaf's part of it and which
+// its keeps and sets, kept_priority.go), each leaf's part of it and which
 // classes the part came from, and what it lent upward; an event revisits
 // only the pools its change reaches, and in them only the nodes whose
 // inputs moved. It gives exactly what computeLayeredTargets gives
@@ -44,7 +44,7 @@ func (p *Pool) incFoldable() bool {
 type incFold struct {
 	ready     bool
 	parentEnf bool // enforcement: parent
-	priority  bool // reclaim: priority (the pools divide from what is held, layerincheld.go)
+	priority  bool // reclaim: priority (the pools divide from what is held, kept_priority.go)
 	preempt   bool
 	t         *tree
 	single    bool       // oneGroup's answer for t
@@ -179,32 +179,6 @@ func (f *incFold) noteTarget(l int32) {
 }
 
 func (f *incFold) noteDue(l int32) { f.dueMoved.add(l) }
-
-// leafSet is a set of leaves in the order added.
-type leafSet struct {
-	list []int32
-	mark []bool // by node id
-}
-
-func (s *leafSet) reset(n int) { s.list, s.mark = s.list[:0], make([]bool, n) }
-
-func (s *leafSet) add(l int32) {
-	if !s.mark[l] {
-		s.mark[l] = true
-		s.list = append(s.list, l)
-	}
-}
-
-// take hands the leaves over and forgets them; the list is the set's
-// until the next add.
-func (s *leafSet) take() []int32 {
-	out := s.list
-	for _, l := range out {
-		s.mark[l] = false
-	}
-	s.list = s.list[:0]
-	return out
-}
 
 // target is leaf l's layered target: its own layer and its parts.
 func (f *incFold) target(t *tree, l int32) Slots {

@@ -8,7 +8,7 @@ import (
 
 // Divisions of a pool that start from where the slots are now
 // (docs/rules.md#layer-division). share_ratio with
-// reclaim and balance divides a pool by its targets alone (layered.go);
+// reclaim and balance divides a pool by its targets alone (layered_targets.go);
 // every other policy keeps what leaves hold unless a rule takes it:
 //
 //   - priority: docs/rules.md#priority on the pool's slots, with G the
@@ -23,7 +23,7 @@ import (
 //     leaves below their full target T.
 //
 // A leaf's slots in a pool are those it sits on in the pool's classes:
-// the pool's own parts and the parts lent into it (owned.go,
+// the pool's own parts and the parts lent into it (seating.go,
 // heldByPool). Orders the spec leaves open are docs/decisions.md
 // #101-#104.
 

@@ -5,7 +5,7 @@ import "slices"
 // Ownership figures that move without an allocation changing. In a pool
 // with ownership a consumer's own-used and lent-out slots and a leaf's
 // sources follow from which part of each host every slot sits in (the
-// sittings, owned.go). A decision on a host re-seats the slots of every
+// sittings, seating.go). A decision on a host re-seats the slots of every
 // leaf holding slots there, so the figures of consumers the event did not
 // touch can move: another borrower's slots shift from the public part to
 // a lent part, and its lender now lends more. The event's Result names

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Which part of each host every leaf's slots sit in (sittings, owned.go)
+// Which part of each host every leaf's slots sit in (sittings, seating.go)
 // depends only on that host: its parts (the assignment), the leaves
 // holding slots there and the tree. The fold reads it at every rebalance
 // and the views after it, so it is kept per host and recomputed only for
@@ -21,7 +21,7 @@ type sitCache struct {
 	gen    uint64      // the pool's parts generation the cache was checked against (0: none)
 	// known: every host's sittings were computed for the current parts
 	// (each is fresh, or stale with the sittings it had before its
-	// holdings changed), so a change can be measured from them (figures.go).
+	// holdings changed), so a change can be measured from them (ownership_figures.go).
 	known   bool
 	prev    []sitting // scratch: a host's sittings before they are recomputed
 	scratch seating   // scratch of sitHost

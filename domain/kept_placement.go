@@ -2,7 +2,7 @@ package domain
 
 import "slices"
 
-// The placement kept between events, beside the kept fold (layerinc.go).
+// The placement kept between events, beside the kept fold (kept_fold.go).
 // After a placement most leaves are quiet: the slots they hold already
 // count for everything they are due (step 1 keeps all of them, and they
 // have nothing to place, give up or pair). A quiet leaf whose holdings

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// The attribution of one kept pool (layerinc.go): which classes each
+// The attribution of one kept pool (kept_fold.go): which classes each
 // leaf's part comes from, as layeredFold.attribute decides it. A leaf
 // first keeps the classes it sits on (keepOrder), then the parts not kept
 // take what is left, leaves in keeperOrder, classes in the group's order.

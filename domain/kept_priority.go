@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// The priority division of one kept pool (layerinc.go): what
+// The priority division of one kept pool (kept_fold.go): what
 // layeredFold.divideHeld and dividePriority decide, kept between events.
 // A leaf first keeps what it sits on (within its demand); free slots then
 // go to the leaves below their guarantee G in entitled order, then to the

@@ -1,0 +1,146 @@
+package domain
+
+// The placement's step 2 (docs/rules.md#ownership-placement): what is
+// still due to each leaf after step 1 kept what could stay, placed leaf by
+// leaf in rank order, each part on the host with most of it free.
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+)
+
+// place is step 2: leaves by rank, each its own parts in the order
+// reserved, then each owner's parts it is still due slots of, the part
+// with most room first, then host name.
+func (pl *placement) place() {
+	if !pl.rules.phased {
+		leaves := pl.byRank()
+		slices.SortStableFunc(leaves, pl.claimantOrder)
+		for _, l := range leaves {
+			pl.placeOwn(l)
+			pl.placeWants(l, pl.rules.grant, func(d *dueShare) Slots { return d.want })
+		}
+		return
+	}
+	leaves := slices.Clone(pl.leaves)
+	slices.SortFunc(leaves, pl.t.entitledOrder)
+	for _, l := range leaves {
+		pl.placeOwn(l)
+		pl.placeWants(l, pl.rules.grant, func(d *dueShare) Slots { return minSlots(d.ent, d.want) })
+	}
+	slices.SortFunc(leaves, pl.t.borrowOrder)
+	for _, l := range leaves {
+		pl.placeWants(l, pl.rules.borrow, func(d *dueShare) Slots { return d.want })
+	}
+}
+
+// byRank lists the leaves taking part by rank (priority desc, then path).
+func (pl *placement) byRank() []int32 {
+	if len(pl.leaves) == len(pl.t.leaves) {
+		return slices.Clone(pl.t.leavesByRank())
+	}
+	leaves := slices.Clone(pl.leaves)
+	slices.SortFunc(leaves, func(a, b int32) int {
+		return cmp.Or(cmpDesc(pl.t.nodes[a].priority, pl.t.nodes[b].priority), cmp.Compare(a, b))
+	})
+	return leaves
+}
+
+// claimantOrder is share_ratio's (docs/rules.md#share-ratio): the largest
+// deficit per unit of share first (leaves at their target last, by rank).
+func (pl *placement) claimantOrder(a, b int32) int {
+	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
+	return cmpDesc(int64(pl.deficit[a])*y.share, int64(pl.deficit[b])*x.share)
+}
+
+// placeOwn places what leaf l is still due of its own parts, in the order
+// reserved.
+func (pl *placement) placeOwn(l int32) {
+	for _, i := range pl.ownOrder[l] {
+		if k := minSlots(pl.want(l, l), pl.capRem[i]); k > 0 {
+			pl.put(l, l, i, k, RuleOwnUse)
+		}
+	}
+}
+
+// placeWants places up to due(l, owner) of what leaf l is due of each
+// owner's parts, its tiers in order, the roomiest part first.
+func (pl *placement) placeWants(l int32, rule Rule, due func(*dueShare) Slots) {
+	for _, owner := range pl.wants[l] {
+		d := pl.dueOf(l, owner)
+		for k := due(d); k > 0; k = due(d) {
+			best := pl.roomiest(owner)
+			if best < 0 {
+				break
+			}
+			pl.put(l, owner, best, minSlots(k, pl.capRem[best]), rule)
+		}
+	}
+}
+
+// put places k slots of leaf l's due share of owner's parts in part i.
+func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
+	d := pl.dueOf(l, owner)
+	d.want -= k
+	d.ent -= minSlots(k, d.ent)
+	pl.touch(i)
+	pl.capRem[i] -= k
+	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: rule})
+	if h := pl.byOwner[pl.parts[i].owner]; h != nil {
+		heap.Push(h, partRoom{part: i, room: pl.capRem[i]})
+	}
+}
+
+// roomiest returns the owner's part with most room left, then host name;
+// -1 when none has room.
+func (pl *placement) roomiest(owner int32) int {
+	h := pl.byOwner[owner]
+	if h == nil {
+		h = &partHeap{pl: pl}
+		for _, i := range pl.idx.byOwner[owner] {
+			if pl.capRem[i] > 0 {
+				h.items = append(h.items, partRoom{part: i, room: pl.capRem[i]})
+			}
+		}
+		heap.Init(h)
+		pl.byOwner[owner] = h
+	}
+	for h.Len() > 0 {
+		top := h.items[0]
+		if top.room == pl.capRem[top.part] && top.room > 0 {
+			return top.part
+		}
+		heap.Pop(h) // stale: its room changed since it was pushed
+	}
+	return -1
+}
+
+// partRoom is a part and its room when it was pushed.
+type partRoom struct {
+	part int
+	room Slots
+}
+
+// partHeap orders an owner's parts by room (desc), then host name.
+type partHeap struct {
+	pl    *placement
+	items []partRoom
+}
+
+func (h *partHeap) Len() int { return len(h.items) }
+
+func (h *partHeap) Less(a, b int) bool {
+	x, y := h.items[a], h.items[b]
+	return cmp.Or(cmpDesc(x.room, y.room), cmp.Compare(h.pl.hosts[h.pl.parts[x.part].host].name, h.pl.hosts[h.pl.parts[y.part].host].name)) < 0
+}
+
+func (h *partHeap) Swap(a, b int) { h.items[a], h.items[b] = h.items[b], h.items[a] }
+
+func (h *partHeap) Push(x any) { h.items = append(h.items, x.(partRoom)) }
+
+func (h *partHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}

@@ -1,0 +1,222 @@
+package domain
+
+// The placement's step 3 (docs/rules.md#ownership-placement): host by
+// host, the slots leaves gain paired with those others give up there,
+// which makes the return, reclaim, grant, lend and release decisions.
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// pair is step 3: the slots each leaf gave up on a host (held, not kept)
+// are paired with the slots others gained there. Gains come in the order
+// they were placed (leaves by rank, each by tier), so the decisions read
+// as the fold: first an owner (or a descendant of a parent owner)
+// gaining its own part takes it back from whoever sits there (return);
+// then slots a leaf gives up while it is not losing overall (it is placed
+// elsewhere) are released (release.moved), so only what a leaf holds
+// above its target can be reclaimed; then the remaining gains take those
+// (reclaim), then free slots (grant, or lend on another consumer's part);
+// what is still given up is released.
+func (pl *placement) pair() {
+	hs := make(map[int32]*hostLoss, len(pl.hosts0)) // the hosts of hosts0; others lose nothing
+	for _, h := range pl.hosts0 {
+		hs[h] = pl.lossesOn(h)
+	}
+	none := &hostLoss{}
+	lossOn := func(h int32) *hostLoss {
+		if hl := hs[h]; hl != nil {
+			return hl
+		}
+		return none
+	}
+	gains := slices.Clone(pl.placed)
+	for g := range gains { // a leaf giving up one part and gaining another on a host stays
+		x := &gains[g]
+		hl := lossOn(pl.parts[x.part].host)
+		relabel := minSlots(x.slots, hl.lost[x.leaf])
+		x.slots -= relabel
+		if relabel > 0 {
+			hl.lost[x.leaf] -= relabel
+		}
+	}
+	for _, h := range pl.hosts0 {
+		hl := hs[h]
+		slices.SortFunc(hl.losers, func(a, b int32) int { return pl.giveBackOrder(hl.lost, a, b) })
+	}
+	for g := range gains { // returns
+		x := &gains[g]
+		h := pl.parts[x.part].host
+		hl := lossOn(h)
+		for _, v := range hl.losers {
+			if x.slots == 0 {
+				break
+			}
+			if n := minSlots(x.slots, hl.lost[v]); n > 0 && pl.isReturn(x.leaf, v, pl.parts[x.part].owner) {
+				hl.lost[v] -= n
+				x.slots -= n
+				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: pl.parts[x.part].owner})
+			}
+		}
+	}
+	for _, h := range pl.hosts0 { // moves: given up by a leaf placed elsewhere
+		hl := hs[h]
+		for _, v := range hl.losers {
+			if moved := hl.lost[v] - minSlots(hl.lost[v], pl.over[v]); moved > 0 {
+				hl.lost[v] -= moved
+				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: moved, rule: RuleMoved, graceOf: noNode})
+			}
+		}
+	}
+	// What is gained on a host beyond what is given up there comes from
+	// free slots. Each leaf takes free slots first, on every host it
+	// gains on, then what others give up (docs/rules.md#share-ratio: free
+	// slots are used first).
+	free := map[int32]Slots{}
+	for _, x := range gains {
+		free[pl.parts[x.part].host] += x.slots
+	}
+	for _, h := range pl.hosts0 {
+		for _, v := range hs[h].losers {
+			free[h] -= hs[h].lost[v]
+		}
+	}
+	for i := 0; i < len(gains); {
+		j := i
+		for j < len(gains) && gains[j].leaf == gains[i].leaf {
+			j++
+		}
+		for g := i; g < j; g++ {
+			x := &gains[g]
+			h := pl.parts[x.part].host
+			if n := minSlots(x.slots, free[h]); n > 0 {
+				pl.grant(*x, n)
+				x.slots -= n
+				free[h] -= n
+			}
+		}
+		for g := i; g < j; g++ {
+			if x := gains[g]; x.slots > 0 {
+				hl := lossOn(pl.parts[x.part].host)
+				pl.gain(x, hl.losers, hl.lost)
+			}
+		}
+		i = j
+	}
+	for _, h := range pl.hosts0 {
+		for _, v := range hs[h].losers {
+			if k := hs[h].lost[v]; k > 0 {
+				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: k, rule: RuleMoved, graceOf: noNode})
+			}
+		}
+	}
+}
+
+// hostLoss is what leaves give up on one host: held there, not kept.
+type hostLoss struct {
+	losers []int32
+	lost   map[int32]Slots
+}
+
+func (pl *placement) lossesOn(h int32) *hostLoss {
+	hl := &hostLoss{lost: map[int32]Slots{}}
+	for j, x := range pl.holders[h] {
+		keptHere := Slots(0)
+		if pl.kept[h] != nil {
+			keptHere = pl.kept[h][j]
+		}
+		if k := x.slots - keptHere; k > 0 {
+			hl.lost[x.leaf] = k
+			hl.losers = append(hl.losers, x.leaf)
+		}
+	}
+	return hl
+}
+
+// giveBackOrder: lowest priority first, then most slots given up on the
+// host, then path.
+func (pl *placement) giveBackOrder(lost map[int32]Slots, a, b int32) int {
+	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
+	if x.priority != y.priority {
+		return cmp.Compare(x.priority, y.priority)
+	}
+	if lost[a] != lost[b] {
+		return cmpDesc(lost[a], lost[b])
+	}
+	return cmp.Compare(a, b)
+}
+
+// gain records what a placing gains: taken from what leaves above their
+// target give up on the host first (reclaim), then from free slots.
+func (pl *placement) gain(x placing, losers []int32, lost map[int32]Slots) {
+	k := x.slots
+	reclaim := func(v int32, most Slots) Slots {
+		n := minSlots(minSlots(k, lost[v]), most)
+		if n <= 0 {
+			return 0
+		}
+		lost[v] -= n
+		pl.over[v] -= n
+		k -= n
+		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: x.leaf, from: v, host: pl.parts[x.part].host, slots: n, rule: pl.rules.reclaim, graceOf: v})
+		return n
+	}
+	owed := pl.owed[x.leaf]
+	for i := range owed { // the victims the fold chose first
+		owed[i].slots -= reclaim(owed[i].victim, owed[i].slots)
+	}
+	for _, v := range losers {
+		if k == 0 {
+			return
+		}
+		reclaim(v, Unlimited)
+	}
+	if k > 0 {
+		pl.grant(x, k)
+	}
+}
+
+// grant records k of placing x given from free slots: a grant on the
+// leaf's own part (own.use), its ancestors' or the public part; a lend on
+// a part another consumer owns.
+func (pl *placement) grant(x placing, k Slots) {
+	l, p := x.leaf, pl.parts[x.part]
+	switch {
+	case p.owner == l:
+		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleOwnUse, graceOf: noNode})
+	case p.owner == noNode || pl.t.contains(p.owner, l):
+		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: x.rule, graceOf: noNode})
+	default:
+		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: x.rule, graceOf: noNode})
+	}
+}
+
+// isReturn reports whether leaf l taking slots of owner's part from v is
+// the owner taking back what it lent: l is the owner, or a descendant of
+// the owner while v is outside the owner's branch.
+func (pl *placement) isReturn(l, v, owner int32) bool {
+	if owner == noNode {
+		return false
+	}
+	if owner == l {
+		return true
+	}
+	return !pl.t.nodes[owner].leaf && pl.t.contains(owner, l) && !pl.t.contains(owner, v)
+}
+
+// deadline is when a move's slots must be free: its time plus the grace
+// of the consumer named by graceOf (the lender's lend_grace for a return,
+// the victim's reclaim_grace for a reclaim).
+func (m placeMove) deadline(t *tree, at time.Time) *time.Time {
+	if m.graceOf == noNode {
+		return nil
+	}
+	g := t.nodes[m.graceOf].reclaimGrace
+	if m.kind == KindReturn {
+		g = t.nodes[m.graceOf].lendGrace
+	}
+	d := at.Add(g)
+	return &d
+}
