@@ -495,20 +495,29 @@ func Authorized(h http.Handler, token string) http.Handler {
 // holds in production, so a right missing there fails the test.
 func As(t testing.TB, js jetstream.JetStream, role natsauth.Role) jetstream.JetStream {
 	t.Helper()
-	url := js.Conn().ConnectedUrl()
+	// The server it is connected to, or (while it reconnects: a test may
+	// have restarted the server) the ones it was given.
+	nc := js.Conn()
+	candidates := append([]string{nc.ConnectedUrl(), nc.Opts.Url}, nc.Opts.Servers...)
 	credsMu.Lock()
-	_, ok := credsDirs[url]
-	if !ok { // a cluster: any member's URL knows the seeds
+	url, ok := "", false
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
 		for u := range credsDirs {
-			if strings.Contains(","+u+",", ","+url+",") {
+			if u == c || strings.Contains(","+u+",", ","+c+",") {
 				url, ok = u, true
 				break
 			}
 		}
+		if ok {
+			break
+		}
 	}
 	credsMu.Unlock()
 	if !ok {
-		t.Fatalf("testenv.As: %s was not started by testenv", url)
+		t.Fatalf("testenv.As: %v was not started by testenv", candidates)
 	}
 	out, err := jetstream.New(Connect(t, url, role))
 	if err != nil {
