@@ -6,5 +6,11 @@
 // only here; every table and column carries a COMMENT, so `\d+ table` in
 // psql documents it. Databases are named by postgres:// (or
 // postgresql://) URLs; the migrate driver used is pgx v5. Errors wrap
-// [ErrMigrate] or [ErrDirty] (match with errors.Is).
+// [ErrMigrate], [ErrDirty], [ErrRoles] or [ErrNotOwner] (match with
+// errors.Is).
+//
+// The rights of each role of the database ([RoleOwner], [RoleProjector],
+// [RoleAPI], [RoleReporting]) are granted here too (0008_roles), so an
+// upgraded database has exactly a fresh one's; a migration that adds a
+// table grants its rights in the same file.
 package migrations

@@ -23,6 +23,9 @@ var (
 	ErrDirty = errors.New("migrations: database is dirty")
 	// ErrBadURL: the database URL is not a postgres:// URL.
 	ErrBadURL = errors.New("migrations: not a postgres:// or postgresql:// URL")
+	// ErrNotOwner: migrations are pending and the connecting role (a
+	// service's, not the owner) may not apply them.
+	ErrNotOwner = errors.New("migrations: the schema needs migrating by its owner")
 )
 
 // Up applies every migration newer than the database's version. A database
@@ -30,7 +33,12 @@ var (
 // migrations (a migration in progress completes or rolls back). Errors
 // never show the URL's password.
 func Up(ctx context.Context, databaseURL string) error {
-	return redact.Error(up(ctx, databaseURL), databaseURL)
+	err := up(ctx, databaseURL)
+	if err != nil && !errors.Is(err, ErrRoles) && notOwner(err) {
+		err = fmt.Errorf("%w: this role may not apply the pending migrations (%w): migrate with the owner's URL (ledger migrate --database-url postgres://%s:...), then start again",
+			ErrNotOwner, err, RoleOwner)
+	}
+	return redact.Error(err, databaseURL)
 }
 
 func up(ctx context.Context, databaseURL string) error {
@@ -42,12 +50,20 @@ func up(ctx context.Context, databaseURL string) error {
 		return err
 	}
 	defer m.Close()
+	from, _, err := m.Version()
+	if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
+		return fmt.Errorf("%w: version: %w", ErrMigrate, err)
+	}
+	if err := checkRoles(ctx, databaseURL, from); err != nil {
+		return err
+	}
 	err = withContext(ctx, m, m.Up)
 	switch {
 	case err == nil, errors.Is(err, migrate.ErrNoChange):
 		return nil
 	case errors.As(err, new(migrate.ErrDirty)):
 		return fmt.Errorf("%w: %w", ErrDirty, err)
+
 	default:
 		return fmt.Errorf("%w: up: %w", ErrMigrate, err)
 	}
@@ -150,4 +166,11 @@ func withContext(ctx context.Context, m *migrate.Migrate, f func() error) error 
 		return ctx.Err()
 	}
 	return err
+}
+
+// notOwner reports whether err is PostgreSQL refusing a schema change to
+// a role without the right (golang-migrate keeps only the driver's text).
+func notOwner(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "permission denied") || strings.Contains(msg, "must be owner") || strings.Contains(msg, "SQLSTATE 42501")
 }

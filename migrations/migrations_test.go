@@ -280,7 +280,7 @@ func TestDriverURLAndErrors(t *testing.T) {
 	}
 }
 
-// TestOwnershipDownLeaves0005 steps back over 0006 alone: the ownership
+// TestOwnershipDownLeaves0005 steps back to 0005: the ownership
 // tables and consumer_state's ownership columns go, the rest stays.
 func TestOwnershipDownLeaves0005(t *testing.T) {
 	ctx := context.Background()
@@ -300,7 +300,7 @@ func TestOwnershipDownLeaves0005(t *testing.T) {
 	}
 	m.Close()
 	if v, dirty, err := Version(ctx, url); err != nil || v != 5 || dirty {
-		t.Fatalf("Version after one step down = %d, %v, %v; want 5", v, dirty, err)
+		t.Fatalf("Version after going down to 5 = %d, %v, %v; want 5", v, dirty, err)
 	}
 	conn := connect(t, ctx, url)
 	var tables, cols int

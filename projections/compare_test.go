@@ -37,6 +37,7 @@ func diffDumps(t testing.TB, want, got []string) {
 // fold, table by table.
 func checkAgainstModel(t *testing.T, db *pgxpool.Pool, m *model) {
 	t.Helper()
+	db = reader(db) // what a reporting tool reads
 	for name, dp := range m.pools {
 		checkConsumerState(t, db, name, dp)
 		checkAllocations(t, db, name, dp)

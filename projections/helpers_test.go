@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +19,8 @@ import (
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
-	"github.com/cluster-ledger/ledger/migrations"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -34,19 +35,35 @@ func asProjector(t testing.TB, js jetstream.JetStream) jetstream.JetStream {
 // connectNATS connects to url and makes sure the stream exists.
 func connectNATS(t testing.TB, url string) jetstream.JetStream { return testenv.JetStream(t, url) }
 
-// newDB returns a pool on a fresh, migrated database.
+// newDB returns a pool on a fresh database migrated by its owner,
+// connected as the projector's role: the projector under test has
+// exactly the rights it has in production.
 func newDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	url := testenv.Postgres(t)
-	ctx := context.Background()
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
+	_, db := newRoleDB(t)
+	return db
+}
+
+// newRoleDB is newDB with the URLs of the database's other roles.
+func newRoleDB(t testing.TB) (testdb.DB, *pgxpool.Pool) {
+	t.Helper()
+	d := testdb.New(t)
+	db := testdb.Pool(t, d.Projector)
+	readers.Store(db, testdb.Pool(t, d.Reporting))
+	return d, db
+}
+
+// readers maps a projector's pool of newDB to a pool on the same
+// database as the reporting role.
+var readers sync.Map
+
+// reader is the reporting role's pool on db's database: the checks read
+// the projection as reporting tools do (db itself for a database not
+// made by newDB).
+func reader(db *pgxpool.Pool) *pgxpool.Pool {
+	if r, ok := readers.Load(db); ok {
+		return r.(*pgxpool.Pool)
 	}
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
 	return db
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	pq "github.com/cluster-ledger/ledger/projections/query"
 )
@@ -217,6 +218,7 @@ func TestOwnershipColumnsAfterEveryEvent(t *testing.T) {
 // with the model's fold.
 func checkOwnershipAgainstModel(t *testing.T, db *pgxpool.Pool, m *model) {
 	t.Helper()
+	db = reader(db) // what a reporting tool reads
 	ctx := context.Background()
 	for name, dp := range m.pools {
 		got, err := pq.Ownership(ctx, db, name)
@@ -424,7 +426,8 @@ func checkWorkedExample(t *testing.T, db *pgxpool.Pool, m *model) {
 // owner lends now; who owned a host at a time.
 func TestLendingReport(t *testing.T) {
 	js := connectNATS(t, testenv.NATS(t))
-	db := newDB(t)
+	roles, db := newRoleDB(t)
+	reporting := testdb.Pool(t, roles.Reporting) // the DATABASE_URL `ledger dev` prints
 	m := newModel(t, js)
 	m.publishOwnScenario(ownDir+"own-lend-return.yaml", "spec")
 	m.publishOwnScenario(ownDir+"ml-lends-gpu.yaml", "gpus")
@@ -435,7 +438,7 @@ func TestLendingReport(t *testing.T) {
 	ctx := context.Background()
 
 	report := func(pool string) string {
-		rows, err := pq.LendingByOwnerPerDay(ctx, db, pool)
+		rows, err := pq.LendingByOwnerPerDay(ctx, reporting, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +497,7 @@ func TestLendingReport(t *testing.T) {
 		Owner           string
 		Lent, Lends, Tb int64
 	}
-	readmeLend := query[lendRow](t, db, readmeSQL(t, "Idle owned slots lent out, by owner, per day", "gpus"))
+	readmeLend := query[lendRow](t, reporting, readmeSQL(t, "Idle owned slots lent out, by owner, per day", "gpus"))
 	viaQuery, err := pq.LendingByOwnerPerDay(ctx, db, "gpus")
 	if err != nil {
 		t.Fatal(err)
@@ -507,7 +510,7 @@ func TestLendingReport(t *testing.T) {
 			t.Errorf("README's lending report row %d: %+v, query.LendingByOwnerPerDay %+v", i, r, v)
 		}
 	}
-	if got := query[nowRow](t, db, readmeSQL(t, "What each owner lends out now", "gpus")); fmt.Sprint(got) != fmt.Sprint(now) {
+	if got := query[nowRow](t, reporting, readmeSQL(t, "What each owner lends out now", "gpus")); fmt.Sprint(got) != fmt.Sprint(now) {
 		t.Errorf("README's owners now: %v, want %v", got, now)
 	}
 	// "Who owned gpu-07 at 10:00": after the first step's time /ml does;
@@ -518,7 +521,7 @@ func TestLendingReport(t *testing.T) {
 	}
 	firstDemand := m.times[m.poolSeqs("gpus")[4]].Format("2006-01-02 15:04:05.999999-07")
 	who := strings.ReplaceAll(readmeSQL(t, "Who owned host `gpu-07` at 10:00", "gpus"), "date_trunc('day', now()) + interval '10 hours'", "'"+firstDemand+"'")
-	if got := query[ownerRow](t, db, who); fmt.Sprint(got) != "[{/ml 8}]" {
+	if got := query[ownerRow](t, reporting, who); fmt.Sprint(got) != "[{/ml 8}]" {
 		t.Errorf("README's who owned gpu-07: %v, want [{/ml 8}]", got)
 	}
 }

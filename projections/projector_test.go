@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/migrations"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -187,11 +188,11 @@ func TestRestart(t *testing.T) {
 // must retry and end with exactly the same tables.
 func TestPostgresOutage(t *testing.T) {
 	js := connectNATS(t, testenv.NATS(t))
-	db := newDB(t)
+	roles, db := newRoleDB(t)
 	m := newModel(t, js)
 	rng := rand.New(rand.NewPCG(11, 12))
 	publishMix(m, rng, 50)
-	killer, err := pgx.Connect(context.Background(), db.Config().ConnString())
+	killer, err := pgx.Connect(context.Background(), roles.Admin) // the outage: an administrator's doing
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestPostgresOutage(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		var n int
 		err := killer.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND usename = $1`, migrations.RoleProjector).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}

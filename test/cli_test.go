@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"os"
 	"os/exec"
@@ -25,7 +26,7 @@ func TestReplayIntoAndVerifyCommands(t *testing.T) {
 	}
 	s.project(t, s.db)
 	bin := ledgerBinary(t)
-	env := append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.db.Config().ConnString())
+	env := append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.roles.Reporting) // as `ledger dev` prints it
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = env
@@ -39,8 +40,10 @@ func TestReplayIntoAndVerifyCommands(t *testing.T) {
 		return string(out), code
 	}
 
-	rebuilt := newDB(t)
-	if out, code := run("replay", "--into", rebuilt.Config().ConnString()); code != 0 {
+	// An empty database, given as its owner's URL (the rebuild migrates it).
+	into := testdb.Empty(t)
+	rebuilt := testdb.Pool(t, into.Owner)
+	if out, code := run("replay", "--into", into.Owner); code != 0 {
 		t.Fatalf("replay --into: exit %d\n%s", code, out)
 	}
 	live, _ := pgdump.Tables(context.Background(), s.db)
@@ -48,7 +51,7 @@ func TestReplayIntoAndVerifyCommands(t *testing.T) {
 	if d := pgdump.Diff(live, got); d != "" {
 		t.Fatalf("replay --into differs from the live projection at %s", d)
 	}
-	if out, code := run("replay", "--into", rebuilt.Config().ConnString()); code == 0 || !strings.Contains(out, "empty database") {
+	if out, code := run("replay", "--into", into.Owner); code == 0 || !strings.Contains(out, "empty database") {
 		t.Fatalf("replay --into a non-empty database: exit %d\n%s", code, out)
 	}
 

@@ -262,8 +262,9 @@ func TestDockerCompose(t *testing.T) {
 					t.Errorf("%s: NATS_URL %q lacks %s", name, env["NATS_URL"], n)
 				}
 			}
-			if !strings.HasPrefix(env["DATABASE_URL"], "postgres://ledger:") {
-				t.Errorf("%s: DATABASE_URL %q: want the ledger role", name, env["DATABASE_URL"])
+			// Each service with its own least role (migration 0008).
+			if role := map[string]string{"ledger": "ledger_api", "projector": "ledger_projector"}[kind]; !strings.HasPrefix(env["DATABASE_URL"], "postgres://"+role+":") {
+				t.Errorf("%s: DATABASE_URL %q: want the %s role", name, env["DATABASE_URL"], role)
 			}
 		}
 	}
@@ -285,8 +286,13 @@ func TestDockerCompose(t *testing.T) {
 	if pgEnv := envMap(pg.Environment); pgEnv["POSTGRES_USER"] == "ledger" {
 		t.Errorf("postgres: the services' role must not be the superuser POSTGRES_USER")
 	}
-	if roles := c.Configs["pg-roles"].Content; !strings.Contains(roles, "CREATE ROLE ledger LOGIN NOSUPERUSER") {
-		t.Errorf("postgres: no init script creating the ledger role:\n%s", roles)
+	for _, role := range []string{"ledger", "ledger_api", "ledger_projector", "ledger_reporting"} {
+		if roles := c.Configs["pg-roles"].Content; !strings.Contains(roles, "CREATE ROLE "+role+" LOGIN NOSUPERUSER") {
+			t.Errorf("postgres: no init script creating the %s role:\n%s", role, roles)
+		}
+	}
+	if m := envMap(c.Services["migrate"].Environment); !strings.HasPrefix(m["DATABASE_URL"], "postgres://ledger:") {
+		t.Errorf("migrate: DATABASE_URL %q: want the owner, ledger", m["DATABASE_URL"])
 	}
 }
 

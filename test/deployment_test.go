@@ -22,6 +22,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
 	"github.com/cluster-ledger/ledger/internal/signing"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
 // deployment is a `ledger dev` on its own data directory, used as a site
@@ -41,9 +42,12 @@ type deployment struct {
 // starts `ledger dev` on it.
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
-	d := &deployment{bin: ledgerBinary(t), data: filepath.Join(t.TempDir(), "data"), httpAddr: freeAddr(t), natsAddr: freeAddr(t),
+	d := &deployment{bin: ledgerBinary(t), data: testenv.DataDir(t), httpAddr: freeAddr(t), natsAddr: freeAddr(t),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 30 * time.Second}}
-	if err := os.MkdirAll(d.data, 0o700); err != nil {
+	// As root, PostgreSQL's own user passes through the data directory to
+	// its cluster in DATA/pg: others may enter it, not list it (what dev
+	// makes when it creates the directory itself).
+	if err := os.Mkdir(d.data, 0o711); err != nil {
 		t.Fatal(err)
 	}
 	d.provisioner = d.addToken(t, "provisioner", "append,plan")
@@ -102,18 +106,19 @@ func (d *deployment) natsCreds(t *testing.T) string {
 	return d.env(t, "LEDGER_NATS_CREDS", "NATS_CREDS")
 }
 
+// databaseURL is the reporting role's URL dev prints: read-only.
 func (d *deployment) databaseURL(t *testing.T) string {
-	return d.env(t, "LEDGER_DATABASE_URL", "DATABASE_URL")
+	return d.env(t, "DATABASE_URL")
 }
 
-// superuserURL is PostgreSQL's superuser of dev's private cluster (its
-// password file in DATA/pg): what someone who stole it could change the
+// superuserURL is PostgreSQL's superuser: what someone who stole its
+// password (DATA/pg-auth, the invoking user's only) could change the
 // projection with.
 func (d *deployment) superuserURL(t *testing.T) string {
 	t.Helper()
-	pw, err := os.ReadFile(filepath.Join(d.data, "pg", pgcluster.SuperuserPasswordFile))
+	pw, err := os.ReadFile(filepath.Join(d.data, "pg-auth", pgcluster.SuperuserPasswordFile))
 	if err != nil {
-		t.Fatalf("the superuser's password: %v", err)
+		t.Fatal(err)
 	}
 	u, err := url.Parse(d.databaseURL(t))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -188,7 +189,7 @@ func waitAllocations(t *testing.T, base, pool string, seq int) string {
 // the same log, projection and API answers, then more appends.
 func TestDevRestartKeepsEverything(t *testing.T) {
 	bin := ledgerBinary(t)
-	data := filepath.Join(t.TempDir(), "data")
+	data := testenv.DataDir(t)
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	dev := startDev(t, bin, data, httpAddr, natsAddr)
 	base := dev.env["LEDGER_URL"]

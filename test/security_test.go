@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ import (
 // identity straight to the stream.
 func TestDevAttacks(t *testing.T) {
 	bin := ledgerBinary(t)
-	data := filepath.Join(t.TempDir(), "data")
+	data := testenv.DataDir(t)
 	dev := startDev(t, bin, data, freeAddr(t), freeAddr(t))
 	defer dev.stop(t)
 	base := dev.env["LEDGER_URL"]

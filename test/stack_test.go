@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -29,7 +30,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // stack is a real NATS with the LEDGER stream and a migrated PostgreSQL.
 type stack struct {
 	js      jetstream.JetStream
-	db      *pgxpool.Pool
+	db      *pgxpool.Pool // the superuser: tests stage, tamper and restore with it
+	roles   testdb.DB     // the database's roles, for the commands run as users run them
 	natsURL string
 }
 
@@ -37,7 +39,8 @@ func newStack(t *testing.T) *stack {
 	t.Helper()
 	natsURL := testenv.NATS(t)
 	js := testenv.JetStream(t, natsURL)
-	return &stack{js: js, db: newDB(t), natsURL: natsURL}
+	roles := testdb.New(t)
+	return &stack{js: js, db: testdb.Pool(t, roles.Admin), roles: roles, natsURL: natsURL}
 }
 
 // newDB returns a fresh, migrated database.

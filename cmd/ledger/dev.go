@@ -20,6 +20,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/datadir"
 	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
@@ -27,6 +28,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
@@ -34,7 +36,19 @@ import (
 const (
 	devAuthDir    = "nats-auth" // natsauth seed files, one per role
 	devSigningDir = "signing"   // the ledger's signing key and the trusted keys
+	devPGDir      = "pg"        // the private PostgreSQL cluster (as root: SystemUser's)
+	devPGAuthDir  = "pg-auth"   // the PostgreSQL roles' passwords, the invoking user's only
 )
+
+// devLayout is what `ledger dev` keeps in its data directory that decides
+// what it trusts: checked before anything of it is used (datadir.Check).
+var devLayout = datadir.Layout{
+	Dirs: []string{devAuthDir, devSigningDir, devPGAuthDir, devNATSDir, devClusterDir},
+	Secrets: []string{devAdminFile, devTokensFile,
+		filepath.Join(devAuthDir, "*.nk"), filepath.Join(devAuthDir, natsauth.RouteFile),
+		filepath.Join(devSigningDir, signing.PrivateKeyFile), filepath.Join(devPGAuthDir, "*.password")},
+	Owned: []string{filepath.Join(devSigningDir, signing.TrustedKeysFile), LockFile},
+}
 
 type devConfig struct {
 	data, httpAddr, natsAddr, databaseURL string
@@ -64,9 +78,14 @@ func init() {
     trusted public keys (DATA/signing/trusted.pub): the projector refuses
     events no trusted key signed;
   - a private PostgreSQL cluster started from this machine's PostgreSQL
-    binaries (initdb/pg_ctl; data in DATA/pg; run as user nobody when dev
-    runs as root), unless --database-url names one (DATABASE_URL in the
-    environment is ignored: it may be the line an earlier run printed);
+    binaries (initdb/pg_ctl; data in DATA/pg; when dev runs as root, run
+    as the system user ledger-postgres, created when missing), unless
+    --database-url names one (DATABASE_URL in the environment is ignored:
+    it may be the line an earlier run printed). Each identity has its
+    PostgreSQL role: the owner ledger migrates, ledger_projector writes,
+    ledger_api reads for the API, and ledger_reporting (printed as
+    DATABASE_URL) reads the documented tables only; their passwords are
+    in DATA/pg-auth (the invoking user's only);
   - the schema migrations, the projector and the HTTP API on --http, with
     the web console at http://ADDR/console/ and the Prometheus metrics of
     both at http://ADDR/metrics (the admin token may read them).
@@ -78,7 +97,12 @@ eval). LEDGER_TOKEN is an admin
 token (every scope, every pool) kept in DATA/admin.token (mode 0600); the
 API accepts the tokens of DATA/tokens.jsonl (add more with 'ledger token
 add', revoke or rotate them with 'ledger token revoke|rotate': the running
-dev takes each change within seconds). A second run reuses DATA: nothing is lost on restart. A second dev on
+dev takes each change within seconds). A second run reuses DATA: nothing
+is lost on restart. DATA must be the invoking user's, not writable by
+group or others, and its keys, seeds, tokens and passwords that user's
+alone, or dev refuses it, naming the path and why; as root, PostgreSQL's
+user must be able to enter every directory above DATA (dev never changes
+their modes). A second dev on
 the same DATA is refused (a lock on DATA/ledger.lock). Ctrl-C stops
 everything cleanly.
 
@@ -130,12 +154,15 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if err := cfg.checkCluster(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.data, 0o755); err != nil {
-		return err
-	}
 	data, err := filepath.Abs(cfg.data)
 	if err != nil {
 		return err
+	}
+	if err := makeDataDir(data, cfg.databaseURL == ""); err != nil {
+		return err
+	}
+	if err := datadir.Check(data, devLayout); err != nil {
+		return fmt.Errorf("--data %s: %w", cfg.data, err)
 	}
 	unlock, err := lockDataDir(data)
 	if err != nil {
@@ -175,19 +202,30 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 		stream.Settings{Window: cfg.duplicateWindow, Replicas: cfg.replicas, Servers: cfg.natsCluster}); err != nil {
 		return err
 	}
-	dbURL := cfg.databaseURL
-	if dbURL == "" {
-		log.Info("starting PostgreSQL", "dir", filepath.Join(data, "pg"))
+	// One URL for everything with --database-url; else a role for each.
+	var pgAuthDir string
+	db := devDatabases{owner: cfg.databaseURL, projector: cfg.databaseURL, api: cfg.databaseURL, reporting: cfg.databaseURL}
+	if cfg.databaseURL == "" {
+		log.Info("starting PostgreSQL", "dir", filepath.Join(data, devPGDir))
 		// pgcluster says what it does in plain lines: each becomes a record.
-		pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(data, "pg")), pgcluster.WithLog(logging.Lines(log, slog.LevelInfo, "component", "pgcluster")))
+		pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(data, devPGDir)),
+			pgcluster.WithAuthDir(filepath.Join(data, devPGAuthDir)), pgcluster.WithRoles(migrations.Roles...),
+			pgcluster.WithLog(logging.Lines(log, slog.LevelInfo, "component", "pgcluster")))
 		if err != nil {
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
 		defer stopPostgres(log, pg)
-		dbURL = pg.URL()
+		db = devDatabases{owner: pg.URL(), projector: pg.URLAs(migrations.RoleProjector),
+			api: pg.URLAs(migrations.RoleAPI), reporting: pg.URLAs(migrations.RoleReporting)}
+		pgAuthDir = pg.AuthDir()
+	}
+	// The owner migrates, once; the services then run as their roles,
+	// which may not change the schema.
+	if err := migrations.Up(ctx, db.owner); err != nil {
+		return err
 	}
 	sv := services{metrics: metrics.New(),
-		natsURL: natsURL, authDir: authDir, dbURL: dbURL, reportingURL: dbURL, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
+		natsURL: natsURL, authDir: authDir, db: db, pgAuthDir: pgAuthDir, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
 		signer: signer, trusted: trusted, trustedPath: trustedPath,
 		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)},
 	}
@@ -217,16 +255,17 @@ func setupStream(ctx context.Context, url, adminCreds string, set stream.Setting
 
 // services is what runServices runs.
 type services struct {
-	natsURL, authDir, dbURL, httpAddr string
-	reportingURL                      string // printed as DATABASE_URL
-	snapshotEvery                     int
-	signer                            *signing.Signer
-	trusted                           *signing.Keyring
-	trustedPath                       string
-	token                             string               // the admin token to print
-	options                           []api.Option         // who may use the API
-	projector                         []projections.Option // the projector's further options
-	metrics                           *metrics.Registry    // the API's and the projector's, served at the API's /metrics
+	natsURL, authDir, httpAddr string
+	db                         devDatabases
+	pgAuthDir                  string // the private PostgreSQL's passwords ("" with --database-url)
+	snapshotEvery              int
+	signer                     *signing.Signer
+	trusted                    *signing.Keyring
+	trustedPath                string
+	token                      string               // the admin token to print
+	options                    []api.Option         // who may use the API
+	projector                  []projections.Option // the projector's further options
+	metrics                    *metrics.Registry    // the API's and the projector's, served at the API's /metrics
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
@@ -240,7 +279,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: sv.httpAddr, NATSURL: sv.natsURL, DatabaseURL: sv.dbURL, Migrate: true, Logger: log,
+		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: sv.httpAddr, NATSURL: sv.natsURL, DatabaseURL: sv.db.api, Logger: log,
 			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: append([]api.Option{api.WithSigner(sv.signer), api.WithTrustedKeys(sv.trusted), api.WithMetrics(sv.metrics)}, sv.options...),
 			Ready: func(addr string) { ready <- addr }})
 	}()
@@ -257,10 +296,13 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 			{EnvNATSURL, sv.natsURL},
 			{EnvNATSCreds, natsauth.SeedFile(sv.authDir, natsauth.Auditor)},
 			{EnvTrustedKeys, sv.trustedPath},
-			{EnvDatabaseURL, sv.reportingURL},
+			{EnvDatabaseURL, sv.db.reporting},
 		})
 		fmt.Fprintf(out, "# console: http://%s/console/\n", addr)
 		fmt.Fprintf(out, "# ready. In another shell: paste the export lines above; psql \"$DATABASE_URL\" to query. Ctrl-C stops.\n")
+		if sv.pgAuthDir != "" {
+			fmt.Fprintf(out, "# DATABASE_URL reads only; PostgreSQL roles' passwords (the owner %s's for ledger migrate): %s\n", migrations.RoleOwner, sv.pgAuthDir)
+		}
 		fmt.Fprintf(out, "# NATS identities (nkey seeds) of the other roles: %s/{admin,ledger,projector}.nk; with the nats CLI: nats --server \"$NATS_URL\" --nkey \"$%s\" ...\n", sv.authDir, EnvNATSCreds)
 		err = <-errs
 	case err = <-errs:
@@ -298,7 +340,7 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 		return err
 	}
 	defer hnc.Close()
-	db, err := w.Postgres(ctx, sv.dbURL, true)
+	db, err := w.Postgres(ctx, sv.db.projector, false)
 	if err != nil {
 		return err
 	}
@@ -340,3 +382,31 @@ func printExports(out io.Writer, vars [][2]string) {
 // special but the single quote, which closes the quotes, is written
 // escaped and opens them again.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// devDatabases are the URLs of the projection's database for each
+// identity of `ledger dev` (docs/decisions.md #142).
+type devDatabases struct {
+	owner     string // migrates
+	projector string // the in-process projector
+	api       string // the API and the console
+	reporting string // printed as DATABASE_URL
+}
+
+// makeDataDir creates the data directory when missing, readable by the
+// invoking user only. As root with a private PostgreSQL, PostgreSQL's
+// own user must pass through it to DATA/pg: others may then enter it
+// (o+x) but not list it. An existing directory is left as it is:
+// datadir.Check judges it, pgcluster refuses one its user cannot enter.
+func makeDataDir(data string, privatePG bool) error {
+	if _, err := os.Stat(data); err == nil {
+		return nil
+	}
+	mode := os.FileMode(0o700)
+	if privatePG && os.Geteuid() == 0 {
+		mode = 0o711
+	}
+	if err := os.MkdirAll(data, mode); err != nil {
+		return err
+	}
+	return os.Chmod(data, mode) // whatever the umask
+}

@@ -16,8 +16,14 @@ func init() {
 		Short: "Apply the schema migrations to PostgreSQL",
 		Long: `migrate applies every migration of the projection schema that the database
 does not have yet, then prints the schema version. Running it again is
-harmless. 'ledger serve' and 'ledger dev' migrate at start too.`,
-		Example: `  DATABASE_URL=postgres://ledger@127.0.0.1/ledger ledger migrate`,
+harmless. It must run as the owner of the tables (the role ledger in
+'ledger dev' and docker-compose.yml: its password is in DATA/pg-auth for
+dev), never with the DATABASE_URL dev prints (read-only), and the roles
+ledger_projector, ledger_api and ledger_reporting must exist (or the
+owner may create them): it refuses, naming those missing, before it
+changes anything. 'ledger dev' migrates at start; 'ledger serve' and the
+projector check that the schema is current.`,
+		Example: `  ledger migrate --database-url "postgres://ledger:$(cat .ledger/pg-auth/ledger.password)@127.0.0.1:PORT/ledger?sslmode=disable"`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dbURL == "" {

@@ -60,7 +60,7 @@ func TestStatusCommand(t *testing.T) {
 	}
 	t.Logf("ledger status:\n%s", out)
 
-	conn, err := pgx.Connect(context.Background(), svc.dbURL)
+	conn, err := pgx.Connect(context.Background(), svc.adminURL) // a halt, staged
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,17 +25,20 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
 // service is a ledger API (httptest) and a projector on fresh NATS and
-// PostgreSQL, in this process.
+// PostgreSQL, in this process, each with its production identities.
 type service struct {
-	ledgerURL, natsURL, dbURL string
-	trustedKeys               string // file of the public key the ledger signs with
-	token                     string // admin: every scope, every pool
+	ledgerURL, natsURL string
+	dbURL              string // the reporting role's, as `ledger dev` prints it
+	adminURL           string // PostgreSQL's superuser: tests that stage a state
+	trustedKeys        string // file of the public key the ledger signs with
+	token              string // admin: every scope, every pool
 }
 
 func startService(t *testing.T) service {
@@ -54,13 +57,14 @@ func startServiceWith(t *testing.T, development bool) service {
 		apiOpts, projOpts = []api.Option{api.WithDevelopmentRules()}, []projections.Option{projections.WithDevelopmentRules()}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
-	if err := migrations.Up(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
+	natsURL, roles := testenv.NATS(t), testdb.New(t)
 	nc := testenv.Connect(t, natsURL, natsauth.Ledger)
 	js, _ := jetstream.New(nc)
-	db, err := pgxpool.New(ctx, dbURL)
+	db, err := pgxpool.New(ctx, roles.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb, err := pgxpool.New(ctx, roles.Projector)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +82,7 @@ func startServiceWith(t *testing.T, development bool) service {
 	wg.Go(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		keys := signing.NewKeyring(signer.Public())
-		if err := projections.New(pjs, db, append(projOpts, projections.WithLogger(quiet), projections.WithTrustedKeys(keys))...).Run(ctx); err != nil {
+		if err := projections.New(pjs, pdb, append(projOpts, projections.WithLogger(quiet), projections.WithTrustedKeys(keys))...).Run(ctx); err != nil {
 			t.Errorf("projector: %v", err)
 		}
 	})
@@ -87,13 +91,14 @@ func startServiceWith(t *testing.T, development bool) service {
 		wg.Wait()
 		hs.Close()
 		db.Close()
+		pdb.Close()
 		nc.Close()
 	})
 	trusted := filepath.Join(t.TempDir(), "trusted.pub")
 	if err := os.WriteFile(trusted, signing.PublicPEM(signer.Public()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: dbURL, trustedKeys: trusted, token: token}
+	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: roles.Reporting, adminURL: roles.Admin, trustedKeys: trusted, token: token}
 }
 
 // runLedger runs the ledger command line with args and stdin, its flags
@@ -276,10 +281,7 @@ steps:
 
 func TestLoadTimesOutWithoutProjector(t *testing.T) {
 	ctx := context.Background()
-	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
-	if err := migrations.Up(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
+	natsURL, dbURL := testenv.NATS(t), testdb.New(t).Reporting
 	js, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Ledger))
 	token, tokens := testenv.AdminToken(t)
 	srv, err := api.New(ctx, js, nil, api.WithTokens(tokens))
@@ -296,7 +298,11 @@ func TestLoadTimesOutWithoutProjector(t *testing.T) {
 }
 
 func TestMigrate(t *testing.T) {
-	dbURL := testenv.Postgres(t)
+	roles := testdb.Empty(t)
+	dbURL := roles.Owner
+	if _, _, err := runLedger(t, "", "migrate", "--database-url", roles.API); err == nil {
+		t.Error("the API's role migrated an empty database")
+	}
 	for range 2 {
 		out, _, err := runLedger(t, "", "migrate", "--database-url", dbURL)
 		if want, _ := migrations.Latest(); err != nil || out != fmt.Sprintf("schema version %d\n", want) {
@@ -317,7 +323,7 @@ func freePort(t *testing.T) string {
 // `ledger serve` migrates, serves, and stops cleanly when its context ends
 // (as on SIGINT).
 func TestServe(t *testing.T) {
-	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	natsURL, dbURL := testenv.NATS(t), testdb.New(t).API // its production role: migrating at start checks the version
 	addr := freePort(t)
 	tokensFile := filepath.Join(t.TempDir(), "tokens.jsonl")
 	out, _, err := runLedger(t, "", "token", "add", "--file", tokensFile, "--name", "ops", "--scopes", "all", "--pools", "*")

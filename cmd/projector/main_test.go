@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"net"
 	"net/http"
@@ -23,7 +25,6 @@ import (
 
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/connect"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -123,7 +124,7 @@ func (s *syncBuffer) String() string {
 // TestRunWaitsForNATS starts the command before NATS is up: it must wait,
 // then project once NATS appears, and stop cleanly with its context.
 func TestRunWaitsForNATS(t *testing.T) {
-	dbURL := testenv.Postgres(t)
+	dbURL := testdb.New(t).Projector
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func TestRunWaitsForNATS(t *testing.T) {
 // TestSIGTERM runs the real main in a child process and stops it with
 // SIGTERM: exit status 0.
 func TestSIGTERM(t *testing.T) {
-	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	natsURL, dbURL := testenv.NATS(t), testdb.New(t).Projector
 	last := publishSeed(t, natsURL)
 	cmd := exec.Command(os.Args[0]) // TestMain runs main, which parses no flags
 	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Projector), "DATABASE_URL="+dbURL)
@@ -228,7 +229,7 @@ func TestPartitionFlagsRefused(t *testing.T) {
 // Two commands with --partitions share the pools with the projector's own
 // NATS identity (which may create partition consumers and unpin them).
 func TestTwoPartitionedProjectors(t *testing.T) {
-	dbURL := testenv.Postgres(t)
+	dbURL := testdb.New(t).Projector
 	url := testenv.NATS(t)
 	creds := testenv.Creds(t, url, natsauth.Projector)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"github.com/cluster-ledger/ledger/internal/testdb"
+	"github.com/cluster-ledger/ledger/migrations"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,7 +23,8 @@ import (
 // 503 with Retry-After, and the query is cancelled (the lock holder is
 // not kept waiting for it afterwards).
 func TestReadTimeout(t *testing.T) {
-	base, db := readServer(t, api.WithReadTimeout(300*time.Millisecond))
+	base, roles, _ := readServerAs(t, api.WithReadTimeout(300*time.Millisecond))
+	db := testdb.Pool(t, roles.Admin) // holds the lock: whatever holds it, reads must not hang
 	ctx := context.Background()
 	// A pool, so that the pools list has a page to summarise.
 	exec(t, db, `INSERT INTO checkpoints (pool, last_seq, state_hash, chain_hash) VALUES ('p', 7, '\x00', '\x00')`)
@@ -118,19 +121,19 @@ func TestHealthzLiveWithPostgresDownReadyzNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as nobody
+	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as its own user
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(dir, "data")), pgcluster.WithFsync(false))
+	pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(dir, "data")), pgcluster.WithFsync(false), pgcluster.WithRoles(migrations.Roles...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
 	natsURL := testenv.NATS(t)
 	scheduler, entry := mustToken(t, "scheduler", []auth.Scope{auth.ScopeAppend, auth.ScopePlan}, "p")
-	l, db, _ := statusLedgerWith(t, natsURL, pg.URL(), []api.Option{api.WithReadyLag(time.Second)}, entry)
+	l, db, _ := statusLedgerWith(t, natsURL, clusterRoles(pg), []api.Option{api.WithReadyLag(time.Second)}, entry)
 	l.token = scheduler
 	setup(l, "p")
 	project(t, natsURL, db, 2)

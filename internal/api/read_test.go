@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -18,33 +19,34 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
-	"github.com/cluster-ledger/ledger/migrations"
 )
 
-// readServer is an API over a migrated database holding rows as the
-// projector would write them.
+// readServer is an API (connected as its role) over a migrated database
+// holding rows as the projector would write them (db: the projector's
+// role).
 func readServer(t *testing.T, opts ...api.Option) (string, *pgxpool.Pool) {
+	t.Helper()
+	base, roles, _ := readServerAs(t, opts...)
+	return base, testdb.Pool(t, roles.Projector)
+}
+
+// readServerAs is readServer with the database's roles and the API's own
+// pool.
+func readServerAs(t *testing.T, opts ...api.Option) (string, testdb.DB, *pgxpool.Pool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dbURL := testenv.Postgres(t)
-	if err := migrations.Up(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	db, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	roles := testdb.New(t)
+	apiDB := testdb.Pool(t, roles.API)
 	js, _ := jetstream.New(testenv.Connect(t, testenv.NATS(t), natsauth.Ledger))
 	token, tokens := testenv.Token(t, "reader", []auth.Scope{auth.ScopeRead}, auth.AllPools)
-	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens)}, opts...)...)
+	srv, err := api.New(ctx, js, apiDB, append([]api.Option{api.WithTokens(tokens)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(withToken(srv, token))
 	t.Cleanup(hs.Close)
-	return hs.URL, db
+	return hs.URL, roles, apiDB
 }
 
 // withToken adds the bearer token to every request that has none, so the
@@ -163,7 +165,7 @@ func TestDecisionsPages(t *testing.T) {
 
 // /healthz is liveness and leaves PostgreSQL out; /readyz says it is gone.
 func TestHealthz(t *testing.T) {
-	base, db := readServer(t)
+	base, _, db := readServerAs(t)
 	var h api.HealthResponse
 	if code := getJSON(t, base+"/healthz", &h); code != 200 || h.NATS != "ok" || h.Stream != "ok" || h.Status != "ok" {
 		t.Errorf("healthy: %d %+v", code, h)

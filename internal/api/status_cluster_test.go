@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // status still answers in time, naming the stream as the failing part.
 func TestStatusReplicated(t *testing.T) {
 	c := testenv.NATSCluster(t, 3) // authenticated routes, the R3 stream
-	l, _, _ := statusLedger(t, c.URL(), testenv.Postgres(t))
+	l, _, _ := statusLedger(t, c.URL(), testdb.New(t))
 	setup(l, "p")
 	var names []string
 	for i := range c.Size() {

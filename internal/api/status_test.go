@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,27 +27,34 @@ import (
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
-// statusLedger is a ledger with a database; its token has every scope,
-// and writer is a token of the same server with the append scope only.
-func statusLedger(t *testing.T, natsURL, dbURL string, extra ...auth.Entry) (l *ledger, db *pgxpool.Pool, writer string) {
+// statusLedger is a ledger on a database, connected as the API's role;
+// db is the projector's role on it, to stage what a projector writes.
+// Its token has every scope, and writer is a token of the same server
+// with the append scope only.
+func statusLedger(t *testing.T, natsURL string, roles testdb.DB, extra ...auth.Entry) (l *ledger, db *pgxpool.Pool, writer string) {
 	t.Helper()
-	return statusLedgerWith(t, natsURL, dbURL, nil, extra...)
+	return statusLedgerWith(t, natsURL, roles, nil, extra...)
 }
 
 // statusLedgerWith is statusLedger with options for the server.
-func statusLedgerWith(t *testing.T, natsURL, dbURL string, opts []api.Option, extra ...auth.Entry) (l *ledger, db *pgxpool.Pool, writer string) {
+func statusLedgerWith(t *testing.T, natsURL string, roles testdb.DB, opts []api.Option, extra ...auth.Entry) (l *ledger, db *pgxpool.Pool, writer string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := migrations.Up(ctx, dbURL)
+	err := migrations.Up(ctx, roles.Owner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err = pgxpool.New(ctx, dbURL)
+	db, err = pgxpool.New(ctx, roles.Projector)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
+	apiDB, err := pgxpool.New(ctx, roles.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(apiDB.Close)
 	nc := testenv.Connect(t, natsURL, natsauth.Ledger)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -66,7 +74,7 @@ func statusLedgerWith(t *testing.T, natsURL, dbURL string, opts []api.Option, ex
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens), api.WithPublishTimeout(2 * time.Second)}, opts...)...)
+	srv, err := api.New(ctx, js, apiDB, append([]api.Option{api.WithTokens(tokens), api.WithPublishTimeout(2 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +144,7 @@ func runProjector(t *testing.T, run func(context.Context) error, db *pgxpool.Poo
 // listed; status needs the read scope.
 func TestStatusSingleNode(t *testing.T) {
 	natsURL := testenv.NATS(t)
-	l, db, writer := statusLedger(t, natsURL, testenv.Postgres(t))
+	l, db, writer := statusLedger(t, natsURL, testdb.New(t))
 
 	res, _ := status(t, l)
 	if res.Status != "ok" || res.Stream == nil || res.Stream.Replicas != 1 || res.Stream.Leader != "test" ||
@@ -197,7 +205,7 @@ func TestStatusSingleNode(t *testing.T) {
 // their names), the shared parts are shown.
 func TestStatusShowsATokenOnlyItsPools(t *testing.T) {
 	reader, entry := mustToken(t, "team-p", []auth.Scope{auth.ScopeRead}, "p")
-	l, db, _ := statusLedger(t, testenv.NATS(t), testenv.Postgres(t), entry)
+	l, db, _ := statusLedger(t, testenv.NATS(t), testdb.New(t), entry)
 	exec(t, db, `INSERT INTO halted_pools (pool, seq, reason) VALUES ('p', 7, 'fold failed at sequence 7: mine'), ('secret', 42, 'fold failed at sequence 42: theirs')`)
 
 	res, _ := status(t, l) // admin: both
@@ -225,7 +233,7 @@ func TestStatusShowsATokenOnlyItsPools(t *testing.T) {
 // stream).
 func TestStatusPartitioned(t *testing.T) {
 	natsURL := testenv.NATS(t)
-	l, db, _ := statusLedger(t, natsURL, testenv.Postgres(t))
+	l, db, _ := statusLedger(t, natsURL, testdb.New(t))
 	for _, pool := range []string{"p1", "p2", "p3", "p4", "p5"} {
 		setup(l, pool)
 	}
@@ -274,7 +282,7 @@ func TestStatusPartitioned(t *testing.T) {
 // projection ahead of the stream is a problem that says so.
 func TestStatusPartitionsAndAhead(t *testing.T) {
 	natsURL := testenv.NATS(t)
-	l, db, _ := statusLedger(t, natsURL, testenv.Postgres(t))
+	l, db, _ := statusLedger(t, natsURL, testdb.New(t))
 	setup(l, "p")
 	for i := range 8 {
 		exec(t, db, `INSERT INTO projector_offsets (name, stream_seq, updated_at, partition, partitions, owner)
@@ -315,18 +323,18 @@ func TestStatusPartsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as nobody
+	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as its own user
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(dir, "data")), pgcluster.WithFsync(false))
+	pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(dir, "data")), pgcluster.WithFsync(false), pgcluster.WithRoles(migrations.Roles...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
 	natsSrv := testenv.StartNATS(t, t.TempDir(), "127.0.0.1:-1")
-	l, _, _ := statusLedger(t, natsSrv.URL(), pg.URL())
+	l, _, _ := statusLedger(t, natsSrv.URL(), clusterRoles(pg))
 	setup(l, "p")
 	if res, _ := status(t, l); res.Status != "ok" || !res.Postgres.Reachable {
 		t.Fatalf("all up: %+v", res)
@@ -401,4 +409,11 @@ func TestStatusPostgresHangs(t *testing.T) {
 		t.Fatalf("hung PostgreSQL (%v): %+v", took, res)
 	}
 	t.Logf("hung PostgreSQL: answered in %v: %v", took, res.Problems)
+}
+
+// clusterRoles are the roles of a private cluster started with
+// pgcluster.WithRoles(migrations.Roles...), on its database.
+func clusterRoles(pg *pgcluster.Cluster) testdb.DB {
+	return testdb.DB{Admin: pg.URLFor(pgcluster.DefaultDatabase), Owner: pg.URL(),
+		Projector: pg.URLAs(migrations.RoleProjector), API: pg.URLAs(migrations.RoleAPI), Reporting: pg.URLAs(migrations.RoleReporting)}
 }

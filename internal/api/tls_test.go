@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"log/slog"
 	"math/big"
@@ -65,7 +66,7 @@ func TestServeTLS(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		natsURL := testenv.NATS(t)
-		done <- api.Serve(ctx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, NATSCreds: testenv.Creds(t, natsURL, natsauth.Ledger), DatabaseURL: testenv.Postgres(t),
+		done <- api.Serve(ctx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, NATSCreds: testenv.Creds(t, natsURL, natsauth.Ledger), DatabaseURL: testdb.New(t).API,
 			Migrate: true, TLSCert: certFile, TLSKey: keyFile, Options: []api.Option{api.WithTokens(tokens)},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func(a string) { ready <- a }})
 	}()

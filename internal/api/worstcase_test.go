@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,7 +23,6 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/testenv"
-	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
@@ -81,14 +81,13 @@ const worstBound = 5 * time.Second
 func TestWorstCasePlan(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
-	if err := migrations.Up(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	// The API and the projector with their own identities.
+	natsURL, roles := testenv.NATS(t), testdb.New(t)
+	pdb := testdb.Pool(t, roles.Projector)
+	// The API and the projector with their own identities, NATS and
+	// PostgreSQL.
 	js, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Ledger))
 	pjs, _ := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
-	db, err := pgxpool.New(ctx, dbURL)
+	db, err := pgxpool.New(ctx, roles.API)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +104,7 @@ func TestWorstCasePlan(t *testing.T) {
 	defer cancel()
 	wg.Go(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		if err := projections.New(pjs, db, projections.WithLogger(quiet)).Run(ctx); err != nil && ctx.Err() == nil {
+		if err := projections.New(pjs, pdb, projections.WithLogger(quiet)).Run(ctx); err != nil && ctx.Err() == nil {
 			t.Errorf("projector: %v", err)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"log/slog"
 	"strings"
@@ -21,7 +22,6 @@ import (
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
-	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
@@ -36,22 +36,18 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestVerifyComparesOwnership(t *testing.T) {
 	ctx := context.Background()
 	js := testenv.JetStream(t, testenv.NATS(t))
-	url := testenv.Postgres(t)
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	// Each with its role: the projector writes, the auditor reads (the
+	// URL `ledger dev` prints), the tampering is an administrator's.
+	roles := testdb.New(t)
+	db := testdb.Pool(t, roles.Admin)
 
 	last := publishScenario(t, js, "../scenario/testdata/ownership/own-lend-return.yaml", "own")
-	project(t, js, db, last)
+	project(t, js, testdb.Pool(t, roles.Projector), last)
 
 	auditor := testenv.As(t, js, natsauth.Auditor) // what `ledger audit verify` holds
+	reporting := testdb.Pool(t, roles.Reporting)   // the DATABASE_URL it is given
 	verify := func() error {
-		_, err := audit.Verify(ctx, auditor, db, nil, 1, "", nil)
+		_, err := audit.Verify(ctx, auditor, reporting, nil, 1, "", nil)
 		return err
 	}
 	if err := verify(); err != nil {

@@ -191,6 +191,11 @@ func (b *bench) open(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// As root PostgreSQL runs as its own user, which must pass through
+		// this directory (its own, made here) to its data in dir/pg.
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return err
+		}
 		b.dir = dir
 		b.report.TempDir = dir
 	}

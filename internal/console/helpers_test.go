@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,7 +26,6 @@ import (
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
-	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
@@ -51,8 +51,8 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	defer cancel()
 	natsURL := testenv.NATS(t)
 	js := testenv.JetStream(t, natsURL)
-	// The projector and the API run with their own identities, as
-	// `ledger dev` and production run them.
+	// The projector and the API run with their own identities, NATS and
+	// PostgreSQL, as `ledger dev` and production run them.
 	projJS, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Projector))
 	if err != nil {
 		t.Fatal(err)
@@ -61,19 +61,12 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dbURL := testenv.Postgres(t)
-	if err := migrations.Up(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	db, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	roles := testdb.New(t)
+	db, pdb := testdb.Pool(t, roles.API), testdb.Pool(t, roles.Projector)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- projections.New(projJS, db, projections.WithLogger(quiet)).Run(runCtx) }()
+	go func() { done <- projections.New(projJS, pdb, projections.WithLogger(quiet)).Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 	// The events' claimed producer is console-test: the token's name.
 	token, all, err := auth.Generate("console-test", auth.Scopes, []string{auth.AllPools})

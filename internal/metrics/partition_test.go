@@ -25,7 +25,7 @@ func TestPartitionsReportApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 2
-	g, err := projections.NewGroup(js, s.db, n, projections.WithLogger(quiet), projections.WithPinnedTTL(2*time.Second),
+	g, err := projections.NewGroup(js, s.projectorDB, n, projections.WithLogger(quiet), projections.WithPinnedTTL(2*time.Second),
 		projections.WithMetrics(reg.Projector()))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,7 +25,6 @@ import (
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
-	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
@@ -37,34 +37,26 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type stack struct {
 	t                      *testing.T
 	natsURL                string
-	db                     *pgxpool.Pool
+	db                     *pgxpool.Pool // the API's role
+	projectorDB            *pgxpool.Pool // the projector's
 	url                    string
 	admin, appender, other string // tokens: every scope; append only; metrics only
 }
 
 func newStack(t *testing.T, reg *metrics.Registry) *stack {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dbURL := testenv.Postgres(t)
-	if err := migrations.Up(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	db, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	return newStackOn(t, reg, &stack{natsURL: testenv.NATS(t), db: db})
+	roles := testdb.New(t)
+	return newStackOn(t, reg, &stack{natsURL: testenv.NATS(t), db: testdb.Pool(t, roles.API), projectorDB: testdb.Pool(t, roles.Projector)})
 }
 
 // newStackOn is another process of the deployment of on (its NATS and
-// database): its own API and tokens, recording in reg.
+// database, its API's and its projector's roles): its own API and
+// tokens, recording in reg.
 func newStackOn(t *testing.T, reg *metrics.Registry, on *stack) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := &stack{t: t, natsURL: on.natsURL, db: on.db}
+	s := &stack{t: t, natsURL: on.natsURL, db: on.db, projectorDB: on.projectorDB}
 	db := s.db
 	var entries []auth.Entry
 	for _, tk := range []struct {
@@ -107,7 +99,7 @@ func (s *stack) runProjector(rec *metrics.Projector) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- projections.New(js, s.db, projections.WithLogger(quiet), projections.WithMetrics(rec), projections.WithBatchSize(7)).Run(ctx)
+		done <- projections.New(js, s.projectorDB, projections.WithLogger(quiet), projections.WithMetrics(rec), projections.WithBatchSize(7)).Run(ctx)
 	}()
 	stop = func() {
 		cancel()

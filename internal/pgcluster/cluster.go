@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/internal/redact"
 )
 
 // Files pgcluster keeps in the data directory, beside PostgreSQL's own.
@@ -27,7 +29,7 @@ const (
 )
 
 // Superuser is the cluster's superuser, created by initdb with a
-// generated password (SuperuserPasswordFile); every connection needs a
+// generated password (SuperuserPasswordFile in the auth directory); every connection needs a
 // password (scram-sha-256), local or TCP, and the server listens on
 // 127.0.0.1 only.
 const Superuser = "postgres"
@@ -43,8 +45,10 @@ type Cluster struct {
 	reused     bool
 	cred       *credential
 	log        io.Writer
-	superPW    string // "" until a cluster from before passwords is secured
-	appPW      string
+	authDir    string            // the roles' password files
+	roles      []string          // login roles besides the application role
+	superPW    string            // "" until a cluster from before passwords is secured
+	passwords  map[string]string // role -> password: AppRole and roles
 
 	mu      sync.Mutex
 	stopped bool
@@ -76,19 +80,36 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{binDir: binDir, dataDir: dataDir, database: cfg.database, log: cfg.log}
-	fmt.Fprintf(c.log, "pgcluster: PostgreSQL binaries in %s, data in %s\n", binDir, dataDir)
+	authDir := cfg.authDir
+	if authDir == "" {
+		authDir = dataDir + ".auth"
+	}
+	if authDir, err = filepath.Abs(authDir); err != nil {
+		return nil, newErr(ErrPrepare, err, "auth directory %q", cfg.authDir)
+	}
+	c := &Cluster{binDir: binDir, dataDir: dataDir, authDir: authDir, database: cfg.database, log: cfg.log,
+		roles: cfg.roles, passwords: map[string]string{}}
+	fmt.Fprintf(c.log, "pgcluster: PostgreSQL binaries in %s, data in %s, passwords in %s\n", binDir, dataDir, authDir)
 	if needUnprivileged() {
-		c.cred = lookupUnprivileged()
+		if c.cred, err = systemUser(c.log); err != nil {
+			return nil, newErr(ErrPrepare, err, "the user to run PostgreSQL as")
+		}
 		fmt.Fprintf(c.log, "pgcluster: running as root; PostgreSQL will run as %s\n", c.cred)
+	}
+	if err := c.prepareAuthDir(); err != nil {
+		return nil, err
 	}
 	if err := c.prepareDataDir(); err != nil {
 		return nil, err
 	}
 
 	initialised := fileExists(filepath.Join(dataDir, "PG_VERSION"))
+	legacy := false
 	if initialised {
-		if c.superPW, err = c.readPassword(SuperuserPasswordFile); err != nil {
+		if c.superPW, err = c.readPassword(Superuser); err != nil {
+			return nil, err
+		}
+		if legacy, err = c.adoptLegacyPasswords(); err != nil {
 			return nil, err
 		}
 	}
@@ -102,6 +123,11 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 				fmt.Fprintf(c.log, "pgcluster: reusing the server already running on port %d (pid %d)\n", port, pid)
 				if err := c.secure(ctx); err != nil {
 					return nil, err
+				}
+				if legacy {
+					if err := c.rotateLegacyPasswords(ctx); err != nil {
+						return nil, err
+					}
 				}
 				if err := c.ensureDatabase(ctx); err != nil {
 					return nil, err
@@ -135,6 +161,12 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 		_ = c.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	if legacy {
+		if err := c.rotateLegacyPasswords(ctx); err != nil {
+			_ = c.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	if err := c.ensureDatabase(ctx); err != nil {
 		_ = c.Stop(context.WithoutCancel(ctx))
 		return nil, err
@@ -144,8 +176,22 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 
 // URL is the connection URL of the database as the application role,
 // with its password: postgres://ledger:PASSWORD@127.0.0.1:PORT/ledger?sslmode=disable.
-// Services use it; the role owns the database and is not a superuser.
-func (c *Cluster) URL() string { return c.urlAs(AppRole, c.appPW, c.database) }
+// The role owns the database and is not a superuser.
+func (c *Cluster) URL() string { return c.URLAs(AppRole) }
+
+// URLAs is the connection URL of the database as role (the application
+// role or one given to WithRoles), with its password; "" for a role the
+// cluster does not know.
+func (c *Cluster) URLAs(role string) string {
+	pw, ok := c.passwords[role]
+	if !ok {
+		return ""
+	}
+	return c.urlAs(role, pw, c.database)
+}
+
+// AuthDir is the directory of the roles' password files.
+func (c *Cluster) AuthDir() string { return c.authDir }
 
 // URLFor is the superuser's connection URL of a database of the cluster,
 // with the password (administration: creating databases, tests).
@@ -176,8 +222,19 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
+// prepareDataDir creates the data directory (0700; its missing parents
+// 0755, so PostgreSQL's user may pass) and, as root, checks that
+// PostgreSQL's user can reach it and gives it to that user. The modes of
+// directories that existed are never changed: one PostgreSQL's user may
+// not enter is an error naming it.
 func (c *Cluster) prepareDataDir() error {
-	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(c.dataDir), 0o755); err != nil {
+		return newErr(ErrPrepare, err, "create the parent of the data directory")
+	}
+	if err := c.cred.checkReachable(c.dataDir); err != nil {
+		return newErr(ErrPrepare, err, "data directory %s", c.dataDir)
+	}
+	if err := os.Mkdir(c.dataDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return newErr(ErrPrepare, err, "create data directory")
 	}
 	// initdb and postgres insist on 0700 (or 0750).
@@ -186,13 +243,8 @@ func (c *Cluster) prepareDataDir() error {
 			return newErr(ErrPrepare, err, "chmod 0700 %s", c.dataDir)
 		}
 	}
-	if c.cred != nil {
-		if err := c.cred.makeTraversable(c.dataDir, c.log); err != nil {
-			return newErr(ErrPrepare, err, "make the ancestors of %s traversable for %s", c.dataDir, c.cred.name)
-		}
-		if err := c.cred.chownAll(c.dataDir); err != nil {
-			return newErr(ErrPrepare, err, "chown -R %s to %s", c.dataDir, c.cred.name)
-		}
+	if err := c.cred.chownAll(c.dataDir); err != nil {
+		return newErr(ErrPrepare, err, "chown -R %s to %s", c.dataDir, c.cred)
 	}
 	return nil
 }
@@ -215,7 +267,7 @@ func (c *Cluster) initdb(ctx context.Context, fsync bool, pw string) error {
 	if err != nil {
 		return &Error{Kind: ErrInitdb, Detail: "initdb -D " + c.dataDir, Output: out, Err: err}
 	}
-	if err := c.writePassword(SuperuserPasswordFile, pw); err != nil {
+	if err := c.writePassword(Superuser, pw); err != nil {
 		return err
 	}
 	c.superPW = pw
@@ -231,7 +283,7 @@ func (c *Cluster) makeSocketDir() error {
 	if c.cred != nil {
 		if err := c.cred.chownAll(dir); err != nil {
 			c.removeSocketDir()
-			return newErr(ErrPrepare, err, "chown %s to %s", dir, c.cred.name)
+			return newErr(ErrPrepare, err, "chown %s to %s", dir, c.cred)
 		}
 	}
 	return nil
@@ -428,11 +480,13 @@ func waitGone(ctx context.Context, pid int) {
 func (c *Cluster) ensureDatabase(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, c.URLFor("postgres"))
 	if err != nil {
-		return newErr(ErrCreateDatabase, err, "connect to %s", c.URLFor("postgres"))
+		return newErr(ErrCreateDatabase, redact.Error(err, c.URLFor("postgres")), "connect as %s", Superuser)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := c.ensureAppRole(ctx, conn); err != nil {
-		return err
+	for _, role := range append([]string{AppRole}, c.roles...) {
+		if err := c.ensureRole(ctx, conn, role); err != nil {
+			return err
+		}
 	}
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", c.database).Scan(&exists); err != nil {

@@ -7,18 +7,29 @@
 // data directory has no PG_VERSION, starts the server with `pg_ctl start
 // -w` listening on 127.0.0.1 (a free port, or the one the data directory
 // used last time, remembered in the file pgcluster.port inside it), and
-// creates the database `ledger`. A second Start on the same data directory
-// reuses the data, and reuses a server that is still running from it.
+// creates the database `ledger` owned by the application role [AppRole]
+// and any other login roles asked for ([WithRoles]). A second Start on
+// the same data directory reuses the data, and reuses a server that is
+// still running from it.
+//
+// Every connection needs a password (scram-sha-256). The roles'
+// passwords are kept in the auth directory ([WithAuthDir], 0700, one
+// file of mode 0600 per role), which belongs to the calling user and is
+// never inside the data directory, so only that user reads them (a
+// cluster of before, which kept them in its data directory, gets new
+// passwords and loses the old files at its next Start).
 //
 // PostgreSQL refuses to run as root. When the calling process is root,
-// initdb, pg_ctl and postgres run as the unprivileged user `nobody` (uid
-// and gid 65534 when the user database has no such entry): the data
-// directory and the socket directory are chowned to it, and every ancestor
-// directory of the data directory that is not world-traversable gets o+x
-// added so that `nobody` can reach its data (for example a 0700
-// t.TempDir() parent, or /root). Each such chmod is reported on the
-// [WithLog] writer. The server's own log goes to pgcluster.log inside the
-// data directory; its tail is quoted in start errors.
+// initdb, pg_ctl and postgres run as the dedicated system user
+// [SystemUser], created when missing (useradd --system, no home, no
+// login shell) as a package's install step would create it: never a
+// shared user such as nobody. The data directory and the socket
+// directory are given to it (chown). The modes of existing directories
+// above the data directory are never changed: when that user may not
+// enter one of them, Start fails with [ErrUnreachable] naming the
+// directory, and the caller puts the cluster where the user can reach
+// it. The server's own log goes to pgcluster.log inside the data
+// directory; its tail is quoted in start errors.
 //
 // Errors are of type [*Error] and match the sentinel errors of this
 // package ([ErrBinariesNotFound], [ErrInitdb], ...) with errors.Is.

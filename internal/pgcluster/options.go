@@ -17,6 +17,8 @@ type config struct {
 	database     string
 	startTimeout time.Duration
 	superPW      string
+	authDir      string
+	roles        []string
 }
 
 func defaultConfig() config {
@@ -52,7 +54,7 @@ func WithPort(port int) Option { return func(c *config) { c.port = port } }
 func WithFsync(on bool) Option { return func(c *config) { c.fsync = on } }
 
 // WithLog receives pgcluster's progress messages (which binaries, initdb,
-// start, chmods of ancestor directories). Default: discarded. The server's
+// start, the user PostgreSQL runs as). Default: discarded. The server's
 // own log is the file pgcluster.log in the data directory.
 func WithLog(w io.Writer) Option {
 	return func(c *config) {
@@ -68,6 +70,18 @@ func WithLog(w io.Writer) Option {
 func WithDatabase(name string) Option { return func(c *config) { c.database = name } }
 
 // WithSuperuserPassword sets the superuser's password of a new cluster
-// (default: generated). It is kept in SuperuserPasswordFile like a
+// (default: generated). It is kept in SuperuserPasswordFile (in the auth directory) like a
 // generated one; an existing cluster keeps its own.
 func WithSuperuserPassword(pw string) Option { return func(c *config) { c.superPW = pw } }
+
+// WithAuthDir names the directory of the roles' password files (mode
+// 0700, created when missing; default: the data directory's path with
+// ".auth" appended). It belongs to the calling user: as root, PostgreSQL
+// runs as SystemUser and cannot read it.
+func WithAuthDir(dir string) Option { return func(c *config) { c.authDir = dir } }
+
+// WithRoles has Start create (or keep) these login roles besides the
+// application role, each with a generated password kept in the auth
+// directory (URLAs gives their URLs). Their rights in the database are
+// granted by whoever owns its tables (the ledger's migrations).
+func WithRoles(roles ...string) Option { return func(c *config) { c.roles = roles } }

@@ -525,3 +525,23 @@ func As(t testing.TB, js jetstream.JetStream, role natsauth.Role) jetstream.JetS
 	}
 	return out
 }
+
+// DataDir returns the path of a data directory for `ledger dev --data`
+// (or a pgcluster data directory), not created yet, inside a new
+// directory that every user may enter (under os.TempDir(), mode 0755),
+// removed when the test ends. When the tests run as root PostgreSQL runs
+// as its own system user, which must reach its data: t.TempDir() is no
+// place for it (its parent is 0700), and neither ledger nor pgcluster
+// changes the modes of directories above their data.
+func DataDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ledger-data-")
+	if err != nil {
+		t.Fatalf("testenv.DataDir: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatalf("testenv.DataDir: %v", err)
+	}
+	return filepath.Join(dir, "data")
+}
