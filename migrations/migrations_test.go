@@ -29,6 +29,7 @@ var schema = map[string][]string{
 	"projector_offsets":  {"name", "stream_seq", "updated_at", "partition", "partitions", "owner"},
 	"snapshots":          {"pool", "seq", "format", "state", "state_hash"},
 	"saved_states":       {"pool", "seq", "format", "state", "state_hash", "snap_events", "snap_cost", "saved_at"},
+	"pending_events":     {"pool", "seq", "subject", "headers", "body", "stored_at"},
 	"halted_pools":       {"pool", "seq", "reason", "halted_at"},
 	"ownership":          {"pool", "consumer", "host", "slots"},
 	"ownership_history":  {"pool", "consumer", "host", "slots", "valid_from_seq", "valid_from_time", "valid_to_seq", "valid_to_time"},

@@ -22,7 +22,7 @@ import (
 
 // The tables README documents ("Tables"): what the readers may read.
 var documented = []string{"events", "consumers", "hosts", "allocations", "consumer_state", "decisions",
-	"allocation_history", "ownership", "ownership_history", "checkpoints", "snapshots", "halted_pools", "projector_offsets", "saved_states"}
+	"allocation_history", "ownership", "ownership_history", "checkpoints", "snapshots", "halted_pools", "projector_offsets", "saved_states", "pending_events"}
 
 // rights is the whole matrix: every table of the schema, and each role's
 // table privileges on it (S select, I insert, U update of every column,
@@ -43,6 +43,7 @@ var rights = map[string]map[string]string{
 	"checkpoints":        {migrations.RoleProjector: "SIU", migrations.RoleAPI: "S", migrations.RoleReporting: "S"},
 	"projector_offsets":  {migrations.RoleProjector: "SIU", migrations.RoleAPI: "S", migrations.RoleReporting: "S"},
 	"saved_states":       {migrations.RoleProjector: "SIU", migrations.RoleAPI: "S", migrations.RoleReporting: "S"},
+	"pending_events":     {migrations.RoleProjector: "SID", migrations.RoleAPI: "S", migrations.RoleReporting: "S"},
 	"schema_migrations":  {migrations.RoleProjector: "S", migrations.RoleAPI: "S", migrations.RoleReporting: ""},
 }
 

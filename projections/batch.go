@@ -61,9 +61,13 @@ type batch struct {
 	ownCloses  ownCloseRows
 	snapshots  [][]any
 	saved      [][]any // saved_states rows of the pools let go (resident.go)
-	pools      map[string]*poolBatch
-	halts      map[string]halt       // pools halted in this batch
-	resumed    map[string]*poolState // catchUp: the halted pool it brings up to date
+	// pending_events rows of the messages set aside, and the keys of
+	// those folded or dropped (fair.go)
+	pending     [][]any
+	pendingDone []pendingKey
+	pools       map[string]*poolBatch
+	halts       map[string]halt       // pools halted in this batch
+	resumed     map[string]*poolState // catchUp: the halted pool it brings up to date
 
 	figures []metrics.PoolFigures // totals of the pools after the batch, for metrics (metrics.go)
 }

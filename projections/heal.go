@@ -125,7 +125,10 @@ type overlapRow struct {
 // are read in sequence order side by side, so memory stays flat however
 // long the range.
 func (p *Projector) compareOverlap(ctx context.Context, from, to uint64) (int, error) {
-	rows, err := p.db.Query(ctx, `SELECT seq, pool, id, type, subject, sha256(body) FROM events WHERE seq BETWEEN $1 AND $2 ORDER BY seq`,
+	// Every message up to the offset is an events row or, set aside for
+	// a busy pool (fair.go), a pending_events row.
+	rows, err := p.db.Query(ctx, `SELECT seq, pool, id, type, subject, sha256(body) FROM events WHERE seq BETWEEN $1 AND $2
+		UNION ALL SELECT seq, pool, '', '', subject, sha256(body) FROM pending_events WHERE seq BETWEEN $1 AND $2 ORDER BY seq`,
 		int64(from), int64(to))
 	if err != nil {
 		return 0, fmt.Errorf("read events %d..%d: %w", from, to, err)
@@ -245,7 +248,8 @@ type tailRow struct {
 // republish appends the events rows after last, up to committed, in
 // sequence order, each expecting the stream to end just before it.
 func (p *Projector) republish(ctx context.Context, last, committed uint64) (int, error) {
-	rows, _ := p.db.Query(ctx, `SELECT seq, id, subject, headers, body FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq`,
+	rows, _ := p.db.Query(ctx, `SELECT seq, id, subject, headers, body FROM events WHERE seq > $1 AND seq <= $2
+		UNION ALL SELECT seq, '', subject, headers, body FROM pending_events WHERE seq > $1 AND seq <= $2 ORDER BY seq`,
 		int64(last), int64(committed))
 	tail, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tailRow, error) {
 		var t tailRow

@@ -41,7 +41,8 @@ type config struct {
 	batchSize     int
 	snapshotEvery int
 	snapshotCost  int64
-	resident      int // pools whose engine state stays in memory (resident.go)
+	resident      int           // pools whose engine state stays in memory (resident.go)
+	batchWork     time.Duration // how long a batch folds at most (fair.go)
 	name          string
 	log           *slog.Logger
 	failpoint     func(stage string) error
@@ -67,6 +68,7 @@ func defaults() config {
 		snapshotEvery: DefaultSnapshotEvery,
 		snapshotCost:  DefaultSnapshotCost,
 		resident:      DefaultResidentPools,
+		batchWork:     DefaultBatchWork,
 		name:          DefaultName,
 		log:           slog.Default(),
 		ackWait:       30 * time.Second,

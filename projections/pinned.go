@@ -56,7 +56,11 @@ func (p *Projector) runPartition(ctx context.Context) error {
 }
 
 func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
-	msgs, err := f.next(ctx, p.release, p.cfg.batchSize, p.cfg.idleWait)
+	idle := p.cfg.idleWait
+	if len(p.carry) > 0 || len(p.deferred.pools) > 0 {
+		idle = time.Millisecond // something is left to fold: do not wait for more
+	}
+	msgs, err := f.next(ctx, p.release, max(p.cfg.batchSize-len(p.carry), 0), idle)
 	if errors.Is(err, errReleased) {
 		return p.giveUp(ctx)
 	}
@@ -77,6 +81,9 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 		}
 	}
 	if len(msgs) == 0 {
+		if len(p.carry) > 0 || len(p.deferred.pools) > 0 {
+			return p.process(ctx, nil) // what is left to fold goes on
+		}
 		return p.watchStall(ctx)
 	}
 	p.stalledAt = 0
@@ -286,13 +293,13 @@ func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
 // consumer did not deliver in order (an instance that died had them in
 // flight; they come again later and are skipped), read from the stream
 // with direct gets (stream.Read: no consumer).
-func (p *Projector) fill(ctx context.Context, b *batch, to uint64) error {
+func (p *Projector) fill(ctx context.Context, b *batch, to uint64, bg *budget) error {
 	from := b.to + 1
 	err := stream.Read(ctx, p.js.Conn(), "ledger.>", from, to-1, func(m stream.Msg) error {
 		if m.Seq != b.to+1 {
 			return fmt.Errorf("read the stream from %d: message %d came after %d", from, m.Seq, b.to)
 		}
-		if err := p.fold(ctx, b, m.Subject, m.Header, m.Data, m.Seq, m.Time); err != nil {
+		if err := p.take(ctx, b, bg, m.Subject, m.Header, m.Data, m.Seq, m.Time, true); err != nil {
 			return fatal(err)
 		}
 		b.to = m.Seq

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,8 +29,21 @@ type writer struct {
 
 func (p *Projector) startWriter(ctx context.Context) *writer {
 	w := &writer{jobs: make(chan writeJob, 1), failed: make(chan error, 1), stopped: make(chan struct{})}
-	go w.run(ctx, p)
+	go w.run(drainContext(ctx, stopGrace), p)
 	return w
+}
+
+// stopGrace is how long the writer goes on committing what was folded
+// once the projector is told to stop: a stop commits every batch handed
+// over (and the states of the pools let go with them), unless PostgreSQL
+// is away that long.
+const stopGrace = 10 * time.Second
+
+// drainContext is ctx, except that its end comes grace later.
+func drainContext(ctx context.Context, grace time.Duration) context.Context {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return wctx
 }
 
 func (w *writer) run(ctx context.Context, p *Projector) {

@@ -39,6 +39,10 @@ type Projector struct {
 	// to it and must be rebuilt from PostgreSQL first (pinned.go).
 	pin     string
 	holding atomic.Bool // a partition folded here (pinned.go)
+	// carry is what the last batch fetched but had no time to fold; deferred
+	// the messages set aside for busy pools (fair.go).
+	carry    []jetstream.Msg
+	deferred backlog
 	// stalledAt is the partition offset + 1 seen behind the stream at the
 	// last idle spell (0: none), for watchStall.
 	stalledAt uint64
@@ -70,7 +74,9 @@ func New(js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) *Projector {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}, halted: map[string]uint64{}, release: make(chan struct{}, 1)}
+	p := &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}, halted: map[string]uint64{}, release: make(chan struct{}, 1)}
+	p.deferred.reset()
+	return p
 }
 
 // Applied returns the sequence of the last event of pool that is committed
@@ -147,9 +153,13 @@ func (p *Projector) step(ctx context.Context) error {
 // else it waits for the next one, so a lone event is projected at once
 // and a backlog goes in full batches.
 func (p *Projector) fetch(ctx context.Context) ([]jetstream.Msg, error) {
-	msgs, err := collect(p.cons.FetchNoWait(p.cfg.batchSize))
-	if err != nil || len(msgs) > 0 {
-		return msgs, err
+	room := p.cfg.batchSize - len(p.carry)
+	if room <= 0 {
+		return nil, nil // the messages carried over are the next batch
+	}
+	msgs, err := collect(p.cons.FetchNoWait(room))
+	if err != nil || len(msgs) > 0 || len(p.carry) > 0 || p.deferred.bytes > 0 || len(p.deferred.pools) > 0 {
+		return msgs, err // never wait while something is left to fold
 	}
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.idleWait)
 	defer cancel()
@@ -178,17 +188,29 @@ func collect(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
 	return msgs, nil
 }
 
-// process folds the messages that follow the committed sequence, writes
-// them in one transaction, then acks.
-func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
+// process folds the messages that follow the committed sequence (after
+// the messages carried over from the last batch, and each pool's deferred
+// messages first: fair.go), writes them in one transaction, then acks.
+func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error {
+	msgs := fetched
+	if len(p.carry) > 0 {
+		msgs = append(p.carry, fetched...)
+		p.carry = nil
+	}
 	if err := p.prefetch(ctx, msgs); err != nil {
 		return err
 	}
 	b := newBatch(p.folded)
+	bg := newBudget(p.cfg.batchWork)
 	var last jetstream.Msg // highest message covered by the batch or already committed
 	gap := false
-	var stop error // an event this build cannot fold: commit what came before, then stop
-	for _, m := range msgs {
+	// an event this build cannot fold: commit what came before, then stop
+	stop := p.foldDeferred(ctx, b, bg)
+	later := otherPoolLater(msgs)
+	for i, m := range msgs {
+		if stop != nil {
+			break
+		}
 		md, err := m.Metadata()
 		if err != nil {
 			return fatalf("message without JetStream metadata: %v", err)
@@ -198,9 +220,13 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 			last = m
 			continue
 		}
+		if bg.done() { // this batch has folded enough: the rest is the next one's
+			p.carry = msgs[i:]
+			break
+		}
 		if seq != b.to+1 && p.cfg.part != nil {
 			// A partition consumer is shared: fill the gap from the stream.
-			if stop = p.fill(ctx, b, seq); stop != nil {
+			if stop = p.fill(ctx, b, seq, bg); stop != nil {
 				break
 			}
 		}
@@ -208,14 +234,14 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 			gap = true
 			break
 		}
-		if stop = p.fold(ctx, b, m.Subject(), m.Headers(), m.Data(), seq, md.Timestamp); stop != nil {
+		if stop = p.take(ctx, b, bg, m.Subject(), m.Headers(), m.Data(), seq, md.Timestamp, later[i]); stop != nil {
 			break
 		}
 		b.to, last = seq, m
 	}
 	p.evict(b)
 	var f *finalRows
-	if b.to > b.from {
+	if b.to > b.from || len(b.events) > 0 {
 		f = b.finish() // the rows are fixed now: the next fold may go on
 	}
 	p.observeFold(b, msgs)
@@ -237,6 +263,20 @@ func (p *Projector) process(ctx context.Context, msgs []jetstream.Msg) error {
 		return p.restartConsumer(ctx)
 	}
 	return nil
+}
+
+// take folds a message of the batch, or sets it aside when its pool has
+// had its share while others wait (fair.go).
+func (p *Projector) take(ctx context.Context, b *batch, bg *budget, subject string, h nats.Header, data []byte, seq uint64, stored time.Time, otherLater bool) error {
+	pool, err := stream.PoolOf(subject)
+	if err == nil && p.mine(pool) && p.shouldDefer(pool, bg, otherLater) {
+		p.deferMsg(b, pool, deferredMsg{seq: seq, subject: subject, headers: h, data: data, stored: stored})
+		return nil
+	}
+	start := time.Now()
+	err = p.fold(ctx, b, subject, h, data, seq, stored)
+	bg.charge(pool, time.Since(start))
+	return err
 }
 
 // afterReconnect runs when the connection to NATS was lost and made
@@ -302,6 +342,7 @@ func (p *Projector) fold(ctx context.Context, b *batch, subject string, h nats.H
 		p.mu.Lock()
 		p.halted[name] = h.seq
 		p.mu.Unlock()
+		p.dropDeferred(b, name)
 	}
 	return nil
 }
@@ -309,7 +350,7 @@ func (p *Projector) fold(ctx context.Context, b *batch, subject string, h nats.H
 // commit writes the batch, retrying while PostgreSQL is unavailable. The
 // rows are computed once; a retry writes the same rows.
 func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
-	if b.to == b.from && !b.catchUp {
+	if b.to == b.from && !b.catchUp && len(b.events) == 0 && len(b.pendingDone) == 0 {
 		return p.commitSaved(ctx, b)
 	}
 	start := time.Now()
@@ -376,5 +417,6 @@ func (p *Projector) resetConsumer(ctx context.Context) error {
 		return fmt.Errorf("create consumer %s: %w", p.cfg.name, err)
 	}
 	p.cons = cons
+	p.carry = nil // delivered again by the new consumer
 	return nil
 }

@@ -166,9 +166,9 @@ func (p *Projector) evict(b *batch) {
 		ps := p.pools[name]
 		prev := e.Prev()
 		switch {
-		case ps.halted:
-			// A halted pool stays (its state is not its checkpoint's):
-			// look past it.
+		case ps.halted || p.deferred.has(name):
+			// A halted pool stays (its state is not its checkpoint's), and
+			// so does one with events set aside: look past them.
 		case ps.lastSeq > committed || b.pools[name] != nil:
 			// Not committed yet; the pools before it in the list are
 			// more recent still.

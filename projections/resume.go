@@ -107,6 +107,10 @@ func (p *Projector) start(ctx context.Context) error {
 	p.resetResident()
 	p.committed = committed
 	p.committedSeq.Store(committed)
+	p.carry = nil // delivered again after the committed sequence
+	if err := p.loadDeferred(ctx); err != nil {
+		return classify(err)
+	}
 	var rebuild []checkpoint
 	for _, cp := range cps {
 		p.setApplied(cp.pool, cp.lastSeq)

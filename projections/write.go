@@ -231,6 +231,9 @@ func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRo
 	if err := writeSaved(ctx, tx, b.saved); err != nil {
 		return err
 	}
+	if err := writePending(ctx, tx, b); err != nil {
+		return err
+	}
 	if err := writeHalts(ctx, tx, b.halts); err != nil {
 		return err
 	}
@@ -252,6 +255,10 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 		return err
 	}
 	switch {
+	case !b.catchUp && b.to == b.from && uint64(stored) == b.from:
+		// Deferred events only (fair.go): the offset stays. The batch
+		// went through if the first pending row it folds is gone.
+		return deferredCommitted(ctx, tx, b)
 	case b.catchUp && uint64(stored) == b.to:
 		return nil // a halted pool's rows, written at the offset
 	case b.catchUp && p.cfg.part != nil:

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,11 +30,14 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/gen"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgdump"
+	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // crashNATS is an embedded NATS whose store directory the test can copy
@@ -659,3 +663,119 @@ func TestLedgerRecover(t *testing.T) {
 		t.Fatalf("audit verify: %v", err)
 	}
 }
+
+// TestStreamCutBackHealsSetAsideEvents: a busy pool's events that the
+// projector set aside (pending_events, below its offset) are part of what
+// it gives back to a stream that lost its tail: the heal appends them
+// again, with the projected ones, at their original sequences; then they
+// are folded, and the projection equals a fresh one of the healed stream.
+func TestStreamCutBackHealsSetAsideEvents(t *testing.T) {
+	ctx := context.Background()
+	nats := newCrashNATS(t)
+	db := newDB(t)
+	s := &stack{js: nats.js, natsURL: nats.srv.URL()}
+	quiet := []string{"q0", "q1", "q2"}
+	for _, q := range quiet {
+		publishEvents(t, nats.js, q, &events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/a"}}}},
+			&events.HostUp{Host: "h", Slots: 4})
+	}
+	nats.stop() // the "synced" state: what survives the crash
+	synced := nats.snapshot()
+	nats.start()
+	early := nats.lastSeq(t)
+
+	// The tail: a busy pool's backlog, then the quiet pools' events.
+	hosts, consumers, _ := gen.OwnedBench(900)
+	busy := []events.Payload{&events.PlanChange{Plan: events.Plan{Rules: 3, Consumers: consumers}}}
+	busy = append(busy, hosts...)
+	for i := range 150 {
+		h := hosts[i%len(hosts)].(*events.HostUp)
+		busy = append(busy, &events.HostDown{Host: h.Host}, h)
+	}
+	publishEvents(t, nats.js, "busy", busy...)
+	for i := range 30 {
+		publishEvents(t, nats.js, quiet[i%3], &events.Demand{Demands: map[string]int64{"/a": int64(i % 4)}})
+	}
+	full := nats.lastSeq(t)
+	var pending atomic.Int32
+	boom := errors.New("simulated crash")
+	quietLog := slog.New(slog.NewTextHandler(io.Discard, nil))
+	crashing := projections.New(nats.js, db, projections.WithLogger(quietLog), projections.WithFailpoint(func(stage string) error {
+		var n int
+		if stage == projections.StageAfterCommitBeforeAck && db.QueryRow(ctx, `SELECT count(*) FROM pending_events`).Scan(&n) == nil && n > 0 {
+			pending.Store(int32(n))
+			return boom
+		}
+		return nil
+	}))
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := crashing.Run(rctx); !errors.Is(err, boom) {
+		t.Fatalf("the projector stopped with %v, want the simulated crash with events set aside", err)
+	}
+	// The offset passed the events set aside: they are held by the
+	// projection (pending_events), not projected yet.
+	offset, err := query.PassedOffset(ctx, db, "")
+	if err != nil || offset <= early {
+		t.Fatalf("offset %d (%v), want past the synced %d", offset, err, early)
+	}
+	want := storedMessages(t, nats.js, early+1, offset)
+
+	nats.stop() // the crash: the unsynced tail is gone
+	nats.restore(synced)
+	nats.start()
+	if got := nats.lastSeq(t); got != early {
+		t.Fatalf("after the restore the stream ends at %d, want %d", got, early)
+	}
+	project := runPartitionedInProcess(t, nats.js, db, 0)
+	deadline := time.Now().Add(60 * time.Second)
+	for nats.lastSeq(t) < offset && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := storedMessages(t, nats.js, early+1, offset)
+	for seq, w := range want {
+		if g := got[seq]; g != w {
+			t.Fatalf("sequence %d after the heal: %+v; before the crash: %+v (%d events were set aside)", seq, g, w, pending.Load())
+		}
+	}
+	// Everything given back is folded (the rest of the tail is lost).
+	for time.Now().Before(deadline) {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pending_events`).Scan(&n); err == nil && n == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := project.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audit.Verify(ctx, nats.js, db, nil, 1, "", nil); err != nil {
+		t.Fatalf("audit verify after the heal: %v", err)
+	}
+	fresh := newDB(t)
+	s.project(t, fresh, projections.WithSnapshotEvery(25), projections.WithName("fresh"))
+	live, _ := pgdump.Tables(ctx, db)
+	again, _ := pgdump.Tables(ctx, fresh)
+	if d := pgdump.Diff(live, again); d != "" {
+		t.Fatalf("a fresh projection of the healed stream differs at %s", d)
+	}
+	t.Logf("healed %d messages (%d of them set aside for the busy pool) of a tail of %d", offset-early, pending.Load(), full-early)
+}
+
+// publishEvents appends events to pool as the ledger would, unsigned.
+func publishEvents(t *testing.T, js jetstream.JetStream, pool string, ps ...events.Payload) {
+	t.Helper()
+	for _, p := range ps {
+		publishCounter++
+		env, err := events.New(fmt.Sprintf("%s-%d", pool, publishCounter), pool, "test", scenario.Epoch.Add(time.Duration(publishCounter)*time.Second), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(env)
+		if _, err := js.Publish(context.Background(), stream.Subject(pool, env.Type), data, jetstream.WithMsgID(env.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var publishCounter int

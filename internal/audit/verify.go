@@ -164,12 +164,13 @@ type projectionSnapshot struct {
 	offset      uint64
 	checkpoints map[string]uint64 // pool -> checkpoints.last_seq
 	halted      map[string]uint64 // pool -> the sequence whose fold failed
+	pending     map[query.Key]bool
 }
 
 func readSnapshot(ctx context.Context, q query.Querier, pool string) (projectionSnapshot, error) {
 	var s projectionSnapshot
 	var err error
-	if s.offset, err = query.ProjectorOffset(ctx, q, ""); err != nil {
+	if s.offset, err = query.PassedOffset(ctx, q, ""); err != nil {
 		return s, err
 	}
 	if s.checkpoints, err = query.AllProjectedSeqs(ctx, q); err != nil {
@@ -182,6 +183,9 @@ func readSnapshot(ctx context.Context, q query.Querier, pool string) (projection
 		}
 	}
 	if s.halted, err = query.HaltedSeqs(ctx, q); err != nil {
+		return s, err
+	}
+	if s.pending, err = query.PendingEvents(ctx, q); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -203,11 +207,12 @@ func (s projectionSnapshot) pools() []string {
 
 // unprojected judges an event of pool after its checkpoint cp (0: the
 // pool has none): not projected yet when it is past the committed offset,
-// or when the pool is halted at or before it; otherwise the offset says
-// the projection holds it and the checkpoint says it does not, so a
-// checkpoint was changed or removed.
+// set aside for a busy pool (pending_events), or when the pool is halted
+// at or before it; otherwise the offset says the projection holds it and
+// the checkpoint says it does not, so a checkpoint was changed or
+// removed.
 func (s projectionSnapshot) unprojected(pool string, seq, cp uint64) error {
-	if seq > s.offset {
+	if seq > s.offset || s.pending[query.Key{Pool: pool, Seq: seq}] {
 		return nil
 	}
 	if h, ok := s.halted[pool]; ok && h <= seq {

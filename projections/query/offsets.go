@@ -5,24 +5,42 @@ import (
 	"fmt"
 )
 
-// ProjectorOffset is the stream sequence the projector name has
-// committed, 0 before its first commit. With name "" it is the sequence up
-// to which the whole projection is written: the furthest any projector
-// has committed, or, when the pools are partitioned, the offset of the
-// partition furthest behind (every partition reads the whole stream).
+// ProjectorOffset is the stream sequence up to which the projector name
+// has projected every event, 0 before its first commit. With name "" it
+// is the sequence up to which the whole projection is written: the
+// furthest any projector has committed, or, when the pools are
+// partitioned, the offset of the partition furthest behind (every
+// partition reads the whole stream). Events a projector set aside for a
+// busy pool (pending_events) are below its committed offset but not
+// projected yet: the answer stops before the first of them.
 func ProjectorOffset(ctx context.Context, q Querier, name string) (uint64, error) {
+	return offset(ctx, q, name, true)
+}
+
+// PassedOffset is ProjectorOffset counting the events set aside for busy
+// pools as passed: the committed offset itself, below which every event
+// is projected or in pending_events (what audit verify holds the
+// checkpoints to).
+func PassedOffset(ctx context.Context, q Querier, name string) (uint64, error) {
+	return offset(ctx, q, name, false)
+}
+
+func offset(ctx context.Context, q Querier, name string, projected bool) (uint64, error) {
 	var seq int64
 	var err error
+	sql := `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets WHERE name = $1`
 	if name == "" {
 		// A partition without a row has committed nothing yet.
-		err = q.QueryRow(ctx, `SELECT coalesce(CASE
+		sql = `SELECT coalesce(CASE
 			WHEN NOT bool_or(partitions IS NOT NULL) THEN max(stream_seq)
 			WHEN count(*) FILTER (WHERE partitions IS NOT NULL) < max(partitions) THEN 0
 			ELSE min(stream_seq) FILTER (WHERE partitions IS NOT NULL) END, 0)
-			FROM projector_offsets`).Scan(&seq)
-	} else {
-		err = q.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets WHERE name = $1`, name).Scan(&seq)
+			FROM projector_offsets WHERE $1 = ''`
 	}
+	if projected {
+		sql = `SELECT least((` + sql + `), coalesce((SELECT min(seq) - 1 FROM pending_events), 9223372036854775807))`
+	}
+	err = q.QueryRow(ctx, sql, name).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("read the projection's offset: %w", err)
 	}

@@ -90,3 +90,20 @@ func HaltedSeqs(ctx context.Context, q Querier) (map[string]uint64, error) {
 	}
 	return out, nil
 }
+
+// PendingEvents is every event the projector has set aside for a busy
+// pool (pending_events): below its offset, not folded yet.
+func PendingEvents(ctx context.Context, q Querier) (map[Key]bool, error) {
+	rows, _ := q.Query(ctx, `SELECT pool, seq FROM pending_events`)
+	out := map[Key]bool{}
+	var pool string
+	var seq int64
+	_, err := pgx.ForEachRow(rows, []any{&pool, &seq}, func() error {
+		out[Key{Pool: pool, Seq: uint64(seq)}] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending events: %w", err)
+	}
+	return out, nil
+}

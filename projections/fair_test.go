@@ -1,0 +1,132 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/gen"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+// busyPool publishes a pool of about 1,000 consumers with ownership and n
+// host events, each of which recomputes the whole pool (milliseconds).
+func busyPool(m *model, pool string, n int) {
+	hosts, consumers, _ := gen.OwnedBench(900)
+	m.publish(pool, &events.PlanChange{Plan: events.Plan{Rules: 3, Consumers: consumers}})
+	for _, h := range hosts {
+		m.publish(pool, h)
+	}
+	for i := range n / 2 {
+		h := hosts[i%len(hosts)].(*events.HostUp)
+		m.publish(pool, &events.HostDown{Host: h.Host})
+		m.publish(pool, h)
+	}
+}
+
+// TestBusyPoolDoesNotHoldOthersBack: a pool whose backlog takes seconds
+// to fold sits in the stream before the events of quiet pools; each quiet
+// event is projected within about a batch's work of its append, not after
+// the busy pool's backlog. The busy pool's events set aside in the
+// meantime are folded in order: the projection equals the model's fold
+// and a projection made by a projector that takes the log in turn; a
+// crash with events set aside loses and doubles nothing.
+func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	quiet := []string{"q0", "q1", "q2", "q3"}
+	for _, q := range quiet {
+		m.publish(q, &events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/a"}, {Path: "/b"}}}})
+		m.publish(q, &events.HostUp{Host: "h", Slots: 10})
+	}
+	// Project the quiet pools' setup, then the busy pool's backlog lands.
+	project(t, New(js, db, WithLogger(quietLog())), m)
+	busyPool(m, "busy", 400)
+	backlog := m.last["busy"]
+
+	r := start(New(js, db, WithLogger(quietLog())))
+	began := time.Now()
+	var worst time.Duration
+	var lags []time.Duration
+	for i := 0; i < 40 && r.p.Applied("busy") < backlog; i++ {
+		q := quiet[i%len(quiet)]
+		at := time.Now()
+		m.publish(q, &events.Demand{Demands: map[string]int64{"/a": int64(i % 7), "/b": int64(i % 5)}})
+		seq := m.last[q]
+		for r.p.Applied(q) < seq {
+			if time.Since(at) > 30*time.Second {
+				t.Fatalf("quiet pool %s's event %d not projected within 30s", q, seq)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lag := time.Since(at)
+		lags = append(lags, lag)
+		worst = max(worst, lag)
+		time.Sleep(20 * time.Millisecond)
+	}
+	for r.p.Applied("busy") < backlog && time.Since(began) < time.Minute {
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(began)
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lags)
+	t.Logf("%d quiet events projected %s (median), %s (worst) after their append, behind a busy pool's backlog of %s",
+		len(lags), lags[len(lags)/2].Round(time.Millisecond), worst.Round(time.Millisecond), took.Round(time.Millisecond))
+	if len(lags) < 5 {
+		t.Fatalf("the busy pool's backlog was folded after %d quiet events: the test measured nothing", len(lags))
+	}
+	// A batch folds for 250 ms at most; a quiet event waits for the
+	// batch in progress and is folded in the next. 2 s leaves room for a
+	// shared, slow machine; in turn, it waited for the whole backlog.
+	if worst > 2*time.Second {
+		t.Errorf("a quiet pool's event waited %s behind the busy pool, want at most about a batch", worst)
+	}
+	checkAgainstModel(t, db, m)
+	var left int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pending_events`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d events still set aside once caught up (%v)", left, err)
+	}
+	ref := newDB(t)
+	project(t, New(js, ref, WithLogger(quietLog())), m)
+	diffDumps(t, dump(t, ref), dump(t, db))
+
+	// A crash while events are set aside: the next start takes them up
+	// from pending_events, in order, before the pool's later events.
+	busyPool(m, "busy2", 100)
+	for i := range 20 {
+		m.publish(quiet[i%len(quiet)], &events.Demand{Demands: map[string]int64{"/a": int64(i % 3)}})
+	}
+	var calls, setAside atomic.Int32
+	boom := errors.New("simulated crash")
+	crashing := New(js, db, WithLogger(quietLog()), WithFailpoint(func(s string) error {
+		if s != StageAfterCommitBeforeAck {
+			return nil
+		}
+		var n int
+		_ = db.QueryRow(context.Background(), `SELECT count(*) FROM pending_events`).Scan(&n)
+		if n > 0 {
+			setAside.Add(1)
+		}
+		if setAside.Load() > 0 && calls.Add(1) == 2 {
+			return boom
+		}
+		return nil
+	}))
+	if err := start(crashing).waitDone(); !errors.Is(err, boom) {
+		t.Fatalf("Run with failpoint: %v, want the simulated crash with events set aside", err)
+	}
+	project(t, New(js, db, WithLogger(quietLog())), m)
+	checkAgainstModel(t, db, m)
+	project(t, New(js, ref, WithLogger(quietLog())), m)
+	diffDumps(t, dump(t, ref), dump(t, db))
+}
