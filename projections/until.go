@@ -31,6 +31,9 @@ func (p *Projector) runUntil(ctx context.Context) error {
 	if werr := p.writer.stop(); err == nil {
 		err = werr
 	}
+	if err == nil {
+		p.saveResident() // the projector that takes over rebuilds none
+	}
 	return err
 }
 
@@ -43,6 +46,7 @@ func (p *Projector) foldRange(ctx context.Context, from, to uint64) error {
 		if b.to == b.from {
 			return nil
 		}
+		p.evict(b) // a rebuild of thousands of pools keeps the bound too
 		f := b.finish()
 		p.folded = b.to
 		err := p.writer.submit(writeJob{b: b, f: f})

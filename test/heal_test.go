@@ -700,7 +700,7 @@ func TestStreamCutBackHealsSetAsideEvents(t *testing.T) {
 	var pending atomic.Int32
 	boom := errors.New("simulated crash")
 	quietLog := slog.New(slog.NewTextHandler(io.Discard, nil))
-	crashing := projections.New(nats.js, db, projections.WithLogger(quietLog), projections.WithFailpoint(func(stage string) error {
+	crashing := projections.New(testenv.As(t, nats.js, natsauth.Projector), db, projections.WithLogger(quietLog), projections.WithFailpoint(func(stage string) error {
 		var n int
 		if stage == projections.StageAfterCommitBeforeAck && db.QueryRow(ctx, `SELECT count(*) FROM pending_events`).Scan(&n) == nil && n > 0 {
 			pending.Store(int32(n))
@@ -753,7 +753,7 @@ func TestStreamCutBackHealsSetAsideEvents(t *testing.T) {
 		t.Fatalf("audit verify after the heal: %v", err)
 	}
 	fresh := newDB(t)
-	s.project(t, fresh, projections.WithSnapshotEvery(25), projections.WithName("fresh"))
+	s.rebuild(t, fresh, "fresh", projections.WithSnapshotEvery(25))
 	live, _ := pgdump.Tables(ctx, db)
 	again, _ := pgdump.Tables(ctx, fresh)
 	if d := pgdump.Diff(live, again); d != "" {
