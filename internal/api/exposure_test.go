@@ -223,7 +223,7 @@ func TestSequenceParametersAreUnsigned64(t *testing.T) {
 }
 
 // driverWords are what a PostgreSQL or NATS error says of itself.
-var driverWords = []string{"SQLSTATE", "relation", "pgx", "pgconn", "ERROR:", "nats:", "dial tcp", "connection refused", "decisions_hidden", "checkpoints_hidden"}
+var driverWords = []string{"SQLSTATE", "relation", "pgx", "pgconn", "ERROR:", "nats:", "dial tcp", "connection refused", "decisions_hidden", "checkpoints_hidden", "events_hidden"}
 
 // A failing database (its tables gone from under the reads) is answered
 // 503 in the ledger's words with a request id; the driver's text is in
@@ -235,8 +235,12 @@ func TestErrorsCarryNoDriverText(t *testing.T) {
 	e.waitDecisions(1)
 	exec(t, e.db, `ALTER TABLE decisions RENAME TO decisions_hidden`)
 	exec(t, e.db, `ALTER TABLE checkpoints RENAME TO checkpoints_hidden`)
+	// Time travel reads the pool's events (its state is the engine's,
+	// forked from the log): hidden too.
+	exec(t, e.db, `ALTER TABLE events RENAME TO events_hidden`)
 	defer exec(t, e.db, `ALTER TABLE decisions_hidden RENAME TO decisions`)
 	defer exec(t, e.db, `ALTER TABLE checkpoints_hidden RENAME TO checkpoints`)
+	defer exec(t, e.db, `ALTER TABLE events_hidden RENAME TO events`)
 	for _, path := range []string{
 		"/v1/pools/p/allocations", "/v1/pools/p/decisions", "/v1/pools", "/v1/pools/p", "/v1/pools/p/as-of?seq=3",
 		"/v1/pools/p/timeline", "/v1/pools/p/timeline?before=2147483648.0", "/v1/pools/p/decisions/3/0/explain",
