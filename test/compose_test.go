@@ -113,7 +113,7 @@ func TestDockerCompose(t *testing.T) {
 		t.Fatalf("want 3 NATS servers, 2 ledgers, 2 projectors; got %v, %v, %v", natsNames, ledgers, projectors)
 	}
 	pg, ok := c.Services["postgres"]
-	if !ok || !strings.HasPrefix(pg.Image, "postgres:15") || len(pg.Volumes) == 0 || pg.Healthcheck == nil || len(pg.Healthcheck.Test) == 0 {
+	if !ok || !strings.HasPrefix(pg.Image, "postgres:15.") || len(pg.Volumes) == 0 || pg.Healthcheck == nil || len(pg.Healthcheck.Test) == 0 {
 		t.Errorf("postgres: want image postgres:15 with a volume and a healthcheck")
 	}
 
@@ -190,8 +190,8 @@ func TestDockerCompose(t *testing.T) {
 	var volumes []string
 	for _, name := range natsNames {
 		svc := c.Services[name]
-		if !strings.HasPrefix(svc.Image, "nats:2.12") {
-			t.Errorf("%s: image %s, want nats:2.12+ (atomic batch publish)", name, svc.Image)
+		if want := "nats:" + strings.TrimPrefix(testedNATSServer(t), "v") + "-alpine"; imageRef(svc.Image) != want {
+			t.Errorf("%s: image %s, want %s: the nats-server the code is tested with (go.mod), alpine for the healthcheck's wget", name, svc.Image, want)
 		}
 		if svc.Healthcheck == nil || len(svc.Healthcheck.Test) == 0 {
 			t.Errorf("%s: no healthcheck", name)
@@ -283,6 +283,7 @@ func TestDockerCompose(t *testing.T) {
 			t.Errorf("%s: want the healthcheck `ledger status --healthz`", name)
 		}
 	}
+	checkPinsHealthAndBinding(t, c)
 	if pgEnv := envMap(pg.Environment); pgEnv["POSTGRES_USER"] == "ledger" {
 		t.Errorf("postgres: the services' role must not be the superuser POSTGRES_USER")
 	}
@@ -293,6 +294,72 @@ func TestDockerCompose(t *testing.T) {
 	}
 	if m := envMap(c.Services["migrate"].Environment); !strings.HasPrefix(m["DATABASE_URL"], "postgres://ledger:") {
 		t.Errorf("migrate: DATABASE_URL %q: want the owner, ledger", m["DATABASE_URL"])
+	}
+}
+
+// pinnedByVersionOnly are the images of the compose file pinned by an
+// exact version tag without a digest, and why: each is said in the file
+// too, with how to pin it by digest. Nothing else may go without one.
+var pinnedByVersionOnly = map[string]string{
+	"nats": "no manifest digest of the tested version's tag could be verified where the file was written (no container engine)",
+}
+
+// imageRef is an image without its digest (name:tag).
+func imageRef(image string) string { ref, _, _ := strings.Cut(image, "@"); return ref }
+
+var (
+	exactVersionTag = regexp.MustCompile(`^[a-z0-9./-]+:\d+\.\d+(\.\d+)?(-[a-z0-9.]+)?$`)
+	imageDigest     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// testedNATSServer is the nats-server module version the code is built
+// and tested with: go.mod's (the embedded servers of the tests are it).
+func testedNATSServer(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s*github\.com/nats-io/nats-server/v2 (v\S+)`).FindSubmatch(readRepoFile(t, "go.mod"))
+	if m == nil {
+		t.Fatal("go.mod names no github.com/nats-io/nats-server/v2")
+	}
+	return string(m[1])
+}
+
+// checkPinsHealthAndBinding: every image is pinned (an exact version tag
+// and, but for pinnedByVersionOnly, a digest: a tag can be moved, a
+// digest names the bytes); every long-running service has a healthcheck
+// (the one-shot jobs are healthy when they exit 0, and the services wait
+// for that); every published port is bound to loopback, but for a ledger
+// serving TLS itself (a plain-HTTP API with bearer tokens must not be
+// reachable from other machines as it is).
+func checkPinsHealthAndBinding(t *testing.T, c composeFile) {
+	t.Helper()
+	for name, svc := range c.Services {
+		if svc.Image != "" {
+			ref, digest, hasDigest := strings.Cut(svc.Image, "@")
+			repo, _, _ := strings.Cut(ref, ":")
+			if !exactVersionTag.MatchString(ref) {
+				t.Errorf("%s: image %s: want an exact version tag (name:X.Y.Z[-variant])", name, svc.Image)
+			}
+			_, versionOnly := pinnedByVersionOnly[repo]
+			switch {
+			case hasDigest && !imageDigest.MatchString(digest):
+				t.Errorf("%s: image %s: malformed digest", name, svc.Image)
+			case !hasDigest && !versionOnly:
+				t.Errorf("%s: image %s is not pinned by digest (image@sha256:...)", name, svc.Image)
+			}
+		}
+		_, job := map[string]bool{"secrets": true, "nats-setup": true, "migrate": true}[name]
+		if !job && (svc.Healthcheck == nil || len(svc.Healthcheck.Test) == 0) {
+			t.Errorf("%s: a long-running service without a healthcheck", name)
+		}
+		tls := slices.Contains(svc.Command, "--tls-cert")
+		for _, p := range svc.Ports {
+			parts := strings.Split(p, ":")
+			if len(parts) < 3 && !tls {
+				t.Errorf("%s: port %q is published on every address of the host: bind it to 127.0.0.1 (or serve TLS)", name, p)
+			} else if len(parts) >= 3 && parts[0] != "127.0.0.1" && parts[0] != "[::1]" && !tls {
+				t.Errorf("%s: port %q is published on %s: bind it to 127.0.0.1 (or serve TLS)", name, p, parts[0])
+			}
+		}
 	}
 }
 
