@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 )
 
@@ -111,7 +112,7 @@ func listenAndServe(ctx context.Context, cfg ServeConfig, srv *Server, log *slog
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
-		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, TLSConfig: tlsCfg}
+		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, TLSConfig: tlsCfg, ErrorLog: logging.ServerErrors(log)}
 	if tlsCfg != nil {
 		l = tls.NewListener(l, tlsCfg)
 	}

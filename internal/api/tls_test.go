@@ -8,15 +8,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
-	"github.com/cluster-ledger/ledger/internal/testdb"
-	"io"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -61,6 +63,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 func TestServeTLS(t *testing.T) {
 	certFile, keyFile, roots := selfSigned(t)
 	token, tokens := testenv.AdminToken(t)
+	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -68,12 +71,27 @@ func TestServeTLS(t *testing.T) {
 		natsURL := testenv.NATS(t)
 		done <- api.Serve(ctx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, NATSCreds: testenv.Creds(t, natsURL, natsauth.Ledger), DatabaseURL: testdb.New(t).API,
 			Migrate: true, TLSCert: certFile, TLSKey: keyFile, Options: []api.Option{api.WithTokens(tokens)},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func(a string) { ready <- a }})
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Ready: func(a string) { ready <- a }})
 	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
+		}
+		// net/http's own errors (the plain HTTP request below failed its
+		// TLS handshake) are records of the process's log, JSON here.
+		handshake := false
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Errorf("a log line is not JSON: %q", line)
+			}
+			if rec["component"] == "http" && strings.Contains(fmt.Sprint(rec["msg"]), "TLS handshake error") {
+				handshake = true
+			}
+		}
+		if !handshake {
+			t.Errorf("no record of the failed TLS handshake:\n%s", logs.String())
 		}
 	}()
 	var addr string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"strings"
 	"sync"
@@ -79,6 +80,15 @@ func (l *levelValue) Set(s string) error {
 	}
 	*l = levelValue(lv)
 	return nil
+}
+
+// ServerErrors is the ErrorLog of an http.Server logging through l: the
+// errors net/http reports itself (a TLS handshake that failed, a
+// connection it could not accept, a handler's panic) become warn records
+// with component=http in the process's format, instead of plain lines
+// of the standard log package on stderr.
+func ServerErrors(l *slog.Logger) *log.Logger {
+	return slog.NewLogLogger(l.Handler().WithAttrs([]slog.Attr{slog.String("component", "http")}), slog.LevelWarn)
 }
 
 // Lines returns a writer that logs each line written to it as one record

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/logging"
 )
 
 // Protect serves h only to a request with a bearer token of tokens
@@ -50,7 +51,7 @@ func Serve(ctx context.Context, addr string, reg *Registry, tokens auth.Authenti
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", Protect(tokens, reg.Handler()))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 16 << 10}
+		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: logging.ServerErrors(log)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	log.Info("metrics listening", "addr", l.Addr().String(), "path", "/metrics")
