@@ -422,3 +422,61 @@ func TestCompletionScripts(t *testing.T) {
 		}
 	}
 }
+
+// --version prints what the build recorded: the commit `go build`
+// stamped (checked with the toolchain's own reading, `go version -m`,
+// and with git in a clone), or "unknown" when it stamped none, never a
+// guess. A build with -buildvcs=false always says unknown.
+func TestVersionFromBuildInfo(t *testing.T) {
+	dir := t.TempDir()
+	for _, vcs := range []string{"true", "false"} {
+		bin := filepath.Join(dir, "ledger-vcs-"+vcs)
+		build := exec.Command("go", "build", "-buildvcs="+vcs, "-o", bin, "../cmd/ledger")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build -buildvcs=%s: %v\n%s", vcs, err, out)
+		}
+		out, err := exec.Command(bin, "--version").Output()
+		if err != nil {
+			t.Fatalf("ledger --version: %v", err)
+		}
+		var commit string
+		for _, l := range strings.Split(string(out), "\n") {
+			if c, ok := strings.CutPrefix(l, "commit: "); ok {
+				commit = strings.TrimSuffix(c, " (modified)")
+			}
+		}
+		if !strings.HasPrefix(string(out), "ledger (devel)\n") || commit == "" {
+			t.Fatalf("ledger --version of a build of this checkout:\n%s", out)
+		}
+		meta, err := exec.Command("go", "version", "-m", bin).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamped := ""
+		for _, l := range strings.Split(string(meta), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.revision=") {
+				stamped = strings.TrimPrefix(f[1], "vcs.revision=")
+			}
+		}
+		switch {
+		case vcs == "false" || stamped == "":
+			if commit != "unknown" {
+				t.Errorf("-buildvcs=%s, no revision stamped, yet --version says commit %q", vcs, commit)
+			}
+		case commit != stamped:
+			t.Errorf("--version says commit %q, the build recorded %q", commit, stamped)
+		}
+		// In a clone (.git a directory) go build stamps the checkout's
+		// HEAD; a git worktree (.git a file) it does not stamp at all.
+		if fi, err := os.Stat("../.git"); vcs == "true" && err == nil && fi.IsDir() {
+			head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if commit != strings.TrimSpace(string(head)) {
+				t.Errorf("a build of a clone at %s says commit %q", strings.TrimSpace(string(head)), commit)
+			}
+		}
+		t.Logf("-buildvcs=%s: %s", vcs, strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "))
+	}
+}
