@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -423,10 +424,11 @@ func TestCompletionScripts(t *testing.T) {
 	}
 }
 
-// --version prints what the build recorded: the commit `go build`
-// stamped (checked with the toolchain's own reading, `go version -m`,
-// and with git in a clone), or "unknown" when it stamped none, never a
-// guess. A build with -buildvcs=false always says unknown.
+// --version prints what the build recorded: the module version and the
+// commit `go build` stamped (checked with the toolchain's own reading,
+// `go version -m`, and with git in a clone), or (devel) and "unknown"
+// when it stamped none, never a guess. A build with -buildvcs=false
+// always says so.
 func TestVersionFromBuildInfo(t *testing.T) {
 	dir := t.TempDir()
 	for _, vcs := range []string{"true", "false"} {
@@ -445,8 +447,19 @@ func TestVersionFromBuildInfo(t *testing.T) {
 				commit = strings.TrimSuffix(c, " (modified)")
 			}
 		}
-		if !strings.HasPrefix(string(out), "ledger (devel)\n") || commit == "" {
+		// The module version: (devel) without VCS information, else what
+		// go build derives from it (a tag, or a pseudo-version naming the
+		// commit; +dirty for uncommitted changes).
+		first, _, _ := strings.Cut(string(out), "\n")
+		version := strings.TrimPrefix(first, "ledger ")
+		if !strings.HasPrefix(first, "ledger ") || commit == "" || (version != "(devel)" && !regexp.MustCompile(`^v\d+\.\d+\.\d+\S*$`).MatchString(version)) {
 			t.Fatalf("ledger --version of a build of this checkout:\n%s", out)
+		}
+		if commit == "unknown" && version != "(devel)" {
+			t.Errorf("version %s without a commit", version)
+		}
+		if len(commit) >= 12 && commit != "unknown" && strings.HasPrefix(version, "v0.0.0-") && !strings.Contains(version, commit[:12]) {
+			t.Errorf("pseudo-version %s does not name commit %s", version, commit)
 		}
 		meta, err := exec.Command("go", "version", "-m", bin).Output()
 		if err != nil {
