@@ -9,7 +9,8 @@ import (
 	"github.com/cluster-ledger/ledger/internal/metrics"
 )
 
-// A projector restarted on a projection rebuilds its pools from the log;
+// A projector restarted on a projection without saved states (the one
+// before it was killed) rebuilds its pools from the log;
 // its own /metrics listener (metrics.Serve, as `projector
 // --metrics-listen` runs it) reports the rebuild, and refuses scrapes
 // without a metrics token.
@@ -27,6 +28,13 @@ func TestProjectorListenerReportsReplay(t *testing.T) {
 		return n == 8
 	})
 	stop()
+	// A projector that stops saves each pool's state, so the next one
+	// starts without folding the log; one killed (kill -9) saves nothing:
+	// drop the saved states, and the next start rebuilds every pool from
+	// the log, as this test wants to see reported.
+	if _, err := s.ownerDB.Exec(context.Background(), `DELETE FROM saved_states`); err != nil {
+		t.Fatal(err)
+	}
 
 	// The second projector has its own registry and listener.
 	reg2 := metrics.New()

@@ -39,6 +39,7 @@ type stack struct {
 	natsURL                string
 	db                     *pgxpool.Pool // the API's role
 	projectorDB            *pgxpool.Pool // the projector's
+	ownerDB                *pgxpool.Pool // the tables' owner: to set up a state no service role could
 	url                    string
 	admin, appender, other string // tokens: every scope; append only; metrics only
 }
@@ -46,7 +47,8 @@ type stack struct {
 func newStack(t *testing.T, reg *metrics.Registry) *stack {
 	t.Helper()
 	roles := testdb.New(t)
-	return newStackOn(t, reg, &stack{natsURL: testenv.NATS(t), db: testdb.Pool(t, roles.API), projectorDB: testdb.Pool(t, roles.Projector)})
+	return newStackOn(t, reg, &stack{natsURL: testenv.NATS(t), db: testdb.Pool(t, roles.API), projectorDB: testdb.Pool(t, roles.Projector),
+		ownerDB: testdb.Pool(t, roles.Owner)})
 }
 
 // newStackOn is another process of the deployment of on (its NATS and
@@ -56,7 +58,7 @@ func newStackOn(t *testing.T, reg *metrics.Registry, on *stack) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := &stack{t: t, natsURL: on.natsURL, db: on.db, projectorDB: on.projectorDB}
+	s := &stack{t: t, natsURL: on.natsURL, db: on.db, projectorDB: on.projectorDB, ownerDB: on.ownerDB}
 	db := s.db
 	var entries []auth.Entry
 	for _, tk := range []struct {
