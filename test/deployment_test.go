@@ -31,6 +31,7 @@ import (
 // identities dev prints.
 type deployment struct {
 	bin, data, httpAddr, natsAddr string
+	args                          []string // more flags of ledger dev
 	dev                           *devProcess
 	// provisioner may append plans, hosts and demand to every pool (the
 	// site's provisioning tool); reader may read every pool.
@@ -39,10 +40,10 @@ type deployment struct {
 }
 
 // newDeployment makes the data directory with the site's tokens and
-// starts `ledger dev` on it.
-func newDeployment(t *testing.T) *deployment {
+// starts `ledger dev` on it, with args.
+func newDeployment(t *testing.T, args ...string) *deployment {
 	t.Helper()
-	d := &deployment{bin: ledgerBinary(t), data: testenv.DataDir(t), httpAddr: freeAddr(t), natsAddr: freeAddr(t),
+	d := &deployment{bin: ledgerBinary(t), data: testenv.DataDir(t), httpAddr: freeAddr(t), natsAddr: freeAddr(t), args: args,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 30 * time.Second}}
 	// As root, PostgreSQL's own user passes through the data directory to
 	// its cluster in DATA/pg: others may enter it, not list it (what dev
@@ -78,7 +79,7 @@ func (d *deployment) addToken(t *testing.T, name, scopes string) string {
 
 func (d *deployment) start(t *testing.T) {
 	t.Helper()
-	d.dev = startDev(t, d.bin, d.data, d.httpAddr, d.natsAddr)
+	d.dev = startDevEnv(t, d.bin, d.data, d.httpAddr, d.natsAddr, append(os.Environ(), "DATABASE_URL="+staleDatabaseURL), d.args...)
 }
 
 func (d *deployment) stop(t *testing.T) {
@@ -257,5 +258,22 @@ func (d *deployment) waitProjected(t *testing.T, pool string, seq uint64, within
 			t.Fatalf("pool %s not projected to %d within %s (at %d, %v)", pool, seq, within, got, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitLog waits until dev logs a line containing what, and returns it.
+func (d *deployment) waitLog(t *testing.T, what string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for _, l := range strings.Split(d.dev.stderr.String(), "\n") {
+			if strings.Contains(l, what) {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger dev did not log %q within %s:\n%s", what, within, d.dev.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

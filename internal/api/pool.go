@@ -1,6 +1,7 @@
 package api
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 // time.
 type poolState struct {
 	mu      sync.Mutex
+	lru     *list.Element // its place among the server's views (poolFor)
 	name    string
 	opts    []domain.PoolOption // how the engine's pool is made (WithDevelopmentRules)
 	pool    *domain.Pool

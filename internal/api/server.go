@@ -1,6 +1,7 @@
 package api
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"github.com/cluster-ledger/ledger/internal/signing"
@@ -133,8 +134,33 @@ type Server struct {
 	hold   hold     // appends held while the stream heals (hold.go)
 	whatIf *whatIfs // the what-ifs running (whatif.go)
 
-	mu    sync.Mutex
-	pools map[string]*poolState
+	mu       sync.Mutex
+	pools    map[string]*poolState // the pools' views in memory (poolFor)
+	lru      list.List             // their names, most recently used first
+	resident int                   // how many views stay in memory (WithResidentPools)
+}
+
+// DefaultResidentPools is how many pools' views the API keeps in memory
+// by default: a site may have thousands of pools, most of them idle.
+const DefaultResidentPools = 1024
+
+// ResidentPools is how many pools' views the server holds in memory now.
+func (s *Server) ResidentPools() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pools)
+}
+
+// WithResidentPools sets how many pools' views (engine state, the
+// duplicate window's ids) the server keeps in memory, the most recently
+// appended to (default DefaultResidentPools). A pool let go is folded
+// from the log again at its next append.
+func WithResidentPools(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.resident = n
+		}
+	}
 }
 
 // New returns a server appending to the LEDGER stream through js (the
@@ -143,7 +169,7 @@ type Server struct {
 func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) (*Server, error) {
 	s := &Server{
 		js: js, nc: js.Conn(), db: db, clock: time.Now, log: slog.Default(), readTimeout: DefaultReadTimeout,
-		timeout: DefaultPublishTimeout, maxAttempts: DefaultMaxAttempts, pools: map[string]*poolState{}, whatIf: newWhatIfs(),
+		timeout: DefaultPublishTimeout, maxAttempts: DefaultMaxAttempts, pools: map[string]*poolState{}, resident: DefaultResidentPools, whatIf: newWhatIfs(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -208,13 +234,32 @@ func (s *Server) timed(h http.HandlerFunc) http.Handler {
 
 // poolFor returns the pool's state holder, creating it empty (it is
 // folded from the stream on first use).
+//
+// At most the resident bound of views stay: when a new one is made, the
+// least recently used ones that no request holds are let go (their next
+// append folds the pool from the log again, as after a restart). A
+// request that took a view just before it was let go finishes with it:
+// the view is still the pool's fold, and the stream's expected-last-
+// sequence check orders its append against any other.
 func (s *Server) poolFor(name string) *poolState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, ok := s.pools[name]
-	if !ok {
-		st = newPoolState(name, s.poolOpts...)
-		s.pools[name] = st
+	if st, ok := s.pools[name]; ok {
+		s.lru.MoveToFront(st.lru)
+		return st
+	}
+	st := newPoolState(name, s.poolOpts...)
+	st.lru = s.lru.PushFront(name)
+	s.pools[name] = st
+	for e := s.lru.Back(); e != nil && len(s.pools) > s.resident; {
+		prev := e.Prev()
+		old := s.pools[e.Value.(string)]
+		if old != st && old.mu.TryLock() { // no request holds it
+			s.lru.Remove(e)
+			delete(s.pools, old.name)
+			old.mu.Unlock()
+		}
+		e = prev
 	}
 	return st
 }
