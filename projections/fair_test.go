@@ -45,11 +45,11 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 		m.publish(q, &events.HostUp{Host: "h", Slots: 10})
 	}
 	// Project the quiet pools' setup, then the busy pool's backlog lands.
-	project(t, New(js, db, WithLogger(quietLog())), m)
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog())), m)
 	busyPool(m, "busy", 400)
 	backlog := m.last["busy"]
 
-	r := start(New(js, db, WithLogger(quietLog())))
+	r := start(New(asProjector(t, js), db, WithLogger(quietLog())))
 	began := time.Now()
 	var worst time.Duration
 	var lags []time.Duration
@@ -97,7 +97,7 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 		t.Fatalf("%d events still set aside once caught up (%v)", left, err)
 	}
 	ref := newDB(t)
-	project(t, New(js, ref, WithLogger(quietLog())), m)
+	project(t, New(asProjector(t, js), ref, WithLogger(quietLog())), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 
 	// A crash while events are set aside: the next start takes them up
@@ -108,7 +108,7 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 	}
 	var calls, setAside atomic.Int32
 	boom := errors.New("simulated crash")
-	crashing := New(js, db, WithLogger(quietLog()), WithFailpoint(func(s string) error {
+	crashing := New(asProjector(t, js), db, WithLogger(quietLog()), WithFailpoint(func(s string) error {
 		if s != StageAfterCommitBeforeAck {
 			return nil
 		}
@@ -125,8 +125,8 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 	if err := start(crashing).waitDone(); !errors.Is(err, boom) {
 		t.Fatalf("Run with failpoint: %v, want the simulated crash with events set aside", err)
 	}
-	project(t, New(js, db, WithLogger(quietLog())), m)
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog())), m)
 	checkAgainstModel(t, db, m)
-	project(t, New(js, ref, WithLogger(quietLog())), m)
+	project(t, New(asProjector(t, js), ref, WithLogger(quietLog())), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 }

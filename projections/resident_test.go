@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/gen"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -204,4 +207,57 @@ func TestSnapshotsByCost(t *testing.T) {
 		t.Errorf("pool cheap (121 cheap events) has snapshots at %v, want one, after 100 events", cheap)
 	}
 	checkAgainstModel(t, db, m)
+}
+
+// TestLargePoolRebuildsInSeconds: a pool of about 2,000 consumers with
+// ownership and hundreds of host events (each recomputes the pool, tens
+// of milliseconds) is rebuilt at a start after a crash (no saved state)
+// from a snapshot its work put near its end: seconds, not the whole
+// history, with the default snapshot rules.
+func TestLargePoolRebuildsInSeconds(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	roles, db := newRoleDB(t)
+	m := newModel(t, js)
+	hosts, consumers, _ := gen.OwnedBench(1800)
+	m.publish("large", &events.PlanChange{Plan: events.Plan{Rules: 3, Consumers: consumers}})
+	for _, h := range hosts {
+		m.publish("large", h)
+	}
+	for i := range 120 {
+		h := hosts[i%len(hosts)].(*events.HostUp)
+		m.publish("large", &events.HostDown{Host: h.Host})
+		m.publish("large", h)
+	}
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog())), m)
+	// A crash saves no state: the start rebuilds from the newest snapshot.
+	// (The owner deletes it: the projector's role may not.)
+	if _, err := testdb.Pool(t, roles.Owner).Exec(context.Background(), `DELETE FROM saved_states`); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	started := time.Now()
+	r := start(New(asProjector(t, js), db, WithLogger(newTextLogger(&lockedWriter{w: &logs}))))
+	for !strings.Contains(logs.String(), "projector: resumed") && time.Since(started) < time.Minute {
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(started)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	folded := regexp.MustCompile(`rebuilt pool" pool=large from_snapshot_seq=([0-9]+) events_folded=([0-9]+)`).FindStringSubmatch(logs.String())
+	if folded == nil {
+		t.Fatalf("pool large was not rebuilt from a snapshot:\n%s", logs.String())
+	}
+	n, _ := strconv.Atoi(folded[2])
+	t.Logf("pool large (%d consumers, %d events) rebuilt at start in %s, folding %d events after its snapshot at %s",
+		len(consumers), m.last["large"], took.Round(time.Millisecond), n, folded[1])
+	// A host event of this pool is over 2,000 units: a snapshot at least
+	// every 100 of them (DefaultSnapshotCost), where the count alone
+	// (10,000) would fold all 420.
+	if n > 100 {
+		t.Errorf("the rebuild folded %d events after the newest snapshot, want at most 100", n)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the start took %s, want seconds", took)
+	}
 }
