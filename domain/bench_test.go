@@ -16,6 +16,13 @@ import (
 // demand (0..4 a leaf) so the pool is busy: some leaves borrow, some wait.
 func benchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []string, *rand.Rand) {
 	b.Helper()
+	return benchPoolWith(b, n, policy, nil)
+}
+
+// benchPoolWith is benchPool with the plan changed by edit (nil: none)
+// and, when edit is given, the rules version in development.
+func benchPoolWith(b *testing.B, n int, policy events.Policy, edit func(*events.Plan)) (*domain.Pool, []string, *rand.Rand) {
+	b.Helper()
 	f := 1
 	for f*f*f < n {
 		f++
@@ -32,7 +39,13 @@ func benchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []strin
 			}
 		}
 	}
-	p := domain.NewPool("bench")
+	plan := events.Plan{Policy: policy, Consumers: cs}
+	var opts []domain.PoolOption
+	if edit != nil {
+		edit(&plan)
+		opts = append(opts, domain.WithDevelopmentRules())
+	}
+	p := domain.NewPool("bench", opts...)
 	seq := uint64(0)
 	apply := func(ev events.Payload) {
 		seq++
@@ -40,7 +53,7 @@ func benchPool(b *testing.B, n int, policy events.Policy) (*domain.Pool, []strin
 			b.Fatal(err)
 		}
 	}
-	apply(&events.PlanChange{Plan: events.Plan{Policy: policy, Consumers: cs}})
+	apply(&events.PlanChange{Plan: plan})
 	for h := 0; h < max(1, n/10); h++ {
 		apply(&events.HostUp{Host: fmt.Sprintf("h%05d", h), Slots: 20})
 	}
@@ -97,6 +110,45 @@ func BenchmarkDemand(b *testing.B) {
 				p, leaves, rng := benchPool(b, n, pol.policy)
 				timed(b, p, demandEvents(leaves, rng))
 			})
+		}
+	}
+}
+
+// BenchmarkYARNDemand: BenchmarkDemand's events under rules 4's plan
+// fields (in development): share_ratio with priority bands and a zero
+// share in every fourth branch (the incremental passes, as without them),
+// and with a non-preemptable leaf in every tenth branch (floors follow the
+// allocations: the targets are recomputed over the whole tree every event,
+// decisions.md #262).
+func BenchmarkYARNDemand(b *testing.B) {
+	yes, no, zero := true, false, int64(0)
+	bands := func(pl *events.Plan) {
+		pl.Rules, pl.Policy.PriorityBands = 4, &yes
+		for i := range pl.Consumers {
+			if i%4 == 3 {
+				pl.Consumers[i].Share = &zero
+			}
+		}
+	}
+	pins := func(pl *events.Plan) {
+		pl.Rules = 4
+		for i := range pl.Consumers {
+			if i%10 == 0 {
+				pl.Consumers[i].Preemptable = &no
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*events.Plan)
+	}{{"bands-zero", bands}, {"pins", pins}} {
+		for _, pol := range benchPolicies[2:] {
+			for _, n := range benchSizes[1:] {
+				b.Run(fmt.Sprintf("%s/%s/leaves=%d", c.name, pol.name, n), func(b *testing.B) {
+					p, leaves, rng := benchPoolWith(b, n, pol.policy, c.edit)
+					timed(b, p, demandEvents(leaves, rng))
+				})
+			}
 		}
 	}
 }

@@ -62,11 +62,12 @@ func resolveMax(m *events.Max, parentPlanned Slots) Slots {
 func (p *Pool) splitChildren(id int32, q Slots, kind splitKind) {
 	t, sh := p.t, p.pub.sh
 	items := p.sp.items[:0]
+	floors := p.yarnFloors()
 	for _, c := range t.nodes[id].children {
 		n, s := &t.nodes[c], &sh[c]
 		s.tmp = 0
 		start := s.base
-		if p.yarnFloors() {
+		if floors {
 			start = s.start
 		}
 		if in, f, b, cp := kind.term(terms{e: n.eff, b: s.base, s: start, f: s.floor, p: s.planned}); in {

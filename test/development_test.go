@@ -41,7 +41,8 @@ func developmentScenarios(t testing.TB) []string {
 }
 
 // TestDevelopmentScenarios folds them in memory under the rules version in
-// development (ledger simulate --rules-development).
+// development (ledger simulate --rules-development); those naming rules 3
+// also as the released ledger folds them.
 func TestDevelopmentScenarios(t *testing.T) {
 	for _, f := range developmentScenarios(t) {
 		t.Run(strings.TrimPrefix(f, "development/"), func(t *testing.T) {
@@ -54,6 +55,13 @@ func TestDevelopmentScenarios(t *testing.T) {
 			diffs = append(diffs, res.Setup...)
 			for _, st := range res.Steps {
 				diffs = append(diffs, st.Diffs...)
+			}
+			if s.Plan.Rules == 3 { // part A's clarifications hold for rules 3 as released, too
+				for _, st := range scenario.Run(s).Steps {
+					for _, d := range st.Diffs {
+						t.Errorf("under rules 3 as released, step %d: %s", st.Step, d)
+					}
+				}
 			}
 			why, known := engineDiffers[filepath.Base(f)]
 			switch {
