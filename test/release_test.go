@@ -363,7 +363,7 @@ func dbPassword(u string) string {
 // is JSON without a secret.
 func TestTokensAndLogsOfRunningDev(t *testing.T) {
 	bin := ledgerBinary(t)
-	data := filepath.Join(t.TempDir(), "data")
+	data := testenv.DataDir(t) // PostgreSQL's own user must reach it
 	dev := startDevEnv(t, bin, data, freeAddr(t), freeAddr(t), append(os.Environ(), "DATABASE_URL="+staleDatabaseURL), "--log-format", "json")
 	admin := dev.env["LEDGER_TOKEN"]
 	base := dev.env["LEDGER_URL"]
