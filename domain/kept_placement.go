@@ -94,7 +94,7 @@ func (p *Pool) placeKept() []placeMove {
 	for _, l := range run {
 		k.noteHeld(l)
 	}
-	pl := place(p.t, p.hosts, idx, p.keptEveryLeaf(idx), p.placeRules(), &k.bufs)
+	pl := p.place(idx, p.keptEveryLeaf(idx), &k.bufs)
 	pl.release()
 	return pl.moves
 }
@@ -125,7 +125,7 @@ func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) ([]placeMove,
 	if in.hosts == nil {
 		in.hosts = []int32{}
 	}
-	pl := place(p.t, p.hosts, idx, in, p.placeRules(), &k.bufs)
+	pl := p.place(idx, in, &k.bufs)
 	ok := k.uncut(idx, pl)
 	pl.release()
 	for _, h := range in.hosts {
@@ -243,10 +243,20 @@ func (k *placeKeep) uncut(idx *partIndex, pl *placement) bool {
 	return true
 }
 
+// place runs the placement on in with the pool's rules; after a plan or
+// host event under rules 4 it gives it what leaves sit on in parts they
+// may no longer hold (ruling 10).
+func (p *Pool) place(idx *partIndex, in placeInput, bufs *placeBufs) *placement {
+	if p.allTouch && p.mode.behaviour.lendRevoked {
+		in.ineligible = p.ineligibleSittings()
+	}
+	return place(p.t, p.hosts, idx, in, p.placeRules(), bufs)
+}
+
 // placeAll places every leaf on the layered targets of a full fold.
 func (p *Pool) placeAll() []placeMove {
 	idx := p.partIndex()
-	pl := place(p.t, p.hosts, idx, p.layered.everyLeaf(p.t, idx, p.holders()), p.placeRules(), &p.pk.bufs)
+	pl := p.place(idx, p.layered.everyLeaf(p.t, idx, p.holders()), &p.pk.bufs)
 	pl.release()
 	return pl.moves
 }

@@ -240,7 +240,8 @@ func (p *Pool) holders() [][]leafSlots {
 // placeRules are the pool's policy's choices for the placement.
 func (p *Pool) placeRules() placeRules {
 	r := placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
-		preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(), preference: p.preference}
+		preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(), preference: p.preference,
+		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked}
 	if !p.mode.shareRatio {
 		r.grant, r.borrow, r.reclaim, r.phased = RulePriorityEntitled, RulePriorityBorrow, RulePriorityReclaim, true
 	}

@@ -58,6 +58,7 @@ func (pl *placement) pair() {
 				hl.lost[v] -= n
 				x.slots -= n
 				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: pl.parts[x.part].owner})
+				pl.takeIneligible(h, v, pl.parts[x.part].owner, n)
 			}
 		}
 	}
@@ -66,7 +67,7 @@ func (pl *placement) pair() {
 		for _, v := range hl.losers {
 			if moved := hl.lost[v] - minSlots(hl.lost[v], pl.over[v]); moved > 0 {
 				hl.lost[v] -= moved
-				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: moved, rule: RuleMoved, graceOf: noNode})
+				pl.releaseLost(v, h, moved)
 			}
 		}
 	}
@@ -108,10 +109,59 @@ func (pl *placement) pair() {
 	for _, h := range pl.hosts0 {
 		for _, v := range hs[h].losers {
 			if k := hs[h].lost[v]; k > 0 {
-				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: k, rule: RuleMoved, graceOf: noNode})
+				pl.releaseLost(v, h, k)
 			}
 		}
 	}
+}
+
+// ineligibleSlots is what a leaf sits on, on one host, in a part it may no
+// longer hold (docs/rules.md#version-4, ruling 10): the owner of the part
+// and the slots.
+type ineligibleSlots struct {
+	leaf, owner int32
+	slots       Slots
+}
+
+// takeIneligible counts down leaf v's ineligible slots of owner's part on
+// host h by what a return took.
+func (pl *placement) takeIneligible(h, v, owner int32, n Slots) {
+	if pl.ineligible == nil {
+		return
+	}
+	for i := range pl.ineligible[h] {
+		if x := &pl.ineligible[h][i]; x.leaf == v && x.owner == owner && n > 0 {
+			k := minSlots(n, x.slots)
+			x.slots -= k
+			n -= k
+		}
+	}
+}
+
+// releaseLost releases k slots leaf v gave up on host h that nobody took
+// there: under rules 4, first those it sat on in parts it may no longer
+// hold (release.lend_revoked, with the part owner's lend_grace: ruling
+// 10), then the rest as a move (release.moved, with v's reclaim_grace:
+// ruling 13); before, all as release.moved without a deadline.
+func (pl *placement) releaseLost(v, h int32, k Slots) {
+	if pl.ineligible != nil {
+		for i := range pl.ineligible[h] {
+			if x := &pl.ineligible[h][i]; x.leaf == v && x.slots > 0 && k > 0 {
+				n := minSlots(k, x.slots)
+				x.slots -= n
+				k -= n
+				pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: n, rule: RuleLendRevoked, graceOf: x.owner})
+			}
+		}
+	}
+	if k == 0 {
+		return
+	}
+	grace := noNode
+	if pl.rules.moveGrace {
+		grace = v
+	}
+	pl.moves = append(pl.moves, placeMove{kind: KindRelease, leaf: v, from: noNode, host: h, slots: k, rule: RuleMoved, graceOf: grace})
 }
 
 // hostLoss is what leaves give up on one host: held there, not kept.
@@ -207,14 +257,15 @@ func (pl *placement) isReturn(l, v, owner int32) bool {
 }
 
 // deadline is when a move's slots must be free: its time plus the grace
-// of the consumer named by graceOf (the lender's lend_grace for a return,
-// the victim's reclaim_grace for a reclaim).
+// of the consumer named by graceOf (the lender's lend_grace for a return
+// and, under rules 4, a revoked lend; the victim's reclaim_grace for a
+// reclaim and, under rules 4, the mover's for a move).
 func (m placeMove) deadline(t *tree, at time.Time) *time.Time {
 	if m.graceOf == noNode {
 		return nil
 	}
 	g := t.nodes[m.graceOf].reclaimGrace
-	if m.kind == KindReturn {
+	if m.kind == KindReturn || m.rule == RuleLendRevoked {
 		g = t.nodes[m.graceOf].lendGrace
 	}
 	d := at.Add(g)

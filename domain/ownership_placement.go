@@ -64,6 +64,11 @@ const (
 	// RuleMoved: slots given up on one host because the leaf's share of
 	// that part went elsewhere.
 	RuleMoved Rule = "release.moved"
+	// RuleLendRevoked (rules 4): slots a leaf held on a part it may no
+	// longer hold after a plan or host event, neither re-seated on the
+	// host nor taken back by a return, released with the deadline of the
+	// part owner's lend_grace.
+	RuleLendRevoked Rule = "release.lend_revoked"
 )
 
 // placeRules is what the pool's policy decides in a placement: the rules
@@ -78,6 +83,8 @@ type placeRules struct {
 	phased     bool
 	preferring bool
 	preference func(owner, host int32) int64
+	// moveGrace and lendRevoked: rules 4's ruling 13 and 10 (behaviour).
+	moveGrace, lendRevoked bool
 }
 
 // placement is one run's state.
@@ -93,12 +100,15 @@ type placement struct {
 	// leaf); wants: by leaf, those owners in the order it uses them.
 	due     [][]dueShare
 	wants   [][]int32
-	holders [][]leafSlots     // by host: who of the leaves taking part holds slots there now, path order
-	hosts0  []int32           // the hosts where they hold slots, in host order
-	kept    map[int32][]Slots // by host, by holder: the slots kept there in step 1
-	placed  []placing         // step 2, in the order placed
-	over    map[int32]Slots   // by leaf: what it holds above its target, which may be reclaimed
-	moves   []placeMove
+	holders [][]leafSlots // by host: who of the leaves taking part holds slots there now, path order
+	// ineligible: placeInput's, counted down as returns and releases take
+	// those slots (ownership_pairing.go).
+	ineligible [][]ineligibleSlots
+	hosts0     []int32           // the hosts where they hold slots, in host order
+	kept       map[int32][]Slots // by host, by holder: the slots kept there in step 1
+	placed     []placing         // step 2, in the order placed
+	over       map[int32]Slots   // by leaf: what it holds above its target, which may be reclaimed
+	moves      []placeMove
 	// reserved: by part, the slots of a leaf owner's part kept for the
 	// owner's own use (no one else keeps them); ownOrder: by owner, its
 	// parts in the order it uses them.
@@ -173,6 +183,9 @@ type placeInput struct {
 	room      []Slots
 	transfers []transfer
 	hosts     []int32 // the hosts where the leaves hold slots, in host order (nil: those of holders)
+	// ineligible, by host: what leaves sit on in parts they may no longer
+	// hold (rules 4 after a plan or host event; nil otherwise).
+	ineligible [][]ineligibleSlots
 }
 
 // placeOwned computes the placement of every leaf. parts must list every
@@ -250,7 +263,7 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 	pl := &placement{t: t, rules: rules, hosts: hosts, idx: idx, parts: idx.parts, hostAt: idx.hostAt, leaves: in.leaves, holders: in.holders,
 		due: bufs.due, wants: bufs.wants, deficit: bufs.deficit, kept: map[int32][]Slots{}, over: map[int32]Slots{},
 		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: in.room, b: bufs,
-		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse}
+		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse, ineligible: in.ineligible}
 	pl.hosts0 = in.hosts
 	if pl.hosts0 == nil {
 		for h, hs := range in.holders {

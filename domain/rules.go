@@ -99,10 +99,20 @@ type behaviour struct {
 	// preemptable, a zero share; tree.go, yarn.go). Versions 1 to 3 refuse
 	// them as their builds did.
 	yarn bool
+	// moveGrace: a move's release (release.moved) carries the mover's
+	// reclaim_grace as its deadline, as a reclaim's victim gets
+	// (rules-v4 ruling 13; docs/rules.md#version-4).
+	moveGrace bool
+	// lendRevoked: slots a plan or host change leaves a leaf on a part it
+	// may no longer hold, which it cannot be re-seated off and no return
+	// takes, are released as release.lend_revoked with the part owner's
+	// lend_grace (rules-v4 ruling 10), not as release.moved.
+	lendRevoked bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
-	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4}
+	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
+		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -333,3 +333,19 @@ func (p *Pool) heldByPool(parts []hostPart) heldSlots {
 	}
 	return held
 }
+
+// ineligibleSittings lists, by host, what leaves sit on in parts they may
+// not hold (after the seating's repair re-seated what it could on the
+// same host): what a plan or host event made ineligible (docs/rules.md
+// #version-4, ruling 10).
+func (p *Pool) ineligibleSittings() [][]ineligibleSlots {
+	parts, _ := p.hostParts()
+	out := make([][]ineligibleSlots, len(p.hosts))
+	for _, s := range p.sittings(parts) {
+		if owner := parts[s.part].owner; !p.mayUse(s.leaf, owner) {
+			h := parts[s.part].host
+			out[h] = append(out[h], ineligibleSlots{leaf: s.leaf, owner: owner, slots: s.slots})
+		}
+	}
+	return out
+}

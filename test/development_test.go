@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
 // engineDiffers lists the hand-worked scenarios of the rules version in
@@ -94,7 +95,7 @@ func TestDevRulesDevelopment(t *testing.T) {
 		t.Fatalf("%d files: want the 17 d-* and the 5 r* of rules 3", len(files))
 	}
 	bin := ledgerBinary(t)
-	dev := startDevEnv(t, bin, filepath.Join(t.TempDir(), "data"), freeAddr(t), freeAddr(t),
+	dev := startDevEnv(t, bin, testenv.DataDir(t), freeAddr(t), freeAddr(t),
 		append(os.Environ(), "DATABASE_URL="+staleDatabaseURL), "--rules-development")
 	defer dev.stop(t)
 	load := exec.Command(bin, append([]string{"load", "--fresh-pool", "--check"}, files...)...)

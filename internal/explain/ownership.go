@@ -165,9 +165,12 @@ func describeOwnership(p *domain.Pool, d domain.Decision, all []domain.Decision,
 		who, _ := p.Consumer(d.Consumer)
 		return fmt.Sprintf("%s used %s it owns on %s [%s]: a leaf uses its own slots first, min(effective demand %d, owned %d), most preferred first",
 			d.Consumer, plural(d.Slots), d.Host, d.Rule, who.Effective, who.Owned), true
+	case d.Rule == domain.RuleLendRevoked:
+		return fmt.Sprintf("%s released %s on %s [%s]: the plan or host change left them on slots it may no longer hold (their owner stopped lending them to it, or lends them with a grace shorter than its reclaim_grace) and no other part of the host could take them; its work there has their owner's lend_grace to end%s",
+			d.Consumer, plural(d.Slots), d.Host, d.Rule, releaseDeadlineText(d, at)), true
 	case d.Rule == domain.RuleMoved:
-		return fmt.Sprintf("%s released %s on %s [%s]: the layer these slots came from is now served on other hosts (a leaf's slots sit in the tier they come from: its own hosts, then its ancestors' private hosts, then public hosts, then hosts lent by others), so they moved%s",
-			d.Consumer, plural(d.Slots), d.Host, d.Rule, movedTo(all, d)), true
+		return fmt.Sprintf("%s released %s on %s [%s]: the layer these slots came from is now served on other hosts (a leaf's slots sit in the tier they come from: its own hosts, then its ancestors' private hosts, then public hosts, then hosts lent by others), so they moved%s%s",
+			d.Consumer, plural(d.Slots), d.Host, d.Rule, movedTo(all, d), releaseDeadlineText(d, at)), true
 	}
 	return "", false
 }
@@ -361,6 +364,15 @@ func deadlineText(p *domain.Pool, d domain.Decision, at time.Time) string {
 		return ""
 	}
 	return fmt.Sprintf(", deadline %s, %s's lend grace %s", clock(*d.Deadline, at), lenderOf(p, d), shortDuration(d.Deadline.Sub(at)))
+}
+
+// releaseDeadlineText names a release's deadline and how long after the
+// event it falls (rules 4 gives a move and a revoked lend one); "" without.
+func releaseDeadlineText(d domain.Decision, at time.Time) string {
+	if d.Deadline == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (deadline %s, %s after the event)", clock(*d.Deadline, at), shortDuration(d.Deadline.Sub(at)))
 }
 
 // clock prints a deadline: the time of day when it falls on the event's

@@ -383,7 +383,7 @@ async function poolView(pool, query) {
         <input name="consumer" placeholder="consumer (/path)" list="consumer-list"><datalist id="consumer-list"></datalist>
         <select name="kind"><option value="">any kind</option><option>grant</option><option>reclaim</option><option>release</option><option>trim</option><option>lend</option><option>return</option><option>own</option></select>
         <input name="rule" placeholder="rule (e.g. share_ratio.reclaim)" list="rule-list"><datalist id="rule-list">
-        ${['priority.entitled', 'priority.borrow', 'priority.reclaim', 'share_ratio.grant', 'share_ratio.reclaim', 'release.finished', 'release.demand_dropped', 'release.max_lowered', 'release.max', 'release.consumer_removed', 'trim.host_down'].map((r) => `<option>${r}</option>`).join('')}</datalist>
+        ${['priority.entitled', 'priority.borrow', 'priority.reclaim', 'share_ratio.grant', 'share_ratio.reclaim', 'release.finished', 'release.demand_dropped', 'release.max_lowered', 'release.max', 'release.consumer_removed', 'trim.host_down', 'own.use', 'own.return', 'own.assign', 'own.drop', 'own.trim', 'release.moved', 'release.lend_revoked'].map((r) => `<option>${r}</option>`).join('')}</datalist>
         <button>filter</button></form>
       <table class="timeline"><thead><tr><th class="num">seq</th><th>time</th><th>kind</th><th>consumer</th><th>from</th><th>host</th><th class="num">slots</th><th>rule</th></tr></thead><tbody id="decisions"></tbody></table>
       <button id="older" hidden>older decisions</button>

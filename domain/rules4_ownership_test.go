@@ -1,0 +1,110 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/gen"
+	"github.com/cluster-ledger/ledger/internal/scenario"
+)
+
+// TestRules4RevokedLendAndMoveGrace: rulings 10 and 13 of rules 4 (in
+// development). The spec's r10 example, folded under rules 4, releases
+// the revoked lend as release.lend_revoked with the lender's new
+// lend_grace (10s); the file itself can state the rule and deadline only
+// in comments, so they are checked here.
+func TestRules4RevokedLendAndMoveGrace(t *testing.T) {
+	s, err := scenario.ParseFile("../test/development/v4/r10-ineligible-holding-released-with-lend-grace.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := scenario.Run(s, scenario.WithDevelopmentRules())
+	if res.Failed() {
+		t.Fatalf("r10 under rules 4: %+v", res)
+	}
+	var got []domain.Decision
+	for _, d := range res.Steps[1].Decisions {
+		if d.Kind == domain.KindRelease {
+			got = append(got, d)
+		}
+	}
+	at := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
+	if len(got) != 1 || got[0].Rule != domain.RuleLendRevoked || got[0].Consumer != "/B" || got[0].Slots != 4 ||
+		got[0].Deadline == nil || !got[0].Deadline.Equal(at.Add(10*time.Second)) {
+		t.Fatalf("step 2 releases %+v, want release /B 4 %s with deadline %v", got, domain.RuleLendRevoked, at.Add(10*time.Second))
+	}
+}
+
+// TestRules4ReleaseDeadlines: on random logs with ownership (every policy),
+// under rules 4 every release.moved carries the mover's reclaim_grace
+// (ruling 13) and every release.lend_revoked the lend_grace of a consumer
+// that owns slots (ruling 10); under rules 3 a move carries none and no
+// lend is revoked (the golden corpus holds the rest of rules 3).
+func TestRules4ReleaseDeadlines(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	moved, revoked := 0, 0
+	for seed := range uint64(runs) {
+		sc := gen.GenerateOwned(gen.NewRand(seed+61000), 40)
+		for _, v := range []domain.RulesVersion{domain.RulesV3, domain.RulesV4} {
+			p := domain.NewPool("deadlines", domain.WithDevelopmentRules())
+			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			seq := uint64(0)
+			for i, ev := range sc.Events {
+				at = at.Add(time.Second)
+				if pc, ok := ev.(*events.PlanChange); ok {
+					stamped := *pc
+					stamped.Plan.Rules = int(v)
+					ev = &stamped
+				}
+				r, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev})
+				if err != nil {
+					continue
+				}
+				seq++
+				plan, _ := p.Plan()
+				grace := map[string][2]time.Duration{}
+				for _, c := range plan.Consumers {
+					var g [2]time.Duration
+					if c.ReclaimGrace != nil {
+						g[0] = c.ReclaimGrace.Duration
+					}
+					if c.LendGrace != nil {
+						g[1] = c.LendGrace.Duration
+					}
+					grace[c.Path] = g
+				}
+				for _, d := range r.Decisions {
+					switch {
+					case d.Rule == domain.RuleMoved && v == domain.RulesV3 && d.Deadline != nil:
+						t.Fatalf("seed %d event %d, rules 3: %+v has a deadline", seed, i, d)
+					case d.Rule == domain.RuleMoved && v == domain.RulesV4:
+						moved++
+						if d.Deadline == nil || !d.Deadline.Equal(at.Add(grace[d.Consumer][0])) {
+							t.Fatalf("seed %d event %d, rules 4: %+v, want the deadline %v (its reclaim_grace)", seed, i, d, at.Add(grace[d.Consumer][0]))
+						}
+					case d.Rule == domain.RuleLendRevoked && v == domain.RulesV3:
+						t.Fatalf("seed %d event %d, rules 3 revoked a lend: %+v", seed, i, d)
+					case d.Rule == domain.RuleLendRevoked:
+						revoked++
+						lender := false
+						for _, g := range grace {
+							lender = lender || (d.Deadline != nil && d.Deadline.Equal(at.Add(g[1])))
+						}
+						if !lender {
+							t.Fatalf("seed %d event %d: %+v's deadline is no consumer's lend_grace after the event", seed, i, d)
+						}
+					}
+				}
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no move under rules 4: the test tests nothing")
+	}
+	t.Logf("%d moves and %d revoked lends under rules 4", moved, revoked)
+}
