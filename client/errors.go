@@ -77,6 +77,9 @@ const (
 	CodeIDConflict        Code = "id_conflict"            // 409: an id stored before with other content
 	CodeTooLarge          Code = "too_large"              // 413: the body is over the limit
 	CodeUnsupportedMedia  Code = "unsupported_media_type" // 415: a POST that is not application/json
+	CodeRateLimited       Code = "rate_limited"           // 429: the token's requests a second; retry after Retry-After
+	CodeTooManyRequests   Code = "too_many_requests"      // 429: the token's requests in progress
+	CodeTooManyStreams    Code = "too_many_streams"       // 429: the token's open live streams
 	CodeUnavailable       Code = "unavailable"            // 503: NATS (or the log) cannot be reached
 	CodeBusy              Code = "busy"                   // 503: too much at once; retry
 	CodeHealing           Code = "healing"                // 503: the stream is being given back events it lost
@@ -105,7 +108,8 @@ type Error struct {
 	// Index is the position of the offending event in the request, when
 	// one event is at fault.
 	Index *int
-	// RetryAfter is the ledger's Retry-After (503 answers), 0 if none.
+	// RetryAfter is the ledger's Retry-After (429 and 503 answers), 0
+	// if none.
 	RetryAfter time.Duration
 	// RequestID is the answer's X-Request-Id: the ledger's log tells the
 	// cause of a failure (5xx) under it.
@@ -134,8 +138,11 @@ func (e *Error) Is(target error) bool {
 }
 
 // Refused reports whether the ledger refused the request as invalid (4xx):
-// sending it again will not help.
-func (e *Error) Refused() bool { return e.Status >= 400 && e.Status < 500 }
+// sending it again will not help. 429 (a token over its limits) is not a
+// refusal: the same request is sent again after Retry-After.
+func (e *Error) Refused() bool {
+	return e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests
+}
 
 // IsRefused reports whether err is a refusal of the request (4xx).
 func IsRefused(err error) bool {

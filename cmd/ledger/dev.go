@@ -20,6 +20,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/connlimit"
 	"github.com/cluster-ledger/ledger/internal/datadir"
 	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/metrics"
@@ -59,6 +60,8 @@ type devConfig struct {
 	origins                               []string
 	log                                   logging.Options
 	development                           bool // --rules-development
+	conns                                 api.ConnLimits
+	tokenLimits                           api.TokenLimits
 }
 
 func init() {
@@ -138,6 +141,7 @@ them): keep such a DATA directory for development.`,
 	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
 		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
 	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
+	addHTTPLimitFlags(cmd, &cfg.conns, &cfg.tokenLimits)
 	cmd.Flags().BoolVar(&cfg.development, "rules-development", false, fmt.Sprintf("the API and the projector accept plans naming rules version %d, in development (for tests: the log then needs the switch to be folded)", int(domain.RulesDevelopment)))
 	// Never from the environment: a DATABASE_URL exported from an earlier
 	// run names that run's PostgreSQL, stopped with it.
@@ -227,8 +231,13 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	sv := services{metrics: metrics.New(),
 		natsURL: natsURL, authDir: authDir, db: db, pgAuthDir: pgAuthDir, httpAddr: cfg.httpAddr, snapshotEvery: cfg.snapshotEvery,
 		signer: signer, trusted: trusted, trustedPath: trustedPath,
-		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...)},
+		token: token, options: []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(cfg.origins...), api.WithTokenLimits(cfg.tokenLimits)},
+		conns: cfg.conns,
 	}
+	// The embedded NATS servers' connections come out of this process's
+	// file descriptors too: the HTTP server's budget leaves them out, so
+	// a flood of HTTP connections cannot take NATS's (connlimit).
+	sv.conns.Reserve = connlimit.DefaultReserve + cfg.natsCluster*natsserver.DefaultMaxConns
 	if cfg.development {
 		sv.options = append(sv.options, api.WithDevelopmentRules())
 		sv.projector = append(sv.projector, projections.WithDevelopmentRules())
@@ -266,6 +275,7 @@ type services struct {
 	options                    []api.Option         // who may use the API
 	projector                  []projections.Option // the projector's further options
 	metrics                    *metrics.Registry    // the API's and the projector's, served at the API's /metrics
+	conns                      api.ConnLimits       // the HTTP server's bounds
 }
 
 // runServices runs the projector and the API until ctx ends, then waits
@@ -281,7 +291,7 @@ func runServices(ctx context.Context, out io.Writer, log *slog.Logger, sv servic
 		defer wg.Done()
 		errs <- api.Serve(ctx, api.ServeConfig{HTTPAddr: sv.httpAddr, NATSURL: sv.natsURL, DatabaseURL: sv.db.api, Logger: log,
 			NATSCreds: natsauth.SeedFile(sv.authDir, natsauth.Ledger), Options: append([]api.Option{api.WithSigner(sv.signer), api.WithTrustedKeys(sv.trusted), api.WithMetrics(sv.metrics)}, sv.options...),
-			Ready: func(addr string) { ready <- addr }})
+			Conns: sv.conns, Ready: func(addr string) { ready <- addr }})
 	}()
 	go func() {
 		defer wg.Done()

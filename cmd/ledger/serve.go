@@ -21,6 +21,7 @@ func init() {
 	var tokensFile string
 	var origins []string
 	var readTimeout time.Duration
+	var tokenLimits api.TokenLimits
 	logOpts := logging.Defaults()
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -84,7 +85,7 @@ cleanly on SIGINT or SIGTERM.`,
 			}
 			cfg.Migrate = !noMigrate
 			cfg.Options = []api.Option{api.WithTokens(tokens), api.WithAllowedOrigins(origins...), api.WithReadTimeout(readTimeout),
-				api.WithMetrics(metrics.New())}
+				api.WithMetrics(metrics.New()), api.WithTokenLimits(tokenLimits)}
 			if signingKey != "" {
 				sg, err := signing.LoadSigner(signingKey)
 				if err != nil {
@@ -120,5 +121,6 @@ cleanly on SIGINT or SIGTERM.`,
 	cmd.Flags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	logging.AddFlags(cmd.Flags(), &logOpts)
 	cmd.Flags().DurationVar(&readTimeout, "read-timeout", api.DefaultReadTimeout, "longest a read endpoint waits for PostgreSQL before answering 503")
+	addHTTPLimitFlags(cmd, &cfg.Conns, &tokenLimits)
 	root.AddCommand(cmd)
 }

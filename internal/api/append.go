@@ -43,6 +43,13 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) appendRequest(w http.ResponseWriter, r *http.Request) (pool string, ins []incoming, res []client.Appended, aerr *apiError) {
 	name := r.PathValue("pool")
 	id, aerr := s.authenticate(r)
+	if aerr == nil {
+		authenticated(w, r)
+		var release func()
+		if release, aerr = s.perToken.admit(id.Name, false); aerr == nil {
+			defer release() // the whole append, body and publish included
+		}
+	}
 	if aerr == nil && !id.Allows(auth.ScopeAppend, name) && !id.Allows(auth.ScopePlan, name) {
 		aerr = allow(id, auth.ScopeAppend, name)
 		if id.Has(auth.ScopeAppend) || id.Has(auth.ScopePlan) {

@@ -53,15 +53,32 @@ func IdentityFrom(ctx context.Context) (*auth.Identity, bool) {
 // IdentityFrom. Other handlers on the same server (a web console) wrap
 // themselves with it, usually with auth.ScopeRead.
 func (s *Server) Authorize(scope auth.Scope, h http.Handler) http.Handler {
+	return s.authorize(scope, false, h)
+}
+
+// AuthorizeStream is Authorize for a long-lived answer (the console's
+// live stream): counted against the token's streams, not its requests
+// in progress (TokenLimits).
+func (s *Server) AuthorizeStream(scope auth.Scope, h http.Handler) http.Handler {
+	return s.authorize(scope, true, h)
+}
+
+func (s *Server) authorize(scope auth.Scope, stream bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, aerr := s.authenticate(r)
 		if aerr == nil {
+			authenticated(w, r)
 			aerr = allow(id, scope, r.PathValue("pool"))
+		}
+		var release func()
+		if aerr == nil {
+			release, aerr = s.perToken.admit(id.Name, stream)
 		}
 		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}
+		defer release()
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
 }

@@ -49,7 +49,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func newExposed(t *testing.T) *exposed {
+func newExposed(t *testing.T, opts ...api.Option) *exposed {
 	t.Helper()
 	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -83,7 +83,7 @@ func newExposed(t *testing.T) *exposed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(ctx, js, db, api.WithTokens(tokens), api.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	srv, err := api.New(ctx, js, db, append([]api.Option{api.WithTokens(tokens), api.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestErrorsCarryNoDriverText(t *testing.T) {
 	defer exec(t, e.db, `ALTER TABLE checkpoints_hidden RENAME TO checkpoints`)
 	defer exec(t, e.db, `ALTER TABLE events_hidden RENAME TO events`)
 	for _, path := range []string{
-		"/v1/pools/p/allocations", "/v1/pools/p/decisions", "/v1/pools", "/v1/pools/p", "/v1/pools/p/as-of?seq=3",
+		"/v1/pools/p/allocations", "/v1/pools/p/decisions", "/v1/pools", "/v1/pools/p",
 		"/v1/pools/p/timeline", "/v1/pools/p/timeline?before=2147483648.0", "/v1/pools/p/decisions/3/0/explain",
 	} {
 		resp, raw := e.read(path)

@@ -18,6 +18,7 @@ func TestReadyzNamesHaltedPools(t *testing.T) {
 	}
 	exec(t, db, `INSERT INTO halted_pools (pool, seq, reason) VALUES ('bad', 42, 'fold failed at sequence 42: boom')`)
 	r = api.ReadyResponse{}
+	pastProbeCache()
 	code := getJSON(t, base+"/readyz", &r)
 	if code != http.StatusOK || r.Status != "degraded" || len(r.HaltedPools) != 1 || r.HaltedPools[0] != (api.ReadyHaltedPool{Pool: "bad", Seq: 42}) {
 		t.Fatalf("with a halted pool: %d %+v", code, r)

@@ -14,6 +14,7 @@ import (
 	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	healthprobe "github.com/cluster-ledger/ledger/internal/health"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
@@ -70,6 +71,7 @@ func TestHealthzStreamDeleted(t *testing.T) {
 	if err := testenv.JetStream(t, natsURL).DeleteStream(ctx, stream.Name); err != nil {
 		t.Fatal(err)
 	}
+	pastProbeCache()
 	code, h = health(t, l)
 	if code != 503 || h.Status != "down" || h.Stream != "missing" {
 		t.Errorf("stream deleted: %d %+v, want 503 with stream missing", code, h)
@@ -105,6 +107,7 @@ func TestHealthzStreamNotWritable(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
+	pastProbeCache()
 	if code, h := health(t, l); code != 503 || h.Status != "down" || h.Stream != "not writable" {
 		t.Errorf("sealed stream: %d %+v, want 503 with stream not writable", code, h)
 	}
@@ -170,6 +173,7 @@ func TestHealthzLiveWithPostgresDownReadyzNot(t *testing.T) {
 		t.Errorf("projection 1.5s behind, bound 1s: /readyz %d %+v", code, r)
 	}
 	project(t, natsURL, db, 3)
+	pastProbeCache()
 	if code, r := ready(); code != 200 || r.Projection != "current" {
 		t.Errorf("caught up again: /readyz %d %+v", code, r)
 	}
@@ -177,6 +181,7 @@ func TestHealthzLiveWithPostgresDownReadyzNot(t *testing.T) {
 	if err := pg.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+	pastProbeCache()
 	if code, h := live(); code != 200 || h.Status != "ok" || h.NATS != "ok" || h.Stream != "ok" {
 		t.Errorf("PostgreSQL stopped: /healthz %d %+v, want 200 ok", code, h)
 	}
@@ -191,3 +196,7 @@ func TestHealthzLiveWithPostgresDownReadyzNot(t *testing.T) {
 		}
 	}
 }
+
+// pastProbeCache waits until the probes' last answers are too old to be
+// reused (health.CacheFor), so that the next one sees a change.
+func pastProbeCache() { time.Sleep(healthprobe.CacheFor + 100*time.Millisecond) }

@@ -171,6 +171,7 @@ func TestHealthz(t *testing.T) {
 		t.Errorf("healthy: %d %+v", code, h)
 	}
 	db.Close()
+	pastProbeCache()
 	if code := getJSON(t, base+"/healthz", &h); code != 200 || h.Status != "ok" {
 		t.Errorf("PostgreSQL closed: /healthz %d %+v, want 200 (appends do not need it)", code, h)
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/connect"
+	"github.com/cluster-ledger/ledger/internal/connlimit"
 	"github.com/cluster-ledger/ledger/internal/logging"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 )
@@ -42,6 +44,43 @@ type ServeConfig struct {
 	// Options are passed to New (the logger is added). Without
 	// WithTokens every request but /healthz is refused.
 	Options []Option
+	// Conns bounds the HTTP connections (internal/connlimit).
+	Conns ConnLimits
+}
+
+// ConnLimits bound the HTTP server's connections (internal/connlimit).
+type ConnLimits struct {
+	// Max is the most connections at once; 0: the process's file
+	// descriptors (RLIMIT_NOFILE, raised to its hard limit) less Reserve.
+	Max int
+	// Unauthenticated is the most connections that have not presented a
+	// valid token; past it the oldest is closed. 0: half of Max.
+	Unauthenticated int
+	// Reserve is the descriptors kept for everything else (0:
+	// connlimit.DefaultReserve); `ledger dev` adds its embedded NATS's
+	// connections.
+	Reserve int
+}
+
+// HeaderTimeout bounds the time a client may take to send a request's
+// headers (a connection that sends nothing, or a byte a second, is closed
+// after it): long enough for any real client on a slow link.
+const HeaderTimeout = 5 * time.Second
+
+// listener bounds l by c (connlimit.Listen) and says so in the log.
+func (c ConnLimits) listener(l net.Listener, log *slog.Logger) (*connlimit.Listener, error) {
+	reserve := cmp.Or(c.Reserve, connlimit.DefaultReserve)
+	maxConns := c.Max
+	if maxConns <= 0 {
+		n, err := connlimit.Budget(reserve)
+		if err != nil {
+			return nil, err
+		}
+		maxConns = n
+	}
+	cl := connlimit.Listen(l, maxConns, c.Unauthenticated)
+	log.Info("ledger API connection limits", "max_conns", maxConns, "max_unauthenticated", cl.MaxUnauthenticated(), "fd_reserve", reserve)
+	return cl, nil
 }
 
 // Serve connects to NATS (reconnecting forever once connected) and
@@ -111,8 +150,18 @@ func listenAndServe(ctx context.Context, cfg ServeConfig, srv *Server, log *slog
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
-		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, TLSConfig: tlsCfg, ErrorLog: logging.ServerErrors(log)}
+	cl, err := cfg.Conns.listener(l, log)
+	if err != nil {
+		_ = l.Close()
+		return err
+	}
+	l = cl
+	srv.metrics.API().Connections(cl)
+	// Only authenticated connections idle between requests (an answer
+	// without a valid token closes its connection: noKeepAlive).
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: HeaderTimeout, MaxHeaderBytes: 64 << 10,
+		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, TLSConfig: tlsCfg, ConnContext: connlimit.ConnContext,
+		ErrorLog: logging.ServerErrors(log)}
 	if tlsCfg != nil {
 		l = tls.NewListener(l, tlsCfg)
 	}

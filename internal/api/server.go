@@ -124,6 +124,8 @@ type Server struct {
 	mux         *http.ServeMux
 	handler     http.Handler
 	readAuth    func(http.Handler) http.Handler
+	tokenLimits TokenLimits
+	perToken    *perToken // the state of tokenLimits (tokenlimits.go)
 	halted      func(context.Context) (map[string]string, error)
 	console     *console.Console
 	metrics     *metrics.Registry
@@ -168,12 +170,14 @@ func WithResidentPools(n int) Option {
 // (nil: the read endpoints answer 503).
 func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) (*Server, error) {
 	s := &Server{
-		js: js, nc: js.Conn(), db: db, clock: time.Now, log: slog.Default(), readTimeout: DefaultReadTimeout,
+		tokenLimits: DefaultTokenLimits,
+		js:          js, nc: js.Conn(), db: db, clock: time.Now, log: slog.Default(), readTimeout: DefaultReadTimeout,
 		timeout: DefaultPublishTimeout, maxAttempts: DefaultMaxAttempts, pools: map[string]*poolState{}, resident: DefaultResidentPools, whatIf: newWhatIfs(),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.perToken = newPerToken(s.tokenLimits)
 	st, err := stream.Ensure(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -195,14 +199,15 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	if s.halted == nil && db != nil {
 		s.halted = s.haltedByPool // the projector's halted_pools table
 	}
-	readAuth := s.readAuth
+	readAuth, streamAuth := s.readAuth, s.readAuth
 	if readAuth == nil {
 		readAuth = func(h http.Handler) http.Handler { return s.Authorize(auth.ScopeRead, h) }
+		streamAuth = func(h http.Handler) http.Handler { return s.AuthorizeStream(auth.ScopeRead, h) }
 	}
-	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, Allowed: readable, ReadTimeout: s.readTimeout,
+	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, StreamAuth: streamAuth, Allowed: readable, ReadTimeout: s.readTimeout,
 		Halted: s.halted, Fork: s.forkAt, Logger: s.log, Replay: s.replayOpts})
 	s.console.Register(s.mux)
-	s.handler = requestIDs(s.accessLog(noFraming(s.cors(s.mountMetrics(s.mux)))))
+	s.handler = requestIDs(s.accessLog(noFraming(noKeepAlive(s.cors(s.mountMetrics(s.mux))))))
 	return s, nil
 }
 

@@ -34,6 +34,9 @@ type Config struct {
 	// Auth wraps every data endpoint (the API's read-scope check); nil
 	// lets every request through.
 	Auth func(http.Handler) http.Handler
+	// StreamAuth wraps the live stream instead of Auth when set (the API
+	// counts a stream against the token's streams, not its requests).
+	StreamAuth func(http.Handler) http.Handler
 	// Halted, when set, tells which pools' projections stopped, with
 	// the reason; the pools list shows it.
 	Halted func(ctx context.Context) (map[string]string, error)
@@ -113,7 +116,11 @@ func (c *Console) Register(mux *http.ServeMux) {
 	data("GET /v1/pools/{pool}/as-of", c.timed(c.getAsOf))
 	data("GET /v1/pools/{pool}/timeline", c.timed(c.getTimeline))
 	data("GET /v1/pools/{pool}/decisions/{seq}/{ordinal}/explain", c.getExplain) // its own bound: it re-folds the log
-	data("GET /v1/live", c.getLive)
+	live := c.cfg.StreamAuth
+	if live == nil {
+		live = c.cfg.Auth
+	}
+	mux.Handle("GET /v1/live", live(http.HandlerFunc(c.getLive)))
 }
 
 // timed runs h under the read timeout.

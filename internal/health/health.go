@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +20,13 @@ import (
 
 // Timeout bounds each probe.
 const Timeout = 2 * time.Second
+
+// CacheFor is how long an answer is reused: the probes need no token,
+// and each check asks JetStream and PostgreSQL, so without it anyone
+// could make the ledger do that work at any rate (a flood of /healthz
+// would compete with the appends for JetStream's API). A load balancer
+// probes every few seconds: a second old is current for it.
+const CacheFor = time.Second
 
 // DefaultMaxLag is how far behind the stream the projection may be and
 // still be ready: a projector keeps up within a second or two under
@@ -53,6 +61,26 @@ type Checker struct {
 	// MaxLag is readiness's bound (DefaultMaxLag when 0).
 	MaxLag time.Duration
 	Log    *slog.Logger
+
+	live  cached[Liveness]
+	ready cached[Readiness]
+}
+
+// cached is the last answer of a check and when it was made; concurrent
+// callers wait for one check rather than each making theirs.
+type cached[T any] struct {
+	mu  sync.Mutex
+	at  time.Time
+	val T
+}
+
+func (c *cached[T]) get(check func() T) T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) >= CacheFor {
+		c.val, c.at = check(), time.Now()
+	}
+	return c.val
 }
 
 // Liveness is the body of /healthz.
@@ -94,16 +122,17 @@ func (c *Checker) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /readyz", c.ServeReady)
 }
 
-// ServeLive answers /healthz: 200 ok, or 503 down with Retry-After.
+// ServeLive answers /healthz: 200 ok, or 503 down with Retry-After (an
+// answer at most CacheFor old).
 func (c *Checker) ServeLive(w http.ResponseWriter, r *http.Request) {
-	l := c.Live(r.Context())
+	l := c.live.get(func() Liveness { return c.Live(context.WithoutCancel(r.Context())) })
 	answer(w, l.Status == "ok", l)
 }
 
 // ServeReady answers /readyz: 200 ok or degraded, or 503 not ready with
-// Retry-After.
+// Retry-After (an answer at most CacheFor old).
 func (c *Checker) ServeReady(w http.ResponseWriter, r *http.Request) {
-	rd := c.Ready(r.Context())
+	rd := c.ready.get(func() Readiness { return c.Ready(context.WithoutCancel(r.Context())) })
 	answer(w, rd.Status != "not ready", rd)
 }
 

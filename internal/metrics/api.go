@@ -20,6 +20,7 @@ const (
 
 // API records the HTTP API's figures.
 type API struct {
+	reg      prometheus.Registerer
 	pools    *poolLabels
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -31,7 +32,7 @@ type API struct {
 
 func newAPI(reg prometheus.Registerer, pools *poolLabels) *API {
 	a := &API{
-		pools: pools,
+		reg: reg, pools: pools,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_api_append_requests_total",
 			Help: "Append requests (POST /v1/pools/{pool}/events) answered, by outcome: ok (2xx), refused (4xx), error (5xx)."}, []string{"outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ledger_api_append_duration_seconds",
@@ -49,6 +50,49 @@ func newAPI(reg prometheus.Registerer, pools *poolLabels) *API {
 	}
 	reg.MustRegister(a.requests, a.latency, a.events, a.refusals, a.errors, a.http)
 	return a
+}
+
+// ConnStats is what the HTTP server's connection bound reports
+// (internal/connlimit.Listener).
+type ConnStats interface {
+	MaxConns() int
+	Open() int
+	Unauthenticated() int
+	Evicted() int64
+}
+
+var (
+	connsDesc = prometheus.NewDesc("ledger_http_connections",
+		"HTTP connections open, by state: authenticated (a request on it presented a valid token) or unauthenticated.", []string{"state"}, nil)
+	connsMaxDesc = prometheus.NewDesc("ledger_http_connections_max",
+		"The most HTTP connections the server holds at once (its file-descriptor budget).", nil, nil)
+	connsEvictedDesc = prometheus.NewDesc("ledger_http_connections_evicted_total",
+		"Unauthenticated HTTP connections closed to make room for newer ones (a flood of connections without a token).", nil, nil)
+)
+
+type connCollector struct{ c ConnStats }
+
+func (c connCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- connsDesc
+	ch <- connsMaxDesc
+	ch <- connsEvictedDesc
+}
+
+func (c connCollector) Collect(ch chan<- prometheus.Metric) {
+	open, unauth := c.c.Open(), c.c.Unauthenticated()
+	ch <- prometheus.MustNewConstMetric(connsDesc, prometheus.GaugeValue, float64(max(open-unauth, 0)), "authenticated")
+	ch <- prometheus.MustNewConstMetric(connsDesc, prometheus.GaugeValue, float64(unauth), "unauthenticated")
+	ch <- prometheus.MustNewConstMetric(connsMaxDesc, prometheus.GaugeValue, float64(c.c.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(connsEvictedDesc, prometheus.CounterValue, float64(c.c.Evicted()))
+}
+
+// Connections reports the HTTP server's connections, read when scraped.
+// One server per registry: a second call is ignored.
+func (a *API) Connections(c ConnStats) {
+	if a == nil {
+		return
+	}
+	_ = a.reg.Register(connCollector{c})
 }
 
 // Event counts one event of a successful append request.

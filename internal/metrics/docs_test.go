@@ -25,6 +25,7 @@ func registeredNames(t *testing.T) map[string]bool {
 	reg.API().Request("a", 422, "unknown_consumer", time.Millisecond)
 	reg.API().Request("a", 503, "unavailable", time.Millisecond)
 	reg.API().HTTP("GET /healthz", 200)
+	reg.API().Connections(fakeConns{})
 	p := reg.Projector()
 	p.Started("p", func() map[string]uint64 { return map[string]uint64{"a": 1} })
 	p.Replay("p", 1, 1, 1)
@@ -45,6 +46,14 @@ func registeredNames(t *testing.T) map[string]bool {
 	}
 	return names
 }
+
+// fakeConns stands for the HTTP server's connection bound.
+type fakeConns struct{}
+
+func (fakeConns) MaxConns() int        { return 10 }
+func (fakeConns) Open() int            { return 2 }
+func (fakeConns) Unauthenticated() int { return 1 }
+func (fakeConns) Evicted() int64       { return 0 }
 
 var metricName = regexp.MustCompile(`\bledger_[a-z0-9_]+`)
 

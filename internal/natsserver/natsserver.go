@@ -31,6 +31,14 @@ const (
 	DefaultListen       = "127.0.0.1:4222"
 	DefaultName         = "ledger"
 	DefaultReadyTimeout = 10 * time.Second
+	// DefaultMaxConns bounds the client connections of an embedded
+	// server (nats-server's own max_connections, 64K by default): the
+	// ledger's processes hold a handful each, so a thousand leaves room
+	// for many tools and tests, and keeps NATS's share of the process's
+	// file descriptors known, apart from the HTTP server's (`ledger dev`
+	// reserves it: internal/connlimit), so a flood of one cannot take the
+	// other's.
+	DefaultMaxConns = 1024
 )
 
 // Option configures Start.
@@ -47,7 +55,13 @@ type config struct {
 	cluster      *clusterConfig
 	routeUser    string
 	routePass    string
+	maxConns     int
 }
+
+// WithMaxConns bounds the server's client connections (default
+// DefaultMaxConns); past it nats-server refuses new clients ("maximum
+// connections exceeded").
+func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
 
 // WithStoreDir sets the JetStream file store directory (required). It is
 // created when missing and kept: a later server on the same directory
@@ -87,7 +101,7 @@ type Server struct {
 // Start starts the server and waits until it accepts connections, ctx's
 // end, or the ready timeout, whichever comes first.
 func Start(ctx context.Context, opts ...Option) (*Server, error) {
-	cfg := config{listen: DefaultListen, name: DefaultName, readyTimeout: DefaultReadyTimeout, sync: SyncAlways}
+	cfg := config{listen: DefaultListen, name: DefaultName, readyTimeout: DefaultReadyTimeout, sync: SyncAlways, maxConns: DefaultMaxConns}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -127,6 +141,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		JetStream:  true,
 		StoreDir:   storeDir,
 		NoLog:      !cfg.logging,
+		MaxConn:    cfg.maxConns,
 		NoSigs:     true,
 		Nkeys:      cfg.users,
 		// As nats-server's own "sync_interval: always" sets them: the

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/cluster-ledger/ledger/internal/api"
+)
+
+// addHTTPLimitFlags adds the flags of the HTTP server's bounds (README,
+// "HTTP limits"): connections, and what one token may take.
+func addHTTPLimitFlags(cmd *cobra.Command, conns *api.ConnLimits, tokens *api.TokenLimits) {
+	*tokens = api.DefaultTokenLimits
+	fs := cmd.Flags()
+	fs.IntVar(&conns.Max, "max-conns", 0, "most HTTP connections at once (0: the file descriptors the process may open, less a reserve for NATS, PostgreSQL and files); past it new connections wait")
+	fs.IntVar(&conns.Unauthenticated, "max-unauthenticated-conns", 0, "most HTTP connections that have not presented a valid token (0: half of --max-conns); past it the oldest of them is closed")
+	fs.Float64Var(&tokens.Rate, "token-rate", tokens.Rate, "requests a second one token may make, sustained (0: no limit); past it 429 rate_limited with Retry-After")
+	fs.IntVar(&tokens.Burst, "token-burst", tokens.Burst, "requests one token may make at once above --token-rate")
+	fs.IntVar(&tokens.Concurrent, "token-concurrency", tokens.Concurrent, "requests of one token in progress at once (0: no limit); past it 429 too_many_requests")
+	fs.IntVar(&tokens.Streams, "token-streams", tokens.Streams, "live streams (console pages following a pool) one token may hold open (0: no limit); past it 429 too_many_streams")
+}
