@@ -688,7 +688,7 @@ func TestStreamCutBackHealsSetAsideEvents(t *testing.T) {
 	hosts, consumers, _ := gen.OwnedBench(900)
 	busy := []events.Payload{&events.PlanChange{Plan: events.Plan{Rules: 3, Consumers: consumers}}}
 	busy = append(busy, hosts...)
-	for i := range 150 {
+	for i := range 60 {
 		h := hosts[i%len(hosts)].(*events.HostUp)
 		busy = append(busy, &events.HostDown{Host: h.Host}, h)
 	}

@@ -243,9 +243,9 @@ func waitProjectedThrough(t *testing.T, db *pgxpool.Pool, seq uint64, within tim
 // the process has been idle a moment.
 func heapInUse(t *testing.T, d *deployment, token string) int64 {
 	t.Helper()
-	time.Sleep(3 * time.Second)
+	time.Sleep(time.Second)
 	var best int64 = -1
-	for range 5 { // the smallest of a few reads: the least garbage
+	for range 4 { // the smallest of a few reads: the least garbage
 		rq, _ := http.NewRequest(http.MethodGet, d.url()+"/metrics", nil)
 		rq.Header.Set("Authorization", "Bearer "+token)
 		resp, err := d.client.Do(rq)
@@ -263,7 +263,7 @@ func heapInUse(t *testing.T, d *deployment, token string) int64 {
 			}
 		}
 		resp.Body.Close()
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 	if best < 0 {
 		t.Fatalf("no go_memstats_heap_inuse_bytes in %s/metrics", d.url())
