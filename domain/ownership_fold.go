@@ -242,6 +242,9 @@ func (p *Pool) placeRules() placeRules {
 	r := placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
 		preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(), preference: p.preference,
 		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked}
+	if p.mode.behaviour.seatedReturns {
+		r.seated = p.seatedOn
+	}
 	if !p.mode.shareRatio {
 		r.grant, r.borrow, r.reclaim, r.phased = RulePriorityEntitled, RulePriorityBorrow, RulePriorityReclaim, true
 	}

@@ -46,19 +46,33 @@ func (pl *placement) pair() {
 		hl := hs[h]
 		slices.SortFunc(hl.losers, func(a, b int32) int { return pl.giveBackOrder(hl.lost, a, b) })
 	}
+	var seatedLeft map[seatKey]Slots // rules 4: what each borrower still sits on in a part, as returns take it
+	if pl.rules.seated != nil {
+		seatedLeft = map[seatKey]Slots{}
+	}
 	for g := range gains { // returns
 		x := &gains[g]
-		h := pl.parts[x.part].host
+		h, owner := pl.parts[x.part].host, pl.parts[x.part].owner
 		hl := lossOn(h)
 		for _, v := range hl.losers {
 			if x.slots == 0 {
 				break
 			}
-			if n := minSlots(x.slots, hl.lost[v]); n > 0 && pl.isReturn(x.leaf, v, pl.parts[x.part].owner) {
+			n := minSlots(x.slots, hl.lost[v])
+			if seatedLeft != nil && n > 0 && pl.isReturn(x.leaf, v, owner) {
+				k := seatKey{h, owner, v}
+				left, ok := seatedLeft[k]
+				if !ok {
+					left = pl.rules.seated(h, owner, v)
+				}
+				n = minSlots(n, left)
+				seatedLeft[k] = left - n
+			}
+			if n > 0 && pl.isReturn(x.leaf, v, owner) {
 				hl.lost[v] -= n
 				x.slots -= n
-				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: pl.parts[x.part].owner})
-				pl.takeIneligible(h, v, pl.parts[x.part].owner, n)
+				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: owner})
+				pl.takeIneligible(h, v, owner, n)
 			}
 		}
 	}
@@ -114,6 +128,9 @@ func (pl *placement) pair() {
 		}
 	}
 }
+
+// seatKey names a borrower's seat in an owner's part of a host.
+type seatKey struct{ host, owner, leaf int32 }
 
 // ineligibleSlots is what a leaf sits on, on one host, in a part it may no
 // longer hold (docs/rules.md#version-4, ruling 10): the owner of the part

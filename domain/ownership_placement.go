@@ -85,6 +85,9 @@ type placeRules struct {
 	preference func(owner, host int32) int64
 	// moveGrace and lendRevoked: rules 4's ruling 13 and 10 (behaviour).
 	moveGrace, lendRevoked bool
+	// seated, under rules 4 (ruling 11): what leaf sits on in owner's part
+	// of host h at the start of the rebalance (nil before).
+	seated func(h, owner, leaf int32) Slots
 }
 
 // placement is one run's state.

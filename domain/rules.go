@@ -108,11 +108,16 @@ type behaviour struct {
 	// takes, are released as release.lend_revoked with the part owner's
 	// lend_grace (rules-v4 ruling 10), not as release.moved.
 	lendRevoked bool
+	// seatedReturns: an owner's gain on its part is paired as a return
+	// only with the borrowers seated on that part at the start of the
+	// rebalance, each up to what it sits there; the rest comes from free
+	// slots (rules-v4 ruling 11).
+	seatedReturns bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
-		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4}
+		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

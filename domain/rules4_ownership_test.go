@@ -37,6 +37,38 @@ func TestRules4RevokedLendAndMoveGrace(t *testing.T) {
 	}
 }
 
+// TestRules4ReturnNamesTheLender: ruling 11 on the spec's r11 example: the
+// owner's gain is paired as a return only with the borrower seated on its
+// part, so the return names /P/a (whose slot /P/c borrowed, lend_grace 0)
+// and /P/b (lend: false, its slot free) uses its slot (own.use); rules 3
+// named /P/b.
+func TestRules4ReturnNamesTheLender(t *testing.T) {
+	s, err := scenario.ParseFile("../test/development/v4/r11-return-names-the-lender.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := scenario.Run(s, scenario.WithDevelopmentRules())
+	if res.Failed() {
+		t.Fatalf("r11 under rules 4: %+v", res)
+	}
+	at := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
+	var returns, grants []string
+	for _, d := range res.Steps[1].Decisions {
+		switch d.Kind {
+		case domain.KindReturn:
+			if d.Deadline == nil || !d.Deadline.Equal(at) {
+				t.Errorf("%+v: want the deadline %v (/P/a's lend_grace 0)", d, at)
+			}
+			returns = append(returns, d.Consumer+" from "+d.From)
+		case domain.KindGrant:
+			grants = append(grants, d.Consumer+" "+string(d.Rule))
+		}
+	}
+	if len(returns) != 1 || returns[0] != "/P/a from /P/c" || len(grants) != 1 || grants[0] != "/P/b own.use" {
+		t.Fatalf("returns %v, grants %v; want /P/a from /P/c, and /P/b own.use", returns, grants)
+	}
+}
+
 // TestRules4ReleaseDeadlines: on random logs with ownership (every policy),
 // under rules 4 every release.moved carries the mover's reclaim_grace
 // (ruling 13) and every release.lend_revoked the lend_grace of a consumer

@@ -349,3 +349,18 @@ func (p *Pool) ineligibleSittings() [][]ineligibleSlots {
 	}
 	return out
 }
+
+// seatedOn is what leaf sits on in owner's part of host h now (rules 4's
+// returns pair with it: ruling 11); 0 when the host is down or has no
+// such part.
+func (p *Pool) seatedOn(h, owner, leaf int32) Slots {
+	parts, _ := p.hostParts()
+	p.sitsFor(parts)
+	n := Slots(0)
+	for _, s := range p.sittingsOn(parts, h) {
+		if s.leaf == leaf && parts[s.part].owner == owner {
+			n += s.slots
+		}
+	}
+	return n
+}
