@@ -16,6 +16,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
@@ -31,7 +32,7 @@ import (
 // auditor's identity.
 func TestDevNATSIdentityAttacks(t *testing.T) {
 	bin := ledgerBinary(t)
-	data := filepath.Join(t.TempDir(), "data")
+	data := testenv.DataDir(t)
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	dev := startDev(t, bin, data, httpAddr, natsAddr)
 	defer dev.stop(t)
