@@ -3,7 +3,9 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -130,6 +132,13 @@ func (p *Projector) foldDeferred(ctx context.Context, b *batch, bg *budget) erro
 			b.pendingDone = append(b.pendingDone, pendingKey{pool, d.seq})
 			start := time.Now()
 			if err := p.fold(ctx, b, d.subject, d.headers, d.data, d.seq, d.stored); err != nil {
+				if errors.Is(err, signing.ErrHistory) {
+					// Neither folded nor refused (its key could not be
+					// looked up): first in line again, its row kept.
+					p.deferred.pools[pool] = append([]deferredMsg{d}, p.deferred.pools[pool]...)
+					p.deferred.bytes += len(d.data)
+					b.pendingDone = b.pendingDone[:len(b.pendingDone)-1]
+				}
 				return err
 			}
 			bg.charge(pool, time.Since(start))

@@ -58,16 +58,25 @@ func Gate(ids IDs, st stream.Stored) error {
 }
 
 // Authenticate marks st as refused (unauthenticated) unless keys is nil
-// or a trusted key signed subject and body; every reader of the log
-// calls it, so the projector and the auditors agree.
-func Authenticate(keys *signing.Keyring, st *stream.Stored, subject string, h nats.Header, data []byte) {
+// or a trusted key signed subject and body, or a historical key (a
+// restored log's, recorded in the stream) whose bound covers st.Seq;
+// every reader of the log calls it, so the projector and the auditors
+// agree. It returns an error (signing.ErrHistory) only when the
+// historical keys could not be read: the event is then neither accepted
+// nor refused, and the caller tries again later.
+func Authenticate(keys *signing.Keyring, st *stream.Stored, subject string, h nats.Header, data []byte) error {
 	if keys == nil {
-		return
+		return nil
 	}
-	if err := keys.Verify(subject, h, data); err != nil {
+	err := keys.VerifyAt(st.Seq, subject, h, data)
+	switch {
+	case err == nil:
+	case errors.Is(err, signing.ErrHistory):
+		return fmt.Errorf("authenticate sequence %d: %w", st.Seq, err)
+	case errors.Is(err, signing.ErrUnsigned):
+		st.Gate = "the event carries no ledger signature (published around the ledger)"
+	default:
 		st.Gate = err.Error()
-		if errors.Is(err, signing.ErrUnsigned) {
-			st.Gate = "the event carries no ledger signature (published around the ledger)"
-		}
 	}
+	return nil
 }

@@ -154,7 +154,9 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 		if !ok {
 			return nil
 		}
-		Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data)
+		if err := Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data); err != nil {
+			return err
+		}
 		return b.add(name, ps, st, storedMsg{subject: m.Subject, headers: headersJSON(m.Header)}, p.cfg.snapshotRule(), p.cfg.foldHook)
 	})
 	if err != nil {

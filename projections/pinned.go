@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"sync/atomic"
 	"time"
 
@@ -300,6 +301,9 @@ func (p *Projector) fill(ctx context.Context, b *batch, to uint64, bg *budget) e
 			return fmt.Errorf("read the stream from %d: message %d came after %d", from, m.Seq, b.to)
 		}
 		if err := p.take(ctx, b, bg, m.Subject, m.Header, m.Data, m.Seq, m.Time, true); err != nil {
+			if errors.Is(err, signing.ErrHistory) {
+				return err // read again, not fatal
+			}
 			return fatal(err)
 		}
 		b.to = m.Seq

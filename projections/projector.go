@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,10 @@ func New(js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) *Projector {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// A restored log's keys are in the stream (ledger restore records
+	// them): the trusted keys are completed from there when an event
+	// names a key they lack.
+	cfg.keys.UseHistory(stream.HistorySource(js))
 	p := &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}, halted: map[string]uint64{}, release: make(chan struct{}, 1)}
 	p.deferred.reset()
 	return p
@@ -239,6 +244,12 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		}
 		b.to, last = seq, m
 	}
+	if stop != nil && errors.Is(stop, signing.ErrHistory) {
+		// NATS did not answer for the restored log's keys: commit what
+		// came before and read this event again, never refuse it for that.
+		p.cfg.log.Warn("projector: could not read the historical signing keys; reading again", "at", b.to+1, "err", stop)
+		stop, gap = nil, true
+	}
 	p.evict(b)
 	var f *finalRows
 	if b.to > b.from || len(b.events) > 0 {
@@ -320,7 +331,9 @@ func (p *Projector) fold(ctx context.Context, b *batch, subject string, h nats.H
 		return nil // another partition's event
 	}
 	name, st, ok := DecodeMessage(seq, subject, stored, data)
-	Authenticate(p.cfg.keys, &st, subject, h, data)
+	if err := Authenticate(p.cfg.keys, &st, subject, h, data); err != nil {
+		return err
+	}
 	if !ok {
 		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", subject)
 		return nil

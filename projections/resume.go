@@ -454,7 +454,9 @@ func (p *Projector) replay(ctx context.Context, ps *poolState, name string, to u
 		if !ok || pool != name {
 			return nil
 		}
-		Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data)
+		if err := Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data); err != nil {
+			return err
+		}
 		res, link, err := Fold(ps.pool, ps.ids, st, ps.chain)
 		if err != nil {
 			return err

@@ -35,14 +35,20 @@ func (f *logFlags) openLog() (jetstream.JetStream, func(), error) {
 	return openJS(f.natsURL, f.natsCreds, "ledger-audit")
 }
 
-// keyring loads the trusted keys (nil when none are given: events are
-// then not authenticated, and a log the projector authenticated will not
-// verify where it refused unsigned events).
-func (f *logFlags) keyring() (*signing.Keyring, error) {
+// keyring loads the trusted keys, completed by the historical keys the
+// stream of js records (a restored log's); nil when none are given:
+// events are then not authenticated, and a log the projector
+// authenticated will not verify where it refused unsigned events.
+func (f *logFlags) keyring(js jetstream.JetStream) (*signing.Keyring, error) {
 	if f.trustedKeys == "" {
 		return nil, nil
 	}
-	return signing.LoadKeyring(f.trustedKeys)
+	keys, err := signing.LoadKeyring(f.trustedKeys)
+	if err != nil {
+		return nil, err
+	}
+	keys.UseHistory(stream.HistorySource(js))
+	return keys, nil
 }
 
 func (f *logFlags) openDB(ctx context.Context, required bool) (*pgxpool.Pool, error) {
@@ -115,7 +121,7 @@ func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool
 	}
 	defer db.Close()
 	start := time.Now()
-	keys, err := f.keyring()
+	keys, err := f.keyring(js)
 	if err != nil {
 		return err
 	}
@@ -165,7 +171,7 @@ PostgreSQL database, with the projector's own code.`,
 			if into != "" {
 				return redact.Error(runRebuild(cmd.Context(), cmd.OutOrStdout(), f, into), into)
 			}
-			return runReplay(cmd.Context(), cmd.OutOrStdout(), f, from, to, pool, asJSON)
+			return runReplay(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, from, to, pool, asJSON)
 		},
 	}
 	f.register(cmd)
@@ -179,7 +185,7 @@ PostgreSQL database, with the projector's own code.`,
 
 var errStop = errors.New("stop")
 
-func runReplay(ctx context.Context, out io.Writer, f logFlags, from, to uint64, pool string, asJSON bool) error {
+func runReplay(ctx context.Context, out, errOut io.Writer, f logFlags, from, to uint64, pool string, asJSON bool) error {
 	js, closeNATS, err := f.openLog()
 	if err != nil {
 		return err
@@ -193,7 +199,7 @@ func runReplay(ctx context.Context, out io.Writer, f logFlags, from, to uint64, 
 		defer db.Close()
 	}
 	r := audit.NewReplayer(db, from)
-	keys, err := f.keyring()
+	keys, err := f.keyring(js)
 	if err != nil {
 		return err
 	}
@@ -208,6 +214,7 @@ func runReplay(ctx context.Context, out io.Writer, f logFlags, from, to uint64, 
 	}
 	w := decisionWriter{out: out, json: asJSON}
 	n, start := 0, time.Now()
+	var unauthenticated []audit.Message // refused for want of a trusted signature
 	err = audit.ReadLog(ctx, js, readFrom, filter, func(m audit.Message) error {
 		if to > 0 && m.Stored.Seq > to {
 			return errStop
@@ -222,6 +229,9 @@ func runReplay(ctx context.Context, out io.Writer, f logFlags, from, to uint64, 
 		}
 		if m.Stored.Seq >= from {
 			w.write(m.Pool, ev)
+			if ev.Stored.Gate != "" {
+				unauthenticated = append(unauthenticated, ev.Message)
+			}
 		}
 		return nil
 	})
@@ -229,8 +239,27 @@ func runReplay(ctx context.Context, out io.Writer, f logFlags, from, to uint64, 
 	if err != nil && !errors.Is(err, errStop) {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "replayed %d events in %s\n", n, time.Since(start).Round(time.Millisecond))
-	return nil
+	fmt.Fprintf(errOut, "replayed %d events in %s\n", n, time.Since(start).Round(time.Millisecond))
+	return reportUnauthenticated(errOut, unauthenticated)
+}
+
+// reportUnauthenticated names the events a fold of the log refused for
+// want of a trusted signature and exits with status 2, as audit verify
+// does: a fold that refused them did not give the ledger's decisions
+// (wrong --trusted-keys, or events published around the ledger).
+func reportUnauthenticated(out io.Writer, refused []audit.Message) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "UNAUTHENTICATED: %d events no trusted key signed were refused (they changed nothing):\n", len(refused))
+	for i, m := range refused {
+		if i == 20 {
+			fmt.Fprintf(out, "  ...\n")
+			break
+		}
+		fmt.Fprintf(out, "  pool %s, sequence %d, id %q: %s\n", m.Pool, m.Stored.Seq, m.Stored.Envelope.ID, m.Stored.Gate)
+	}
+	return exitError{2}
 }
 
 type decisionWriter struct {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,48 +15,71 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/backup"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/signing"
+	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 func init() {
-	var natsURL, natsCreds, file string
+	var natsURL, natsCreds, trustedKeys, file string
 	backupCmd := &cobra.Command{
 		Use:   "backup",
-		Short: "Copy the LEDGER stream to a file (read rights are enough: the auditor identity)",
+		Short: "Copy the LEDGER stream to a file, with the signing keys in force (read rights are enough: the auditor identity)",
 		Long: `backup writes every message of the LEDGER stream, in sequence order, to a
-file of JSON lines (--out, "-" for stdout): sequence, subject, event id,
-the ledger's signature and the body. Restore it with 'ledger restore' on a
-fresh server, then rebuild the projection with 'ledger replay --into'.`,
+file of JSON lines (--out, "-" for stdout): a header naming the signing
+public keys in force, by key id (the trusted keys of --trusted-keys, and
+the keys of a log this deployment was itself restored from), then per
+message its sequence, subject, event id, the ledger's signature and the
+body. Restore it with 'ledger restore' into a fresh deployment: its
+projectors trust the backup's keys for the restored events and fold them
+by themselves. backup says how many events each key signed, and names
+events none signed (published around the ledger): a restore refuses
+those unless told to take them.`,
 		Example: `  ledger backup --out ledger-$(date +%F).jsonl`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBackup(cmd.Context(), cmd.OutOrStdout(), natsURL, natsCreds, file)
+			return runBackup(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), natsURL, natsCreds, trustedKeys, file)
 		},
 	}
 	addNATSURLFlag(backupCmd, &natsURL)
 	addNATSCredsFlag(backupCmd, &natsCreds)
+	addTrustedKeysFlag(backupCmd, &trustedKeys)
 	backupCmd.Flags().StringVar(&file, "out", "", "file to write (\"-\": standard output)")
 	_ = backupCmd.MarkFlagRequired("out")
 
-	var rNATSURL, rNATSCreds, in string
+	var rNATSURL, rNATSCreds, rKeys, in string
+	var allowUnauthenticated bool
 	restoreCmd := &cobra.Command{
 		Use:   "restore",
-		Short: "Publish a backup into an empty LEDGER stream, each message at its original sequence (admin identity)",
-		Long: `restore reads a file written by 'ledger backup' and publishes its messages, in
-order, into the LEDGER stream of the server at --nats-url, creating the
-stream when missing. The stream must be empty (a fresh server). Every
-message must land at its original sequence, with its signature, or restore
-stops and says where. Only the admin identity may create the stream and
-publish these messages. Then rebuild the projection:
-  ledger replay --into postgres://.../empty_database
-and check it: ledger audit verify.`,
+		Short: "Verify a backup's signatures and publish it into an empty LEDGER stream, each message at its original sequence (admin identity)",
+		Long: `restore reads a file written by 'ledger backup', verifies the signature of
+every event with the keys the backup names, and only then publishes its
+messages, in order, into the LEDGER stream of the server at --nats-url,
+creating the stream when missing. The stream must be empty (a fresh
+deployment). Every message must land at its original sequence, with its
+signature, or restore stops and says where. Only the admin identity may
+create the stream and publish these messages.
+
+An event no key of the backup signed (edited after it was signed, or
+unsigned) makes restore refuse the backup, naming its sequence, with
+exit status 1 and nothing restored; --allow-unauthenticated restores such
+events as they are (the projectors refuse them, as where the backup was
+taken). Before the first message, restore records the backup's keys in
+the stream (its metadata) as historical keys, trusted for the restored
+sequences only: the new deployment's projectors, with keys of their own,
+fold the restored log by themselves, and 'ledger audit verify' passes. It
+prints the keys' ids: compare them with the trusted keys of the
+deployment the backup comes from. A backup of format 1 (before keys)
+needs --trusted-keys: the keys that signed it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRestore(cmd.Context(), cmd.OutOrStdout(), rNATSURL, rNATSCreds, in)
+			return runRestore(cmd.Context(), cmd.OutOrStdout(), rNATSURL, rNATSCreds, rKeys, in, allowUnauthenticated)
 		},
 	}
 	addNATSURLFlag(restoreCmd, &rNATSURL)
 	addNATSCredsFlag(restoreCmd, &rNATSCreds)
+	restoreCmd.Flags().StringVar(&rKeys, "trusted-keys", "", "for a backup of format 1 only (it names no keys): the PEM public keys that signed its events")
 	restoreCmd.Flags().StringVar(&in, "in", "", "backup file to restore (\"-\": standard input)")
+	restoreCmd.Flags().BoolVar(&allowUnauthenticated, "allow-unauthenticated", false, "restore a backup holding events its keys did not sign, as they are (the projectors refuse them)")
 	_ = restoreCmd.MarkFlagRequired("in")
 	root.AddCommand(backupCmd, restoreCmd)
 }
@@ -74,57 +99,126 @@ func openJS(url, creds, name string) (jetstream.JetStream, func(), error) {
 	return js, nc.Close, nil
 }
 
-func runBackup(ctx context.Context, out io.Writer, url, creds, file string) error {
+func runBackup(ctx context.Context, out, errOut io.Writer, url, creds, trustedKeys, file string) error {
+	if trustedKeys == "" {
+		return fmt.Errorf("%w: backup needs the trusted keys (--trusted-keys or %s, which ledger dev prints): a new deployment trusts the backup by them", backup.ErrNoKeys, EnvTrustedKeys)
+	}
+	keys, err := signing.LoadKeyring(trustedKeys)
+	if err != nil {
+		return err
+	}
 	js, done, err := openJS(url, creds, "ledger-backup")
 	if err != nil {
 		return err
 	}
 	defer done()
-	w, report := out, os.Stderr
+	keys.UseHistory(stream.HistorySource(js))
+	w, report := out, errOut
+	var f *os.File
 	if file != "-" {
-		f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
+		if f, err = os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 			return err
 		}
 		defer f.Close()
-		w, report = f, nil
+		w, report = f, out
 	}
-	st, err := backup.Write(ctx, js, w)
+	st, err := backup.Write(ctx, js, w, keys)
 	if err != nil {
 		return err
 	}
-	if f, ok := w.(*os.File); ok && file != "-" {
+	if f != nil {
 		if err := f.Sync(); err != nil {
 			return err
 		}
 	}
-	if report == nil {
-		fmt.Fprintf(out, "backed up %d messages (sequences 1 to %d) to %s\n", st.Messages, st.LastSeq, file)
-	} else {
-		fmt.Fprintf(report, "backed up %d messages (sequences 1 to %d)\n", st.Messages, st.LastSeq)
+	where := ""
+	if f != nil {
+		where = " to " + file
+	}
+	fmt.Fprintf(report, "backed up %d messages (sequences 1 to %d)%s with %d signing key(s): %s\n", st.Messages, st.LastSeq, where, len(st.Keys), keyUse(st))
+	if n := len(st.Unauthenticated); n > 0 {
+		u := st.Unauthenticated[0]
+		fmt.Fprintf(errOut, "note: %d event(s) are signed by none of these keys (the first at sequence %d: %s); a restore refuses the backup unless --allow-unauthenticated\n", n, u.Seq, u.Reason)
 	}
 	return nil
 }
 
-func runRestore(ctx context.Context, out io.Writer, url, creds, file string) error {
+// keyUse names each key of a backup and how many events it signed.
+func keyUse(st backup.Stats) string {
+	var parts []string
+	for _, k := range st.Keys {
+		p := fmt.Sprintf("%s (%d events", k.ID, st.Signed[k.ID])
+		if k.UpTo > 0 {
+			p += fmt.Sprintf(", a restored log's key, up to sequence %d", k.UpTo)
+		}
+		parts = append(parts, p+")")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func runRestore(ctx context.Context, out io.Writer, url, creds, trustedKeys, file string, allowUnauthenticated bool) error {
+	opts := backup.RestoreOptions{AllowUnauthenticated: allowUnauthenticated}
+	if trustedKeys != "" {
+		keys, err := signing.LoadKeyring(trustedKeys)
+		if err != nil {
+			return err
+		}
+		opts.Keys = keys
+	}
+	in, cleanup, err := seekableInput(file)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	js, done, err := openJS(url, creds, "ledger-restore")
 	if err != nil {
 		return err
 	}
 	defer done()
-	var r io.Reader = os.Stdin
+	st, err := backup.Restore(ctx, js, in, opts)
+	if err != nil {
+		if errors.Is(err, backup.ErrUnauthenticated) {
+			for _, u := range st.Unauthenticated {
+				fmt.Fprintf(out, "UNAUTHENTICATED sequence %d (%s, id %q): %s\n", u.Seq, u.Subject, u.ID, u.Reason)
+			}
+		}
+		return err
+	}
+	fmt.Fprintf(out, "verified %d events against the backup's key(s): %s\n", st.Messages, keyUse(st))
+	for _, u := range st.Unauthenticated {
+		fmt.Fprintf(out, "restored UNAUTHENTICATED (the projectors refuse it): sequence %d (%s, id %q): %s\n", u.Seq, u.Subject, u.ID, u.Reason)
+	}
+	fmt.Fprintf(out, "restored %d messages (sequences 1 to %d); the stream trusts the backup's keys for them: %s\n",
+		st.Messages, st.LastSeq, strings.Join(backup.KeyIDs(st.Keys), ", "))
+	return nil
+}
+
+// seekableInput opens the backup: a file, or standard input ("-")
+// copied to a private temporary file, since restore reads it twice
+// (verify everything, then publish).
+func seekableInput(file string) (io.ReadSeeker, func(), error) {
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		defer f.Close()
-		r = f
+		return f, func() { f.Close() }, nil
 	}
-	st, err := backup.Restore(ctx, js, r)
+	tmp, err := os.CreateTemp("", "ledger-restore-*.jsonl") // mode 0600
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	fmt.Fprintf(out, "restored %d messages (sequences 1 to %d)\n", st.Messages, st.LastSeq)
-	return nil
+	cleanup := func() { tmp.Close(); os.Remove(tmp.Name()) }
+	if _, err := io.Copy(tmp, os.Stdin); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return tmp, cleanup, nil
 }

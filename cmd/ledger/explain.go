@@ -48,15 +48,19 @@ and zero shares), as ledger simulate --rules-development does.`,
 			}
 			story := explain.New(consumer, keep)
 			var p *domain.Pool
+			var refused []audit.Message
 			if file != "" {
 				p, err = explainScenario(file, story, limit, development)
 			} else {
-				p, err = explainLog(cmd.Context(), f, pool, story, limit)
+				p, refused, err = explainLog(cmd.Context(), f, pool, story, limit)
 			}
 			if err != nil {
 				return err
 			}
-			return story.Write(cmd.OutOrStdout(), p)
+			if err := story.Write(cmd.OutOrStdout(), p); err != nil {
+				return err
+			}
+			return reportUnauthenticated(cmd.OutOrStdout(), refused)
 		},
 	}
 	f.register(cmd)
@@ -95,19 +99,20 @@ func (l limit) past(seq uint64, at time.Time) bool {
 	return (l.seq > 0 && seq > l.seq) || (!l.t.IsZero() && at.After(l.t))
 }
 
-func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Story, lim limit) (*domain.Pool, error) {
+// explainLog folds pool's log into story; refused are the events it
+// refused for want of a trusted signature.
+func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Story, lim limit) (last *domain.Pool, refused []audit.Message, err error) {
 	js, closeNATS, err := f.openLog()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer closeNATS()
 	r := audit.NewReplayer(nil, 1)
-	keys, err := f.keyring()
+	keys, err := f.keyring(js)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.Trust(keys)
-	var last *domain.Pool
 	err = audit.ReadLog(ctx, js, 1, stream.PoolFilter(pool), func(m audit.Message) error {
 		if lim.past(m.Stored.Seq, m.Stored.Envelope.Time) {
 			return errStop
@@ -117,16 +122,19 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 			return err
 		}
 		last = ev.Pool
+		if ev.Stored.Gate != "" {
+			refused = append(refused, ev.Message)
+		}
 		story.After(ev.Pool, m.Stored.Seq, m.Stored.Envelope.Time, ev.Result.Decisions)
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return nil, err
+		return nil, nil, err
 	}
 	if last == nil {
-		return nil, fmt.Errorf("pool %s has no events in the log", pool)
+		return nil, nil, fmt.Errorf("pool %s has no events in the log", pool)
 	}
-	return last, nil
+	return last, refused, nil
 }
 
 func explainScenario(file string, story *explain.Story, lim limit, development bool) (*domain.Pool, error) {

@@ -170,6 +170,15 @@ func (l *loader) step(ctx context.Context, pool string, s *scenario.Scenario, i 
 	if err != nil {
 		return false, err
 	}
+	// An event the ledger accepted but the projector refused for want of
+	// a trusted signature: the projection is not the ledger's.
+	if refused, err := query.Unauthenticated(ctx, l.db, pool, before, 1); err != nil {
+		return false, err
+	} else if len(refused) > 0 && uint64(refused[0].Seq) <= *last {
+		fmt.Fprintf(l.out, "   FAIL %s\n     sequence %d (id %q) refused as unauthenticated: the projector does not trust the key the ledger signs with\n",
+			label, refused[0].Seq, refused[0].ID)
+		return false, nil
+	}
 	if diffs := st.Expect.Check(obs); len(diffs) > 0 {
 		fmt.Fprintf(l.out, "   FAIL %s\n     %s\n", label, strings.Join(diffs, "\n     "))
 		return false, nil

@@ -53,7 +53,7 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if err != nil {
 		return err
 	}
-	keys, err := f.keyring()
+	keys, err := f.keyring(js)
 	if err != nil {
 		return err
 	}
@@ -63,9 +63,35 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if err := recreateIndexes(ctx, db, indexes); err != nil {
 		return err
 	}
+	// The rebuild's own offset row goes: its pools keep their checkpoints,
+	// so projectors of any partitioning start on the rebuilt projection
+	// and skip what each pool folded (docs/decisions.md #79, #147).
+	if _, err := db.Exec(ctx, `DELETE FROM projector_offsets WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("remove the rebuild's offset: %w", err)
+	}
 	secs := time.Since(start).Seconds()
 	fmt.Fprintf(out, "rebuilt the projection of %d stream messages into %s in %.1fs (%.0f events/s)\n", last, redact.URL(into), secs, float64(last)/secs)
-	return nil
+	return refusedUnauthenticated(ctx, out, db)
+}
+
+// refusedUnauthenticated reports the events of a projection refused as
+// unauthenticated, with exit status 2 (as audit verify): a fold that
+// refused events for want of a trusted signature has not rebuilt the
+// ledger's allocations, whatever else it did.
+func refusedUnauthenticated(ctx context.Context, out io.Writer, db *pgxpool.Pool) error {
+	list, err := query.Unauthenticated(ctx, db, "", 0, 21)
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	fmt.Fprintf(out, "UNAUTHENTICATED: events no trusted key signed were refused (they changed nothing); is --trusted-keys the keys that signed the log?\n")
+	for i, r := range list {
+		if i == 20 {
+			fmt.Fprintf(out, "  ...\n")
+			break
+		}
+		fmt.Fprintf(out, "  pool %s, sequence %d, id %q\n", r.Pool, r.Seq, r.ID)
+	}
+	return exitError{2}
 }
 
 func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, name string, last uint64) error {

@@ -37,6 +37,7 @@ type service struct {
 	ledgerURL, natsURL string
 	dbURL              string // the reporting role's, as `ledger dev` prints it
 	adminURL           string // PostgreSQL's superuser: tests that stage a state
+	roles              testdb.DB
 	trustedKeys        string // file of the public key the ledger signs with
 	token              string // admin: every scope, every pool
 }
@@ -51,6 +52,20 @@ func startService(t *testing.T) service {
 // --rules-development does.
 func startServiceWith(t *testing.T, development bool) service {
 	t.Helper()
+	return startServiceCfg(t, serviceCfg{development: development})
+}
+
+// serviceCfg is how startServiceCfg differs from startService.
+type serviceCfg struct {
+	development bool
+	// projectorTrusts replaces the key the projector trusts (default: the
+	// one the API signs with): a projector misconfigured so.
+	projectorTrusts *signing.Keyring
+}
+
+func startServiceCfg(t *testing.T, cfg serviceCfg) service {
+	t.Helper()
+	development := cfg.development
 	var apiOpts []api.Option
 	var projOpts []projections.Option
 	if development {
@@ -82,6 +97,9 @@ func startServiceWith(t *testing.T, development bool) service {
 	wg.Go(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		keys := signing.NewKeyring(signer.Public())
+		if cfg.projectorTrusts != nil {
+			keys = cfg.projectorTrusts
+		}
 		if err := projections.New(pjs, pdb, append(projOpts, projections.WithLogger(quiet), projections.WithTrustedKeys(keys))...).Run(ctx); err != nil {
 			t.Errorf("projector: %v", err)
 		}
@@ -98,7 +116,7 @@ func startServiceWith(t *testing.T, development bool) service {
 	if err := os.WriteFile(trusted, signing.PublicPEM(signer.Public()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: roles.Reporting, adminURL: roles.Admin, trustedKeys: trusted, token: token}
+	return service{ledgerURL: hs.URL, natsURL: natsURL, dbURL: roles.Reporting, adminURL: roles.Admin, roles: roles, trustedKeys: trusted, token: token}
 }
 
 // runLedger runs the ledger command line with args and stdin, its flags

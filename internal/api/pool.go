@@ -175,6 +175,8 @@ func (s *Server) foldRaw(st *poolState, seq uint64, subject string, stored time.
 	if !ok { // a subject that names no pool: the filter never gives one
 		return fmt.Errorf("read pool %s: sequence %d has subject %q, which names no pool", st.name, seq, subject)
 	}
-	projections.Authenticate(s.trusted, &sd, subject, h, data)
+	if err := projections.Authenticate(s.trusted, &sd, subject, h, data); err != nil {
+		return err
+	}
 	return st.fold(sd)
 }

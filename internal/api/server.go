@@ -178,6 +178,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 		o(s)
 	}
 	s.perToken = newPerToken(s.tokenLimits)
+	s.trusted.UseHistory(stream.HistorySource(js)) // a restored log's keys, from the stream
 	st, err := stream.Ensure(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

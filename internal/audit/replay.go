@@ -100,7 +100,9 @@ func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
 		return Event{}, false, nil
 	}
 	prev := pr.chain
-	projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw)
+	if err := projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw); err != nil {
+		return Event{}, false, err
+	}
 	res, link, err := projections.Fold(pr.pool, pr.ids, m.Stored, prev)
 	if err != nil {
 		return Event{}, false, err

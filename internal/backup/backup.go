@@ -3,10 +3,13 @@ package backup
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,8 +19,12 @@ import (
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
-// Format names the file format in its header line.
-const Format = "ledger-stream-backup/1"
+// Format names the file format in its header line. Version 2 adds the
+// signing keys in force; Restore still reads version 1 (FormatV1).
+const Format = "ledger-stream-backup/2"
+
+// FormatV1 is the format of backups without keys.
+const FormatV1 = "ledger-stream-backup/1"
 
 // Errors; match with errors.Is.
 var (
@@ -27,6 +34,12 @@ var (
 	ErrBadFile = errors.New("backup: not a valid backup file")
 	// ErrSequence: a restored message did not land at its sequence.
 	ErrSequence = errors.New("backup: restored sequence differs")
+	// ErrUnauthenticated: an event of the backup is not signed by a key
+	// the backup names (edited, or unsigned): nothing was restored.
+	ErrUnauthenticated = errors.New("backup: an event is not signed by the backup's keys")
+	// ErrNoKeys: a backup needs the signing keys in force (Write), or a
+	// format-1 backup the keys that signed it (Restore).
+	ErrNoKeys = errors.New("backup: no signing keys")
 )
 
 // keptHeaders are the headers of an event worth keeping; the others
@@ -40,6 +53,17 @@ type header struct {
 	FirstSeq uint64    `json:"first_seq"`
 	LastSeq  uint64    `json:"last_seq"`
 	Taken    time.Time `json:"taken"`
+	Keys     []Key     `json:"keys,omitempty"`
+}
+
+// Key is a signing public key in force when the backup was taken, by its
+// key id: one of the deployment's trusted keys (UpTo 0: it may have
+// signed any event of the backup), or a historical key of a log the
+// deployment was itself restored from, trusted up to UpTo.
+type Key struct {
+	ID        string `json:"id"`
+	PublicKey []byte `json:"public_key"` // the raw Ed25519 key (base64 in the file)
+	UpTo      uint64 `json:"up_to,omitempty"`
 }
 
 type line struct {
@@ -49,14 +73,34 @@ type line struct {
 	Data    []byte            `json:"data"`
 }
 
+// Unauthenticated is an event no key of the backup signed.
+type Unauthenticated struct {
+	Seq     uint64
+	Subject string
+	ID      string // the event's id (Nats-Msg-Id), when it has one
+	Reason  string
+}
+
 // Stats sums up a backup or restore.
 type Stats struct {
 	Messages uint64
 	LastSeq  uint64
+	// Keys are the backup's keys; Signed counts the events each signed.
+	Keys   []Key
+	Signed map[string]uint64
+	// Unauthenticated lists the events no key of the backup signed.
+	Unauthenticated []Unauthenticated
 }
 
-// Write copies every message of the stream stored when it starts to w.
-func Write(ctx context.Context, js jetstream.JetStream, w io.Writer) (Stats, error) {
+// Write copies every message of the stream stored when it starts to w,
+// with the signing keys in force: keys (the deployment's trusted keys)
+// and the historical keys the stream records (it was restored). Events
+// no key signed are copied too (the backup is the log as it is) and
+// listed in Stats.Unauthenticated.
+func Write(ctx context.Context, js jetstream.JetStream, w io.Writer, keys *signing.Keyring) (Stats, error) {
+	if keys == nil {
+		return Stats{}, fmt.Errorf("%w: a backup carries the keys a new deployment needs to trust it (the trusted keys file)", ErrNoKeys)
+	}
 	s, err := js.Stream(ctx, stream.Name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("open stream %s: %w", stream.Name, err)
@@ -65,13 +109,21 @@ func Write(ctx context.Context, js jetstream.JetStream, w io.Writer) (Stats, err
 	if err != nil {
 		return Stats{}, err
 	}
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	st := info.State
-	if err := enc.Encode(header{Format: Format, Stream: stream.Name, FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Taken: time.Now().UTC()}); err != nil {
+	history, err := stream.History(ctx, js)
+	if err != nil {
 		return Stats{}, err
 	}
-	var stats Stats
+	if err := keys.AddHistory(history); err != nil {
+		return Stats{}, err
+	}
+	st := info.State
+	stats := Stats{Keys: keysOf(keys.Public(), history), Signed: map[string]uint64{}}
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(header{Format: Format, Stream: stream.Name, FirstSeq: st.FirstSeq, LastSeq: st.LastSeq,
+		Taken: time.Now().UTC(), Keys: stats.Keys}); err != nil {
+		return Stats{}, err
+	}
 	if st.Msgs > 0 {
 		// Direct gets (stream.Read): the auditor's identity holds no
 		// consumer.
@@ -84,6 +136,9 @@ func Write(ctx context.Context, js jetstream.JetStream, w io.Writer) (Stats, err
 					}
 					l.Headers[k] = v
 				}
+			}
+			if err := stats.check(keys, l); err != nil {
+				return err
 			}
 			if err := enc.Encode(l); err != nil {
 				return err
@@ -99,39 +154,119 @@ func Write(ctx context.Context, js jetstream.JetStream, w io.Writer) (Stats, err
 	return stats, bw.Flush()
 }
 
+// keysOf lists own keys (no bound) and historical ones, by id.
+func keysOf(own map[string]ed25519.PublicKey, history map[string]signing.Historical) []Key {
+	var out []Key
+	for id, k := range own {
+		out = append(out, Key{ID: id, PublicKey: k})
+	}
+	for id, h := range history {
+		if _, ok := own[id]; !ok {
+			out = append(out, Key{ID: id, PublicKey: h.Key, UpTo: h.UpTo})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// check verifies l's signature with keys, counting it for its key or
+// listing it as unauthenticated.
+func (s *Stats) check(keys *signing.Keyring, l line) error {
+	h := nats.Header{}
+	for k, v := range l.Headers {
+		h.Set(k, v)
+	}
+	err := keys.VerifyAt(l.Seq, l.Subject, h, l.Data)
+	switch {
+	case err == nil:
+		s.Signed[h.Get(signing.HeaderKeyID)]++
+	case errors.Is(err, signing.ErrHistory):
+		return err
+	default:
+		s.Unauthenticated = append(s.Unauthenticated, Unauthenticated{Seq: l.Seq, Subject: l.Subject, ID: h.Get(jetstream.MsgIDHeader), Reason: err.Error()})
+	}
+	return nil
+}
+
+// RestoreOptions say what Restore may trust.
+type RestoreOptions struct {
+	// AllowUnauthenticated restores a backup holding events no key of it
+	// signed (an event published around the ledger and refused as
+	// unauthenticated where the backup was taken is such an event): the
+	// projectors refuse them again. Without it Restore refuses the backup
+	// and restores nothing.
+	AllowUnauthenticated bool
+	// Keys are the keys that signed a format-1 backup (it names none);
+	// unused for format 2, which carries its own.
+	Keys *signing.Keyring
+}
+
 // Restore publishes the messages of a backup into the stream, creating
-// it when missing; the stream must hold no message. Each message must be
-// stored at its original sequence.
-func Restore(ctx context.Context, js jetstream.JetStream, r io.Reader) (Stats, error) {
-	s, err := stream.Ensure(ctx, js)
+// it when missing; the stream must hold no message. It first reads the
+// whole backup and verifies every event's signature with the backup's
+// keys, refusing (ErrUnauthenticated, naming the first sequence) a
+// backup holding an event they did not sign unless
+// opts.AllowUnauthenticated; then it records the backup's keys in the
+// stream as historical keys, trusted for the restored sequences only (a
+// new deployment's projectors and auditors, with keys of their own,
+// thus trust the restored events and nothing else signed by the old
+// keys), and publishes each message at its original sequence.
+func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts RestoreOptions) (Stats, error) {
+	h, keys, err := readHeader(r, opts)
 	if err != nil {
 		return Stats{}, err
+	}
+	// Every event verified before anything is published.
+	stats := Stats{Keys: h.Keys, Signed: map[string]uint64{}}
+	err = eachLine(r, h, func(l line) error {
+		if err := stats.check(keys, l); err != nil {
+			return err
+		}
+		stats.Messages++
+		stats.LastSeq = l.Seq
+		return nil
+	})
+	if err != nil {
+		return stats, err
+	}
+	if u := stats.Unauthenticated; len(u) > 0 && !opts.AllowUnauthenticated {
+		return stats, fmt.Errorf("%w: sequence %d (%s, id %q): %s; %d event(s) of %d not signed by the backup's keys: the backup was altered, or holds events published around the ledger; nothing restored (--allow-unauthenticated restores them as they are, and the projectors refuse them)",
+			ErrUnauthenticated, u[0].Seq, u[0].Subject, u[0].ID, u[0].Reason, len(u), stats.Messages)
+	}
+
+	s, err := stream.Ensure(ctx, js)
+	if err != nil {
+		return stats, err
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return Stats{}, err
+		return stats, err
 	}
 	if info.State.Msgs > 0 || info.State.LastSeq > 0 {
-		return Stats{}, fmt.Errorf("%w: it holds sequences %d to %d; restore into a fresh server", ErrNotEmpty, info.State.FirstSeq, info.State.LastSeq)
+		return stats, fmt.Errorf("%w: it holds sequences %d to %d; restore into a fresh server", ErrNotEmpty, info.State.FirstSeq, info.State.LastSeq)
 	}
-	dec := json.NewDecoder(bufio.NewReader(r))
-	var h header
-	if err := dec.Decode(&h); err != nil || h.Format != Format {
-		return Stats{}, fmt.Errorf("%w: header %+v: %v", ErrBadFile, h, err)
+	// The keys first: a projector folding the restored events as they
+	// arrive looks their key up in the stream when it meets it.
+	history := map[string]signing.Historical{}
+	for _, k := range h.Keys {
+		upTo := h.LastSeq
+		if k.UpTo > 0 {
+			upTo = min(k.UpTo, h.LastSeq)
+		}
+		history[k.ID] = signing.Historical{Key: ed25519.PublicKey(k.PublicKey), UpTo: upTo}
 	}
-	var stats Stats
-	for {
-		var l line
-		err := dec.Decode(&l)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return stats, fmt.Errorf("%w: after sequence %d: %w", ErrBadFile, stats.LastSeq, err)
-		}
-		if l.Seq != stats.LastSeq+1 && !(stats.LastSeq == 0 && l.Seq == h.FirstSeq) {
-			return stats, fmt.Errorf("%w: sequence %d follows %d", ErrBadFile, l.Seq, stats.LastSeq)
-		}
+	if err := stream.RecordHistory(ctx, js, history); err != nil {
+		return stats, err
+	}
+
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return stats, err
+	}
+	if _, _, err := readHeader(r, opts); err != nil {
+		return stats, err
+	}
+	var published uint64
+	err = eachLine(r, h, func(l line) error {
 		m := nats.NewMsg(l.Subject)
 		m.Data = l.Data
 		for k, v := range l.Headers {
@@ -147,19 +282,108 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.Reader) (Stats, e
 		// A refused publish (an identity without the right) gets no
 		// answer: bound the wait.
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ack, err := js.PublishMsg(pctx, m, jetstream.WithExpectLastSequence(stats.LastSeq))
+		ack, err := js.PublishMsg(pctx, m, jetstream.WithExpectLastSequence(published))
 		cancel()
 		if err != nil {
-			return stats, fmt.Errorf("restore sequence %d: %w", l.Seq, err)
+			return fmt.Errorf("restore sequence %d: %w", l.Seq, err)
 		}
 		if ack.Sequence != l.Seq {
-			return stats, fmt.Errorf("%w: message %d stored at %d", ErrSequence, l.Seq, ack.Sequence)
+			return fmt.Errorf("%w: message %d stored at %d", ErrSequence, l.Seq, ack.Sequence)
 		}
-		stats.Messages++
-		stats.LastSeq = l.Seq
+		published = l.Seq
+		return nil
+	})
+	return stats, err
+}
+
+// readHeader reads the header line and the keyring the backup's events
+// are verified with.
+func readHeader(r io.Reader, opts RestoreOptions) (header, *signing.Keyring, error) {
+	br := bufio.NewReader(r)
+	first, err := br.ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return header{}, nil, fmt.Errorf("%w: %w", ErrBadFile, err)
 	}
-	if stats.LastSeq != h.LastSeq {
-		return stats, fmt.Errorf("%w: the header promises sequences up to %d, the file ends at %d (truncated?)", ErrBadFile, h.LastSeq, stats.LastSeq)
+	var h header
+	if err := json.Unmarshal(first, &h); err != nil || (h.Format != Format && h.Format != FormatV1) {
+		return header{}, nil, fmt.Errorf("%w: header %q: %v", ErrBadFile, truncate(first), err)
 	}
-	return stats, nil
+	keys := signing.NewKeyring()
+	switch {
+	case h.Format == FormatV1 && opts.Keys != nil:
+		for id, k := range opts.Keys.Public() {
+			h.Keys = append(h.Keys, Key{ID: id, PublicKey: k})
+		}
+	case h.Format == FormatV1 && !opts.AllowUnauthenticated:
+		return header{}, nil, fmt.Errorf("%w: a backup of format %s names none: give the keys that signed it (the trusted keys file of the deployment it comes from)", ErrNoKeys, FormatV1)
+	}
+	own, history := []ed25519.PublicKey{}, map[string]signing.Historical{}
+	for _, k := range h.Keys {
+		if len(k.PublicKey) != ed25519.PublicKeySize || signing.KeyID(k.PublicKey) != k.ID {
+			return header{}, nil, fmt.Errorf("%w: key %q is not an Ed25519 key of that id", ErrBadFile, k.ID)
+		}
+		if k.UpTo == 0 {
+			own = append(own, k.PublicKey)
+		} else {
+			history[k.ID] = signing.Historical{Key: k.PublicKey, UpTo: k.UpTo}
+		}
+	}
+	keys = signing.NewKeyring(own...)
+	if err := keys.AddHistory(history); err != nil {
+		return header{}, nil, fmt.Errorf("%w: %w", ErrBadFile, err)
+	}
+	// The lines are read from where the header ends: r is a file read
+	// from its start, so seek there.
+	if s, ok := r.(io.Seeker); ok {
+		if _, err := s.Seek(int64(len(first)), io.SeekStart); err != nil {
+			return header{}, nil, err
+		}
+	}
+	return h, keys, nil
+}
+
+// eachLine calls fn for every message line after the header, checking
+// that the sequences follow each other from the header's first to its
+// last.
+func eachLine(r io.Reader, h header, fn func(line) error) error {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	var last uint64
+	for {
+		var l line
+		err := dec.Decode(&l)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: after sequence %d: %w", ErrBadFile, last, err)
+		}
+		if l.Seq != last+1 && !(last == 0 && l.Seq == h.FirstSeq) {
+			return fmt.Errorf("%w: sequence %d follows %d", ErrBadFile, l.Seq, last)
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+		last = l.Seq
+	}
+	if last != h.LastSeq {
+		return fmt.Errorf("%w: the header promises sequences up to %d, the file ends at %d (truncated?)", ErrBadFile, h.LastSeq, last)
+	}
+	return nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 120 {
+		b = b[:120]
+	}
+	return string(b)
+}
+
+// KeyIDs lists the ids of keys, sorted.
+func KeyIDs(keys []Key) []string {
+	var ids []string
+	for _, k := range keys {
+		ids = append(ids, k.ID)
+	}
+	slices.Sort(ids)
+	return ids
 }

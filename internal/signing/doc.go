@@ -11,6 +11,13 @@
 // public keys are a file of PEM "PUBLIC KEY" blocks, so keys can be
 // rotated by appending the new one before switching the ledger over.
 //
-// [Keyring.Verify] answers [ErrUnsigned], [ErrUnknownKey] or
-// [ErrBadSignature] (match with errors.Is).
+// A restored log was signed by the keys of the deployment it comes from:
+// a [Keyring] also trusts such historical keys ([Historical]), each for
+// the events up to the last sequence restored, read from the stream when
+// an event names a key id the keyring lacks ([Keyring.UseHistory]).
+//
+// [Keyring.VerifyAt] answers [ErrUnsigned], [ErrUnknownKey] or
+// [ErrBadSignature] (match with errors.Is), or [ErrHistory] when the
+// historical keys could not be read (the event is then neither authentic
+// nor refused: ask again).
 package signing

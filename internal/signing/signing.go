@@ -2,6 +2,7 @@ package signing
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/cluster-ledger/ledger/internal/secretfile"
 	"github.com/nats-io/nats.go"
@@ -38,12 +41,12 @@ var (
 	ErrBadKey       = errors.New("signing: bad key file")
 )
 
-// context separates these signatures from any other use of the key.
-const context = "ledger-event-v1\x00"
+// separator separates these signatures from any other use of the key.
+const separator = "ledger-event-v1\x00"
 
 func message(subject string, data []byte) []byte {
-	m := make([]byte, 0, len(context)+len(subject)+1+len(data))
-	m = append(m, context...)
+	m := make([]byte, 0, len(separator)+len(subject)+1+len(data))
+	m = append(m, separator...)
 	m = append(m, subject...)
 	m = append(m, 0)
 	return append(m, data...)
@@ -157,17 +160,129 @@ func PublicPEM(pub ed25519.PublicKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
 
-// Keyring is a set of trusted public keys by id.
-type Keyring struct{ keys map[string]ed25519.PublicKey }
+// Keyring is a set of trusted public keys by id, and the historical keys
+// of a restored log (see Historical), trusted for the events up to their
+// bound only. Safe for concurrent use.
+type Keyring struct {
+	keys map[string]ed25519.PublicKey
+
+	mu      sync.Mutex
+	history map[string]Historical // by key id
+	source  HistorySource         // where history is (re)read; nil: none
+	asked   map[string]bool       // key ids the source was asked for and lacked
+}
+
+// Historical is a public key of the deployment a restored log comes from
+// (its backup named it): it makes authentic the events stored at
+// sequences up to UpTo, the last of the backup, and none after, so a key
+// of the old deployment cannot sign anything new.
+type Historical struct {
+	Key  ed25519.PublicKey
+	UpTo uint64
+}
+
+// HistorySource returns the historical keys by key id (the LEDGER
+// stream's metadata holds them after a restore: stream.History).
+type HistorySource func(ctx context.Context) (map[string]Historical, error)
+
+// maxAsked bounds the key ids a Keyring asks its source about: a log of
+// forged events signed by ever new ids costs a bounded number of reads.
+const maxAsked = 1024
 
 // NewKeyring trusts pubs.
 func NewKeyring(pubs ...ed25519.PublicKey) *Keyring {
-	k := &Keyring{keys: map[string]ed25519.PublicKey{}}
+	k := &Keyring{keys: map[string]ed25519.PublicKey{}, history: map[string]Historical{}, asked: map[string]bool{}}
 	for _, p := range pubs {
 		k.keys[KeyID(p)] = p
 	}
 	return k
 }
+
+// Public is the trusted keys by id (the historical keys not included).
+func (k *Keyring) Public() map[string]ed25519.PublicKey {
+	out := make(map[string]ed25519.PublicKey, len(k.keys))
+	for id, p := range k.keys {
+		out[id] = p
+	}
+	return out
+}
+
+// UseHistory makes k read its historical keys from source, unless it has
+// one already (the API and the projector of one process share a
+// keyring: the first to come sets it). The source is asked when an event
+// names a key id k does not know, once per id: a restore records the
+// keys before it stores any event they signed, so an id unknown when
+// first asked stays unknown. A nil k ignores it.
+func (k *Keyring) UseHistory(source HistorySource) {
+	if k == nil || source == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.source == nil {
+		k.source = source
+	}
+}
+
+// AddHistory trusts historical keys (by key id) as UseHistory's source
+// would; a key whose id is not its own is refused.
+func (k *Keyring) AddHistory(h map[string]Historical) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.addHistory(h)
+}
+
+func (k *Keyring) addHistory(h map[string]Historical) error {
+	for id, hk := range h {
+		if KeyID(hk.Key) != id {
+			return fmt.Errorf("%w: historical key named %s has id %s", ErrBadKey, id, KeyID(hk.Key))
+		}
+		if old, ok := k.history[id]; !ok || old.UpTo < hk.UpTo {
+			k.history[id] = hk
+		}
+	}
+	return nil
+}
+
+// History is the historical keys k knows now, by key id.
+func (k *Keyring) History() map[string]Historical {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]Historical, len(k.history))
+	for id, h := range k.history {
+		out[id] = h
+	}
+	return out
+}
+
+// historical returns the historical key id names, asking the source the
+// first time the id is unknown.
+func (k *Keyring) historical(id string) (Historical, bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if h, ok := k.history[id]; ok {
+		return h, true, nil
+	}
+	if k.source == nil || k.asked[id] || len(k.asked) >= maxAsked {
+		return Historical{}, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+	defer cancel()
+	h, err := k.source(ctx)
+	if err != nil {
+		// Not remembered as asked: the next event asks again.
+		return Historical{}, false, fmt.Errorf("%w: %w", ErrHistory, err)
+	}
+	k.asked[id] = true
+	if err := k.addHistory(h); err != nil {
+		return Historical{}, false, err
+	}
+	hk, ok := k.history[id]
+	return hk, ok, nil
+}
+
+// historyTimeout bounds one read of the historical keys.
+const historyTimeout = 10 * time.Second
 
 // LoadKeyring reads a file of PEM PUBLIC KEY blocks (Ed25519).
 func LoadKeyring(path string) (*Keyring, error) {
@@ -201,19 +316,63 @@ func LoadKeyring(path string) (*Keyring, error) {
 	return NewKeyring(pubs...), nil
 }
 
-// Verify checks the signature headers of a stored message against the
-// trusted keys.
+// Verify checks the signature headers of a message against the trusted
+// keys (historical keys not included: see VerifyAt).
 func (k *Keyring) Verify(subject string, h nats.Header, data []byte) error {
-	id, sig64 := h.Get(HeaderKeyID), h.Get(HeaderSignature)
-	if id == "" || sig64 == "" {
-		return ErrUnsigned
+	id, sig, err := signatureOf(h)
+	if err != nil {
+		return err
 	}
 	pub, ok := k.keys[id]
 	if !ok {
 		return fmt.Errorf("%w (key id %q)", ErrUnknownKey, id)
 	}
-	sig, err := base64.StdEncoding.DecodeString(sig64)
-	if err != nil || !ed25519.Verify(pub, message(subject, data), sig) {
+	return check(pub, id, subject, data, sig)
+}
+
+// VerifyAt checks the signature headers of the message stored at stream
+// sequence seq: a trusted key, or a historical key whose bound covers
+// seq, must have signed it. An error reading the historical keys is
+// returned as it is (not ErrUnknownKey): the caller must not take the
+// event for unauthenticated because the source did not answer.
+func (k *Keyring) VerifyAt(seq uint64, subject string, h nats.Header, data []byte) error {
+	id, sig, err := signatureOf(h)
+	if err != nil {
+		return err
+	}
+	if pub, ok := k.keys[id]; ok {
+		return check(pub, id, subject, data, sig)
+	}
+	hk, ok, err := k.historical(id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w (key id %q)", ErrUnknownKey, id)
+	}
+	if seq > hk.UpTo {
+		return fmt.Errorf("%w (key id %s: a restored log's key, trusted up to sequence %d only)", ErrUnknownKey, id, hk.UpTo)
+	}
+	return check(hk.Key, id, subject, data, sig)
+}
+
+// ErrHistory wraps a failure to read the historical keys.
+var ErrHistory = errors.New("signing: historical keys unavailable")
+
+func signatureOf(h nats.Header) (id string, sig []byte, err error) {
+	id, sig64 := h.Get(HeaderKeyID), h.Get(HeaderSignature)
+	if id == "" || sig64 == "" {
+		return "", nil, ErrUnsigned
+	}
+	sig, err = base64.StdEncoding.DecodeString(sig64)
+	if err != nil {
+		return id, nil, fmt.Errorf("%w (key id %s)", ErrBadSignature, id)
+	}
+	return id, sig, nil
+}
+
+func check(pub ed25519.PublicKey, id, subject string, data, sig []byte) error {
+	if !ed25519.Verify(pub, message(subject, data), sig) {
 		return fmt.Errorf("%w (key id %s)", ErrBadSignature, id)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package signing_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -61,5 +62,61 @@ func TestSignVerify(t *testing.T) {
 	os.Chmod(filepath.Join(dir, signing.PrivateKeyFile), 0o644)
 	if _, err := signing.LoadSigner(filepath.Join(dir, signing.PrivateKeyFile)); !errors.Is(err, signing.ErrBadKey) {
 		t.Errorf("world-readable key: %v", err)
+	}
+}
+
+// TestHistoricalKeys: a historical key makes authentic the events up to
+// its bound and none after; an unknown key id is looked up in the source
+// once; a source that fails is an error, not a refusal.
+func TestHistoricalKeys(t *testing.T) {
+	old, current := signing.Generate(), signing.Generate()
+	signed := func(s *signing.Signer) *nats.Msg {
+		m := nats.NewMsg("ledger.p.demand")
+		m.Data = []byte(`{"type":"demand"}`)
+		s.Sign(m)
+		return m
+	}
+	m := signed(old)
+	ring := signing.NewKeyring(current.Public())
+	if err := ring.VerifyAt(5, m.Subject, m.Header, m.Data); !errors.Is(err, signing.ErrUnknownKey) {
+		t.Fatalf("an old key without history: %v", err)
+	}
+	asked := 0
+	var fail error
+	ring = signing.NewKeyring(current.Public())
+	ring.UseHistory(func(context.Context) (map[string]signing.Historical, error) {
+		asked++
+		if fail != nil {
+			return nil, fail
+		}
+		return map[string]signing.Historical{old.ID(): {Key: old.Public(), UpTo: 10}}, nil
+	})
+	fail = errors.New("NATS away")
+	if err := ring.VerifyAt(5, m.Subject, m.Header, m.Data); !errors.Is(err, signing.ErrHistory) {
+		t.Fatalf("a failing source: %v, want ErrHistory (not a refusal)", err)
+	}
+	fail = nil
+	if err := ring.VerifyAt(10, m.Subject, m.Header, m.Data); err != nil {
+		t.Fatalf("an old key's event within its bound: %v", err)
+	}
+	if err := ring.VerifyAt(11, m.Subject, m.Header, m.Data); !errors.Is(err, signing.ErrUnknownKey) {
+		t.Fatalf("an old key's event after its bound: %v", err)
+	}
+	forged := signed(signing.Generate())
+	for range 3 {
+		if err := ring.VerifyAt(3, forged.Subject, forged.Header, forged.Data); !errors.Is(err, signing.ErrUnknownKey) {
+			t.Fatalf("a forger's key: %v", err)
+		}
+	}
+	if asked != 3 { // the failure, the old key, the forger's key once
+		t.Errorf("the source was asked %d times, want 3", asked)
+	}
+	tampered := signed(old)
+	tampered.Data = []byte(`{"type":"release"}`)
+	if err := ring.VerifyAt(2, tampered.Subject, tampered.Header, tampered.Data); !errors.Is(err, signing.ErrBadSignature) {
+		t.Errorf("an edited event of the old key: %v", err)
+	}
+	if err := ring.AddHistory(map[string]signing.Historical{"0000000000000000": {Key: old.Public(), UpTo: 1}}); !errors.Is(err, signing.ErrBadKey) {
+		t.Errorf("a historical key under another id: %v", err)
 	}
 }

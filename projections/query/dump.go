@@ -6,10 +6,10 @@ import (
 )
 
 // dumpQueries list every projection table in a canonical order, without
-// wall-clock columns. The projector_offsets rows are keyed by projector
-// (or partition) names, which differ between a live projection and a
-// rebuild, so only the furthest sequence is kept: at rest every
-// partition has read the whole stream.
+// wall-clock columns. projector_offsets is left out: its rows are a
+// projector's resume point (keyed by projector or partition names), not
+// the projection, and a rebuild leaves none (docs/decisions.md #148); the
+// checkpoints say how far each pool is.
 var dumpQueries = []string{
 	`SELECT pool, seq, id, type, v, time, producer, data::text, refused, encode(prev_hash, 'hex'), encode(hash, 'hex') FROM events ORDER BY pool, seq`,
 	`SELECT * FROM consumers ORDER BY pool, path`,
@@ -21,7 +21,6 @@ var dumpQueries = []string{
 	`SELECT * FROM ownership ORDER BY pool, consumer, host`,
 	`SELECT * FROM ownership_history ORDER BY pool, consumer, host, valid_from_seq`,
 	`SELECT pool, last_seq, encode(state_hash, 'hex'), encode(chain_hash, 'hex') FROM checkpoints ORDER BY pool`,
-	`SELECT max(stream_seq) FROM projector_offsets`,
 	`SELECT pool, seq, format, encode(sha256(state), 'hex'), encode(state_hash, 'hex') FROM snapshots ORDER BY pool, seq`,
 }
 
