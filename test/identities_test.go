@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
