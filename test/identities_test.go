@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
