@@ -305,7 +305,7 @@ func eventRow(pool string, st stream.Stored, msg storedMsg, res *FoldResult, pre
 	// PostgreSQL keeps microseconds; time_ns keeps the rest (audit
 	// verify compares the exact time).
 	ns := int16(e.Time.Nanosecond() % 1000)
-	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, storableJSON(e.Data), code, detail, prev[:], link[:],
+	return []any{pool, int64(st.Seq), e.ID, string(e.Type), v, e.Time, e.Producer, StorableJSON(e.Data), code, detail, prev[:], link[:],
 		msg.subject, msg.headers, st.Raw, ns}
 }
 
@@ -322,9 +322,10 @@ func snapshotRow(pool string, p *domain.Pool) []any {
 	return []any{pool, int64(p.Seq()), domain.SnapshotFormat, p.Snapshot(), h[:]}
 }
 
-// storableJSON returns data unless jsonb would reject it (a \u0000
+// StorableJSON is what the events table keeps of an event's data: data
+// itself unless jsonb would reject it (a \u0000
 // escape), then the data as a JSON string.
-func storableJSON(data []byte) []byte {
+func StorableJSON(data []byte) []byte {
 	if len(data) == 0 {
 		return []byte("null")
 	}

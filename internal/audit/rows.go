@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
@@ -67,7 +68,7 @@ func (e eventRow) differs(ev Event) string {
 		return "time"
 	case e.Producer != env.Producer:
 		return "producer"
-	case !sameJSON(e.Data, env.Data):
+	case !sameJSON(e.Data, projections.StorableJSON(env.Data)): // as the projector stores it: no data is null
 		return "data"
 	case (e.Refused == nil) != (ev.Result.Refused == ""):
 		return "refusal"
@@ -78,12 +79,20 @@ func (e eventRow) differs(ev Event) string {
 }
 
 func (e eventRow) describe() string {
-	return fmt.Sprintf("id %s, type %s, time %s, data %s", e.ID, e.Type, e.Time.UTC().Format(time.RFC3339Nano), e.Data)
+	refused := "none"
+	if e.Refused != nil {
+		refused = *e.Refused
+	}
+	return fmt.Sprintf("id %s, type %s, v %d, time %s, producer %q, refused %s, data %s", e.ID, e.Type, e.V, e.Time.UTC().Format(time.RFC3339Nano), e.Producer, refused, e.Data)
 }
 
 func describeEnvelope(ev Event) string {
 	env := ev.Stored.Envelope
-	return fmt.Sprintf("id %s, type %s, time %s, data %s", env.ID, env.Type, env.Time.UTC().Format(time.RFC3339Nano), env.Data)
+	refused := string(ev.Result.Refused)
+	if refused == "" {
+		refused = "none"
+	}
+	return fmt.Sprintf("id %s, type %s, v %d, time %s, producer %q, refused %s, data %s", env.ID, env.Type, env.V, env.Time.UTC().Format(time.RFC3339Nano), env.Producer, refused, projections.StorableJSON(env.Data))
 }
 
 // sameJSON compares two JSON texts by value (jsonb normalises spacing and
