@@ -23,6 +23,20 @@ var ErrPoolMismatch = events.NewRefusal("pool_mismatch", "envelope names another
 // record a refusal that the newer build does not make.
 var ErrNeedsNewer = errors.New("the log needs a newer ledger")
 
+// NeedsNewerError is the ErrNeedsNewer of one event: its pool and
+// sequence, and why (errors.Is matches ErrNeedsNewer).
+type NeedsNewerError struct {
+	Pool string
+	Seq  uint64
+	Why  string
+}
+
+func (e *NeedsNewerError) Error() string {
+	return fmt.Sprintf("%v: pool %s, sequence %d: %s", ErrNeedsNewer, e.Pool, e.Seq, e.Why)
+}
+
+func (e *NeedsNewerError) Is(target error) bool { return target == ErrNeedsNewer }
+
 // FoldResult is what one event did to its pool: the engine's Result, and
 // for a refused event the refusal in words (the chain covers only its
 // code).
@@ -69,7 +83,7 @@ func Apply(p *domain.Pool, ids IDs, st stream.Stored) (FoldResult, error) {
 	case errors.Is(err, ErrNeedsNewer):
 		return res, err
 	case errors.Is(err, domain.ErrUnknownRules):
-		return res, fmt.Errorf("%w: pool %s, sequence %d: %v", ErrNeedsNewer, p.Name(), st.Seq, err)
+		return res, &NeedsNewerError{Pool: p.Name(), Seq: st.Seq, Why: err.Error()}
 	case err != nil:
 		p.Skip(st.Seq, st.Envelope.Time)
 		res.Result, res.RefusalDetail = domain.Refusal(st.Seq, err), err.Error()
@@ -87,8 +101,8 @@ func apply(p *domain.Pool, st stream.Stored) (domain.Result, error) {
 		return domain.Result{}, fmt.Errorf("%w: envelope names pool %q but was stored for pool %q", ErrPoolMismatch, st.Envelope.Pool, p.Name())
 	}
 	if v := st.Envelope.V; v > events.Version {
-		return domain.Result{}, fmt.Errorf("%w: pool %s, sequence %d: a %q event of envelope version %d (this build reads 1 to %d)",
-			ErrNeedsNewer, p.Name(), st.Seq, st.Envelope.Type, v, events.Version)
+		return domain.Result{}, &NeedsNewerError{Pool: p.Name(), Seq: st.Seq,
+			Why: fmt.Sprintf("a %q event of envelope version %d (this build reads 1 to %d)", st.Envelope.Type, v, events.Version)}
 	}
 	payload, err := st.Payload()
 	if err != nil {

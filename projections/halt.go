@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -13,7 +14,8 @@ import (
 )
 
 // A pool whose fold fails (the engine panics: a bug, or an event it
-// cannot take) is halted: its projection stays at its last committed
+// cannot take; or an event this build cannot fold because a newer ledger,
+// or one folding the rules version in development, wrote it) is halted: its projection stays at its last committed
 // checkpoint, the projector records why in halted_pools and skips the
 // pool's later events, and every other pool goes on. Nothing one pool's
 // events do stops the others.
@@ -45,7 +47,34 @@ func safeFold(ps *poolState, st stream.Stored, hook func(pool string, seq uint64
 		hook(ps.pool.Name(), st.Seq)
 	}
 	res, link, err = Fold(ps.pool, ps.ids, st, ps.chain)
+	if nn, ok := errors.AsType[*NeedsNewerError](err); ok {
+		// Another build wrote it (a newer ledger, or one folding the rules
+		// version in development): this pool waits for that build, the
+		// others go on.
+		return res, link, &halt{seq: nn.Seq, reason: nn.Error()}, nil
+	}
 	return res, link, nil, err
+}
+
+// haltUnfoldable records that pool name cannot be rebuilt by this build
+// (an event of it needs a newer ledger, nn) and returns its state: halted,
+// skipping the pool's events until a build that folds them starts and
+// resumes it (resumeHalted). The other pools go on.
+func (p *Projector) haltUnfoldable(ctx context.Context, name string, nn *NeedsNewerError) (*poolState, error) {
+	err := p.retry(ctx, "record halted pool "+name, func() error {
+		_, err := p.db.Exec(ctx, sqlHalt, name, int64(nn.Seq), nn.Error())
+		return classify(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.cfg.log.Error("projector: pool halted: this build cannot fold it; the other pools go on", "pool", name, "seq", nn.Seq, "reason", nn.Error())
+	p.mu.Lock()
+	p.halted[name] = nn.Seq
+	p.mu.Unlock()
+	ps := newPoolState(p.newDomainPool(name), zeroHash)
+	ps.halted = true
+	return ps, nil
 }
 
 // dropPool removes a pool's rows from the batch: its state in memory may

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -140,8 +141,16 @@ func (p *Projector) load(ctx context.Context, names []string) error {
 		err := p.retry(ctx, "rebuild pool "+name, func() error {
 			var err error
 			ps, err = p.rebuild(ctx, cp, slog.LevelDebug)
+			if errors.Is(err, ErrNeedsNewer) {
+				return fatal(err) // not retried: halted below
+			}
 			return err
 		})
+		if nn, ok := errors.AsType[*NeedsNewerError](err); ok {
+			if ps, err = p.haltUnfoldable(ctx, name, nn); err != nil {
+				return err
+			}
+		}
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -135,6 +136,13 @@ func (p *Projector) start(ctx context.Context) error {
 				return fmt.Errorf("pool %s: its checkpoint went away while the projector started", meta.pool)
 			}
 			ps, err := p.rebuild(ctx, cp, slog.LevelInfo)
+			if nn, ok := errors.AsType[*NeedsNewerError](err); ok {
+				if ps, err = p.haltUnfoldable(ctx, cp.pool, nn); err != nil {
+					return err
+				}
+				p.addResident(cp.pool, ps)
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -429,6 +437,9 @@ func restore(cp checkpoint, opts ...domain.PoolOption) (*domain.Pool, domain.Has
 		return domain.NewPool(cp.pool, opts...), zeroHash, nil
 	}
 	pool, err := domain.Restore(cp.snapState, opts...)
+	if errors.Is(err, domain.ErrUnknownRules) { // saved by a build that folds a version this one does not
+		return nil, zeroHash, &NeedsNewerError{Pool: cp.pool, Seq: uint64(*cp.snapSeq), Why: fmt.Sprintf("its state saved at sequence %d: %v", *cp.snapSeq, err)}
+	}
 	if err != nil {
 		return nil, zeroHash, fatalf("pool %s: snapshot at sequence %d: %v", cp.pool, *cp.snapSeq, err)
 	}

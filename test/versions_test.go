@@ -19,6 +19,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/events"
@@ -118,22 +119,24 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 		t.Fatalf("plan with rules 99: %d %+v", resp.StatusCode, answer)
 	}
 
-	// Written straight into the stream, it stops the projector, which names it.
+	// Written straight into the stream (as a newer ledger would), it halts
+	// that pool in the projector, naming the sequence and the version; the
+	// other pools go on.
 	seq := publishRaw(t, s.js, "rules2", "from-the-future", &events.PlanChange{Plan: events.Plan{Rules: 99, Consumers: []events.Consumer{{Path: "/A"}}}})
-	_ = proc.Process.Signal(syscall.SIGKILL)
-	_ = proc.Wait()
-	out, err := exec.Command(bin, "--nats-url", s.natsURL, "--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Projector), "--database-url", s.db.Config().ConnString()).CombinedOutput()
-	if err == nil {
-		t.Fatalf("projector kept running over a plan with rules 99:\n%s", out)
+	other := publishRaw(t, s.js, "rules1", "after-the-future", &events.Demand{Demands: map[string]int64{"/B": 1}})
+	waitHalted(t, s.db, "rules2", seq, "rules version 99")
+	waitOffsetAbove(t, s.db, other-1)
+	if cp, err := query.CheckpointOf(context.Background(), s.db, "rules1"); err != nil || cp.LastSeq != other {
+		t.Fatalf("rules1 after rules2 halted: checkpoint %+v (%v), want it at %d", cp, err, other)
 	}
-	if msg := string(out); !strings.Contains(msg, fmt.Sprintf("sequence %d", seq)) || !strings.Contains(msg, "rules version 99") {
-		t.Fatalf("projector stopped without naming sequence %d and version 99:\n%s", seq, msg)
+	if err := proc.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the projector stopped over one pool's plan of rules 99: %v", err)
 	}
 
 	// `ledger replay` meets it too, and stops naming it.
 	replay := exec.Command(ledgerBinary(t), "replay", "--from", "1", "--pool", "rules2", "--nats-url", s.natsURL,
 		"--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Auditor))
-	out, err = replay.CombinedOutput()
+	out, err := replay.CombinedOutput()
 	if err == nil {
 		t.Fatalf("ledger replay went past a plan with rules 99:\n%s", out)
 	}
@@ -239,9 +242,10 @@ func startProjector(t *testing.T, bin string, s *stack) *exec.Cmd {
 
 // TestNewerEventTypeStopsReaders: an event a newer ledger wrote (here a
 // type this build does not know, in an envelope of a later schema
-// version, as events.Kind says a new type comes) stops the projector
-// and `ledger replay`, each naming its sequence and type, instead of
-// being recorded as refused (which the newer build would not do).
+// version, as events.Kind says a new type comes) halts its pool in the
+// projector (the other pools go on) and stops `ledger replay`, each
+// naming its sequence and type, instead of being recorded as refused
+// (which the newer build would not do).
 func TestNewerEventTypeStopsReaders(t *testing.T) {
 	s := newStack(t)
 	publishRaw(t, s.js, "newer", "plan-1", &events.PlanChange{Plan: events.Plan{Rules: 3, Consumers: []events.Consumer{{Path: "/A"}}}})
@@ -254,22 +258,19 @@ func TestNewerEventTypeStopsReaders(t *testing.T) {
 	}
 	want := []string{fmt.Sprintf("sequence %d", ack.Sequence), `"drain"`, "newer ledger"}
 
-	out, err := exec.Command(projectorBinary(t), "--nats-url", s.natsURL, "--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Projector),
-		"--database-url", s.db.Config().ConnString()).CombinedOutput()
-	if err == nil {
-		t.Fatalf("projector kept running over an event of envelope version %d:\n%s", env.V, out)
-	}
-	for _, w := range want {
-		if !strings.Contains(string(out), w) {
-			t.Fatalf("projector stopped without naming %s:\n%s", w, out)
-		}
+	other := publishRaw(t, s.js, "older", "plan-older", &events.PlanChange{Plan: events.Plan{Rules: 3, Consumers: []events.Consumer{{Path: "/A"}}}})
+	proc := startProjector(t, projectorBinary(t), s)
+	waitHalted(t, s.db, "newer", ack.Sequence, `"drain"`)
+	waitOffsetAbove(t, s.db, other-1)
+	if err := proc.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the projector stopped over one pool's newer event: %v", err)
 	}
 	var refused int
 	if err := s.db.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE refused IS NOT NULL`).Scan(&refused); err != nil || refused != 0 {
 		t.Fatalf("%d events recorded as refused (%v), want none", refused, err)
 	}
 
-	out, err = exec.Command(ledgerBinary(t), "replay", "--from", "1", "--pool", "newer", "--nats-url", s.natsURL,
+	out, err := exec.Command(ledgerBinary(t), "replay", "--from", "1", "--pool", "newer", "--nats-url", s.natsURL,
 		"--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Auditor)).CombinedOutput()
 	if err == nil {
 		t.Fatalf("ledger replay went past an event of envelope version %d:\n%s", env.V, out)
@@ -278,5 +279,26 @@ func TestNewerEventTypeStopsReaders(t *testing.T) {
 		if !strings.Contains(string(out), w) {
 			t.Fatalf("ledger replay stopped without naming %s:\n%s", w, out)
 		}
+	}
+}
+
+// waitHalted waits until pool is halted at seq with a reason naming want.
+func waitHalted(t *testing.T, db *pgxpool.Pool, pool string, seq uint64, want string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var at int64
+		var reason string
+		err := db.QueryRow(context.Background(), `SELECT seq, reason FROM halted_pools WHERE pool = $1`, pool).Scan(&at, &reason)
+		if err == nil {
+			if uint64(at) != seq || !strings.Contains(reason, fmt.Sprintf("sequence %d", seq)) || !strings.Contains(reason, want) {
+				t.Fatalf("pool %s halted at %d: %q; want sequence %d and %s", pool, at, reason, seq, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s not halted (%v)", pool, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
