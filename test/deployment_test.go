@@ -213,9 +213,21 @@ func (d *deployment) appendEvents(pool string, evs ...string) (uint64, error) {
 	if len(evs) > 1 {
 		body = "[" + strings.Join(evs, ",") + "]"
 	}
-	code, b, err := d.post(d.provisioner, "/v1/pools/"+pool+"/events", []byte(body))
-	if err != nil {
-		return 0, err
+	// A 429 (the token's rate, --token-rate) is refused before anything is
+	// appended: a producer waits as Retry-After says and sends again, as
+	// the client library does.
+	var code int
+	var b []byte
+	var err error
+	for attempt := 0; ; attempt++ {
+		code, b, err = d.post(d.provisioner, "/v1/pools/"+pool+"/events", []byte(body))
+		if err != nil {
+			return 0, err
+		}
+		if code != http.StatusTooManyRequests || attempt == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if code != http.StatusOK {
 		return 0, fmt.Errorf("append to %s: %d %s", pool, code, b)

@@ -81,8 +81,8 @@ func TestDevelopmentScenarios(t *testing.T) {
 // TestDevRulesDevelopment sends the hand-worked scenarios of the rules
 // version in development through `ledger dev --rules-development` (the
 // binary, as operated: its API, JetStream, its projector, PostgreSQL) with
-// `ledger load --check`: every d-* file and every r* file naming rules 3
-// passes, checked against the projection.
+// `ledger load --check`: every d-* file, every r* file naming rules 3 and
+// every ruling the engine implements (off engineDiffers) passes, checked against the projection.
 func TestDevRulesDevelopment(t *testing.T) {
 	var files []string
 	for _, f := range developmentScenarios(t) {
@@ -90,8 +90,8 @@ func TestDevRulesDevelopment(t *testing.T) {
 			files = append(files, f)
 		}
 	}
-	if len(files) != 22 {
-		t.Fatalf("%d files: want the 17 d-* and the 5 r* of rules 3", len(files))
+	if len(files) != 23 {
+		t.Fatalf("%d files: want the 17 d-*, the 5 r* of rules 3 and r11", len(files))
 	}
 	bin := ledgerBinary(t)
 	dev := startDevEnv(t, bin, testenv.DataDir(t), freeAddr(t), freeAddr(t),

@@ -22,8 +22,8 @@ import (
 // development (rules 4, d-pin-1) is re-folded by a Replayer made
 // WithDevelopmentRules (as the console of ledger dev --rules-development
 // does) with the decisions the scenario states; without it the replay
-// stops at the plan, naming the version, as a projector without the switch
-// does.
+// stops at the plan, naming the version, and a projector without the switch
+// halts the pool there.
 func TestReplayRulesDevelopment(t *testing.T) {
 	ctx := context.Background()
 	js := testenv.JetStream(t, testenv.NATS(t))
@@ -66,11 +66,33 @@ func TestReplayRulesDevelopment(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	runCtx, cancel := context.WithCancel(ctx)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	err = projections.New(js, db, projections.WithLogger(quiet)).Run(runCtx)
-	if err == nil || !strings.Contains(err.Error(), "sequence 1") || !strings.Contains(err.Error(), "rules version 4") {
-		t.Errorf("a projector without the switch: %v, want it to stop at sequence 1", err)
+	proj := projections.New(js, db, projections.WithLogger(quiet))
+	done := make(chan error, 1)
+	go func() { done <- proj.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// A projector without the switch halts the pool alone at the plan
+	// (decision #206), naming the sequence and the version it lacks.
+	var seq int64
+	var reason string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := db.QueryRow(ctx, `SELECT seq, reason FROM halted_pools WHERE pool = 'v4'`).Scan(&seq, &reason)
+		if err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the projector stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a projector without the switch did not halt the pool: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if seq != 1 || !strings.Contains(reason, "rules version 4") {
+		t.Errorf("a projector without the switch halted the pool at %d: %q, want sequence 1 naming rules version 4", seq, reason)
 	}
 }
