@@ -58,13 +58,16 @@ func WithBatchWork(d time.Duration) Option {
 	}
 }
 
-// deferredMsg is a message set aside: what folding it needs.
+// deferredMsg is a message set aside: what folding it needs, and, when
+// it was set aside from a batch, the message decoded and authenticated
+// already (nil when read back from pending_events).
 type deferredMsg struct {
 	seq     uint64
 	subject string
 	headers nats.Header
 	data    []byte
 	stored  time.Time
+	dec     *Decoded
 }
 
 // backlog is the deferred messages of the pools, each pool's in stream
@@ -131,10 +134,17 @@ func (p *Projector) foldDeferred(ctx context.Context, b *batch, bg *budget) erro
 			p.deferred.bytes -= len(d.data)
 			b.pendingDone = append(b.pendingDone, pendingKey{pool, d.seq})
 			start := time.Now()
-			if err := p.fold(ctx, b, d.subject, d.headers, d.data, d.seq, d.stored); err != nil {
+			dec := d.dec
+			if dec == nil {
+				m := Decode(p.cfg.keys, p.wants(), stream.Msg{Seq: d.seq, Subject: d.subject, Header: d.headers, Data: d.data, Time: d.stored})
+				dec = &m
+			}
+			if err := p.fold(ctx, b, dec); err != nil {
 				if errors.Is(err, signing.ErrHistory) {
 					// Neither folded nor refused (its key could not be
-					// looked up): first in line again, its row kept.
+					// looked up): first in line again, its row kept, to
+					// be decoded and authenticated again.
+					d.dec = nil
 					p.deferred.pools[pool] = append([]deferredMsg{d}, p.deferred.pools[pool]...)
 					p.deferred.bytes += len(d.data)
 					b.pendingDone = b.pendingDone[:len(b.pendingDone)-1]

@@ -178,15 +178,14 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 	if err != nil {
 		return err
 	}
-	err = p.eachPoolMsg(ctx, name, ps.lastSeq+1, last, func(m stream.Msg) error {
-		_, st, ok := DecodeMessage(m.Seq, m.Subject, m.Time, m.Data)
-		if !ok {
+	err = p.eachPoolMsg(ctx, name, ps.lastSeq+1, last, func(m *Decoded) error {
+		if !m.OK {
 			return nil
 		}
-		if err := Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data); err != nil {
-			return err
+		if m.Err != nil {
+			return m.Err
 		}
-		return b.add(name, ps, st, storedMsg{subject: m.Subject, headers: headersJSON(m.Header)}, p.cfg.snapshotRule(), p.cfg.foldHook)
+		return b.add(name, ps, m.Stored, storedMsg{subject: m.Subject, headers: headersJSON(m.Header)}, p.cfg.snapshotRule(), p.cfg.foldHook)
 	})
 	if err != nil {
 		return err
@@ -208,11 +207,12 @@ func (p *Projector) resumeHalted(ctx context.Context, name string, ps *poolState
 }
 
 // eachPoolMsg calls fn for every stored message of pool name with a
-// sequence in [from, last], in order. It reads with direct gets
-// (stream.Read): rebuilding thousands of pools at start creates no
-// consumer, so none is left behind (issue 20).
-func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, last uint64, fn func(m stream.Msg) error) error {
-	err := stream.Read(ctx, p.js.Conn(), stream.PoolFilter(name), from, last, fn)
+// sequence in [from, last], in order, decoded and authenticated ahead of
+// fn (readDecoded). It reads with direct gets (stream.Read): rebuilding
+// thousands of pools at start creates no consumer, so none is left
+// behind (issue 20).
+func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, last uint64, fn func(m *Decoded) error) error {
+	err := ReadDecoded(ctx, p.js.Conn(), p.cfg.keys, nil, stream.PoolFilter(name), from, last, fn)
 	if err != nil {
 		return fmt.Errorf("read pool %s from %d to %d: %w", name, from, last, err)
 	}

@@ -296,11 +296,11 @@ func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
 // with direct gets (stream.Read: no consumer).
 func (p *Projector) fill(ctx context.Context, b *batch, to uint64, bg *budget) error {
 	from := b.to + 1
-	err := stream.Read(ctx, p.js.Conn(), "ledger.>", from, to-1, func(m stream.Msg) error {
+	err := p.readDecoded(ctx, "ledger.>", from, to-1, func(m *Decoded) error {
 		if m.Seq != b.to+1 {
 			return fmt.Errorf("read the stream from %d: message %d came after %d", from, m.Seq, b.to)
 		}
-		if err := p.take(ctx, b, bg, m.Subject, m.Header, m.Data, m.Seq, m.Time, true); err != nil {
+		if err := p.take(ctx, b, bg, m, true); err != nil {
 			if errors.Is(err, signing.ErrHistory) {
 				return err // read again, not fatal
 			}

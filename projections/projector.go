@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -212,15 +211,15 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 	// an event this build cannot fold: commit what came before, then stop
 	stop := p.foldDeferred(ctx, b, bg)
 	later := otherPoolLater(msgs)
+	dec, err := p.decodeBatch(msgs)
+	if err != nil {
+		return err
+	}
 	for i, m := range msgs {
 		if stop != nil {
 			break
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fatalf("message without JetStream metadata: %v", err)
-		}
-		seq := md.Sequence.Stream
+		seq := dec[i].Seq
 		if seq <= b.to { // committed before (redelivery): ack, never apply twice
 			last = m
 			continue
@@ -239,7 +238,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			gap = true
 			break
 		}
-		if stop = p.take(ctx, b, bg, m.Subject(), m.Headers(), m.Data(), seq, md.Timestamp, later[i]); stop != nil {
+		if stop = p.take(ctx, b, bg, &dec[i], later[i]); stop != nil {
 			break
 		}
 		b.to, last = seq, m
@@ -278,14 +277,14 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 
 // take folds a message of the batch, or sets it aside when its pool has
 // had its share while others wait (fair.go).
-func (p *Projector) take(ctx context.Context, b *batch, bg *budget, subject string, h nats.Header, data []byte, seq uint64, stored time.Time, otherLater bool) error {
-	pool, err := stream.PoolOf(subject)
+func (p *Projector) take(ctx context.Context, b *batch, bg *budget, d *Decoded, otherLater bool) error {
+	pool, err := stream.PoolOf(d.Subject)
 	if err == nil && p.mine(pool) && p.shouldDefer(pool, bg, otherLater) {
-		p.deferMsg(b, pool, deferredMsg{seq: seq, subject: subject, headers: h, data: data, stored: stored})
+		p.deferMsg(b, pool, deferredMsg{seq: d.Seq, subject: d.Subject, headers: d.Header, data: d.Data, stored: d.Time, dec: d})
 		return nil
 	}
 	start := time.Now()
-	err = p.fold(ctx, b, subject, h, data, seq, stored)
+	err = p.fold(ctx, b, d)
 	bg.charge(pool, time.Since(start))
 	return err
 }
@@ -326,13 +325,61 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 	return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
 }
 
-func (p *Projector) fold(ctx context.Context, b *batch, subject string, h nats.Header, data []byte, seq uint64, stored time.Time) error {
-	if pool, err := stream.PoolOf(subject); err == nil && !p.mine(pool) {
+// decodeBatch decodes and authenticates a fetched batch ahead of its
+// fold, over the cores (DecodeAll); the messages at or below the folded
+// sequence (redeliveries) carry only their sequence.
+func (p *Projector) decodeBatch(msgs []jetstream.Msg) ([]Decoded, error) {
+	dec := make([]Decoded, len(msgs))
+	todo := make([]stream.Msg, 0, len(msgs))
+	at := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, fatalf("message without JetStream metadata: %v", err)
+		}
+		seq := md.Sequence.Stream
+		dec[i].Seq = seq
+		if seq <= p.folded {
+			continue
+		}
+		todo = append(todo, stream.Msg{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+		at = append(at, i)
+	}
+	out := make([]Decoded, len(todo))
+	DecodeAll(p.cfg.keys, p.wants(), todo, out)
+	for k, i := range at {
+		dec[i] = out[k]
+	}
+	return dec, nil
+}
+
+// wants is the filter of the messages this projector folds: its
+// partition's pools, and subjects that name no pool (skipped with a
+// warning); nil, every message, when it is not partitioned.
+func (p *Projector) wants() func(subject string) bool {
+	if p.cfg.part == nil {
+		return nil
+	}
+	return func(subject string) bool {
+		pool, err := stream.PoolOf(subject)
+		return err != nil || p.mine(pool)
+	}
+}
+
+// readDecoded reads the stream's messages matching filter from from to
+// to, decoded and authenticated ahead of fn (ReadDecoded).
+func (p *Projector) readDecoded(ctx context.Context, filter string, from, to uint64, fn func(*Decoded) error) error {
+	return ReadDecoded(ctx, p.js.Conn(), p.cfg.keys, p.wants(), filter, from, to, fn)
+}
+
+func (p *Projector) fold(ctx context.Context, b *batch, d *Decoded) error {
+	if d.Passed {
 		return nil // another partition's event
 	}
-	name, st, ok := DecodeMessage(seq, subject, stored, data)
-	if err := Authenticate(p.cfg.keys, &st, subject, h, data); err != nil {
-		return err
+	name, st, ok := d.Pool, d.Stored, d.OK
+	subject, h, seq := d.Subject, d.Header, d.Seq
+	if d.Err != nil {
+		return d.Err // the historical keys were not read: neither folded nor refused
 	}
 	if !ok {
 		p.cfg.log.Warn("projector: message on a subject that names no pool; skipped", "seq", seq, "subject", subject)

@@ -459,16 +459,15 @@ func restore(cp checkpoint, opts ...domain.PoolOption) (*domain.Pool, domain.Has
 // (its checkpoint: one of its events), reading only the pool's subjects,
 // without writing.
 func (p *Projector) replay(ctx context.Context, ps *poolState, name string, to uint64) error {
-	return p.eachPoolMsg(ctx, name, ps.pool.Seq()+1, to, func(m stream.Msg) error {
+	return p.eachPoolMsg(ctx, name, ps.pool.Seq()+1, to, func(m *Decoded) error {
 		seq := m.Seq
-		pool, st, ok := DecodeMessage(seq, m.Subject, m.Time, m.Data)
-		if !ok || pool != name {
+		if !m.OK || m.Pool != name {
 			return nil
 		}
-		if err := Authenticate(p.cfg.keys, &st, m.Subject, m.Header, m.Data); err != nil {
-			return err
+		if m.Err != nil {
+			return m.Err
 		}
-		res, link, err := Fold(ps.pool, ps.ids, st, ps.chain)
+		res, link, err := Fold(ps.pool, ps.ids, m.Stored, ps.chain)
 		if err != nil {
 			return err
 		}

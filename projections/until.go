@@ -3,8 +3,6 @@ package projections
 import (
 	"context"
 	"fmt"
-
-	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // A projection folded up to a sequence and no further (`ledger replay
@@ -54,8 +52,8 @@ func (p *Projector) foldRange(ctx context.Context, from, to uint64) error {
 		return err
 	}
 	var stop error
-	err := stream.Read(ctx, p.js.Conn(), "", from, to, func(m stream.Msg) error {
-		if stop = p.fold(ctx, b, m.Subject, m.Header, m.Data, m.Seq, m.Time); stop != nil {
+	err := p.readDecoded(ctx, "", from, to, func(m *Decoded) error {
+		if stop = p.fold(ctx, b, m); stop != nil {
 			return stop
 		}
 		b.to = m.Seq

@@ -215,7 +215,7 @@ func runReplay(ctx context.Context, out, errOut io.Writer, f logFlags, from, to 
 	w := decisionWriter{out: out, json: asJSON}
 	n, start := 0, time.Now()
 	var unauthenticated []audit.Message // refused for want of a trusted signature
-	err = audit.ReadLog(ctx, js, readFrom, filter, func(m audit.Message) error {
+	err = audit.ReadLogTrusted(ctx, js, readFrom, filter, keys, func(m audit.Message) error {
 		if to > 0 && m.Stored.Seq > to {
 			return errStop
 		}

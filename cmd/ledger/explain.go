@@ -113,7 +113,7 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 		return nil, nil, err
 	}
 	r.Trust(keys)
-	err = audit.ReadLog(ctx, js, 1, stream.PoolFilter(pool), func(m audit.Message) error {
+	err = audit.ReadLogTrusted(ctx, js, 1, stream.PoolFilter(pool), keys, func(m audit.Message) error {
 		if lim.past(m.Stored.Seq, m.Stored.Envelope.Time) {
 			return errStop
 		}

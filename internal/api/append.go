@@ -244,6 +244,11 @@ type draft struct {
 	data     [][]byte
 	digests  [][sha256.Size]byte
 	refusal  *apiError
+	// msgs are the messages to publish, signed by the goroutines of
+	// signAhead while the events are validated; signed is closed when
+	// they are.
+	msgs   []*nats.Msg
+	signed chan struct{}
 }
 
 func (s *Server) draft(st *poolState, ins []incoming) *draft {
@@ -272,9 +277,23 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 	if d.refusal = checkHosts(st.pool, ins, d.fresh); d.refusal != nil {
 		return d
 	}
+	// The envelopes are encoded, and signed on other cores, while the
+	// engine validates the events: the signature (tens of microseconds an
+	// event) is off the request's path where the validation is as long.
+	// An encoding failure is answered after the validation, as before.
+	encodeErr := s.encode(st, ins, d)
+	if encodeErr == nil {
+		s.signAhead(st.name, d)
+	}
 	if d.refusal = validate(st.pool, ins, d.fresh, d.at); d.refusal != nil {
 		return d
 	}
+	d.refusal = encodeErr
+	return d
+}
+
+// encode builds the envelopes of the events to append.
+func (s *Server) encode(st *poolState, ins []incoming, d *draft) *apiError {
 	for _, i := range d.fresh {
 		env, err := events.New(ins[i].id, st.name, ins[i].producer, d.at, ins[i].payload)
 		if err == nil {
@@ -283,15 +302,34 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 			d.data = append(d.data, b)
 		}
 		if err != nil {
-			d.refusal = refusal(fmt.Errorf("%w: %v", events.ErrMalformed, err), at(i))
-			return d
+			return refusal(fmt.Errorf("%w: %v", events.ErrMalformed, err), at(i))
 		}
 		d.payloads = append(d.payloads, ins[i].payload)
 		d.envs = append(d.envs, env)
 		d.ids = append(d.ids, ins[i].id)
 		d.digests = append(d.digests, contentDigest(env.Type, env.Data))
 	}
-	return d
+	return nil
+}
+
+// signAhead makes the draft's messages and signs them (when the server
+// has a signer) in the background, over the cores; publish waits for
+// them (signed).
+func (s *Server) signAhead(pool string, d *draft) {
+	d.msgs = make([]*nats.Msg, len(d.data))
+	for k, p := range d.payloads {
+		d.msgs[k] = nats.NewMsg(stream.Subject(pool, p.EventType()))
+		d.msgs[k].Data = d.data[k]
+	}
+	d.signed = make(chan struct{})
+	if s.signer == nil || len(d.msgs) == 0 {
+		close(d.signed)
+		return
+	}
+	go func() {
+		defer close(d.signed)
+		s.signer.SignAll(d.msgs)
+	}()
 }
 
 // sameContent refuses a retry whose id is stored with other content: the
@@ -389,17 +427,11 @@ func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
 // sequence. It returns the sequence of the last one, or dup when
 // JetStream already holds the (single) event.
 func (s *Server) publish(ctx context.Context, st *poolState, d *draft) (uint64, bool, error) {
-	subjects := make([]string, len(d.fresh))
-	for k, p := range d.payloads {
-		subjects[k] = stream.Subject(st.name, p.EventType())
-	}
+	<-d.signed
 	if len(d.fresh) > 1 {
-		return s.publishBatch(ctx, st, subjects, d.ids, d.data)
+		return s.publishBatch(ctx, st, d.msgs, d.ids)
 	}
-	msg := nats.NewMsg(subjects[0])
-	msg.Data = d.data[0]
-	s.sign(msg)
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(d.ids[0]), jetstream.WithExpectStream(stream.Name),
+	ack, err := s.js.PublishMsg(ctx, d.msgs[0], jetstream.WithMsgID(d.ids[0]), jetstream.WithExpectStream(stream.Name),
 		jetstream.WithExpectLastSequenceForSubject(st.pool.Seq(), stream.PoolFilter(st.name)))
 	if err != nil {
 		return 0, false, err
@@ -451,11 +483,4 @@ func publishFailure(err error, timeout time.Duration) *apiError {
 			"append to JetStream: not acknowledged within %v (a leader change, or most of its servers down); the events may be stored or not: retry with the same ids, which stores them once", timeout), err)
 	}
 	return unavailable(ReasonUnavailable, "append to JetStream failed; the events may be stored or not: retry with the same ids, which stores them once", err)
-}
-
-// sign signs m when the server has a signer.
-func (s *Server) sign(m *nats.Msg) {
-	if s.signer != nil {
-		s.signer.Sign(m)
-	}
 }

@@ -37,14 +37,12 @@ type batchAck struct {
 // checked on the first message, which covers the whole batch. Only the
 // commit asks for an answer, so the batch costs one round trip.
 //
-// It returns the sequence of the last message.
-func (s *Server) publishBatch(ctx context.Context, st *poolState, subjects, ids []string, data [][]byte) (uint64, bool, error) {
+// The messages come signed (signAhead). It returns the sequence of the
+// last message.
+func (s *Server) publishBatch(ctx context.Context, st *poolState, msgs []*nats.Msg, ids []string) (uint64, bool, error) {
 	batchID := newID()
-	last := len(data) - 1
-	for k := range data {
-		m := nats.NewMsg(subjects[k])
-		m.Data = data[k]
-		s.sign(m)
+	last := len(msgs) - 1
+	for k, m := range msgs {
 		m.Header.Set(jetstream.MsgIDHeader, ids[k])
 		m.Header.Set(jetstream.ExpectedStreamHeader, stream.Name)
 		m.Header.Set(hdrBatchID, batchID)
@@ -60,7 +58,7 @@ func (s *Server) publishBatch(ctx context.Context, st *poolState, subjects, ids 
 			continue
 		}
 		m.Header.Set(hdrBatchCommit, "1")
-		return commitBatch(ctx, s.nc, m, batchID, len(data))
+		return commitBatch(ctx, s.nc, m, batchID, len(msgs))
 	}
 	return 0, false, fmt.Errorf("empty batch")
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -161,22 +159,21 @@ func (s *Server) lastPoolSeq(ctx context.Context, pool string) (uint64, error) {
 // readPool folds the pool's events stored after the state's sequence up
 // to last.
 func (s *Server) readPool(ctx context.Context, st *poolState, last uint64) error {
-	return s.readLog(ctx, st.name, st.pool.Seq()+1, last, func(m storedMsg) error {
-		return s.foldRaw(st, m.seq, m.subject, m.stored, m.header, m.data)
+	return s.readLog(ctx, st.name, st.pool.Seq()+1, last, func(d *projections.Decoded) error {
+		return foldDecoded(st, d)
 	})
 }
 
-// foldRaw folds a stored message as the projector does: a body that is
-// not an envelope (written by something other than a ledger) becomes a
+// foldDecoded folds a stored message as the projector does: a body that
+// is not an envelope (written by something other than a ledger) is a
 // stand-in the engine refuses (projections.DecodeMessage), and one no
 // trusted key signed is refused (WithTrustedKeys).
-func (s *Server) foldRaw(st *poolState, seq uint64, subject string, stored time.Time, h nats.Header, data []byte) error {
-	_, sd, ok := projections.DecodeMessage(seq, subject, stored, data)
-	if !ok { // a subject that names no pool: the filter never gives one
-		return fmt.Errorf("read pool %s: sequence %d has subject %q, which names no pool", st.name, seq, subject)
+func foldDecoded(st *poolState, d *projections.Decoded) error {
+	if !d.OK { // a subject that names no pool: the filter never gives one
+		return fmt.Errorf("read pool %s: sequence %d has subject %q, which names no pool", st.name, d.Seq, d.Subject)
 	}
-	if err := projections.Authenticate(s.trusted, &sd, subject, h, data); err != nil {
-		return err
+	if d.Err != nil { // the historical keys were not read: neither accepted nor refused
+		return d.Err
 	}
-	return st.fold(sd)
+	return st.fold(d.Stored)
 }

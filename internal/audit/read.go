@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections"
 	"github.com/nats-io/nats.go"
@@ -17,6 +18,15 @@ type Message struct {
 	// Subject and Header as stored, to check the ledger's signature.
 	Subject string
 	Header  nats.Header
+
+	// checked: the reader authenticated Stored against checkedBy
+	// already (ReadLogTrusted), so a Replayer trusting the same keys
+	// does not again.
+	checked   bool
+	checkedBy *signing.Keyring
+	// authErr is the check's error (signing.ErrHistory): the event is
+	// neither accepted nor refused, and a fold of it fails.
+	authErr error
 }
 
 // ReadLog calls fn for every message of the stream matching filter, from
@@ -25,65 +35,31 @@ type Message struct {
 // direct gets (stream.Read) and creates no consumer, so the auditor's
 // identity, which may hold none, can run it.
 func ReadLog(ctx context.Context, js jetstream.JetStream, from uint64, filter string, fn func(Message) error) error {
+	return ReadLogTrusted(ctx, js, from, filter, nil, fn)
+}
+
+// ReadLogTrusted is ReadLog that also checks each event's signature
+// against keys (nil: none), ahead of fn and over every core; a Replayer
+// trusting the same keys then folds the messages without checking them
+// again.
+func ReadLogTrusted(ctx context.Context, js jetstream.JetStream, from uint64, filter string, keys *signing.Keyring, fn func(Message) error) error {
 	last, err := stream.LastSeq(ctx, js.Conn())
 	if err != nil {
 		return fmt.Errorf("open stream %s: %w", stream.Name, err)
 	}
-	return ReadRange(ctx, js.Conn(), from, last, filter, fn)
+	return ReadRange(ctx, js.Conn(), from, last, filter, keys, fn)
 }
 
-// ReadRange is ReadLog up to sequence to.
+// ReadRange is ReadLogTrusted up to sequence to.
 //
-// Reading, decoding and folding overlap: stream.Read fetches the next
-// batch while this decodes in its own goroutine, in chunks, and fn folds.
-func ReadRange(ctx context.Context, nc *nats.Conn, from, to uint64, filter string, fn func(Message) error) error {
-	if from < 1 {
-		from = 1
-	}
-	if to < from {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	chunks := make(chan []Message, 4)
-	errc := make(chan error, 1)
-	go func() {
-		defer close(chunks)
-		var msgs []Message
-		err := stream.Read(ctx, nc, filter, from, to, func(m stream.Msg) error {
-			if pool, st, ok := projections.DecodeMessage(m.Seq, m.Subject, m.Time, m.Data); ok {
-				st.Predecode()
-				msgs = append(msgs, Message{Pool: pool, Stored: st, Subject: m.Subject, Header: m.Header})
-			}
-			if len(msgs) == 512 {
-				select {
-				case chunks <- msgs:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				msgs = nil
-			}
+// Reading, decoding and checking signatures, and folding overlap:
+// stream.Read fetches the next batch while the cores decode and
+// authenticate the ones before (projections.ReadDecoded) and fn folds.
+func ReadRange(ctx context.Context, nc *nats.Conn, from, to uint64, filter string, keys *signing.Keyring, fn func(Message) error) error {
+	return projections.ReadDecoded(ctx, nc, keys, nil, filter, from, to, func(d *projections.Decoded) error {
+		if !d.OK {
 			return nil
-		})
-		if err == nil && len(msgs) > 0 {
-			select {
-			case chunks <- msgs:
-			case <-ctx.Done():
-				err = ctx.Err()
-			}
 		}
-		errc <- err
-	}()
-	for c := range chunks {
-		for _, m := range c {
-			if err := fn(m); err != nil {
-				cancel()
-				for range chunks {
-				}
-				<-errc
-				return err
-			}
-		}
-	}
-	return <-errc
+		return fn(Message{Pool: d.Pool, Stored: d.Stored, Subject: d.Subject, Header: d.Header, checked: true, checkedBy: keys, authErr: d.Err})
+	})
 }

@@ -100,8 +100,12 @@ func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
 		return Event{}, false, nil
 	}
 	prev := pr.chain
-	if err := projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw); err != nil {
-		return Event{}, false, err
+	if !m.checked || m.checkedBy != r.keys { // checked against other keys, or not at all
+		m.Stored.Gate = ""
+		m.authErr = projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw)
+	}
+	if m.authErr != nil { // neither accepted nor refused: the historical keys were not read
+		return Event{}, false, m.authErr
 	}
 	res, link, err := projections.Fold(pr.pool, pr.ids, m.Stored, prev)
 	if err != nil {

@@ -104,7 +104,7 @@ func verifySnapshot(ctx context.Context, js jetstream.JetStream, q query.Querier
 		return Report{}, err
 	}
 	c := &checker{db: q, from: max(from, 1)}
-	err = ReadLog(ctx, js, readFrom, filter, func(m Message) error {
+	err = ReadLogTrusted(ctx, js, readFrom, filter, keys, func(m Message) error {
 		seq := m.Stored.Seq
 		if seq > snap.last() {
 			return errPastSnapshot

@@ -120,3 +120,27 @@ func TestHistoricalKeys(t *testing.T) {
 		t.Errorf("a historical key under another id: %v", err)
 	}
 }
+
+// TestSignAll: SignAll over the cores signs every message as Sign does,
+// each with its own signature.
+func TestSignAll(t *testing.T) {
+	s := signing.Generate()
+	ring := signing.NewKeyring(s.Public())
+	msgs := make([]*nats.Msg, 101)
+	for i := range msgs {
+		msgs[i] = nats.NewMsg("ledger.p.demand")
+		msgs[i].Data = []byte(`{"n":` + string(rune('0'+i%10)) + `}`)
+	}
+	s.SignAll(msgs)
+	for i, m := range msgs {
+		if err := ring.Verify(m.Subject, m.Header, m.Data); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		one := nats.NewMsg(m.Subject)
+		one.Data = m.Data
+		s.Sign(one)
+		if one.Header.Get(signing.HeaderSignature) != m.Header.Get(signing.HeaderSignature) {
+			t.Fatalf("message %d: SignAll and Sign differ", i)
+		}
+	}
+}

@@ -44,6 +44,10 @@ type Config struct {
 	SnapshotEvery int
 	// Options are given to the API after the service's own.
 	Options []api.Option
+	// Signer is the key the API signs with and the projector trusts
+	// (nil: one generated for the service), for tests that write signed
+	// events around the API.
+	Signer *signing.Signer
 }
 
 // Service is a running ledger.
@@ -104,7 +108,10 @@ func New(ctx context.Context, dir string, cfg Config) (s *Service, err error) {
 	if s.JS, err = s.connect(natsauth.Admin); err != nil {
 		return nil, err
 	}
-	signer := signing.Generate()
+	signer := cfg.Signer
+	if signer == nil {
+		signer = signing.Generate()
+	}
 	trusted := signing.NewKeyring(signer.Public())
 	if err := s.startProjector(cfg, trusted); err != nil {
 		return nil, err
