@@ -14,8 +14,9 @@ import (
 
 // TestBenchQuick runs `ledger bench --quick --json` end to end (its own
 // NATS and PostgreSQL, every phase with small numbers), so the harness
-// cannot rot: every figure is there and positive, and nothing is left
-// behind.
+// cannot rot: signed as deployed, every figure is there and positive,
+// beside its baseline, the acceptance figures with their verdicts, and
+// nothing is left behind.
 func TestBenchQuick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -33,13 +34,20 @@ func TestBenchQuick(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, out.String())
 	}
+	if !rep.Signed {
+		t.Error("the report does not say the run was signed")
+	}
 	// Phase 1: five measures on each server (sync always, unsynced, R3),
-	// beside each other, six ratios between them and three under the default.
-	want := map[string]int{"1 append": 24, "2 projection": 4, "3 latency": 3, "4 replay": 7, "5 partitions": 5}
+	// beside each other, the API's two unsigned beside the signed ones
+	// under the default, five ratios between the servers and one more.
+	want := map[string]int{"1 append": 23, "2 projection": 4, "3 latency": 3, "4 replay": 8, "5 partitions": 3, "6 ownership": 2}
 	got := map[string]int{}
 	policies := map[string]int{}
+	signings := map[string]int{}
+	targets := 0
 	for _, r := range rep.Results {
 		got[r.Phase]++
+		signings[r.Signing]++
 		for _, p := range []string{"[sync always]", "[unsynced, interval:2m0s]", "[R3, interval:2m0s]"} {
 			if strings.HasSuffix(r.Name, p) {
 				policies[p]++
@@ -48,8 +56,14 @@ func TestBenchQuick(t *testing.T) {
 		if !(r.Value > 0) {
 			t.Errorf("%s %q = %v %s, want > 0", r.Phase, r.Name, r.Value, r.Unit)
 		}
-		if r.Target != "" && r.Met == nil {
-			t.Errorf("%s %q has a target but no verdict", r.Phase, r.Name)
+		if r.Baseline != "" && !(r.BaselineValue > 0 && r.Ratio > 0) {
+			t.Errorf("%s %q: baseline %q = %v, ratio %v", r.Phase, r.Name, r.Baseline, r.BaselineValue, r.Ratio)
+		}
+		if r.Target != "" {
+			targets++
+			if r.Met == nil {
+				t.Errorf("%s %q has a target but no verdict", r.Phase, r.Name)
+			}
 		}
 	}
 	for phase, n := range want {
@@ -57,11 +71,19 @@ func TestBenchQuick(t *testing.T) {
 			t.Errorf("phase %s: %d results, want %d", phase, got[phase], n)
 		}
 	}
-	if policies["[sync always]"] != 5 || policies["[unsynced, interval:2m0s]"] != 5 || policies["[R3, interval:2m0s]"] != 5 {
-		t.Errorf("append measures per server: %v, want 5 of each", policies)
+	if policies["[sync always]"] != 7 || policies["[unsynced, interval:2m0s]"] != 5 || policies["[R3, interval:2m0s]"] != 5 {
+		t.Errorf("append measures per server: %v, want 7 (the unsigned API's two too), 5 and 5", policies)
 	}
-	if len(rep.Phases) != 5 {
-		t.Errorf("%d phase times, want 5", len(rep.Phases))
+	// The issue's acceptance: API single and arrays, projector, replay
+	// unsigned and signed, rebuild, partitions twice, latency, ownership.
+	if targets != 10 {
+		t.Errorf("%d figures with a target, want 10", targets)
+	}
+	if signings["unsigned"] != 4 || signings["signed"] < 15 {
+		t.Errorf("figures by signing: %v, want 4 unsigned (API single and arrays, projector, replay) and the ledger's others signed", signings)
+	}
+	if len(rep.Phases) != 6 {
+		t.Errorf("%d phase times, want 6", len(rep.Phases))
 	}
 	if rep.TempDir == "" {
 		t.Error("no temporary directory reported")

@@ -24,8 +24,10 @@ import (
 )
 
 // startAPI runs the ledger's HTTP API (api.Serve, as `ledger serve` does)
-// on a free port, on the NATS server and database given, until stopAPI.
-func (b *bench) startAPI(ctx context.Context, natsURL, dbURL string) error {
+// on a free port, on the NATS server and database given, until stopAPI:
+// signing every event and trusting the run's key as deployed, unless
+// unsigned.
+func (b *bench) startAPI(ctx context.Context, natsURL, dbURL string, unsigned bool) error {
 	token, e, err := auth.Generate("bench", auth.Scopes, []string{auth.AllPools})
 	if err != nil {
 		return err
@@ -35,17 +37,21 @@ func (b *bench) startAPI(ctx context.Context, natsURL, dbURL string) error {
 		return err
 	}
 	b.apiToken = token
+	// The per-token rate is off: the phases measure what the append path
+	// carries with one token, not the limiter.
+	opts := []api.Option{api.WithTokens(tokens), api.WithTokenLimits(api.TokenLimits{Concurrent: api.DefaultTokenLimits.Concurrent})}
+	if b.signer != nil && !unsigned {
+		opts = append(opts, api.WithSigner(b.signer), api.WithTrustedKeys(b.keys))
+	}
 	actx, cancel := context.WithCancel(ctx)
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- api.Serve(actx, api.ServeConfig{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, NATSCreds: b.creds(natsURL), DatabaseURL: dbURL,
 			// Error level: stopping the API logs its NATS disconnection as a warning.
-			Logger: slog.New(slog.NewTextHandler(b.cfg.Progress, &slog.HandlerOptions{Level: slog.LevelError})),
-			Ready:  func(addr string) { ready <- addr },
-			// The per-token rate is off: the phases measure what the
-			// append path carries with one token, not the limiter.
-			Options: []api.Option{api.WithTokens(tokens), api.WithTokenLimits(api.TokenLimits{Concurrent: api.DefaultTokenLimits.Concurrent})}})
+			Logger:  slog.New(slog.NewTextHandler(b.cfg.Progress, &slog.HandlerOptions{Level: slog.LevelError})),
+			Ready:   func(addr string) { ready <- addr },
+			Options: opts})
 	}()
 	select {
 	case addr := <-ready:
@@ -123,6 +129,7 @@ func (b *bench) publishSetup(ctx context.Context, js jetstream.JetStream, pool s
 		}
 		msgs = append(msgs, m)
 	}
+	b.signAll(msgs)
 	return publishAsync(ctx, js, msgs)
 }
 
@@ -208,10 +215,12 @@ type appendTarget struct {
 	js             jetstream.JetStream
 }
 
-// appendFigures are one target's rates, in events/s, with their details.
+// appendFigures are one target's rates, in events/s, with their details;
+// the unsigned API's beside the signed one's on the first target.
 type appendFigures struct {
 	apiSingle, apiArray, rawSync, rawAsync, rawAtomic float64
-	details                                           [5]string
+	apiSingleUnsigned, apiArrayUnsigned               float64
+	details                                           [7]string
 }
 
 // appends is phase 1: events/s through the API, one event per request and
@@ -236,7 +245,9 @@ func (b *bench) appends(ctx context.Context) error {
 			}
 			t := targets[i]
 			b.progress("appends on the server with %s (round %d of %d)", t.label, round+1, appendRounds)
-			f, err := b.measureAppends(ctx, t, fmt.Sprintf("r%d", round))
+			// The unsigned API beside the signed one, under the default
+			// policy only.
+			f, err := b.measureAppends(ctx, t, fmt.Sprintf("r%d", round), i == 0 && b.signer != nil)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.label, err)
 			}
@@ -249,8 +260,28 @@ func (b *bench) appends(ctx context.Context) error {
 		for i, t := range targets { // beside each other: the same measure under each policy
 			f := figs[i]
 			v := [5]float64{f.apiSingle, f.apiArray, f.rawSync, f.rawAsync, f.rawAtomic}[k]
-			b.add(Result{Phase: "1 append", Name: name + " [" + t.label + "]", Value: v, Unit: "events/s",
-				Detail: fmt.Sprintf("%s (the better of %d rounds)", f.details[k], appendRounds)})
+			r := Result{Phase: "1 append", Name: name + " [" + t.label + "]", Value: v, Unit: "events/s",
+				Detail: fmt.Sprintf("%s (the better of %d rounds)", f.details[k], appendRounds)}
+			switch k {
+			case 0: // the API's own overhead on the raw publish it makes
+				r.Signing, r.Baseline, r.BaselineValue = b.signing(), "raw sync publish", f.rawSync
+			case 1: // arrays are atomic batches (docs/decisions.md #34)
+				r.Signing, r.Baseline, r.BaselineValue = b.signing(), "raw atomic batch", f.rawAtomic
+			}
+			if i == 0 && k == 0 {
+				r.Target, r.Min = "≥ 0.65", 0.65
+			}
+			if i == 0 && k == 1 {
+				r.Target, r.Min = "≥ 0.7", 0.7
+			}
+			b.add(r)
+			if i == 0 && k < 2 && f.apiSingleUnsigned > 0 {
+				u := r
+				u.Signing, u.Target, u.Met, u.Ratio = "unsigned", "", nil, 0
+				u.Value = [2]float64{f.apiSingleUnsigned, f.apiArrayUnsigned}[k]
+				u.Detail = fmt.Sprintf("%s (the better of %d rounds)", f.details[5+k], appendRounds)
+				b.add(u)
+			}
 		}
 	}
 	if len(targets) == 3 {
@@ -263,16 +294,9 @@ func (b *bench) appends(ctx context.Context) error {
 		b.add(Result{Phase: "1 append", Name: "API arrays: R3 / R1 sync always", Value: r3.apiArray / safe.apiArray, Unit: "ratio"})
 		b.add(Result{Phase: "1 append", Name: "raw sync publish: R3 / R1 sync always", Value: r3.rawSync / safe.rawSync, Unit: "ratio",
 			Detail: "the same comparison without the API: what replication itself costs"})
-		b.add(Result{Phase: "1 append", Name: "R3: API single / raw sync", Value: r3.apiSingle / r3.rawSync, Unit: "ratio"})
 	}
-	f := figs[0] // ratios under the default policy
-	b.add(Result{Phase: "1 append", Name: "API single / raw sync", Value: f.apiSingle / f.rawSync, Unit: "ratio"})
-	// The baseline of an array is the raw publish with the same guarantees:
-	// one atomic batch, all or nothing (docs/decisions.md #34).
-	b.add(Result{Phase: "1 append", Name: "API arrays / raw atomic batch", Value: f.apiArray / f.rawAtomic, Unit: "ratio",
-		Target: "≥ 0.5", Min: 0.5, Detail: "arrays are atomic batches; this is the API's own overhead on them (" + targets[0].label + ")"})
-	b.add(Result{Phase: "1 append", Name: "API arrays / raw async", Value: f.apiArray / f.rawAsync, Unit: "ratio",
-		Detail: "plain async publishing: no atomicity, no per-pool check"})
+	b.add(Result{Phase: "1 append", Name: "API arrays / raw async", Value: figs[0].apiArray / figs[0].rawAsync, Unit: "ratio",
+		Detail: "plain async publishing: no atomicity, no per-pool check (" + targets[0].label + ")"})
 	return nil
 }
 
@@ -282,8 +306,9 @@ const appendRounds = 2
 // best keeps, measure by measure, the higher rate of f and g.
 func (f appendFigures) best(g appendFigures) appendFigures {
 	out := f
-	for k, pair := range [5][2]*float64{{&out.apiSingle, &g.apiSingle}, {&out.apiArray, &g.apiArray}, {&out.rawSync, &g.rawSync},
-		{&out.rawAsync, &g.rawAsync}, {&out.rawAtomic, &g.rawAtomic}} {
+	for k, pair := range [7][2]*float64{{&out.apiSingle, &g.apiSingle}, {&out.apiArray, &g.apiArray}, {&out.rawSync, &g.rawSync},
+		{&out.rawAsync, &g.rawAsync}, {&out.rawAtomic, &g.rawAtomic}, {&out.apiSingleUnsigned, &g.apiSingleUnsigned},
+		{&out.apiArrayUnsigned, &g.apiArrayUnsigned}} {
 		if *pair[1] > *pair[0] {
 			*pair[0], out.details[k] = *pair[1], g.details[k]
 		}
@@ -292,46 +317,36 @@ func (f appendFigures) best(g appendFigures) appendFigures {
 }
 
 // measureAppends runs the append measures against one target, on pools
-// named after round (each round appends new events).
-func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string) (appendFigures, error) {
+// named after round (each round appends new events): the API as deployed
+// (signed unless the run is unsigned), the API unsigned when
+// withUnsigned, then the raw publishes of the same envelopes (signed
+// beforehand, so the same bytes as the API's).
+func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string, withUnsigned bool) (appendFigures, error) {
 	var f appendFigures
-	if err := b.startAPI(ctx, t.natsURL, t.dbURL); err != nil {
+	var err error
+	if f.apiSingle, f.apiArray, f.details[0], f.details[1], err = b.measureAPI(ctx, t, round, false); err != nil {
 		return f, err
 	}
-	defer func() {
-		if b.stopAPI != nil {
-			_ = b.stopAPI()
+	if withUnsigned {
+		if f.apiSingleUnsigned, f.apiArrayUnsigned, f.details[5], f.details[6], err = b.measureAPI(ctx, t, round+"u", true); err != nil {
+			return f, err
 		}
-	}()
+	}
 	clients, perSingle, perArray := b.n.clients, max(1, b.n.singles/b.n.clients), max(1, b.n.arrays/b.n.clients)
 	singles := make([]clientLoad, clients)
 	arrays := make([]clientLoad, clients)
-	b.progress("preparing %d single events and %d arrays of %d for %d clients", perSingle*clients, perArray*clients, b.n.arrayLen, clients)
 	for c := range clients {
 		singles[c] = b.makeLoad("s"+round, 100, c, perSingle, 1)
 		arrays[c] = b.makeLoad("a"+round, 200, c, perArray, b.n.arrayLen)
-		for _, l := range []clientLoad{singles[c], arrays[c]} {
-			if err := b.postSetup(ctx, l.apiPool); err != nil {
+		for _, pool := range []string{singles[c].rawPool, arrays[c].rawPool, atomicPool(arrays[c])} {
+			if err := b.publishSetup(ctx, t.js, pool); err != nil {
 				return f, err
 			}
-			if err := b.publishSetup(ctx, t.js, l.rawPool); err != nil {
-				return f, err
-			}
-		}
-		if err := b.publishSetup(ctx, t.js, atomicPool(arrays[c])); err != nil {
-			return f, err
 		}
 	}
-	singleBodies, arrayBodies := make([][][]byte, clients), make([][][]byte, clients)
 	singleMsgs, arrayMsgs, atomicMsgs := make([][][]*nats.Msg, clients), make([][][]*nats.Msg, clients), make([][][]*nats.Msg, clients)
 	for c := range clients {
 		var err error
-		if singleBodies[c], err = singles[c].bodies(false); err != nil {
-			return f, err
-		}
-		if arrayBodies[c], err = arrays[c].bodies(true); err != nil {
-			return f, err
-		}
 		if singleMsgs[c], err = singles[c].messages(singles[c].rawPool, "raw-"); err != nil {
 			return f, err
 		}
@@ -341,40 +356,16 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 		if atomicMsgs[c], err = arrays[c].messages(atomicPool(arrays[c]), "atomic-"); err != nil {
 			return f, err
 		}
+		for _, mss := range [][][]*nats.Msg{singleMsgs[c], arrayMsgs[c], atomicMsgs[c]} {
+			for _, ms := range mss {
+				b.signAll(ms)
+			}
+		}
 	}
 	nSingle, nArray := float64(perSingle*clients), float64(perArray*clients*b.n.arrayLen)
-	who := fmt.Sprintf("%d clients, each on its own pool", clients)
-
-	b.progress("API: %d single events, one POST each", perSingle*clients)
-	d, err := concurrently(clients, func(c int) error {
-		for _, body := range singleBodies[c] {
-			if _, err := b.post(ctx, singles[c].apiPool, body); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return f, err
-	}
-	f.apiSingle, f.details[0] = nSingle/d.Seconds(), fmt.Sprintf("%.0f events, %s, %.2fs", nSingle, who, d.Seconds())
-
-	b.progress("API: %d arrays of %d events", perArray*clients, b.n.arrayLen)
-	d, err = concurrently(clients, func(c int) error {
-		for _, body := range arrayBodies[c] {
-			if _, err := b.post(ctx, arrays[c].apiPool, body); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return f, err
-	}
-	f.apiArray, f.details[1] = nArray/d.Seconds(), fmt.Sprintf("%d arrays, %s, %.2fs", perArray*clients, who, d.Seconds())
 
 	b.progress("raw JetStream: %d synchronous publishes", perSingle*clients)
-	d, err = concurrently(clients, func(c int) error {
+	d, err := concurrently(clients, func(c int) error {
 		for _, ms := range singleMsgs[c] {
 			for _, m := range ms {
 				if _, err := t.js.PublishMsg(ctx, m, jetstream.WithMsgID(m.Header.Get(jetstream.MsgIDHeader))); err != nil {
@@ -417,6 +408,74 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 	}
 	f.rawAtomic, f.details[4] = nArray/d.Seconds(), fmt.Sprintf("the same %.0f envelopes, Nats-Batch-* headers + commit request (what the API sends, without its checks), %d publishers, %.2fs", nArray, clients, d.Seconds())
 	return f, nil
+}
+
+// measureAPI measures the API on target t, signed as the run is or
+// unsigned: single events, then arrays, each client on a pool of its own.
+func (b *bench) measureAPI(ctx context.Context, t appendTarget, round string, unsigned bool) (single, array float64, singleDetail, arrayDetail string, err error) {
+	if err := b.startAPI(ctx, t.natsURL, t.dbURL, unsigned); err != nil {
+		return 0, 0, "", "", err
+	}
+	defer func() {
+		if b.stopAPI != nil {
+			_ = b.stopAPI()
+		}
+	}()
+	clients, perSingle, perArray := b.n.clients, max(1, b.n.singles/b.n.clients), max(1, b.n.arrays/b.n.clients)
+	singles := make([]clientLoad, clients)
+	arrays := make([]clientLoad, clients)
+	how := "signed"
+	if unsigned || b.signer == nil {
+		how = "unsigned"
+	}
+	b.progress("preparing %d single events and %d arrays of %d for %d clients (API %s)", perSingle*clients, perArray*clients, b.n.arrayLen, clients, how)
+	singleBodies, arrayBodies := make([][][]byte, clients), make([][][]byte, clients)
+	for c := range clients {
+		singles[c] = b.makeLoad("s"+round, 100, c, perSingle, 1)
+		arrays[c] = b.makeLoad("a"+round, 200, c, perArray, b.n.arrayLen)
+		for _, l := range []clientLoad{singles[c], arrays[c]} {
+			if err := b.postSetup(ctx, l.apiPool); err != nil {
+				return 0, 0, "", "", err
+			}
+		}
+		if singleBodies[c], err = singles[c].bodies(false); err != nil {
+			return 0, 0, "", "", err
+		}
+		if arrayBodies[c], err = arrays[c].bodies(true); err != nil {
+			return 0, 0, "", "", err
+		}
+	}
+	nSingle, nArray := float64(perSingle*clients), float64(perArray*clients*b.n.arrayLen)
+	who := fmt.Sprintf("%d clients, each on its own pool", clients)
+
+	b.progress("API (%s): %d single events, one POST each", how, perSingle*clients)
+	d, err := concurrently(clients, func(c int) error {
+		for _, body := range singleBodies[c] {
+			if _, err := b.post(ctx, singles[c].apiPool, body); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, "", "", err
+	}
+	single, singleDetail = nSingle/d.Seconds(), fmt.Sprintf("%.0f events, %s, %.2fs", nSingle, who, d.Seconds())
+
+	b.progress("API (%s): %d arrays of %d events", how, perArray*clients, b.n.arrayLen)
+	d, err = concurrently(clients, func(c int) error {
+		for _, body := range arrayBodies[c] {
+			if _, err := b.post(ctx, arrays[c].apiPool, body); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, "", "", err
+	}
+	array, arrayDetail = nArray/d.Seconds(), fmt.Sprintf("%d arrays, %s, %.2fs", perArray*clients, who, d.Seconds())
+	return single, array, singleDetail, arrayDetail, nil
 }
 
 // atomicPool is the pool of the atomic-batch baseline of an array load.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
@@ -49,12 +50,18 @@ type Config struct {
 	EventsReplay, EventsProject int
 	// Keep keeps the temporary directory (and the databases).
 	Keep bool
+	// Unsigned runs the ledger without signing: no signing key in the
+	// API, no trusted keys in the projector and the readers. By default
+	// the run is signed, as `ledger dev` and production run, with the
+	// unsigned figures of appends, projection and replay beside.
+	Unsigned bool
 	// Progress receives a line per phase step (nil: discarded).
 	Progress io.Writer
 	// Rebuild rebuilds the whole projection of the stream at natsURL into
 	// the empty, migrated database at intoURL with the ledger's rebuild
-	// code path (`ledger replay --into`).
-	Rebuild func(ctx context.Context, natsURL, intoURL string) error
+	// code path (`ledger replay --into`), trusting the keys of the file
+	// trustedKeys ("": none, unsigned).
+	Rebuild func(ctx context.Context, natsURL, intoURL, trustedKeys string) error
 }
 
 // Defaults.
@@ -77,15 +84,17 @@ type sizes struct {
 	publishBatch int // async publishes in flight before waiting for the acks
 	// partitionEvents is the events per pool of phase 5's 64 pools.
 	partitionEvents int
+	// ownershipEvents is the length of each of phase 6's two logs.
+	ownershipEvents int
 	projectorName   string
 }
 
 func (c Config) sizes() sizes {
 	s := sizes{clients: 4, singles: 3000, arrays: 100, arrayLen: 100, project: DefaultEventsProject,
 		latencyRate: 1000, latencyFor: 10 * time.Second, latencyPools: 8, replay: DefaultEventsReplay, publishBatch: 1000,
-		partitionEvents: 1000}
+		partitionEvents: 1000, ownershipEvents: 5000}
 	if c.Quick {
-		s.singles, s.arrays, s.project, s.latencyFor, s.replay, s.partitionEvents = 200, 8, 2000, time.Second, 5000, 20
+		s.singles, s.arrays, s.project, s.latencyFor, s.replay, s.partitionEvents, s.ownershipEvents = 200, 8, 2000, time.Second, 5000, 20, 200
 	}
 	if c.EventsProject > 0 {
 		s.project = c.EventsProject
@@ -126,6 +135,13 @@ type bench struct {
 	http     *http.Client
 	stopAPI  func() error // nil when the API is not running
 
+	// signer signs every event the run writes, and the API's; keys
+	// (written to keysFile for the rebuild) trusts it. Both nil with
+	// Config.Unsigned.
+	signer   *signing.Signer
+	keys     *signing.Keyring
+	keysFile string
+
 	report  *Report
 	started time.Time
 	// projectRate is phase 2's projector rate, and projectLast the last
@@ -147,7 +163,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	b := &bench{cfg: cfg, n: cfg.sizes(), runID: randomHex(4), started: time.Now(),
 		log: slog.New(slog.NewTextHandler(cfg.Progress, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	b.n.projectorName = "bench-" + b.runID
-	b.report = &Report{Quick: cfg.Quick, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	b.report = &Report{Quick: cfg.Quick, Signed: !cfg.Unsigned, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
 	defer func() {
 		if cerr := b.close(); err == nil && cerr != nil {
 			err = cerr
@@ -165,6 +181,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		{"3 latency", b.latency},
 		{"4 replay", b.replay},
 		{"5 partitions", b.partitions},
+		{"6 ownership", b.ownership},
 	}
 	for _, ph := range phases {
 		b.progress("phase %s: start", ph.name)
@@ -186,18 +203,26 @@ func (b *bench) progress(format string, args ...any) {
 
 // open starts or connects to the servers and prepares the database.
 func (b *bench) open(ctx context.Context) error {
-	if b.cfg.NATSURL == "" || b.cfg.DatabaseURL == "" {
-		dir, err := os.MkdirTemp("", "ledger-bench-")
-		if err != nil {
+	dir, err := os.MkdirTemp("", "ledger-bench-")
+	if err != nil {
+		return err
+	}
+	// As root PostgreSQL runs as its own user, which must pass through
+	// this directory (its own, made here) to its data in dir/pg.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
+	b.dir = dir
+	b.report.TempDir = dir
+	if !b.cfg.Unsigned {
+		// A key of the run's own, as `ledger dev` makes one: the API
+		// signs with it, the projector and the readers trust it.
+		b.signer = signing.Generate()
+		b.keys = signing.NewKeyring(b.signer.Public())
+		b.keysFile = filepath.Join(dir, signing.TrustedKeysFile)
+		if err := os.WriteFile(b.keysFile, signing.PublicPEM(b.signer.Public()), 0o644); err != nil {
 			return err
 		}
-		// As root PostgreSQL runs as its own user, which must pass through
-		// this directory (its own, made here) to its data in dir/pg.
-		if err := os.Chmod(dir, 0o711); err != nil {
-			return err
-		}
-		b.dir = dir
-		b.report.TempDir = dir
 	}
 	b.natsURL = b.cfg.NATSURL
 	if b.natsURL == "" {
@@ -229,7 +254,6 @@ func (b *bench) open(ctx context.Context) error {
 	} else {
 		b.report.Postgres = redact(b.adminDB)
 	}
-	var err error
 	if b.dbURL, err = b.createDatabase(ctx, "bench_"+b.runID); err != nil {
 		return err
 	}
@@ -426,8 +450,14 @@ type runningProjector struct {
 }
 
 // startProjector runs a projector named name on the run's database until
-// stop is called.
+// stop is called, as deployed (trusting the run's key).
 func (b *bench) startProjector(ctx context.Context, name string) (*runningProjector, error) {
+	return b.startProjectorOn(ctx, name, b.db, b.keys)
+}
+
+// startProjectorOn runs a projector named name on db, trusting keys (nil:
+// unsigned), until stop is called.
+func (b *bench) startProjectorOn(ctx context.Context, name string, db *pgxpool.Pool, keys *signing.Keyring) (*runningProjector, error) {
 	nc, err := b.connect(b.natsURL, nats.Name("ledger-bench-projector"))
 	if err != nil {
 		return nil, err
@@ -442,7 +472,7 @@ func (b *bench) startProjector(ctx context.Context, name string) (*runningProjec
 	go func() {
 		defer close(rp.done)
 		defer nc.Close()
-		rp.err = projections.New(js, b.db, projections.WithName(name), projections.WithLogger(b.log)).Run(pctx)
+		rp.err = projections.New(js, db, projections.WithName(name), projections.WithLogger(b.log), projections.WithTrustedKeys(keys)).Run(pctx)
 	}()
 	return rp, nil
 }
@@ -470,8 +500,13 @@ func (b *bench) lastSeq(ctx context.Context) (uint64, error) {
 // waitOffset polls projector_offsets every interval until the projector
 // name has committed last, and returns when it saw it.
 func (b *bench) waitOffset(ctx context.Context, name string, last uint64, every time.Duration, stopped <-chan struct{}) (time.Time, error) {
+	return waitOffsetIn(ctx, b.db, name, last, every, stopped)
+}
+
+// waitOffsetIn is waitOffset in db.
+func waitOffsetIn(ctx context.Context, db *pgxpool.Pool, name string, last uint64, every time.Duration, stopped <-chan struct{}) (time.Time, error) {
 	for {
-		seq, err := query.ProjectorOffset(ctx, b.db, name)
+		seq, err := query.ProjectorOffset(ctx, db, name)
 		now := time.Now()
 		if err != nil {
 			return now, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +42,7 @@ var partitionSetups = []partitionSetup{
 }
 
 func (b *bench) partitions(ctx context.Context) error {
-	url, js, stop, err := b.partitionStream(ctx)
+	url, js, stop, err := b.freshStream(ctx, "nats-partitions")
 	if err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ func (b *bench) partitions(ctx context.Context) error {
 	per := b.n.partitionEvents
 	b.progress("writing %d pools of %d events each", partitionPools, per)
 	for i := range partitionPools {
-		if _, err := b.writeLogTo(ctx, js, fmt.Sprintf("part-%s-%d", b.runID, i), uint64(100+i), per); err != nil {
+		if _, err := b.writeLogTo(ctx, js, fmt.Sprintf("part-%s-%d", b.runID, i), setup(), uint64(100+i), per); err != nil {
 			return err
 		}
 	}
@@ -61,33 +62,32 @@ func (b *bench) partitions(ctx context.Context) error {
 	rates := make([]float64, len(partitionSetups))
 	for k, setup := range partitionSetups {
 		b.progress("projecting %d events: %s", last, setup.name)
-		rate, err := b.projectWith(ctx, url, k, setup, last)
+		rate, err := b.projectWith(ctx, url, fmt.Sprintf("part%d", k), setup, last)
 		if err != nil {
 			return fmt.Errorf("%s: %w", setup.name, err)
 		}
 		rates[k] = rate
-		r := Result{Phase: "5 partitions", Name: "projector, " + setup.name, Value: rate, Unit: "events/s",
-			Detail: fmt.Sprintf("%d events over %d pools, fresh database", last, partitionPools)}
-		if k == 0 {
-			r.Detail += " (the baseline)"
-		}
-		b.add(r)
 	}
-	b.add(Result{Phase: "5 partitions", Name: "1 partitioned instance / unpartitioned", Value: rates[1] / rates[0], Unit: "ratio",
-		Detail: "the cost of every partition reading the whole stream"})
-	b.add(Result{Phase: "5 partitions", Name: "2 instances / 1 instance", Value: rates[2] / rates[1], Unit: "ratio",
-		Detail: fmt.Sprintf("on %d cores, shared with PostgreSQL and NATS", b.report.CPUs)})
+	detail := fmt.Sprintf("%d events over %d pools, fresh database", last, partitionPools)
+	b.add(Result{Phase: "5 partitions", Name: "projector, " + partitionSetups[0].name, Signing: b.signing(), Value: rates[0], Unit: "events/s",
+		Detail: detail + " (the baseline)"})
+	b.add(Result{Phase: "5 partitions", Name: "projector, " + partitionSetups[1].name, Signing: b.signing(), Value: rates[1], Unit: "events/s",
+		Baseline: "unpartitioned", BaselineValue: rates[0], Target: "≥ 0.95", Min: 0.95, Detail: detail})
+	b.add(Result{Phase: "5 partitions", Name: "projector, " + partitionSetups[2].name, Signing: b.signing(), Value: rates[2], Unit: "events/s",
+		Baseline: "1 instance", BaselineValue: rates[1], Target: "> 1", Min: 1, Above: true,
+		Detail: detail + fmt.Sprintf("; on %d cores, shared with PostgreSQL and NATS", b.report.CPUs)})
 	return nil
 }
 
-// partitionStream is a fresh embedded server for phase 5 (so its log holds
-// only its pools), or the run's own server when it is not embedded.
-func (b *bench) partitionStream(ctx context.Context) (string, jetstream.JetStream, func(), error) {
+// freshStream is a fresh embedded server for phases 5 and 6 (so its log
+// holds only their pools), its store in dir under the run's, or the run's
+// own server when it is not embedded.
+func (b *bench) freshStream(ctx context.Context, dir string) (string, jetstream.JetStream, func(), error) {
 	if b.ns == nil {
-		b.report.Notes = append(b.report.Notes, "with --nats-url, phase 5 projects the whole stream of that server")
+		b.report.Notes = append(b.report.Notes, "with --nats-url, phases 5 and 6 project the whole stream of that server")
 		return b.natsURL, b.js, func() {}, nil
 	}
-	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, "nats-partitions")),
+	ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(filepath.Join(b.dir, dir)),
 		natsserver.WithListen("127.0.0.1:0"), natsserver.WithSync(unsynced))
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("start NATS: %w", err)
@@ -111,8 +111,8 @@ func (b *bench) partitionStream(ctx context.Context) (string, jetstream.JetStrea
 
 // projectWith projects the stream at url into a fresh database with the
 // setup's instances, each on its own NATS connection, and returns events/s.
-func (b *bench) projectWith(ctx context.Context, url string, k int, setup partitionSetup, last uint64) (float64, error) {
-	dbURL, err := b.createDatabase(ctx, fmt.Sprintf("bench_%s_part%d", b.runID, k))
+func (b *bench) projectWith(ctx context.Context, url, tag string, setup partitionSetup, last uint64) (float64, error) {
+	dbURL, err := b.createDatabase(ctx, fmt.Sprintf("bench_%s_%s", b.runID, strings.ReplaceAll(tag, "-", "_")))
 	if err != nil {
 		return 0, err
 	}
@@ -127,7 +127,7 @@ func (b *bench) projectWith(ctx context.Context, url string, k int, setup partit
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	errs := make(chan error, max(setup.instances, 1))
-	name := fmt.Sprintf("bench-%s-part%d", b.runID, k)
+	name := fmt.Sprintf("bench-%s-%s", b.runID, tag)
 	start := time.Now()
 	for i := range max(setup.instances, 1) {
 		nc, err := b.connect(url, nats.Name(fmt.Sprintf("ledger-bench-projector-%d", i)))
@@ -136,7 +136,8 @@ func (b *bench) projectWith(ctx context.Context, url string, k int, setup partit
 			return 0, err
 		}
 		js, _ := jetstream.New(nc)
-		opts := []projections.Option{projections.WithName(name), projections.WithLogger(b.log), projections.WithInstance(fmt.Sprintf("i%d", i))}
+		opts := []projections.Option{projections.WithName(name), projections.WithLogger(b.log), projections.WithInstance(fmt.Sprintf("i%d", i)),
+			projections.WithTrustedKeys(b.keys)}
 		wg.Go(func() {
 			defer nc.Close()
 			var err error

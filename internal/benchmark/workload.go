@@ -52,6 +52,43 @@ func setup() []events.Payload {
 	return out
 }
 
+// ownedSetup is setup with ownership by group (rules v3): the 20 hosts
+// in 4 groups of 5; each department owns 100 slots of one group, its
+// first five teams 20 each of them, and their first five applications 4
+// each: 250 leaves own slots, half the pool's 2,000 slots are owned.
+func ownedSetup() []events.Payload {
+	ps := setup()
+	plan := ps[0].(*events.PlanChange).Plan
+	plan.Rules = 3
+	group := func(i int) string { return fmt.Sprintf("g%d", i%4) }
+	owns := func(g string, slots int64) []events.OwnEntry {
+		return []events.OwnEntry{{Group: g, Slots: &slots}}
+	}
+	cs := make([]events.Consumer, len(plan.Consumers))
+	copy(cs, plan.Consumers)
+	for k := range cs {
+		var i, j, a int
+		switch n, _ := fmt.Sscanf(cs[k].Path, "/d%d/t%d/a%d", &i, &j, &a); n {
+		case 1:
+			cs[k].Own = owns(group(i), 100)
+		case 2:
+			if j < 5 {
+				cs[k].Own = owns(group(i), 20)
+			}
+		case 3:
+			if j < 5 && a < 5 {
+				cs[k].Own = owns(group(i), 4)
+			}
+		}
+	}
+	plan.Consumers = cs
+	out := []events.Payload{&events.PlanChange{Plan: plan}}
+	for h := range numHosts {
+		out = append(out, &events.HostUp{Host: fmt.Sprintf("h%02d", h), Group: group(h / 5), Slots: hostSlots})
+	}
+	return out
+}
+
 func leafPaths() []string {
 	var out []string
 	for i := range fanout {
@@ -78,14 +115,18 @@ type generator struct {
 
 // newGenerator returns a generator whose mirror has the setup applied;
 // the same seed gives the same events.
-func newGenerator(seed uint64) *generator {
+func newGenerator(seed uint64) *generator { return newGeneratorFor(seed, setup()) }
+
+// newGeneratorFor is newGenerator for a pool made by the events of setup
+// (the same tree of leaves: setup or ownedSetup).
+func newGeneratorFor(seed uint64, setup []events.Payload) *generator {
 	g := &generator{
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		leaves: leafPaths(),
 		mirror: domain.NewPool("mirror"),
 		at:     time.Now().UTC().Truncate(time.Microsecond),
 	}
-	for _, p := range setup() {
+	for _, p := range setup {
 		g.apply(p)
 	}
 	return g
@@ -143,6 +184,14 @@ func envelopeMsg(pool, id string, at time.Time, p events.Payload) (*nats.Msg, er
 	m.Data = b
 	m.Header.Set(jetstream.MsgIDHeader, id)
 	return m, nil
+}
+
+// signAll signs msgs as the ledger does (when the run is signed), over
+// every core: the harness writes logs of up to a million events.
+func (b *bench) signAll(msgs []*nats.Msg) {
+	if b.signer != nil {
+		b.signer.SignAll(msgs)
+	}
 }
 
 // requestBody is the body of a POST of one event (array false) or of
