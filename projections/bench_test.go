@@ -167,3 +167,41 @@ func BenchmarkRawInsert(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/time.Since(begin).Seconds(), "events/s")
 }
+
+// BenchmarkProjectSmallBatches is BenchmarkProject in batches of 10
+// events, as a live projector writes them, each written in one pipelined
+// round trip (pipelined) or by COPYs in a transaction (copy), and
+// committed asynchronously or synchronously: the per-batch cost of the
+// write path.
+func BenchmarkProjectSmallBatches(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{
+		{"pipelined-async", nil},
+		{"copy-async", []Option{WithPipelineRows(0)}},
+		{"pipelined-sync", []Option{WithSynchronousCommit()}},
+		{"copy-sync", []Option{WithPipelineRows(0), WithSynchronousCommit()}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			n := max(b.N, 100)
+			subjects, bodies := benchStream(n)
+			projectBacklog(b, n, subjects, bodies, func(js jetstream.JetStream, db *pgxpool.Pool) *Projector {
+				return New(js, db, append([]Option{WithLogger(quietLog()), WithBatchSize(10)}, c.opts...)...)
+			})
+		})
+	}
+}
+
+// BenchmarkProjectBatchSize is BenchmarkProject at several batch sizes.
+func BenchmarkProjectBatchSize(b *testing.B) {
+	for _, size := range []int{250, 500, 1000, 2000, 4000} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			n := max(b.N, 100)
+			subjects, bodies := benchStream(n)
+			projectBacklog(b, n, subjects, bodies, func(js jetstream.JetStream, db *pgxpool.Pool) *Projector {
+				return New(js, db, WithLogger(quietLog()), WithBatchSize(size))
+			})
+		})
+	}
+}

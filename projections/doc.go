@@ -20,6 +20,13 @@
 // anything redelivered at or below the committed sequence is acked and
 // ignored. So a crash at any point neither loses nor doubles a row.
 //
+// Every run of messages is decoded and its signatures checked over all
+// the cores before it is folded in order ([DecodeAll], [ReadDecoded];
+// decode.go). A batch commits asynchronously (PostgreSQL may lose the
+// last ones in a crash; the offset commits with them, so the projector
+// folds them again: docs/decisions.md 305), and a small batch is written
+// in one pipelined round trip (write.go, 306).
+//
 // Its durable (or, partitioned, its partitions' durables) is the only
 // consumer it holds: every other read of the log (each pool's rebuild at
 // start, a halted pool's catch-up, healing, gap filling, [WithUntil]'s

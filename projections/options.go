@@ -23,6 +23,9 @@ const (
 	// newest snapshot in seconds (docs/decisions.md #182).
 	DefaultSnapshotCost = 200_000
 	DefaultName         = "projector"
+	// DefaultPipelineRows is the largest batch written in one round trip
+	// (write.go, docs/decisions.md #306).
+	DefaultPipelineRows = 2000
 )
 
 // Failpoint stages, for crash tests (WithFailpoint).
@@ -58,6 +61,8 @@ type config struct {
 	healLock      *sync.Mutex // a Group's partitions heal the stream one at a time
 	until         uint64      // WithUntil: fold up to it with direct gets, then return (until.go)
 	development   bool        // fold the rules version in development (WithDevelopmentRules)
+	syncCommit    bool        // WithSynchronousCommit: wait for PostgreSQL's WAL flush at each commit
+	pipelineRows  int         // batches of at most this many rows are written in one round trip (write.go)
 
 	metrics *metrics.Projector // nil: no figures recorded (metrics.go)
 }
@@ -75,8 +80,25 @@ func defaults() config {
 		idleWait:      5 * time.Second,
 		instance:      defaultInstance(),
 		pinnedTTL:     DefaultPinnedTTL,
+		pipelineRows:  DefaultPipelineRows,
 	}
 }
+
+// WithSynchronousCommit makes every batch's commit wait until PostgreSQL
+// has flushed it to disk (synchronous_commit on, PostgreSQL's default).
+// By default the projector commits asynchronously: the log is the truth
+// and each batch's offset commits with its rows, so a commit PostgreSQL
+// loses in a crash is folded again from the log (docs/decisions.md #305).
+// A deployment whose NATS syncs in the background on the same machine as
+// PostgreSQL, and relies on the projection to heal the stream of every
+// projected event after a crash of both, wants it on.
+func WithSynchronousCommit() Option { return func(c *config) { c.syncCommit = true } }
+
+// WithPipelineRows sets the largest batch (events, decisions, history,
+// snapshot and plan rows together) written as one pipelined round trip
+// instead of COPYs in a transaction (default DefaultPipelineRows; 0 or
+// less: every batch by COPY).
+func WithPipelineRows(n int) Option { return func(c *config) { c.pipelineRows = n } }
 
 // WithTrustedKeys makes the projector refuse (code unauthenticated) every
 // event no key of keys signed. Without it events are not authenticated.

@@ -119,6 +119,9 @@ func (p *Projector) Run(ctx context.Context) error {
 		p.writer = p.startWriter(ctx)
 		for err == nil && ctx.Err() == nil {
 			err = p.step(ctx)
+			if errors.Is(err, errOffsetBehind) {
+				err = p.startAgain(ctx, err)
+			}
 		}
 		werr := p.writer.stop()
 		if err == nil {
@@ -132,6 +135,24 @@ func (p *Projector) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// startAgain starts the projector again from what PostgreSQL holds after
+// it found the committed offset behind its own (errOffsetBehind):
+// PostgreSQL lost commits it had acknowledged, which asynchronous commit
+// allows in a crash. Those batches are folded again from the log.
+func (p *Projector) startAgain(ctx context.Context, cause error) error {
+	_ = p.writer.stop() // it failed with cause: nothing after it was written
+	p.mu.Lock()
+	p.applied = map[string]uint64{} // start sets what PostgreSQL holds
+	p.mu.Unlock()
+	p.cfg.log.Warn("projector: PostgreSQL lost committed batches (a crash under asynchronous commit); starting again from what it holds", "err", cause)
+	if err := p.retry(ctx, "start again", func() error { return p.start(ctx) }); err != nil {
+		return err
+	}
+	p.folded = p.committed
+	p.writer = p.startWriter(ctx)
+	return nil
 }
 
 // step fetches and projects one batch, retrying transient failures.
@@ -415,7 +436,12 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	}
 	start := time.Now()
 	err := p.retry(ctx, "write batch", func() error {
-		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { return p.writeTx(ctx, tx, b, f) })
+		var err error
+		if f != nil && p.pipelined(b, f) {
+			err = p.writePipelined(ctx, b, f)
+		} else {
+			err = pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { return p.writeTx(ctx, tx, b, f) })
+		}
 		if errors.Is(err, errCommitted) {
 			return nil // the previous attempt's commit went through
 		}

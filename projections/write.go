@@ -7,8 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cluster-ledger/ledger/domain"
 )
@@ -155,6 +157,25 @@ var (
 	snapshotCols  = []string{"pool", "seq", "format", "state", "state_hash"}
 	errCommitted  = errors.New("batch already committed")
 	sqlLockOffset = `SELECT stream_seq FROM projector_offsets WHERE name = $1 FOR UPDATE`
+	// sqlAsyncCommit makes the transaction's commit asynchronous
+	// (docs/decisions.md #305).
+	sqlAsyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+	// sqlGuardOffset locks the offset row and fails the whole pipelined
+	// batch (division by zero: nothing of it is written) unless the
+	// committed offset is $2, where the batch continues from.
+	sqlGuardOffset = `SELECT 1 / (CASE WHEN coalesce(max(o.stream_seq), 0) = $2 THEN 1 ELSE 0 END)
+FROM (SELECT stream_seq FROM projector_offsets WHERE name = $1 FOR UPDATE) o`
+)
+
+// The column types of the tables the pipelined path inserts into, in
+// the order of their column lists, for unnest.
+var (
+	eventTypes    = []string{"text", "bigint", "text", "text", "int", "timestamptz", "text", "jsonb", "text", "text", "bytea", "bytea", "text", "jsonb", "bytea", "smallint"}
+	decisionTypes = []string{"text", "bigint", "int", "text", "text", "text", "text", "bigint", "text", "timestamptz"}
+	historyTypes  = []string{"text", "text", "bigint", "bigint", "timestamptz", "bigint", "timestamptz"}
+	ownHistTypes  = []string{"text", "text", "text", "bigint", "bigint", "timestamptz", "bigint", "timestamptz"}
+	consumerTypes = []string{"text", "text", "text", "boolean", "bigint", "bigint", "text"}
+	snapshotTypes = []string{"text", "bigint", "int", "bytea", "bytea"}
 )
 
 const (
@@ -249,11 +270,25 @@ func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRo
 // lost in flight (already there) is not written twice, and a batch that
 // does not follow the committed offset (another writer) is not written.
 func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error {
+	q := &pgx.Batch{}
+	if !p.cfg.syncCommit {
+		q.Queue(sqlAsyncCommit) // in the same round trip as the lock
+	}
 	var stored int64
-	err := tx.QueryRow(ctx, sqlLockOffset, p.offsetName()).Scan(&stored)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	q.Queue(sqlLockOffset, p.offsetName()).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&stored); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return err
 	}
+	return p.judgeOffset(b, stored)
+}
+
+// judgeOffset decides what the committed offset stored means for batch b.
+func (p *Projector) judgeOffset(b *batch, stored int64) error {
 	switch {
 	case !b.catchUp && b.to == b.from && uint64(stored) == b.from:
 		// Deferred events only (fair.go): the offset stays. The batch
@@ -274,11 +309,21 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 		// The partition moved to another instance, which committed: this
 		// one's batch is dropped, never written over it.
 		return fmt.Errorf("%w: projector_offsets[%s] is at %d, this instance continues from %d", ErrPartitionLost, p.offsetName(), stored, b.from)
+	case uint64(stored) < b.from:
+		// Gone back: PostgreSQL lost commits it had acknowledged (an
+		// asynchronous commit and a crash, or a restored backup). What
+		// it holds is consistent (each offset commits with its rows), so
+		// the projector starts again from there (Run).
+		return fmt.Errorf("%w: projector_offsets[%s] is at %d, this projector continues from %d", errOffsetBehind, p.cfg.name, stored, b.from)
 	case uint64(stored) != b.from:
 		return fatalf("projector_offsets[%s] is at %d but this projector continues from %d: another projector with the same name is writing", p.cfg.name, stored, b.from)
 	}
 	return nil
 }
+
+// errOffsetBehind: the committed offset is behind what this projector
+// committed; Run starts it again from PostgreSQL.
+var errOffsetBehind = errors.New("PostgreSQL holds an older offset than this projector committed")
 
 func (p *Projector) writeHistory(ctx context.Context, tx pgx.Tx, b *batch) error {
 	if c := b.closes; len(c.pools) > 0 {
@@ -286,11 +331,7 @@ func (p *Projector) writeHistory(ctx context.Context, tx pgx.Tx, b *batch) error
 			return fmt.Errorf("close allocation_history rows: %w", err)
 		}
 	}
-	rows := make([][]any, len(b.history))
-	for i, h := range b.history {
-		rows[i] = []any{h.pool, h.consumer, h.slots, int64(h.fromSeq), h.fromTime, h.toSeq, h.toTime}
-	}
-	if err := copyRows(ctx, tx, "allocation_history", historyCols, rows); err != nil {
+	if err := copyRows(ctx, tx, "allocation_history", historyCols, historyRows(b)); err != nil {
 		return err
 	}
 	if c := b.ownCloses; len(c.pools) > 0 {
@@ -298,11 +339,7 @@ func (p *Projector) writeHistory(ctx context.Context, tx pgx.Tx, b *batch) error
 			return fmt.Errorf("close ownership_history rows: %w", err)
 		}
 	}
-	rows = make([][]any, len(b.ownHistory))
-	for i, h := range b.ownHistory {
-		rows[i] = []any{h.pool, h.key[0], h.key[1], h.slots, int64(h.fromSeq), h.fromTime, h.toSeq, h.toTime}
-	}
-	return copyRows(ctx, tx, "ownership_history", ownHistCols, rows)
+	return copyRows(ctx, tx, "ownership_history", ownHistCols, ownHistoryRows(b))
 }
 
 func (p *Projector) writePlans(ctx context.Context, tx pgx.Tx, f *finalRows) error {
@@ -321,6 +358,16 @@ func (p *Projector) writePlans(ctx context.Context, tx pgx.Tx, f *finalRows) err
 
 func (p *Projector) writeCurrent(ctx context.Context, tx pgx.Tx, b *batch, f *finalRows) error {
 	q := &pgx.Batch{}
+	p.queueCurrent(q, b, f)
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return fmt.Errorf("upsert current state: %w", err)
+	}
+	return nil
+}
+
+// queueCurrent queues the upserts of the current state, the checkpoints
+// and the offset.
+func (p *Projector) queueCurrent(q *pgx.Batch, b *batch, f *finalRows) {
 	queue := func(sql string, cols []([]any)) {
 		if len(cols[0]) > 0 {
 			args := make([]any, len(cols))
@@ -340,10 +387,119 @@ func (p *Projector) writeCurrent(ctx context.Context, tx pgx.Tx, b *batch, f *fi
 	queue(sqlUpsertCheckpoints, f.checkpoints[:])
 	part, parts := p.partitionCols()
 	q.Queue(sqlUpsertOffset, p.offsetName(), int64(b.to), part, parts, p.cfg.instance)
-	if err := tx.SendBatch(ctx, q).Close(); err != nil {
-		return fmt.Errorf("upsert current state: %w", err)
+}
+
+// A small batch (a live projector's: a few events, their decisions and
+// history) spends its time in round trips, not rows: BEGIN, the offset,
+// a COPY per table, the closes, the upserts and COMMIT are about eight.
+// writePipelined sends it all as one pipeline of statements under one
+// Sync, which PostgreSQL runs as one implicit transaction: every
+// statement or none, and one round trip. Rows go in by INSERT ... SELECT
+// FROM unnest (COPY cannot be pipelined), so a large batch, where the
+// rows cost more than the round trips, still goes by COPY (writeTx).
+
+// pipelined reports whether batch b is written by writePipelined: small,
+// and none of the rare writes (saved states, halts, a halted pool's
+// catch-up) that writeTx keeps.
+func (p *Projector) pipelined(b *batch, f *finalRows) bool {
+	if b.catchUp || len(b.saved) > 0 || len(b.halts) > 0 {
+		return false
 	}
-	return nil
+	rows := len(b.events) + len(b.decisions) + len(b.history) + len(b.ownHistory) + len(b.snapshots) + len(f.consumers)
+	return rows <= p.cfg.pipelineRows
+}
+
+// writePipelined writes batch b in one round trip (above). The offset
+// guard fails the whole of it when the committed offset is not where b
+// continues from; checkOffset then says why, in a transaction of its own.
+func (p *Projector) writePipelined(ctx context.Context, b *batch, f *finalRows) error {
+	// A crash here (a test's failpoint) writes nothing, as one before the
+	// COMMIT of writeTx does.
+	if err := p.fail(StageBeforeCommit); err != nil {
+		return err
+	}
+	q := &pgx.Batch{}
+	if !p.cfg.syncCommit {
+		q.Queue(sqlAsyncCommit)
+	}
+	q.Queue(sqlGuardOffset, p.offsetName(), int64(b.from))
+	queueInsert(q, "events", eventCols, eventTypes, b.events)
+	queueInsert(q, "decisions", decisionCols, decisionTypes, b.decisions)
+	if c := b.closes; len(c.pools) > 0 {
+		q.Queue(sqlCloseHistory, c.pools, c.consumers, c.froms, c.seqs, c.times)
+	}
+	queueInsert(q, "allocation_history", historyCols, historyTypes, historyRows(b))
+	if c := b.ownCloses; len(c.pools) > 0 {
+		q.Queue(sqlCloseOwnHistory, c.pools, c.consumers, c.hosts, c.froms, c.seqs, c.times)
+	}
+	queueInsert(q, "ownership_history", ownHistCols, ownHistTypes, ownHistoryRows(b))
+	if len(f.planPools) > 0 {
+		q.Queue(sqlDeleteConsumers, f.planPools)
+		q.Queue(sqlDeleteState, f.planPools)
+		queueInsert(q, "consumers", consumerCols, consumerTypes, f.consumers)
+	}
+	p.queueCurrent(q, b, f)
+	queueInsert(q, "snapshots", snapshotCols, snapshotTypes, b.snapshots)
+	err := p.db.SendBatch(ctx, q).Close()
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == sqlstateDivisionByZero {
+		// Only the guard divides: the offset is not where b continues.
+		// Nothing was written; the transaction path tells why.
+		err = pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+			if err := p.checkOffset(ctx, tx, b); err != nil {
+				return err
+			}
+			return fmt.Errorf("projector_offsets[%s] moved while a batch was written; writing it again", p.offsetName())
+		})
+	}
+	return err
+}
+
+const sqlstateDivisionByZero = "22012"
+
+// insertSQL caches the INSERT ... SELECT FROM unnest of each table.
+var insertSQL sync.Map
+
+// queueInsert queues the insertion of rows into table (columns cols of
+// SQL types types) as one statement, each column an array parameter.
+func queueInsert(q *pgx.Batch, table string, cols, types []string, rows [][]any) {
+	if len(rows) == 0 {
+		return
+	}
+	sql, ok := insertSQL.Load(table)
+	if !ok {
+		params := make([]string, len(types))
+		for i, t := range types {
+			params[i] = fmt.Sprintf("$%d::%s[]", i+1, t)
+		}
+		sql, _ = insertSQL.LoadOrStore(table, fmt.Sprintf("INSERT INTO %s (%s) SELECT * FROM unnest(%s)",
+			pgx.Identifier{table}.Sanitize(), strings.Join(cols, ", "), strings.Join(params, ", ")))
+	}
+	args := make([]any, len(cols))
+	for c := range cols {
+		col := make([]any, len(rows))
+		for r := range rows {
+			col[r] = rows[r][c]
+		}
+		args[c] = col
+	}
+	q.Queue(sql.(string), args...)
+}
+
+func historyRows(b *batch) [][]any {
+	rows := make([][]any, len(b.history))
+	for i, h := range b.history {
+		rows[i] = []any{h.pool, h.consumer, h.slots, int64(h.fromSeq), h.fromTime, h.toSeq, h.toTime}
+	}
+	return rows
+}
+
+func ownHistoryRows(b *batch) [][]any {
+	rows := make([][]any, len(b.ownHistory))
+	for i, h := range b.ownHistory {
+		rows[i] = []any{h.pool, h.key[0], h.key[1], h.slots, int64(h.fromSeq), h.fromTime, h.toSeq, h.toTime}
+	}
+	return rows
 }
 
 func copyRows(ctx context.Context, tx pgx.Tx, table string, cols []string, rows [][]any) error {

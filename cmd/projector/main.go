@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--health-listen ADDR [--ready-lag D]] [--log-format text|json] [--log-level LEVEL]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--synchronous-commit] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--health-listen ADDR [--ready-lag D]] [--log-format text|json] [--log-level LEVEL]
 //	projector --help | --version
 //
 // With --partitions N, any number of projectors share the pools: they are
@@ -81,6 +81,7 @@ type flags struct {
 	metricsListen, metricsTokens                                            string
 	healthListen                                                            string
 	readyLag                                                                time.Duration
+	syncCommit                                                              bool
 	log                                                                     logging.Options
 }
 
@@ -142,6 +143,7 @@ $LEDGER_NATS_CREDS (the projector's nkey seed file).`,
 	// --help never shows it, and $DATABASE_URL is read after parsing.
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (env DATABASE_URL; its value is never shown)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
+	fs.BoolVar(&f.syncCommit, "synchronous-commit", false, "wait for PostgreSQL to flush every batch to disk before going on (default: asynchronous commit; the log is the truth and each batch's offset commits with its rows, so a batch PostgreSQL loses in a crash is folded again; set it when NATS syncs in the background on PostgreSQL's machine and the projection must heal the stream of every projected event)")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events (or sooner, once folding them again would take about a second)")
 	fs.IntVar(&f.resident, "resident-pools", projections.DefaultResidentPools, "keep at most this many pools' engine states in memory, the most recently folded; the others are saved to PostgreSQL and taken up again when an event of them comes")
 	fs.StringVar(&f.name, "name", projections.DefaultName, "durable consumer name and projector_offsets key")
@@ -220,6 +222,9 @@ func runProjector(ctx context.Context, f flags, stderr io.Writer) error {
 	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery), projections.WithResidentPools(f.resident),
 		projections.WithName(f.name), projections.WithLogger(log), projections.WithInstance(f.instance), projections.WithPinnedTTL(f.pinnedTTL),
 		projections.WithMetrics(reg.Projector())}
+	if f.syncCommit {
+		opts = append(opts, projections.WithSynchronousCommit())
+	}
 	if f.trustedKeys != "" {
 		keys, err := signing.LoadKeyring(f.trustedKeys)
 		if err != nil {
