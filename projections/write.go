@@ -284,11 +284,6 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return err
 	}
-	return p.judgeOffset(b, stored)
-}
-
-// judgeOffset decides what the committed offset stored means for batch b.
-func (p *Projector) judgeOffset(b *batch, stored int64) error {
 	switch {
 	case !b.catchUp && b.to == b.from && uint64(stored) == b.from:
 		// Deferred events only (fair.go): the offset stays. The batch
@@ -400,9 +395,10 @@ func (p *Projector) queueCurrent(q *pgx.Batch, b *batch, f *finalRows) {
 
 // pipelined reports whether batch b is written by writePipelined: small,
 // and none of the rare writes (saved states, halts, a halted pool's
-// catch-up) that writeTx keeps.
+// catch-up, events set aside or taken up again: fair.go) that writeTx
+// keeps.
 func (p *Projector) pipelined(b *batch, f *finalRows) bool {
-	if b.catchUp || len(b.saved) > 0 || len(b.halts) > 0 {
+	if b.catchUp || len(b.saved) > 0 || len(b.halts) > 0 || len(b.pending) > 0 || len(b.pendingDone) > 0 {
 		return false
 	}
 	rows := len(b.events) + len(b.decisions) + len(b.history) + len(b.ownHistory) + len(b.snapshots) + len(f.consumers)
