@@ -57,6 +57,10 @@ type Projector struct {
 	applied map[string]uint64
 	halted  map[string]uint64 // halted pool -> sequence whose fold failed
 
+	// offsetMoved is when the committed offset last moved ahead under
+	// this projector (errOffsetMoved), zero if never.
+	offsetMoved time.Time
+
 	// pools halted before they had a checkpoint (start recreates them halted)
 	haltedNoCheckpoint []string
 }
@@ -119,7 +123,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		p.writer = p.startWriter(ctx)
 		for err == nil && ctx.Err() == nil {
 			err = p.step(ctx)
-			if errors.Is(err, errOffsetBehind) {
+			if errors.Is(err, errOffsetBehind) || errors.Is(err, errOffsetMoved) {
 				err = p.startAgain(ctx, err)
 			}
 		}
@@ -146,7 +150,11 @@ func (p *Projector) startAgain(ctx context.Context, cause error) error {
 	p.mu.Lock()
 	p.applied = map[string]uint64{} // start sets what PostgreSQL holds
 	p.mu.Unlock()
-	p.cfg.log.Warn("projector: PostgreSQL lost committed batches (a crash under asynchronous commit); starting again from what it holds", "err", cause)
+	if errors.Is(cause, errOffsetBehind) {
+		p.cfg.log.Warn("projector: PostgreSQL lost committed batches (a crash under asynchronous commit); starting again from what it holds", "err", cause)
+	} else {
+		p.cfg.log.Warn("projector: a batch of a projector that stopped landed after this one started; starting again from what PostgreSQL holds", "err", cause)
+	}
 	if err := p.retry(ctx, "start again", func() error { return p.start(ctx) }); err != nil {
 		return err
 	}

@@ -98,6 +98,19 @@ WHERE h.valid_to_seq IS NULL AND ($1::text[] IS NULL OR o.pool = ANY($1))`
 // as before. So a start reads no state of an idle pool, and a pool that
 // was in memory at a crash is rebuilt at once.
 func (p *Projector) start(ctx context.Context) error {
+	if p.cfg.until == 0 {
+		// A batch a stopped projector sent whole (one pipelined round
+		// trip, commit included) may still be running in PostgreSQL: it
+		// holds the offset row's lock until it commits. Wait for it, so
+		// that what is read next includes it.
+		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, sqlLockOffset, p.offsetName())
+			return err
+		})
+		if err != nil {
+			return classify(err)
+		}
+	}
 	committed, cps, err := p.loadCheckpoints(ctx, false)
 	if err != nil {
 		return classify(err)

@@ -55,7 +55,7 @@ func (p *Projector) retry(ctx context.Context, what string, f func() error) erro
 	delay := minBackoff
 	for {
 		err := f()
-		if err == nil || isFatal(err) || errors.Is(err, ErrPartitionLost) || errors.Is(err, errOffsetBehind) {
+		if err == nil || isFatal(err) || errors.Is(err, ErrPartitionLost) || errors.Is(err, errOffsetBehind) || errors.Is(err, errOffsetMoved) {
 			return err
 		}
 		if ctx.Err() != nil {

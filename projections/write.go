@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -310,8 +311,15 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 		// it holds is consistent (each offset commits with its rows), so
 		// the projector starts again from there (Run).
 		return fmt.Errorf("%w: projector_offsets[%s] is at %d, this projector continues from %d", errOffsetBehind, p.cfg.name, stored, b.from)
+	case uint64(stored) != b.from && !p.movedBefore():
+		// Ahead: a batch of a projector that stopped (killed after it
+		// sent its commit, which PostgreSQL ran after this projector
+		// started) landed late. Its rows are this log's, as this
+		// projector's would be: start again from them, once.
+		p.offsetMoved = time.Now()
+		return fmt.Errorf("%w: projector_offsets[%s] is at %d, this projector continues from %d", errOffsetMoved, p.cfg.name, stored, b.from)
 	case uint64(stored) != b.from:
-		return fatalf("projector_offsets[%s] is at %d but this projector continues from %d: another projector with the same name is writing", p.cfg.name, stored, b.from)
+		return fatalf("projector_offsets[%s] is at %d but this projector continues from %d, and moved under it before: another projector with the same name is writing", p.cfg.name, stored, b.from)
 	}
 	return nil
 }
@@ -319,6 +327,20 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 // errOffsetBehind: the committed offset is behind what this projector
 // committed; Run starts it again from PostgreSQL.
 var errOffsetBehind = errors.New("PostgreSQL holds an older offset than this projector committed")
+
+// errOffsetMoved: the committed offset moved ahead of this projector by
+// a batch it did not write; Run starts it again from PostgreSQL, once.
+// A second time within offsetMovedWindow, the offset has another live
+// writer: that is fatal.
+var errOffsetMoved = errors.New("the committed offset moved ahead of this projector")
+
+const offsetMovedWindow = 10 * time.Minute
+
+// movedBefore reports whether the offset moved under this projector
+// lately (errOffsetMoved).
+func (p *Projector) movedBefore() bool {
+	return !p.offsetMoved.IsZero() && time.Since(p.offsetMoved) < offsetMovedWindow
+}
 
 func (p *Projector) writeHistory(ctx context.Context, tx pgx.Tx, b *batch) error {
 	if c := b.closes; len(c.pools) > 0 {

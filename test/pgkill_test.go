@@ -45,9 +45,20 @@ func TestPostgresKilledUnderAsynchronousCommit(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	// As root PostgreSQL runs as its own user, which must pass through
+	// the data directory's parents: t.TempDir()'s are 0700.
+	parent, err := os.MkdirTemp("", "pgkill-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(parent, "pg")
 	port := freePort(t)
-	pg := startPrivatePG(t, ctx, dataDir, port)
+	authDir := filepath.Join(parent, "pg-auth")
+	pg := startPrivatePG(t, ctx, dataDir, authDir, port)
 	if err := migrations.Up(ctx, pg.URL()); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +68,7 @@ func TestPostgresKilledUnderAsynchronousCommit(t *testing.T) {
 	if _, err := pgxExec(ctx, pg.URLFor(pgcluster.DefaultDatabase), `ALTER SYSTEM SET wal_writer_delay = '10s'`, `SELECT pg_reload_conf()`); err != nil {
 		t.Fatal(err)
 	}
-	got, err := pgxpool.New(ctx, pg.URL())
+	got, err := pgxpool.New(ctx, pg.URL()) // the owner: the test reads every table
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +76,7 @@ func TestPostgresKilledUnderAsynchronousCommit(t *testing.T) {
 
 	var stderr lockedBuffer
 	cmd := exec.Command(projectorBinary(t), "--nats-url", s.natsURL, "--nats-creds", testenv.Creds(t, s.natsURL, natsauth.Projector),
-		"--database-url", pg.URL(), "--batch", "20", "--connect-timeout", "0")
+		"--database-url", pg.URLAs(migrations.RoleProjector), "--batch", "20", "--connect-timeout", "0") // as deployed: the projector's role
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -84,7 +95,7 @@ func TestPostgresKilledUnderAsynchronousCommit(t *testing.T) {
 		if before >= last {
 			t.Fatalf("kill %d came after the projector had finished (offset %d of %d): nothing was interrupted", kill+1, before, last)
 		}
-		pg = startPrivatePG(t, ctx, dataDir, port)
+		pg = startPrivatePG(t, ctx, dataDir, authDir, port)
 		got.Reset()
 		t.Logf("kill %d: the projector had committed %d; after the restart PostgreSQL holds %d", kill+1, before, offset(t, got))
 	}
@@ -114,10 +125,12 @@ func TestPostgresKilledUnderAsynchronousCommit(t *testing.T) {
 	}
 }
 
-// startPrivatePG starts (again) the private cluster in dataDir on port.
-func startPrivatePG(t *testing.T, ctx context.Context, dataDir string, port int) *pgcluster.Cluster {
+// startPrivatePG starts (again) the private cluster in dataDir on port,
+// with the ledger's roles (their passwords in authDir), as ledger dev does.
+func startPrivatePG(t *testing.T, ctx context.Context, dataDir, authDir string, port int) *pgcluster.Cluster {
 	t.Helper()
-	c, err := pgcluster.Start(ctx, pgcluster.WithDataDir(dataDir), pgcluster.WithPort(port), pgcluster.WithLog(&bytes.Buffer{}))
+	c, err := pgcluster.Start(ctx, pgcluster.WithDataDir(dataDir), pgcluster.WithAuthDir(authDir), pgcluster.WithRoles(migrations.Roles...),
+		pgcluster.WithPort(port), pgcluster.WithLog(&bytes.Buffer{}))
 	if err != nil {
 		t.Fatal(err)
 	}
