@@ -26,7 +26,7 @@ type poolState struct {
 	sinceSave int                // events folded since the state was last stored (snapshot or saved_states)
 	lru       *list.Element      // its place among the resident pools (resident.go)
 	open      map[string]openRow // consumers with an open allocation_history row
-	ids       IDs                // ids of the events the pool applied
+	ids       *IDs               // ids of the events the pool applied
 	halted    bool               // its fold failed: skipped until rebuilt
 
 	// Ownership (projections/ownership.go): the open ownership_history rows by
@@ -42,7 +42,7 @@ type openRow struct {
 }
 
 func newPoolState(p *domain.Pool, chain domain.Hash) *poolState {
-	return &poolState{pool: p, chain: chain, lastSeq: p.Seq(), open: map[string]openRow{}, ids: IDs{}, ownOpen: map[ownKey]openRow{}}
+	return &poolState{pool: p, chain: chain, lastSeq: p.Seq(), open: map[string]openRow{}, ids: NewIDs(), ownOpen: map[ownKey]openRow{}}
 }
 
 // batch collects the rows of a run of consecutive stream messages.

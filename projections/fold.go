@@ -52,7 +52,7 @@ type FoldResult struct {
 // cannot disagree on what an event did; the API, which keeps no chain,
 // folds through Apply, the same function without the link. The only
 // error is ErrNeedsNewer, naming the sequence and the version.
-func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash, error) {
+func Fold(p *domain.Pool, ids *IDs, st stream.Stored, prev domain.Hash) (FoldResult, domain.Hash, error) {
 	res, err := Apply(p, ids, st)
 	if err != nil {
 		return res, prev, err
@@ -71,7 +71,7 @@ func Fold(p *domain.Pool, ids IDs, st stream.Stored, prev domain.Hash) (FoldResu
 // envelope naming another pool than its subject is refused
 // (pool_mismatch). The only error is ErrNeedsNewer: the pool is then
 // left as it was, and the caller must stop folding it.
-func Apply(p *domain.Pool, ids IDs, st stream.Stored) (FoldResult, error) {
+func Apply(p *domain.Pool, ids *IDs, st stream.Stored) (FoldResult, error) {
 	var res FoldResult
 	if err := Gate(ids, st); err != nil {
 		p.Skip(st.Seq, st.Envelope.Time)

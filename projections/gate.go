@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/nats-io/nats.go"
 
@@ -29,25 +30,90 @@ const (
 	CodeDuplicateID     events.Code = "duplicate_id"
 )
 
-// IDs is the set of event ids a pool applied.
-type IDs map[string]struct{}
-
-// Add records that the pool applied an event with this id.
-func (ids IDs) Add(id string) {
-	if ids != nil && id != "" {
-		ids[id] = struct{}{}
-	}
+// IDs is the set of event ids a pool applied (nil: none tracked). A
+// replay over a long log holds millions of them, so it holds no pointer
+// per id for the collector to scan: the ids' bytes go into one arena and
+// a map from a 64-bit hash of each id to its place there; the few ids
+// whose hash another id holds already go to an overflow list. A lookup
+// compares the bytes, so the set is exact whatever collides.
+type IDs struct {
+	hash  func(string) uint64
+	arena []byte
+	at    map[uint64]uint64   // hash -> place (offset<<idLenBits | length)
+	more  map[uint64][]uint64 // hash -> places of later ids with that hash
+	long  map[string]struct{} // ids a place cannot hold (none in practice)
 }
 
-func (ids IDs) has(id string) bool {
-	_, ok := ids[id]
-	return ok && id != ""
+// idLenBits is the width of an id's length in a place: longer than any
+// NATS message; the arena's offsets have the other 36 bits (64 GB).
+const idLenBits = 28
+
+// NewIDs returns an empty set.
+func NewIDs() *IDs {
+	seed := maphash.MakeSeed()
+	return newIDs(func(id string) uint64 { return maphash.String(seed, id) })
+}
+
+func newIDs(hash func(string) uint64) *IDs { return &IDs{hash: hash, at: map[uint64]uint64{}} }
+
+// Add records that the pool applied an event with this id.
+func (ids *IDs) Add(id string) {
+	if ids == nil || id == "" || ids.has(id) {
+		return
+	}
+	if len(id) >= 1<<idLenBits || len(ids.arena)+len(id) >= 1<<(64-idLenBits) {
+		if ids.long == nil {
+			ids.long = map[string]struct{}{}
+		}
+		ids.long[id] = struct{}{}
+		return
+	}
+	h := ids.hash(id)
+	place := uint64(len(ids.arena))<<idLenBits | uint64(len(id))
+	ids.arena = append(ids.arena, id...)
+	if _, taken := ids.at[h]; !taken {
+		ids.at[h] = place
+		return
+	}
+	if ids.more == nil {
+		ids.more = map[uint64][]uint64{}
+	}
+	ids.more[h] = append(ids.more[h], place)
+}
+
+func (ids *IDs) has(id string) bool {
+	if ids == nil || id == "" {
+		return false
+	}
+	if _, ok := ids.long[id]; ok {
+		return true
+	}
+	h := ids.hash(id)
+	place, ok := ids.at[h]
+	if !ok {
+		return false
+	}
+	if ids.holds(place, id) {
+		return true
+	}
+	for _, place := range ids.more[h] {
+		if ids.holds(place, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether the id at place is id.
+func (ids *IDs) holds(place uint64, id string) bool {
+	off, n := place>>idLenBits, place&(1<<idLenBits-1)
+	return int(n) == len(id) && string(ids.arena[off:off+n]) == id
 }
 
 // Gate returns the refusal decided before the engine, or nil: the
 // projector's, and the ledger API's when it folds the log into its own
 // view of a pool, so both refuse the same events.
-func Gate(ids IDs, st stream.Stored) error {
+func Gate(ids *IDs, st stream.Stored) error {
 	if st.Gate != "" {
 		return fmt.Errorf("%w: %s", ErrUnauthenticated, st.Gate)
 	}

@@ -138,7 +138,7 @@ func TestSignaturesCheckedAheadRefuseTheSame(t *testing.T) {
 	// The reference: one message at a time, in order, as before.
 	refPools := map[string]*domain.Pool{}
 	refBad := map[uint64]bool{}
-	ids := map[string]projections.IDs{}
+	ids := map[string]*projections.IDs{}
 	aj := testenv.As(t, s.JS, natsauth.Auditor)
 	err := stream.Read(ctx, aj.Conn(), "ledger.>", 1, last, func(m stream.Msg) error {
 		name, st, ok := projections.DecodeMessage(m.Seq, m.Subject, m.Time, m.Data)
@@ -147,7 +147,7 @@ func TestSignaturesCheckedAheadRefuseTheSame(t *testing.T) {
 		}
 		projections.Authenticate(keys, &st, m.Subject, m.Header, m.Data)
 		if refPools[name] == nil {
-			refPools[name], ids[name] = domain.NewPool(name), projections.IDs{}
+			refPools[name], ids[name] = domain.NewPool(name), projections.NewIDs()
 		}
 		res, err := projections.Apply(refPools[name], ids[name], st)
 		if res.Refused == projections.CodeUnauthenticated {

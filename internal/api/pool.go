@@ -30,7 +30,7 @@ type poolState struct {
 	loaded  bool // folded from the stream at least once
 	ids     map[string]storedID
 	recent  []seenID // ids in stream order, to forget them after the window
-	applied projections.IDs
+	applied *projections.IDs
 	appSeq  map[string]uint64 // the sequence of each applied id
 }
 
@@ -70,7 +70,7 @@ func newPoolState(name string, opts ...domain.PoolOption) *poolState {
 // reset forgets everything, to fold the pool again from the start.
 func (st *poolState) reset() {
 	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name, st.opts...), map[string]storedID{}, nil, false
-	st.applied, st.appSeq = projections.IDs{}, map[string]uint64{}
+	st.applied, st.appSeq = projections.NewIDs(), map[string]uint64{}
 }
 
 // remember records an event id stored at seq with content digest.

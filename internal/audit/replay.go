@@ -16,7 +16,7 @@ type poolReplay struct {
 	pool  *domain.Pool
 	chain domain.Hash
 	start uint64 // events at or below this are already in the state
-	ids   projections.IDs
+	ids   *projections.IDs
 }
 
 // Replayer re-folds pools, each from its nearest snapshot at or before the
@@ -130,7 +130,7 @@ func (r *Replayer) open(ctx context.Context, name string) (*poolReplay, error) {
 	if pr, ok := r.pools[name]; ok {
 		return pr, nil
 	}
-	pr := &poolReplay{pool: domain.NewPool(name, r.opts...), ids: projections.IDs{}}
+	pr := &poolReplay{pool: domain.NewPool(name, r.opts...), ids: projections.NewIDs()}
 	if r.db != nil && r.from > 1 && name != "" {
 		if err := r.restore(ctx, name, pr); err != nil {
 			return nil, err
@@ -160,7 +160,7 @@ func (r *Replayer) restore(ctx context.Context, name string, pr *poolReplay) err
 func (r *Replayer) loadIDs(ctx context.Context, name string, pr *poolReplay) error {
 	ids, err := query.AppliedIDs(ctx, r.db, name, pr.start)
 	for _, id := range ids {
-		pr.ids[id] = struct{}{}
+		pr.ids.Add(id)
 	}
 	return err
 }
