@@ -17,8 +17,18 @@ import (
 // cannot rot: signed as deployed, every figure is there and positive,
 // beside its baseline, the acceptance figures with their verdicts, and
 // nothing is left behind.
+//
+// It is a smoke test of the harness, not a timing assertion: on a loaded
+// machine (two cores shared with other test binaries) a quick run takes
+// from under a minute to several, so it gets the time the test binary
+// has left (go test -timeout), less a margin to report in, not a fixed
+// two minutes that a slow phase 5 ran past.
 func TestBenchQuick(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	budget := 15 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		budget = min(budget, time.Until(d)-30*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	var out, progress bytes.Buffer
 	root.SetArgs([]string{"bench", "--quick", "--json"})
