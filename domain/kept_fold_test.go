@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"slices"
@@ -73,24 +74,18 @@ func FuzzKeptFold(f *testing.F) {
 	})
 }
 
-// foldKept folds a log, its plans made foldable (foldablePlan), checking
-// every kept fold and placement against the full ones; it returns how
-// many of each it compared.
+// foldKept folds a log, its plans made foldable (foldablePlan), twice in
+// lockstep: by a pool that keeps its fold and placement between events
+// and by one that computes both from scratch at every event
+// (fromScratch). After every event the two agree on the refusal, the
+// Result, the state hash and the layered targets (each leaf's own layer,
+// total and part of every pool by lender: the kept fold's memo against
+// the computation from scratch). It returns how many kept folds and kept
+// placements it compared. The memo is observed from outside the fold,
+// after the event: no hook in the production type.
 func foldKept(sc gen.Scenario, graces bool, reclaim string) (folds, places int, err error) {
-	pool := NewPool("inc")
-	var diff string
-	pool.foldCheck = func(p *Pool) {
-		folds++
-		if diff == "" {
-			diff = compareWithFull(p)
-		}
-	}
-	pool.placeCheck = func(p *Pool, moves []placeMove) {
-		places++
-		if diff == "" {
-			diff = compareWithFullPlacement(p, moves)
-		}
-	}
+	kept, scratch := NewPool("inc"), NewPool("inc")
+	scratch.fromScratch = true
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
 	for i, ev := range sc.Events {
@@ -98,15 +93,47 @@ func foldKept(sc gen.Scenario, graces bool, reclaim string) (folds, places int, 
 			ev = foldablePlan(pc, graces, reclaim)
 		}
 		at = at.Add(time.Second)
-		if _, err := pool.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+		e := Event{Seq: seq + 1, Time: at, Payload: ev}
+		rk, errK := kept.Apply(e)
+		rs, errS := scratch.Apply(e)
+		if (errK == nil) != (errS == nil) || (errK != nil && errK.Error() != errS.Error()) {
+			return folds, places, fmt.Errorf("event %d (%T): kept refuses %v, from scratch %v", i, ev, errK, errS)
+		}
+		if errK != nil {
 			continue
 		}
 		seq++
-		if diff != "" {
-			return folds, places, fmt.Errorf("event %d (%T): %s", i, ev, diff)
+		if d := compareResults(rk, rs); d != "" {
+			return folds, places, fmt.Errorf("event %d (%T): %s", i, ev, d)
+		}
+		if kept.StateHash() != scratch.StateHash() {
+			return folds, places, fmt.Errorf("event %d (%T): state hashes differ", i, ev)
+		}
+		if kept.inc.ready {
+			folds++
+			if d := compareLayered(kept.inc.output(kept.t), scratch.layered, kept.mode.shareRatio); d != "" {
+				return folds, places, fmt.Errorf("event %d (%T): %s", i, ev, d)
+			}
+		}
+		if kept.pk.ready {
+			places++
 		}
 	}
+	if scratch.inc.ready || scratch.pk.ready {
+		return folds, places, fmt.Errorf("the pool made fromScratch kept its fold")
+	}
 	return folds, places, nil
+}
+
+// compareResults compares two results as their readers see them; "" when
+// equal.
+func compareResults(kept, scratch Result) string {
+	a, _ := json.Marshal(kept)
+	b, _ := json.Marshal(scratch)
+	if !bytes.Equal(a, b) {
+		return fmt.Sprintf("result kept %s, from scratch %s", a, b)
+	}
+	return ""
 }
 
 // foldablePlan makes a plan the kept fold takes: share_ratio with
@@ -131,11 +158,9 @@ func foldablePlan(pc *events.PlanChange, graces bool, reclaim string) *events.Pl
 	return &events.PlanChange{Plan: plan}
 }
 
-// compareWithFull compares the pool's layered targets with a computation
-// from scratch; "" when equal.
-func compareWithFull(p *Pool) string {
-	full := p.fullLayered()
-	inc := p.layered
+// compareLayered compares the kept fold's layered targets with those
+// computed from scratch; "" when equal.
+func compareLayered(inc, full layeredTargets, shareRatio bool) string {
 	if !slices.Equal(inc.target, full.target) {
 		return fmt.Sprintf("targets %v, from scratch %v", inc.target, full.target)
 	}
@@ -145,7 +170,7 @@ func compareWithFull(p *Pool) string {
 	if a, b := sumTakes(inc.takes), sumTakes(full.takes); !slices.Equal(a, b) {
 		return fmt.Sprintf("takes %v, from scratch %v", a, b)
 	}
-	if !p.mode.shareRatio && !slices.Equal(inc.transfers, full.transfers) {
+	if !shareRatio && !slices.Equal(inc.transfers, full.transfers) {
 		return fmt.Sprintf("transfers %v, from scratch %v", inc.transfers, full.transfers)
 	}
 	return ""
@@ -167,19 +192,6 @@ func sumTakes(ts []poolTake) []poolTake {
 		return cmp.Or(cmp.Compare(a.pool, b.pool), cmp.Compare(a.leaf, b.leaf), cmp.Compare(a.lender, b.lender))
 	})
 	return out
-}
-
-// compareWithFullPlacement runs the placement over every leaf and
-// compares its moves with the kept placement's; "" when equal.
-func compareWithFullPlacement(p *Pool, moves []placeMove) string {
-	idx := p.partIndex()
-	pl := place(p.t, p.hosts, idx, p.keptEveryLeaf(idx), p.placeRules(), &placeBufs{})
-	pl.release()
-	full := pl.moves
-	if !slices.Equal(full, moves) {
-		return fmt.Sprintf("kept placement %v, over every leaf %v", moves, full)
-	}
-	return ""
 }
 
 // benchShaped is a log on gen.OwnedBench's pool of n leaves under

@@ -84,13 +84,10 @@ func (p *Pool) hostParts() ([]hostPart, ownTotals) {
 // whose target moved.
 func (p *Pool) updateLayeredTargets() {
 	parts, tot := p.hostParts()
-	if p.incFoldable() {
+	if !p.fromScratch && p.incFoldable() {
 		built := p.inc.fold(p, parts, tot)
-		if p.foldCheck != nil || built {
+		if built {
 			p.layered = p.inc.output(p.t)
-		}
-		if p.foldCheck != nil {
-			p.foldCheck(p)
 		}
 		if !built {
 			p.keptTargets()
@@ -200,9 +197,6 @@ func (p *Pool) rebalanceOwned() {
 	var moves []placeMove
 	if p.inc.ready {
 		moves = p.placeKept()
-		if p.placeCheck != nil {
-			p.placeCheck(p, moves)
-		}
 	} else {
 		p.pk.ready = false
 		moves = p.placeAll()

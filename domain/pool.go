@@ -19,25 +19,56 @@ type Event struct {
 
 // Pool is the state of one pool: plan, hosts, demand and allocations. It
 // is not safe for concurrent use; one goroutine owns a pool.
+//
+// Its fields are of three kinds, kept apart so that a reader knows what
+// may change an answer: the state (poolState, with each leaf's demand,
+// waiting-since and holdings in the tree's nodes), which Snapshot encodes
+// and StateHash hashes; the memo (poolMemo), everything derived from the
+// state and kept between events to save work, which Restore and Clone
+// rebuild and which never changes an answer (TestKeptFoldMatchesFull
+// folds every log with and without it); and one event's work (eventWork),
+// reset by begin.
 type Pool struct {
+	poolState
+	poolMemo
+	eventWork
+
+	// development: plans may name the rules version in development
+	// (WithDevelopmentRules).
+	development bool
+	// fromScratch: the fold and the placement are computed from scratch at
+	// every event, as when everything is dirty, never kept (the tests'
+	// reference for the memo: TestKeptFoldMatchesFull folds each log both
+	// ways and compares).
+	fromScratch bool
+}
+
+// poolState is what the pool is: what Snapshot encodes, with the leaves'
+// inputs (demand, waiting-since, holdings) in t's nodes.
+type poolState struct {
 	name       string
 	seq        uint64
 	now        time.Time
 	hasPlan    bool
 	plan       events.Plan
+	rulesSince uint64 // sequence of the plan from which the pool's rules version holds
+	hosts      []host
+	// own is the ownership assignment (rules v3, ownership_fold.go), by
+	// consumer path then host name.
+	own []ownSlot
+}
+
+// poolMemo is derived from the state: the plan's tree, policy and digest,
+// the figures of every node, and the fold's and the placement's caches.
+type poolMemo struct {
 	planDigest Hash // of plan, for StateHash
 	policy     Policy
 	mode       mode
-	rulesSince uint64 // sequence of the plan from which the pool's rules version holds
 	t          *tree
-	hosts      []host
 	hostByID   map[string]int32
 	layers     []layer // the layers folded in turn; today only the public pool
 	pub        *layer  // layers[0]: the public pool
 
-	// Ownership (rules v3, ownership_fold.go): the assignment, by consumer path
-	// then host name, and the layered targets of the last rebalance.
-	own     []ownSlot
 	ownIdx  ownIndex // the rows of own by consumer and by host
 	layered layeredTargets
 	// The host parts of the assignment (ownership_fold.go hostParts), kept until
@@ -51,28 +82,23 @@ type Pool struct {
 	pk         placeKeep   // the placement kept beside it (kept_placement.go)
 	partIdx    *partIndex  // the placement's index of parts
 	figs       figureMoves // what a demand or release event moves of the ownership figures (ownership_figures.go)
-	// foldCheck and placeCheck, set by tests only, see every kept fold's
-	// outcome before the placement uses it, and every kept placement's
-	// moves before they are made.
-	foldCheck  func(*Pool)
-	placeCheck func(*Pool, []placeMove)
-	// development: plans may name the rules version in development
-	// (WithDevelopmentRules).
-	development bool
-
-	// Per-event work.
-	decisions    []Decision
-	assigned     []OwnedSlots // the rows of the assignment the event changed (Result.Assignment)
-	touched      []int32
-	allTouch     bool
-	loweredE     []int32 // leaves whose E may have dropped below a
-	dirtyTops    []int32 // top-level branches whose G or T must be recomputed
-	dirtyAll     bool    // G or T of the whole tree must be recomputed
+	// targetsDirty: share_ratio: some E changed since the last target pass.
+	targetsDirty bool
 	sp           splitter
-	keys         []qkey
-	prevTargets  []Slots
-	scratchIDs   []int32
-	targetsDirty bool // share_ratio: some E changed since the last target pass
+}
+
+// eventWork is one event's work and what it reports (Result).
+type eventWork struct {
+	decisions   []Decision
+	assigned    []OwnedSlots // the rows of the assignment the event changed (Result.Assignment)
+	touched     []int32
+	allTouch    bool
+	loweredE    []int32 // leaves whose E may have dropped below a
+	dirtyTops   []int32 // top-level branches whose G or T must be recomputed
+	dirtyAll    bool    // G or T of the whole tree must be recomputed
+	keys        []qkey
+	prevTargets []Slots
+	scratchIDs  []int32
 }
 
 // PoolOption configures a pool made by NewPool or Restore.
@@ -87,7 +113,7 @@ func WithDevelopmentRules() PoolOption { return func(p *Pool) { p.development = 
 
 // NewPool returns an empty pool: no plan, no hosts.
 func NewPool(name string, opts ...PoolOption) *Pool {
-	p := &Pool{name: name, hostByID: map[string]int32{}}
+	p := &Pool{poolState: poolState{name: name}, poolMemo: poolMemo{hostByID: map[string]int32{}}}
 	p.t, _ = emptyTree()
 	p.layers = []layer{newLayer(len(p.t.nodes))}
 	p.pub = &p.layers[0]
