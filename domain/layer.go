@@ -9,11 +9,12 @@ package domain
 // spirit of kueue's resource nodes, which keep local quota apart from the
 // tree.
 //
-// A pool holds a list of layers, folded in turn. Without ownership there
-// is exactly one, the public pool. Owned slots and private pools
-// (docs/rules.md#layered-fold) are further layers,
-// each with its own capacity and queues over a subtree, used before the
-// public one.
+// A pool has one layer, the public pool (Pool.pub): without ownership it
+// is every slot of the pool. With ownership the layers of
+// docs/rules.md#layered-fold (the own layer, the private pools, the
+// public pool with what is lent into it) are divided by the layered fold
+// (layered_targets.go, kept_fold.go), which reads the same tree and
+// writes each leaf's target into this layer's shares.
 type layer struct {
 	capacity Slots
 	q        queues

@@ -66,8 +66,7 @@ type poolMemo struct {
 	mode       mode
 	t          *tree
 	hostByID   map[string]int32
-	layers     []layer // the layers folded in turn; today only the public pool
-	pub        *layer  // layers[0]: the public pool
+	pub        layer // the public pool's figures (layer.go)
 
 	ownIdx  ownIndex // the rows of own by consumer and by host
 	layered layeredTargets
@@ -115,8 +114,7 @@ func WithDevelopmentRules() PoolOption { return func(p *Pool) { p.development = 
 func NewPool(name string, opts ...PoolOption) *Pool {
 	p := &Pool{poolState: poolState{name: name}, poolMemo: poolMemo{hostByID: map[string]int32{}}}
 	p.t, _ = emptyTree()
-	p.layers = []layer{newLayer(len(p.t.nodes))}
-	p.pub = &p.layers[0]
+	p.pub = newLayer(len(p.t.nodes))
 	for _, o := range opts {
 		o(p)
 	}
