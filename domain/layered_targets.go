@@ -97,6 +97,9 @@ type layeredInput struct {
 	// attributes a leaf's part to the classes it already sits on first.
 	// The computation consumes it (it counts down what it attributed).
 	held heldSlots
+	// priorityPerPool: rules 4's priority divides a pool with several
+	// class groups once (ruling 1, priority_per_pool.go).
+	priorityPerPool bool
 }
 
 // layeredFold holds one computation's state.
@@ -105,14 +108,16 @@ type layeredFold struct {
 	parentEnf bool
 	policy    divisionPolicy
 	lend      func(id int32) bool
-	held      map[heldKey]Slots
-	heldBy    map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
-	heldDiv   heldDivision
-	remDemand []Slots // by node id: E less what earlier layers gave (leaves)
-	remMax    []Slots // by node id: max less what earlier layers gave
-	inbox     [][]lentSlots
-	out       layeredTargets
-	sp        splitter
+	// priorityPerPool: layeredInput's.
+	priorityPerPool bool
+	held            map[heldKey]Slots
+	heldBy          map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
+	heldDiv         heldDivision
+	remDemand       []Slots // by node id: E less what earlier layers gave (leaves)
+	remMax          []Slots // by node id: max less what earlier layers gave
+	inbox           [][]lentSlots
+	out             layeredTargets
+	sp              splitter
 
 	// Scratch of one division, by node id.
 	eff, base, got []Slots
@@ -122,7 +127,7 @@ type layeredFold struct {
 func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
 	n := len(t.nodes)
 	own := in.own
-	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount,
+	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount, priorityPerPool: in.priorityPerPool,
 		remDemand: make([]Slots, n), remMax: make([]Slots, n), inbox: make([][]lentSlots, n),
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
 	if f.held == nil {
@@ -225,6 +230,10 @@ func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
 	graces := f.subtreeGraces(x)
 	groups := f.classGroups(lent, unrestricted, graces)
 	var leftover []lentSlots
+	if f.priorityPerPool && !f.policy.shareRatio && len(groups) > 1 {
+		leftover = f.dividePriorityOnce(x, groups)
+		groups = nil
+	}
 	for _, g := range groups {
 		size := Slots(0)
 		for _, s := range g.slots {

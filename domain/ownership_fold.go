@@ -109,7 +109,8 @@ func (p *Pool) updateLayeredTargets() {
 func (p *Pool) fullLayered() layeredTargets {
 	parts, tot := p.hostParts()
 	return computeLayeredTargets(p.t, layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
-		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}, held: p.heldByPool(parts)})
+		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}, held: p.heldByPool(parts),
+		priorityPerPool: p.mode.behaviour.priorityPerPool})
 }
 
 // takeTargets sets every node's target, touching those that moved.

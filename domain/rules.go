@@ -113,11 +113,16 @@ type behaviour struct {
 	// rebalance, each up to what it sits there; the rest comes from free
 	// slots (rules-v4 ruling 11).
 	seatedReturns bool
+	// priorityPerPool: under priority a pool with several lent-class
+	// groups is divided once, G over all its slots, the classes only
+	// restricting which slots a leaf takes (rules-v4 ruling 1,
+	// priority_per_pool.go); before, each group apart.
+	priorityPerPool bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
-		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4}
+		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

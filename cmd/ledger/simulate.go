@@ -37,7 +37,8 @@ would stamp it.
 
 --rules-development folds under the rules version in development (today
 version 4: priority bands, non-preemptable consumers and zero shares; a
-plan with ownership folds under it as under version 3), which the service
+plan with ownership folds under it as under version 3 but for the rulings
+built so far, docs/rules.md section 24), which the service
 accepts only when started with the same switch (ledger dev
 --rules-development); a plan that names no version runs under it.`,
 		Example: `  ledger simulate test/scenarios/seed/*.yaml

@@ -1,0 +1,236 @@
+package domain
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Rules 4's priority with lent classes (rules-v4 ruling 1,
+// docs/rules.md#version-4): a pool is divided once, over all its slots S
+// (its own and every class lent into it), with G the planned share of S
+// over the pool's subtree; section 4's three steps (entitled grants, borrow
+// grants, with preemption the reclaim) run once over the pool, on what each
+// leaf sits on in it. Classes only restrict which slots a leaf takes: a
+// grant takes free slots of the classes it may use in the pool's class
+// order (class group by class group, the most restrictive first; within a
+// group the pool's own slots first, then lent ones by grace, then lender),
+// and a reclaim takes from a victim only slots of classes the claimant may
+// use, in the same order; a victim with none is passed over for it.
+// Versions 3 divided each class group apart, each with its own G, borrow
+// cap and reclaim (divideHeld); with one class group the two are the same
+// division, so a pool with one group takes divideHeld under every version
+// (and the kept fold, kept_priority.go, which needs one group).
+
+// poolClasses is one pool's classes in the pool's class order, with what
+// each leaf of the division sits on in each.
+type poolClasses struct {
+	classes  []lentSlots
+	eligible []time.Duration // by class: the largest reclaim_grace that may use it (-1: none)
+	free     []Slots         // by class: not given yet
+	hold     map[int32][]Slots
+}
+
+// mayUse reports whether leaf l may take slots of class i.
+func (pc *poolClasses) mayUse(t *tree, l int32, i int) bool {
+	return pc.eligible[i] >= 0 && t.nodes[l].reclaimGrace <= pc.eligible[i]
+}
+
+// holdOf is leaf l's slots by class (made on first use).
+func (pc *poolClasses) holdOf(l int32) []Slots {
+	h, ok := pc.hold[l]
+	if !ok {
+		h = make([]Slots, len(pc.classes))
+		pc.hold[l] = h
+	}
+	return h
+}
+
+// dividePriorityOnce divides pool(x), made of groups, once (ruling 1),
+// records each leaf's part by class as given, and returns what is left of
+// each class, in the pool's class order.
+func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlots {
+	pc := &poolClasses{hold: map[int32][]Slots{}}
+	size := Slots(0)
+	for _, g := range groups {
+		for _, s := range g.slots {
+			pc.classes = append(pc.classes, s)
+			pc.eligible = append(pc.eligible, g.eligible)
+			pc.free = append(pc.free, s.slots)
+			size += s.slots
+		}
+	}
+	// Every leaf of the pool takes part with what earlier layers left it;
+	// the classes decide which slots it may take.
+	f.effs(x, time.Duration(math.MaxInt64))
+	f.eff[x] = minSlots(f.eff[x], f.headroomOf(x))
+	d := f.startPerClass(x, size, pc)
+	f.plannedShares(x, size, d)
+
+	entitled := slices.Clone(d.leaves)
+	slices.SortFunc(entitled, f.t.entitledOrder)
+	entitledNeed := func(l int32) Slots { return minSlots(f.eff[l], d.g[l]) - d.cur[l] }
+	for _, l := range entitled {
+		f.takeFree(x, d, pc, l, entitledNeed(l))
+	}
+	borrowers := slices.Clone(d.leaves)
+	slices.SortFunc(borrowers, f.t.borrowOrder)
+	for _, l := range borrowers {
+		f.takeFree(x, d, pc, l, minSlots(f.eff[l], borrowCeiling(&f.t.nodes[l], d.g[l]))-d.cur[l])
+	}
+	if f.policy.preempt {
+		for _, l := range entitled {
+			f.reclaimPerClass(x, d, pc, l, entitledNeed(l))
+		}
+	}
+
+	for _, l := range d.leaves {
+		k := d.cur[l]
+		if k <= 0 {
+			continue
+		}
+		ent := minSlots(k, d.g[l])
+		for i, n := range pc.holdOf(l) {
+			if n > 0 {
+				e := minSlots(n, ent)
+				ent -= e
+				f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: l, lender: pc.classes[i].lender, slots: n, entitled: e})
+			}
+		}
+		f.give(l, k)
+	}
+	var left []lentSlots
+	for i, c := range pc.classes {
+		if pc.free[i] > 0 {
+			c.slots = pc.free[i]
+			left = append(left, c)
+		}
+	}
+	return left
+}
+
+// startPerClass sets up the division as startHeld does, every leaf with
+// demand keeping what it sits on in the pool (keepers' order), class by
+// class: within its demand, the classes' sizes and the room under every
+// max; a leaf keeping less than it sits on keeps the most restrictive
+// classes first and gives up the pool's own slots first, which every leaf
+// of the pool may take (docs/decisions.md #207).
+func (f *layeredFold) startPerClass(x int32, size Slots, pc *poolClasses) *heldDivision {
+	n := len(f.t.nodes)
+	d := &f.heldDiv
+	if len(d.cur) != n {
+		d.cur, d.g, d.planned = make([]Slots, n), make([]Slots, n), make([]Slots, n)
+	}
+	d.leaves, d.left, d.above = d.leaves[:0], size, Unlimited
+	for a := f.t.nodes[x].parent; a > 0; a = f.t.nodes[a].parent {
+		d.above = minSlots(d.above, f.remMax[a])
+	}
+	f.resetSubtree(x, d)
+	xn := &f.t.nodes[x]
+	for _, l := range f.t.leaves[xn.lo:xn.hi] {
+		if f.eff[l] > 0 {
+			d.leaves = append(d.leaves, l)
+		}
+	}
+	slices.Sort(d.leaves)
+	keepOrder := make([]int, 0, len(pc.classes))
+	for i, c := range pc.classes {
+		if c.lender != noNode {
+			keepOrder = append(keepOrder, i)
+		}
+	}
+	for i, c := range pc.classes {
+		if c.lender == noNode {
+			keepOrder = append(keepOrder, i)
+		}
+	}
+	keepers := make([]leafSlots, len(d.leaves))
+	for i, l := range d.leaves {
+		keepers[i].leaf = l
+		for _, c := range pc.classes {
+			keepers[i].slots += f.held[heldKey{pool: x, leaf: l, lender: c.lender}]
+		}
+	}
+	slices.SortFunc(keepers, func(a, b leafSlots) int {
+		return f.t.keeperOrder(a.leaf, a.slots, b.leaf, b.slots)
+	})
+	for _, k := range keepers {
+		l := k.leaf
+		want := minSlots(k.slots, f.eff[l])
+		for _, i := range keepOrder {
+			hk := heldKey{pool: x, leaf: l, lender: pc.classes[i].lender}
+			m := minSlots(minSlots(want, f.held[hk]), minSlots(pc.free[i], f.roomIn(x, d, l, noNode)))
+			if m <= 0 {
+				continue
+			}
+			f.held[hk] -= m
+			pc.free[i] -= m
+			pc.holdOf(l)[i] += m
+			f.addCur(x, d, l, m)
+			want -= m
+		}
+	}
+	return d
+}
+
+// takeFree gives leaf l up to need free slots of the classes it may use,
+// in the pool's class order.
+func (f *layeredFold) takeFree(x int32, d *heldDivision, pc *poolClasses, l int32, need Slots) {
+	for i := range pc.classes {
+		if need <= 0 {
+			return
+		}
+		if !pc.mayUse(f.t, l, i) {
+			continue
+		}
+		if k := minSlots(minSlots(need, pc.free[i]), f.roomIn(x, d, l, noNode)); k > 0 {
+			pc.free[i] -= k
+			pc.holdOf(l)[i] += k
+			f.addCur(x, d, l, k)
+			need -= k
+		}
+	}
+}
+
+// reclaimPerClass is section 4's reclaim for entitled leaf l: victims in
+// docs/rules.md#priority's victim order give, never below their G, slots
+// of the classes l may use, in the pool's class order.
+func (f *layeredFold) reclaimPerClass(x int32, d *heldDivision, pc *poolClasses, l int32, need Slots) {
+	var blocked []int32
+	for need > 0 {
+		v := f.priorityVictim(x, d, l, blocked)
+		if v == noNode {
+			return
+		}
+		usable := Slots(0)
+		for i, n := range pc.holdOf(v) {
+			if pc.mayUse(f.t, l, i) {
+				usable += n
+			}
+		}
+		give := minSlots(minSlots(need, d.cur[v]-d.g[v]), minSlots(usable, f.roomIn(x, d, l, v)))
+		if f.parentEnf {
+			if bv, bl := f.branchOf(x, v), f.branchOf(x, l); bv != bl {
+				give = minSlots(give, d.cur[bv]-minSlots(d.planned[bv], f.eff[bv]))
+			}
+		}
+		if give <= 0 {
+			blocked = append(blocked, v)
+			continue
+		}
+		hv, hl := pc.holdOf(v), pc.holdOf(l)
+		for i, left := 0, give; left > 0; i++ {
+			if !pc.mayUse(f.t, l, i) {
+				continue
+			}
+			m := minSlots(left, hv[i])
+			hv[i] -= m
+			hl[i] += m
+			left -= m
+		}
+		f.addCur(x, d, v, -give)
+		f.addCur(x, d, l, give)
+		f.out.transfers = append(f.out.transfers, transfer{claimant: l, victim: v, slots: give})
+		need -= give
+	}
+}
