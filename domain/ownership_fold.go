@@ -202,6 +202,9 @@ func (p *Pool) rebalanceOwned() {
 		p.pk.ready = false
 		moves = p.placeAll()
 	}
+	if p.mode.behaviour.swapReturns && !p.plan.Policy.ReclaimForPreferenceOrDefault() {
+		moves = p.swapReturns(moves)
+	}
 	for _, m := range moves {
 		switch m.kind {
 		case KindReclaim, KindReturn:

@@ -252,11 +252,11 @@ func (pl *placement) grant(x placing, k Slots) {
 	l, p := x.leaf, pl.parts[x.part]
 	switch {
 	case p.owner == l:
-		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleOwnUse, graceOf: noNode})
+		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleOwnUse, graceOf: noNode, part: p.owner})
 	case p.owner == noNode || pl.t.contains(p.owner, l):
-		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: x.rule, graceOf: noNode})
+		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: x.rule, graceOf: noNode, part: p.owner})
 	default:
-		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: x.rule, graceOf: noNode})
+		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: x.rule, graceOf: noNode, part: p.owner})
 	}
 }
 

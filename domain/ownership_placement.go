@@ -51,6 +51,10 @@ type placeMove struct {
 	slots   Slots
 	rule    Rule
 	graceOf int32
+	// part: for a grant or a lend, the owner of the part the slots are
+	// in (noNode: the public part); rules 4's swap of returns (ruling 9,
+	// return_swap.go) reads it.
+	part int32
 }
 
 // The rules of the placement's decisions that only ownership makes

@@ -118,11 +118,17 @@ type behaviour struct {
 	// restricting which slots a leaf takes (rules-v4 ruling 1,
 	// priority_per_pool.go); before, each group apart.
 	priorityPerPool bool
+	// swapReturns: with reclaim_for_preference: false an owner uses the
+	// slots its borrowers are given in the same event before taking its
+	// lent slots back (rules-v4 ruling 9, return_swap.go); before, only
+	// its own free parts.
+	swapReturns bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
-		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4}
+		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
+		swapReturns: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,4 +140,67 @@ func TestRules4ReleaseDeadlines(t *testing.T) {
 		t.Fatal("no move under rules 4: the test tests nothing")
 	}
 	t.Logf("%d moves and %d revoked lends under rules 4", moved, revoked)
+}
+
+// TestRules4SwapKeepsCounts: rules 4's reclaim_for_preference: false
+// (ruling 9) changes which slots move, never how many each consumer holds.
+// Random ownership logs are folded under rules 4 twice in lockstep, every
+// plan with reclaim_for_preference false in one and true in the other,
+// under share_ratio with preemption and balance (the policy whose counts
+// do not depend on where slots sit; the others' will once rulings 4 and
+// 12 decide them on totals);
+// after every event every consumer's allocation is the same in both, and
+// the swaps are counted (grants of rule own.use the other run does not
+// make on that host).
+var swapRules = domain.RulesV4
+
+func TestRules4SwapKeepsCounts(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	differing := 0
+	for seed := range uint64(runs) {
+		sc := gen.GenerateOwned(gen.NewRand(seed+62000), 40)
+		pools := [2]*domain.Pool{domain.NewPool("swap", domain.WithDevelopmentRules()), domain.NewPool("swap", domain.WithDevelopmentRules())}
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		seq := uint64(0)
+		for i, ev := range sc.Events {
+			at = at.Add(time.Second)
+			var rs [2]domain.Result
+			var errs [2]error
+			for k, p := range pools {
+				e := ev
+				if pc, ok := ev.(*events.PlanChange); ok {
+					stamped := *pc
+					stamped.Plan.Rules = int(domain.RulesV4)
+					rfp, yes := k == 1, true
+					stamped.Plan.Policy = events.Policy{Reclaim: "share_ratio", Enforcement: stamped.Plan.Policy.Enforcement,
+						Preemption: &yes, Balance: &yes, ReclaimForPreference: &rfp}
+					e = &stamped
+				}
+				rs[k], errs[k] = p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: e})
+			}
+			if (errs[0] == nil) != (errs[1] == nil) {
+				t.Fatalf("seed %d event %d: refusals %v and %v", seed, i, errs[0], errs[1])
+			}
+			if errs[0] != nil {
+				continue
+			}
+			seq++
+			for _, c := range pools[0].Consumers() {
+				other, _ := pools[1].Consumer(c.Path)
+				if c.Allocated != other.Allocated {
+					t.Fatalf("seed %d event %d (%T): %s holds %d with reclaim_for_preference false, %d with true", seed, i, ev, c.Path, c.Allocated, other.Allocated)
+				}
+			}
+			if fmt.Sprint(rs[0].Decisions) != fmt.Sprint(rs[1].Decisions) {
+				differing++
+			}
+		}
+	}
+	if differing == 0 {
+		t.Fatal("the flag changed no decision: the logs never made a return the swap could take")
+	}
+	t.Logf("%d events decided differently, counts always equal", differing)
 }

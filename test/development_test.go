@@ -89,8 +89,8 @@ func TestDevRulesDevelopment(t *testing.T) {
 			files = append(files, f)
 		}
 	}
-	if len(files) != 24 {
-		t.Fatalf("%d files: want the 17 d-*, the 5 r* of rules 3, r01 and r11", len(files))
+	if len(files) != 25 {
+		t.Fatalf("%d files: want the 17 d-*, the 5 r* of rules 3, r01, r09 and r11", len(files))
 	}
 	bin := ledgerBinary(t)
 	dev := startDevEnv(t, bin, testenv.DataDir(t), freeAddr(t), freeAddr(t),

@@ -1,0 +1,61 @@
+package domain
+
+// Rules 4's reclaim_for_preference: false (rules-v4 ruling 9,
+// docs/rules.md#version-4): an owner uses idle slots, its own parts' and
+// the share pools', before it takes lent slots back, and no consumer's
+// count changes for it. The placement has already given the owner the
+// free slots of its own parts, most preferred first, and made the returns
+// it still needs; each such return, from a borrower b, is matched in
+// return order with the slots b is given in the same event (its
+// compensation, in the order placed) that the owner may hold: for every
+// matched slot b keeps the owner's slot and the owner is given b's slot
+// instead (grant, rule own.use, on that slot's host). Only the unmatched
+// rest is returned. Decisions record the net change per leaf and host: a
+// return and a compensation that cancel leave none, so an owner already
+// on such slots stays there and the next event decides nothing.
+
+// swapReturns applies the swap to the placement's moves.
+func (p *Pool) swapReturns(moves []placeMove) []placeMove {
+	var given []placeMove
+	for i := range moves {
+		if moves[i].kind != KindReturn {
+			continue
+		}
+		owner, b := moves[i].leaf, moves[i].from
+		for j := range moves {
+			r, g := &moves[i], &moves[j]
+			if r.slots == 0 {
+				break
+			}
+			if (g.kind != KindGrant && g.kind != KindLend) || g.leaf != b || g.slots == 0 || g.host == r.host || !p.mayUse(owner, g.part) {
+				continue
+			}
+			m := minSlots(r.slots, g.slots)
+			r.slots -= m
+			g.slots -= m
+			given = append(given, placeMove{kind: KindGrant, leaf: owner, from: noNode, host: g.host, slots: m, rule: RuleOwnUse, graceOf: noNode, part: g.part})
+		}
+	}
+	if len(given) == 0 {
+		return moves
+	}
+	// The net change per leaf and host: what the owner is given on a host
+	// where the placement released its slots cancels that release.
+	for gi := range given {
+		x := &given[gi]
+		for j := range moves {
+			if m := &moves[j]; m.kind == KindRelease && m.leaf == x.leaf && m.host == x.host && m.slots > 0 {
+				k := minSlots(m.slots, x.slots)
+				m.slots -= k
+				x.slots -= k
+			}
+		}
+	}
+	out := moves[:0]
+	for _, m := range append(moves, given...) {
+		if m.slots > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
