@@ -20,7 +20,6 @@ var engineDiffers = map[string]string{
 	"r04a-balance-false-totals.yaml":      "rules 4 part A (ruling 4) not built: balance false with ownership decided per pool",
 	"r04b-preemption-false-totals.yaml":   "rules 4 part A (ruling 4) not built: preemption false with ownership decided per pool",
 	"r07-no-move-without-preemption.yaml": "rules 4 part A (ruling 7) not built: moves without preemption",
-	"r09-rfp-false-uses-idle-slots.yaml":  "rules 4 part A (ruling 9) not built",
 	"r12-priority-seating-stable.yaml":    "rules 4 part B (ruling 12) not built",
 	"r13-upward-lent-stays-upward.yaml":   "rules 4 part B (ruling 12) not built",
 }
