@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/contract"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
 	"github.com/cluster-ledger/ledger/internal/signing"
@@ -44,7 +45,7 @@ type deployment struct {
 func newDeployment(t *testing.T, args ...string) *deployment {
 	t.Helper()
 	d := &deployment{bin: ledgerBinary(t), data: testenv.DataDir(t), httpAddr: freeAddr(t), natsAddr: freeAddr(t), args: args,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 30 * time.Second}}
+		client: &http.Client{Transport: contract.ForTest(t).Transport(&http.Transport{MaxIdleConnsPerHost: 32}), Timeout: 30 * time.Second}}
 	// As root, PostgreSQL's own user passes through the data directory to
 	// its cluster in DATA/pg: others may enter it, not list it (what dev
 	// makes when it creates the directory itself).

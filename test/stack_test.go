@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/testdb"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -12,8 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cluster-ledger/ledger/internal/testdb"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cluster-ledger/ledger/domain"
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/contract"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -21,11 +26,9 @@ import (
 	"github.com/cluster-ledger/ledger/migrations"
 	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/projections/query"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m, contract.InstallDefault) }
 
 // stack is a real NATS with the LEDGER stream and a migrated PostgreSQL.
 type stack struct {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/internal/contract"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 
 	"github.com/nats-io/nats.go"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	if floodChild() {
 		return
 	}
-	testenv.Main(m)
+	testenv.Main(m, contract.InstallDefault)
 }
 
 // ledger is one api.Server behind httptest, with its own NATS connection

@@ -197,6 +197,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.HandleRead("GET /v1/status", http.HandlerFunc(s.getStatus))                 // bounded by StatusTimeout
 	s.HandleRead("POST /v1/pools/{pool}/what-if", http.HandlerFunc(s.postWhatIf)) // bounded by its own limits (whatif.go)
 	(&health.Checker{NC: s.nc, JS: js, DB: db, Writable: true, MaxLag: s.readyLag, Log: s.log}).Register(s.mux)
+	s.mux.HandleFunc("GET /v1/openapi.json", getOpenAPI)
 	if s.halted == nil && db != nil {
 		s.halted = s.haltedByPool // the projector's halted_pools table
 	}

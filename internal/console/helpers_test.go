@@ -23,13 +23,14 @@ import (
 	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/contract"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m, contract.InstallDefault) }
 
 // service is the whole ledger of a test: embedded NATS, a fresh migrated
 // database, a projector running, and the API (console included) over
@@ -88,7 +89,9 @@ func newService(t *testing.T, opts ...api.Option) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(testenv.Authorized(srv, token))
+	// Every answer, the browser's included, is checked against the API's
+	// contract.
+	hs := httptest.NewUnstartedServer(contract.ForTest(t).Handler(testenv.Authorized(srv, token)))
 	hs.Config.RegisterOnShutdown(srv.Shutdown)
 	hs.Start()
 	t.Cleanup(func() { srv.Shutdown(); hs.Close() })
@@ -141,8 +144,11 @@ func requireToken(tok string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer "+tok {
+				// Answered as the API answers it (its contract).
 				w.Header().Set("WWW-Authenticate", `Bearer realm="ledger"`)
-				http.Error(w, `{"error":"missing or wrong bearer token","reason":"unauthorized"}`, http.StatusUnauthorized)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error":"missing or wrong bearer token","reason":"unauthenticated"}`)
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -22,13 +22,14 @@ import (
 	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/contract"
 	"github.com/cluster-ledger/ledger/internal/metrics"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/projections"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m, contract.InstallDefault) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,9 +17,10 @@ import (
 
 // Protect serves h only to a request with a bearer token of tokens
 // holding the metrics scope: 401 without a known token, 403 without the
-// scope. Without tokens every request is refused. tokens may be a
-// watched tokens file (auth.File): a revoked token is refused once it
-// reloads.
+// scope, answered as the API answers them ({"error", "reason"}, the
+// API's contract). Without tokens every request is refused. tokens may
+// be a watched tokens file (auth.File): a revoked token is refused once
+// it reloads.
 func Protect(tokens auth.Authenticator, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -30,13 +32,22 @@ func Protect(tokens auth.Authenticator, h http.Handler) http.Handler {
 		switch {
 		case !ok || !known:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ledger"`)
-			http.Error(w, "unauthenticated: send Authorization: Bearer <token with the metrics scope>", http.StatusUnauthorized)
+			refuse(w, http.StatusUnauthorized, "unauthenticated", "send Authorization: Bearer <token with the metrics scope>")
 		case !id.Has(auth.ScopeMetrics):
-			http.Error(w, fmt.Sprintf("missing_scope: token %s lacks the %s scope", id.Name, auth.ScopeMetrics), http.StatusForbidden)
+			refuse(w, http.StatusForbidden, "missing_scope", fmt.Sprintf("token %s lacks the %s scope", id.Name, auth.ScopeMetrics))
 		default:
 			h.ServeHTTP(w, r)
 		}
 	})
+}
+
+func refuse(w http.ResponseWriter, status int, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}{msg, reason})
 }
 
 // Serve listens on addr and serves GET /metrics (reg's handler behind

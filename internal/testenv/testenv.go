@@ -58,12 +58,13 @@ var (
 // Main runs the tests and then stops the PostgreSQL server Postgres
 // started for this test binary (if any), then exits with the tests' code.
 // Call it from TestMain. Each setup runs before the tests, for what a
-// package's tests share and cannot start themselves (its Example
-// functions have no testing.T); the cleanups they return run after the
-// tests, before PostgreSQL stops. A setup that fails ends the binary.
-func Main(m *testing.M, setups ...func() (cleanup func(), err error)) {
+// package's tests share and cannot start themselves (a service its
+// Example functions call, a check of every HTTP answer); the cleanups
+// they return run after the tests, before PostgreSQL stops, and one that
+// fails fails the binary. A setup that fails ends the binary.
+func Main(m *testing.M, setups ...func() (cleanup func() error, err error)) {
 	mainInUse.Store(true)
-	var cleanups []func()
+	var cleanups []func() error
 	code := 0
 	for _, setup := range setups {
 		cleanup, err := setup()
@@ -78,7 +79,10 @@ func Main(m *testing.M, setups ...func() (cleanup func(), err error)) {
 		code = m.Run()
 	}
 	for _, c := range slices.Backward(cleanups) {
-		c()
+		if err := c(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			code = max(code, 1)
+		}
 	}
 	if err := shutdown(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)

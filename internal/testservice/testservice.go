@@ -18,6 +18,7 @@ import (
 	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/contract"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -62,8 +63,9 @@ type Service struct {
 	// nothing of the service uses it).
 	JS jetstream.JetStream
 
-	tokens  map[string]string
-	closers []func()
+	tokens   map[string]string
+	closers  []func()
+	contract *contract.Checker
 }
 
 // Start starts a service that stops when the test ends.
@@ -75,16 +77,24 @@ func Start(t testing.TB, cfg Config) *Service {
 	if err != nil {
 		t.Fatalf("testservice: %v", err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return s
 }
 
 // New starts a service with its NATS store in dir; Close stops it.
 func New(ctx context.Context, dir string, cfg Config) (s *Service, err error) {
-	s = &Service{tokens: map[string]string{}}
+	c, err := contract.New()
+	if err != nil {
+		return nil, err
+	}
+	s = &Service{tokens: map[string]string{}, contract: c}
 	defer func() {
 		if err != nil {
-			s.Close()
+			_ = s.Close()
 		}
 	}()
 	ns, err := testenv.RunNATS(ctx, dir, "127.0.0.1:-1")
@@ -181,7 +191,7 @@ func (s *Service) startAPI(ctx context.Context, cfg Config, signer *signing.Sign
 	if err != nil {
 		return err
 	}
-	hs := httptest.NewUnstartedServer(srv)
+	hs := httptest.NewUnstartedServer(s.contract.Handler(srv))
 	hs.Config.RegisterOnShutdown(srv.Shutdown)
 	hs.Start()
 	s.URL = hs.URL
@@ -189,13 +199,19 @@ func (s *Service) startAPI(ctx context.Context, cfg Config, signer *signing.Sign
 	return nil
 }
 
-// Close stops everything, in the reverse order of starting.
-func (s *Service) Close() {
+// Close stops everything, in the reverse order of starting, and returns
+// the answers that broke the API's contract (nil when none did).
+func (s *Service) Close() error {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
 	s.closers = nil
+	return s.contract.Err()
 }
+
+// Checked is how many answers of the API were checked against its
+// contract.
+func (s *Service) Checked() int { return s.contract.Checked() }
 
 // Token is the bearer token of role (Producer, Planner, Reader).
 func (s *Service) Token(role string) string {

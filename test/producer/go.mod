@@ -1,0 +1,13 @@
+// A producer's own module: it uses the ledger's client library as any
+// site's tool would, through the module's public packages only.
+// TestClientFromAnotherModule (test/producer_module_test.go) runs its
+// test against a running ledger; the replace points at this checkout.
+module example.com/producer
+
+go 1.26.0
+
+require github.com/cluster-ledger/ledger v0.0.0
+
+require golang.org/x/text v0.43.0 // indirect
+
+replace github.com/cluster-ledger/ledger => ../..
