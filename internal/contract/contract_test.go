@@ -31,7 +31,7 @@ func TestDocument(t *testing.T) {
 var route = regexp.MustCompile(`"((?:GET|POST|PUT|DELETE|PATCH|HEAD) (/[^"]*))"`)
 
 // TestEveryRouteIsDescribed reads the routes the server registers (the
-// API's, the console's, the metrics') from their sources, and checks that
+// API's, the console's, the probes') from their sources, and checks that
 // the document describes each, with its method, and nothing else.
 func TestEveryRouteIsDescribed(t *testing.T) {
 	var doc struct {
@@ -49,7 +49,7 @@ func TestEveryRouteIsDescribed(t *testing.T) {
 		}
 	}
 	registered := map[string]string{}
-	for _, dir := range []string{"../api", "../console"} {
+	for _, dir := range []string{"../api", "../console", "../health"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

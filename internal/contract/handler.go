@@ -13,6 +13,9 @@ func (c *Checker) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &recorder{ResponseWriter: w, c: c, r: r}
 		h.ServeHTTP(rec, r)
+		if rec.status == 0 && r.Context().Err() != nil {
+			return // the client went away and the handler answered nothing
+		}
 		if !rec.streaming {
 			if rec.status == 0 {
 				rec.status = http.StatusOK
