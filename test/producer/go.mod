@@ -1,7 +1,9 @@
 // A producer's own module: it uses the ledger's client library as any
 // site's tool would, through the module's public packages only.
 // TestClientFromAnotherModule (test/producer_module_test.go) runs its
-// test against a running ledger; the replace points at this checkout.
+// test against a running ledger, on a copy whose replace points at the
+// checkout (tidied there). By hand: go mod tidy, then LEDGER_URL=...
+// go test (see producer_test.go for the variables).
 module example.com/producer
 
 go 1.26.0
