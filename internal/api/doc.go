@@ -27,8 +27,9 @@
 // in a crash and the projector is appending those events again), appends
 // are answered 503 with reason "healing" and Retry-After (hold.go).
 //
-// Access. Every request but the probes (/healthz, /readyz) needs a bearer token of the
-// server's token set (internal/auth) with the scope it needs on the pool
+// Access. Every request but the probes (/healthz, /readyz), the contract
+// (/v1/openapi.json) and the console's static page needs a bearer token
+// of the server's token set (internal/auth) with the scope it needs on the pool
 // it names: append for demand and release, plan for plan and hosts, read
 // for the read endpoints. The producer recorded is the token's name.
 // Requests from browser pages (an Origin header) are refused unless the
@@ -53,4 +54,16 @@
 // PostgreSQL and NATS answer. It asks NATS and PostgreSQL at the same
 // time under StatusTimeout and always answers 200 while the ledger runs:
 // "ok", or "degraded" with the problems in words.
+//
+// What-if (whatif.go). POST /v1/pools/{pool}/what-if (read scope) forks
+// a pool at a point of its history from its snapshot and the log
+// (internal/whatif, the replay's fold), folds hypothetical events on it
+// in memory and answers with the difference; it appends nothing. It is
+// bounded by the body, MaxWhatIfEvents, a time budget and slots (at once,
+// and one per pool), and the console's own page may send it.
+//
+// The contract (openapi.go). openapi.json describes every endpoint of
+// the server, every status and body; it is served at /v1/openapi.json,
+// and the tests check every answer they get against it
+// (internal/contract).
 package api
