@@ -23,6 +23,7 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	verrors "github.com/pb33f/libopenapi-validator/errors"
+	"github.com/pb33f/libopenapi-validator/helpers"
 
 	"github.com/cluster-ledger/ledger/internal/api"
 )
@@ -86,9 +87,26 @@ func (c *Checker) Check(req *http.Request, status int, header http.Header, body 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checked++
-	if ok, errs := c.v.ValidateHttpResponse(req, resp); !ok {
+	if ok, errs := c.v.ValidateHttpResponse(req, resp); !ok && !unrouted(status, errs) {
 		c.violations[fmt.Sprintf("%s %s answered %d: %s", req.Method, req.URL.Path, status, describe(errs))]++
 	}
+}
+
+// unrouted reports whether the answer is the server's 404 (or 405) to a
+// path (or method) the API does not have: the contract describes the
+// routes there are, and says nothing of the others but that they are
+// not found. Any other answer to an undescribed route is a violation (a
+// route the document lacks).
+func unrouted(status int, errs []*verrors.ValidationError) bool {
+	if status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+		return false
+	}
+	for _, e := range errs {
+		if e.ValidationType != helpers.PathValidation || (e.ValidationSubType != helpers.ValidationMissing && e.ValidationSubType != helpers.ValidationMissingOperation) {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 // Checked is how many answers were checked.

@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -100,4 +101,46 @@ func TestEveryRouteIsDescribed(t *testing.T) {
 			}
 		}
 	}))
+}
+
+// TestChecker: an answer the document describes passes; one with a field
+// it does not list, or a status the operation does not list, is a
+// violation; the server's 404 to a route the API does not have is not.
+func TestChecker(t *testing.T) {
+	c, err := contract.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, "http://ledger.example"+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	js := http.Header{"Content-Type": {"application/json"}}
+	text := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	c.Check(get("/v1/pools/p/allocations"), 200, js, []byte(`{"pool":"p","seq":3,"consumers":[],"hosts_allocations":[]}`))
+	c.Check(get("/no/such/route"), 404, text, []byte("404 page not found\n"))
+	if err := c.Err(); err != nil {
+		t.Fatalf("answers the contract describes: %v", err)
+	}
+	for _, bad := range []struct {
+		path   string
+		status int
+		h      http.Header
+		body   string
+	}{
+		{"/v1/pools/p/allocations", 200, js, `{"pool":"p","seq":3,"consumers":[],"hosts_allocations":[],"extra":1}`},
+		{"/v1/pools/p/allocations", 200, js, `{"pool":"p","seq":-1,"consumers":[],"hosts_allocations":[]}`},
+		{"/v1/pools/p/allocations", 418, js, `{"error":"x","reason":"teapot"}`},
+		{"/v1/pools/p/allocations", 503, text, "busy"},
+		{"/v1/pools/p/unknown", 200, js, `{}`},
+	} {
+		c, _ := contract.New()
+		c.Check(get(bad.path), bad.status, bad.h, []byte(bad.body))
+		if c.Err() == nil {
+			t.Errorf("GET %s answered %d %s: no violation", bad.path, bad.status, bad.body)
+		}
+	}
 }
