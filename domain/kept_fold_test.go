@@ -31,7 +31,13 @@ func TestKeptFoldMatchesFull(t *testing.T) {
 	}
 	folds, places := 0, 0
 	for seed := range uint64(runs) {
-		f, pl, err := foldKept(gen.GenerateOwned(gen.NewRand(seed+71000), 60), seed%2 == 1, reclaims[seed/2%2])
+		// Every fourth log under the rules version in development, whose
+		// placement differs (rulings 7, 9, 10, 11, 13).
+		var rules []RulesVersion
+		if seed%4 == 3 {
+			rules = append(rules, RulesDevelopment)
+		}
+		f, pl, err := foldKept(gen.GenerateOwned(gen.NewRand(seed+71000), 60), seed%2 == 1, reclaims[seed/2%2], rules...)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -83,14 +89,17 @@ func FuzzKeptFold(f *testing.F) {
 // the computation from scratch). It returns how many kept folds and kept
 // placements it compared. The memo is observed from outside the fold,
 // after the event: no hook in the production type.
-func foldKept(sc gen.Scenario, graces bool, reclaim string) (folds, places int, err error) {
-	kept, scratch := NewPool("inc"), NewPool("inc")
+func foldKept(sc gen.Scenario, graces bool, reclaim string, rules ...RulesVersion) (folds, places int, err error) {
+	kept, scratch := NewPool("inc", WithDevelopmentRules()), NewPool("inc", WithDevelopmentRules())
 	scratch.fromScratch = true
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
 	for i, ev := range sc.Events {
 		if pc, ok := ev.(*events.PlanChange); ok {
 			ev = foldablePlan(pc, graces, reclaim)
+			if len(rules) > 0 {
+				ev.(*events.PlanChange).Plan.Rules = int(rules[0])
+			}
 		}
 		at = at.Add(time.Second)
 		e := Event{Seq: seq + 1, Time: at, Payload: ev}

@@ -239,7 +239,8 @@ func (p *Pool) holders() [][]leafSlots {
 func (p *Pool) placeRules() placeRules {
 	r := placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
 		preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(), preference: p.preference,
-		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked}
+		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked,
+		keepAll: p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt}
 	if p.mode.behaviour.seatedReturns {
 		r.seated = p.seatedOn
 	}

@@ -85,6 +85,16 @@ func (pl *placement) pair() {
 			}
 		}
 	}
+	if pl.rules.keepAll { // rules 4 without preemption: no reclaim (ruling 7)
+		for _, h := range pl.hosts0 {
+			for _, v := range hs[h].losers {
+				if k := hs[h].lost[v]; k > 0 {
+					hs[h].lost[v] = 0
+					pl.releaseLost(v, h, k)
+				}
+			}
+		}
+	}
 	// What is gained on a host beyond what is given up there comes from
 	// free slots. Each leaf takes free slots first, on every host it
 	// gains on, then what others give up (docs/rules.md#share-ratio: free

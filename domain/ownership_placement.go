@@ -92,6 +92,10 @@ type placeRules struct {
 	// seated, under rules 4 (ruling 11): what leaf sits on in owner's part
 	// of host h at the start of the rebalance (nil before).
 	seated func(h, owner, leaf int32) Slots
+	// keepAll, under rules 4 without preemption (ruling 7): a leaf keeps
+	// every slot it holds on a part it may hold, but what its owner takes
+	// back, up to what it is due in all; nothing is moved.
+	keepAll bool
 }
 
 // placement is one run's state.
@@ -395,6 +399,12 @@ func (pl *placement) keep() {
 		}
 		withParts = append(withParts, h)
 	}
+	if pl.rules.keepAll {
+		for _, h := range withParts {
+			pl.keepSeated(h, left[h])
+		}
+		return
+	}
 	// Leaves that keep all they hold first, host by host; then those
 	// giving slots up keep on the hosts a claimant would use last (least
 	// free, then name descending), so what they give up is where the
@@ -409,6 +419,73 @@ func (pl *placement) keep() {
 	})
 	for _, h := range withParts {
 		pl.keepOn(h, left[h], true)
+	}
+}
+
+// keepSeated is rules 4's step 1 without preemption (ruling 7): on host h
+// every holder keeps what it sits on in each part it may hold (the
+// seating, docs/rules.md#seating), within the part's room less what the
+// part's owner takes back (a return; borrowers in the return order give
+// it), even above its target: nothing is moved or reclaimed without
+// preemption, and the pool converges as work ends. What it keeps counts
+// against its due of that part's owner first, then its other dues, least
+// preferred first, so it is not placed elsewhere for them.
+func (pl *placement) keepSeated(h int32, left []Slots) {
+	i0, i1 := pl.partsOfHost(h)
+	hs, kept := pl.holders[h], pl.kept[h]
+	var keepers []int
+	for i := i0; i < i1; i++ {
+		p := pl.parts[i]
+		keepers = keepers[:0]
+		for j, x := range hs {
+			if left[j] > 0 && pl.t.mayUse(x.leaf, p.owner) {
+				keepers = append(keepers, j)
+			}
+		}
+		slices.SortFunc(keepers, func(a, b int) int { return pl.partKeepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
+		for _, j := range keepers {
+			l := hs[j].leaf
+			room := pl.capRem[i]
+			if l != p.owner {
+				room -= pl.reserved[i]
+			}
+			k := minSlots(minSlots(left[j], pl.rules.seated(h, p.owner, l)), room)
+			if k <= 0 {
+				continue
+			}
+			left[j] -= k
+			kept[j] += k
+			pl.takeDue(l, p.owner, k)
+			pl.touch(i)
+			pl.capRem[i] -= k
+			pl.keptSum[i] += k
+			if l != p.owner {
+				pl.keptElse[i] += k
+			}
+		}
+	}
+}
+
+// takeDue counts k slots kept on owner's part against leaf l's due of
+// owner's parts first, then its other dues, least preferred first (wants
+// is in the order it uses them), but its own layer's: an owner takes its
+// own slots back whatever it holds elsewhere (ruling 5).
+func (pl *placement) takeDue(l, owner int32, k Slots) {
+	if d := pl.dueOf(l, owner); d != nil {
+		n := minSlots(k, d.want)
+		d.want -= n
+		d.ent -= minSlots(n, d.ent)
+		k -= n
+	}
+	for w := len(pl.wants[l]) - 1; w >= 0 && k > 0; w-- {
+		if pl.wants[l][w] == l {
+			continue
+		}
+		d := pl.dueOf(l, pl.wants[l][w])
+		n := minSlots(k, d.want)
+		d.want -= n
+		d.ent -= minSlots(n, d.ent)
+		k -= n
 	}
 }
 

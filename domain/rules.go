@@ -123,12 +123,17 @@ type behaviour struct {
 	// lent slots back (rules-v4 ruling 9, return_swap.go); before, only
 	// its own free parts.
 	swapReturns bool
+	// noMoveWithoutPreemption: with preemption false a leaf keeps every
+	// slot it holds on a part it may hold but what a return takes, so
+	// nothing is moved (rules-v4 ruling 7, ownership_placement.go
+	// keepRest); before, work was moved to reach the division's parts.
+	noMoveWithoutPreemption bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
-		swapReturns: v >= RulesV4}
+		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -204,3 +204,52 @@ func TestRules4SwapKeepsCounts(t *testing.T) {
 	}
 	t.Logf("%d events decided differently, counts always equal", differing)
 }
+
+// TestRules4NoMoveWithoutPreemption: under rules 4 with preemption false
+// (ruling 7) nothing is moved and nothing reclaimed: on random ownership
+// logs, every plan made preemption: false (share_ratio and priority), no
+// decision is a release.moved or a reclaim; under rules 3 some are moved
+// (the ruling's reason), which the test also finds.
+func TestRules4NoMoveWithoutPreemption(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	movedV3 := 0
+	for seed := range uint64(runs) {
+		sc := gen.GenerateOwned(gen.NewRand(seed+63000), 40)
+		for _, v := range []domain.RulesVersion{domain.RulesV3, domain.RulesV4} {
+			p := domain.NewPool("nomove", domain.WithDevelopmentRules())
+			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			seq := uint64(0)
+			for i, ev := range sc.Events {
+				at = at.Add(time.Second)
+				if pc, ok := ev.(*events.PlanChange); ok {
+					stamped := *pc
+					stamped.Plan.Rules = int(v)
+					no := false
+					stamped.Plan.Policy.Preemption = &no
+					ev = &stamped
+				}
+				r, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev})
+				if err != nil {
+					continue
+				}
+				seq++
+				for _, d := range r.Decisions {
+					if d.Rule != domain.RuleMoved && d.Kind != domain.KindReclaim {
+						continue
+					}
+					if v == domain.RulesV4 {
+						t.Fatalf("seed %d event %d (%T), rules 4 without preemption: %+v", seed, i, ev, d)
+					}
+					movedV3++
+				}
+			}
+		}
+	}
+	if movedV3 == 0 {
+		t.Fatal("rules 3 moved nothing either: the logs do not exercise the ruling")
+	}
+	t.Logf("rules 3 moved or reclaimed %d times without preemption; rules 4 never", movedV3)
+}

@@ -281,14 +281,16 @@ func (r *sitRepair) place(hk int) bool {
 // consumer owns only if they are lent up to a common ancestor (every
 // owner on the way lends) and the leaf's reclaim_grace is at most every
 // one of their lend_grace.
-func (p *Pool) mayUse(leaf, owner int32) bool {
-	if owner == noNode || owner == leaf || p.t.contains(owner, leaf) {
+func (p *Pool) mayUse(leaf, owner int32) bool { return p.t.mayUse(leaf, owner) }
+
+func (t *tree) mayUse(leaf, owner int32) bool {
+	if owner == noNode || owner == leaf || t.contains(owner, leaf) {
 		return true
 	}
-	top := p.t.commonAncestor(owner, leaf)
-	g := p.t.nodes[leaf].reclaimGrace
-	for o := owner; o != top; o = p.t.nodes[o].parent {
-		if n := &p.t.nodes[o]; !n.lend || g > n.lendGrace {
+	top := t.commonAncestor(owner, leaf)
+	g := t.nodes[leaf].reclaimGrace
+	for o := owner; o != top; o = t.nodes[o].parent {
+		if n := &t.nodes[o]; !n.lend || g > n.lendGrace {
 			return false
 		}
 	}

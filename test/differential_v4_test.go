@@ -34,8 +34,8 @@ var (
 // expected (reference) vs found (engine)); -v4.seed=N prints a log.
 //
 // It is not a Test yet: the engine folds rules 4 in development
-// (domain.WithDevelopmentRules) with rulings 1, 9, 10, 11 and 13 of parts A
-// and B built, not 4, 7 and 12. On 2026-11-27, 200 logs of each
+// (domain.WithDevelopmentRules) with rulings 1, 7, 9, 10, 11 and 13 of parts A
+// and B built, not 4 and 12. On 2026-11-27, 200 logs of each
 // generator: every log without ownership agrees, 94 of 400 with ownership
 // do, counting decisions without their deadlines (the model gives a
 // reclaim of reclaim_grace 0 no deadline, where section 6 says time + 0,
