@@ -113,6 +113,38 @@ func (p *Projector) Run(ctx context.Context) error {
 	}
 	p.reconnects = p.js.Conn().Stats().Reconnects
 	defer p.observeStop()
+	if p.cfg.until == 0 {
+		// Before anything of the consumer or the projection is touched:
+		// a second projector of this name stops here (lock.go).
+		var lock *pgx.Conn
+		err := p.retry(ctx, "take the projector lock", func() (err error) {
+			lock, err = p.takeLock(ctx)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil && !isFatal(err) {
+				return nil
+			}
+			return err
+		}
+		var stop context.CancelCauseFunc
+		ctx, stop = context.WithCancelCause(ctx)
+		held := make(chan struct{})
+		go func() {
+			defer close(held)
+			p.holdLock(ctx, lock, stop)
+		}()
+		defer func() { stop(nil); <-held }()
+	}
+	err := p.run(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrLockLost) {
+		return cause
+	}
+	return err
+}
+
+// run is Run once the lock is held.
+func (p *Projector) run(ctx context.Context) error {
 	var err error
 	if p.cfg.until > 0 {
 		err = p.runUntil(ctx)

@@ -212,13 +212,20 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if cfg.databaseURL == "" {
 		log.Info("starting PostgreSQL", "dir", filepath.Join(data, devPGDir))
 		// pgcluster says what it does in plain lines: each becomes a record.
-		pg, err := pgcluster.Start(ctx, pgcluster.WithDataDir(filepath.Join(data, devPGDir)),
+		pg, err := pgcluster.Start(ctx, append(devPGPolicy(), pgcluster.WithDataDir(filepath.Join(data, devPGDir)),
 			pgcluster.WithAuthDir(filepath.Join(data, devPGAuthDir)), pgcluster.WithRoles(migrations.Roles...),
-			pgcluster.WithLog(logging.Lines(log, slog.LevelInfo, "component", "pgcluster")))
+			pgcluster.WithLog(logging.Lines(log, slog.LevelInfo, "component", "pgcluster")))...)
 		if err != nil {
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
 		defer stopPostgres(log, pg)
+		guardCtx, stopGuard := context.WithCancel(ctx)
+		guarded := make(chan struct{})
+		go func() {
+			defer close(guarded)
+			guardRoles(guardCtx, log, pg)
+		}()
+		defer func() { stopGuard(); <-guarded }()
 		db = devDatabases{owner: pg.URL(), projector: pg.URLAs(migrations.RoleProjector),
 			api: pg.URLAs(migrations.RoleAPI), reporting: pg.URLAs(migrations.RoleReporting)}
 		pgAuthDir = pg.AuthDir()
@@ -370,6 +377,38 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 	}
 	return err
 }
+
+// devPGPolicy is what the private cluster's roles may hold of the
+// server, and the built-in functions they may not call
+// (migrations/cluster.go; decisions #150-#153).
+func devPGPolicy() []pgcluster.Option {
+	opts := []pgcluster.Option{pgcluster.WithSetupSQL(migrations.ClusterSQL)}
+	for role, limit := range migrations.ConnLimits {
+		p := pgcluster.RolePolicy{ConnLimit: limit}
+		if role == migrations.RoleReporting {
+			p.Settings = migrations.ReportingSettings
+		}
+		opts = append(opts, pgcluster.WithRolePolicy(role, p))
+	}
+	return opts
+}
+
+// guardRoles keeps the roles' passwords, limits and settings as dev set
+// them while it runs: PostgreSQL 15 lets a login role change its own
+// password and session defaults, so the holder of the printed
+// DATABASE_URL could lock the other users of it out or lift its
+// timeouts; the guard puts them back within a second and says so.
+func guardRoles(ctx context.Context, log *slog.Logger, pg *pgcluster.Cluster) {
+	err := pg.GuardRoles(ctx, roleGuardInterval, func(role, what string) {
+		log.Warn("PostgreSQL role changed by its holder; restored as ledger dev set it", "role", role, "changed", what)
+	})
+	if err != nil && ctx.Err() == nil {
+		log.Error("PostgreSQL roles: the guard stopped; a role that changes its own password or settings is no longer restored", "err", err)
+	}
+}
+
+// roleGuardInterval is how often dev compares the roles with what it set.
+const roleGuardInterval = time.Second
 
 func stopPostgres(log *slog.Logger, pg *pgcluster.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -19,7 +19,11 @@ import (
 
 // exitDegraded is status's exit code when the deployment answers but is
 // not ok: scripts and probes tell "degraded" from "cannot ask" (1).
-const exitDegraded = 2
+// Exit statuses of ledger status (1: the ledger could not be asked).
+const (
+	exitDegraded = 2 // everything works; something needs a look
+	exitDown     = 3 // appends or reads do not work
+)
 
 func init() {
 	var ledgerURL, token string
@@ -37,8 +41,13 @@ has not projected); the halted pools; and whether PostgreSQL and NATS
 answer. A part that does not answer is reported, not waited for (the
 ledger bounds the whole report to a few seconds).
 
-Exit status: 0 when everything is ok, 2 when the deployment is degraded
-(the problems are listed), 1 when the ledger cannot be asked.
+The first lines say whether appends and reads work. Exit status: 0 when
+everything is ok, 2 when the deployment is degraded (it works; the
+problems listed need a look: halted pools, a lagging stream copy, a
+stale projector), 3 when it is down: appends (NATS or the stream does
+not answer) or reads (PostgreSQL does not answer; appends go on, the
+log keeps them), 1 when the ledger cannot be asked. Errors are in the
+ledger's words; the driver's go to the ledger's log.
 
 Each projector (partition) shows whether an instance folds it now, as
 NATS sees its consumer: one that stopped or was killed shows as not live
@@ -98,7 +107,11 @@ func runStatus(ctx context.Context, out io.Writer, c *client.Client, asJSON bool
 	} else if err := printStatus(out, res); err != nil {
 		return err
 	}
-	if res.Status != "ok" {
+	switch res.Status {
+	case "ok":
+	case "down":
+		return exitError{code: exitDown}
+	default:
 		return exitError{code: exitDegraded}
 	}
 	return nil
@@ -134,6 +147,7 @@ func runReadyz(ctx context.Context, out io.Writer, ledgerURL string) error {
 func printStatus(w io.Writer, res api.StatusResponse) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status: %s (at %s)\n", res.Status, res.Time.Format(time.RFC3339))
+	fmt.Fprintf(&b, "appends: %s, reads: %s\n", loud(res.Appends), loud(res.Reads))
 	for _, p := range res.Problems {
 		fmt.Fprintf(&b, "  ! %s\n", p)
 	}
@@ -240,6 +254,14 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// loud writes a part's state in capitals when it is not ok.
+func loud(state string) string {
+	if state == "ok" {
+		return state
+	}
+	return strings.ToUpper(state)
 }
 
 // ago is how long before now t was, rounded for reading.

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/cluster-ledger/ledger/internal/health"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections"
@@ -51,11 +54,23 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	res.Halted = readableHalted(r, res.Halted)
 	res.Projectors = s.projectorStatus(ctx, res.Stream, offsets)
 	s.instances(ctx, res.Projectors)
+	res.Appends, res.Reads = "ok", "ok"
+	if !res.NATS.Connected || res.Stream == nil {
+		res.Appends = "down"
+	}
+	if !res.Postgres.Reachable || res.Postgres.Error != "" {
+		res.Reads = "down"
+	}
 	res.Problems = problems(res)
 	res.Status = "ok"
-	if len(res.Problems) > 0 {
+	switch {
+	case res.Appends == "down" || res.Reads == "down":
+		res.Status = "down"
+	case len(res.Problems) > 0:
 		res.Status = "degraded"
 	}
+	// 200 whatever the deployment's state: the report was made. The
+	// probes (/healthz, /readyz) answer 503 for load balancers (#158).
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -79,7 +94,7 @@ func (s *Server) natsStatus(ctx context.Context) (NATSStatus, *StreamStatus) {
 	if !n.Connected {
 		n.Error = "not connected (" + s.nc.Status().String() + ")"
 		if err := s.nc.LastError(); err != nil {
-			n.Error += ": " + err.Error()
+			s.log.Warn("status: NATS", "err", err) // the client's words stay in the log
 		}
 		return n, nil
 	}
@@ -88,7 +103,8 @@ func (s *Server) natsStatus(ctx context.Context) (NATSStatus, *StreamStatus) {
 	if err != nil {
 		// Connected, but JetStream did not answer for the stream: most
 		// often a stream without a leader (no quorum of its copies).
-		n.Error = "stream " + stream.Name + ": " + timedOut(ctx, err)
+		s.log.Warn("status: stream info", "err", err)
+		n.Error = "stream " + stream.Name + ": " + noAnswer(ctx, "does not answer")
 	}
 	return n, st
 }
@@ -121,27 +137,49 @@ func (s *Server) streamStatus(ctx context.Context) (*StreamStatus, error) {
 }
 
 // postgresStatus pings PostgreSQL and reads the projector offsets and
-// the halted pools.
+// the halted pools. Its error is in the ledger's words: the driver's
+// (which names the server, the user, the database) goes to the log.
 func (s *Server) postgresStatus(ctx context.Context) (PostgresStatus, []query.Offset, []HaltedStatus) {
 	halted := []HaltedStatus{}
 	if s.db == nil {
 		return PostgresStatus{Error: "not configured (no DATABASE_URL)"}, nil, halted
 	}
 	if err := s.db.Ping(ctx); err != nil {
-		return PostgresStatus{Error: timedOut(ctx, err)}, nil, halted
+		s.log.Warn("status: PostgreSQL", "err", err)
+		return PostgresStatus{Error: pgWords(ctx, err)}, nil, halted
 	}
 	offsets, err := query.ProjectorOffsets(ctx, s.db, maxProjectors)
 	if err != nil {
-		return PostgresStatus{Reachable: true, Error: timedOut(ctx, err)}, nil, halted
+		s.log.Warn("status: projector offsets", "err", err)
+		return PostgresStatus{Reachable: true, Error: noAnswer(ctx, "the projection's tables cannot be read (the ledger's log says why)")}, nil, halted
 	}
 	rows, err := query.HaltedPools(ctx, s.db, maxHalted)
 	if err != nil {
-		return PostgresStatus{Reachable: true, Error: timedOut(ctx, err)}, offsets, halted
+		s.log.Warn("status: halted pools", "err", err)
+		return PostgresStatus{Reachable: true, Error: noAnswer(ctx, "the projection's tables cannot be read (the ledger's log says why)")}, offsets, halted
 	}
 	for _, h := range rows {
 		halted = append(halted, HaltedStatus{Pool: h.Pool, Seq: h.Seq, Reason: h.Reason, HaltedAt: h.HaltedAt.UTC()})
 	}
 	return PostgresStatus{Reachable: true}, offsets, halted
+}
+
+// pgWords says why PostgreSQL could not be asked, without the driver's
+// text.
+func pgWords(ctx context.Context, err error) string {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch pg.Code {
+		case pgerrcode.TooManyConnections:
+			return "refuses connections: too many (the API's role is at its connection limit, or the server at max_connections)"
+		case pgerrcode.InvalidPassword, pgerrcode.InvalidAuthorizationSpecification:
+			return "refuses the API's credentials"
+		case pgerrcode.CannotConnectNow, pgerrcode.AdminShutdown, pgerrcode.CrashShutdown:
+			return "is starting up or shutting down"
+		}
+		return "answers with an error (the ledger's log says which)"
+	}
+	return noAnswer(ctx, "does not answer (no server accepts connections)")
 }
 
 // projectorStatus gives each offset its lag behind the stream (unknown
@@ -208,13 +246,13 @@ func (s *Server) instances(ctx context.Context, ps []ProjectorStatus) {
 	wg.Wait()
 }
 
-// timedOut words err, saying so when it is the status deadline that
-// passed (a hung server, a stream without a quorum).
-func timedOut(ctx context.Context, err error) string {
+// noAnswer is words, or that the status deadline passed (a hung server,
+// a stream without a quorum).
+func noAnswer(ctx context.Context, words string) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Sprintf("no answer within %v (%v)", StatusTimeout, err)
+		return fmt.Sprintf("no answer within %v", StatusTimeout)
 	}
-	return err.Error()
+	return words
 }
 
 // problems lists, in words, what makes the deployment less than ok.
@@ -241,10 +279,15 @@ func problems(res StatusResponse) []string {
 			out = append(out, fmt.Sprintf("stream %s has %d of its %d copies", st.Name, n, st.Replicas))
 		}
 	}
-	if !res.Postgres.Reachable {
-		out = append(out, "PostgreSQL: "+res.Postgres.Error)
-	} else if res.Postgres.Error != "" {
-		out = append(out, "PostgreSQL: "+res.Postgres.Error)
+	if res.Appends == "down" {
+		out = append(out, "appends are down: producers get 503 until NATS and the stream answer again (nothing is lost: they retry)")
+	}
+	if res.Reads == "down" {
+		appends := "appends go on (the log keeps them; the projectors fold them once it is back)"
+		if res.Appends == "down" {
+			appends = "appends are down too"
+		}
+		out = append(out, "PostgreSQL "+res.Postgres.Error+": reads (allocations, decisions, the console) and the projection are down, and the projectors' state is unknown; "+appends)
 	}
 	out = append(out, lagProblems(res.Projectors)...)
 	for _, h := range res.Halted {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -344,8 +345,9 @@ func TestStatusPartsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, took := status(t, l)
-	if res.Postgres.Reachable || res.Postgres.Error == "" || res.Status != "degraded" || took > api.StatusTimeout+time.Second ||
-		res.Stream == nil || res.Stream.LastSeq != 2 || !res.NATS.Connected {
+	if res.Postgres.Reachable || res.Postgres.Error == "" || res.Status != "down" || res.Appends != "ok" || res.Reads != "down" ||
+		took > api.StatusTimeout+time.Second || res.Stream == nil || res.Stream.LastSeq != 2 || !res.NATS.Connected ||
+		strings.Contains(res.Postgres.Error, "dial") || strings.Contains(res.Postgres.Error, strconv.Itoa(pg.Port())) {
 		t.Fatalf("PostgreSQL stopped (%v): %+v", took, res)
 	}
 	t.Logf("PostgreSQL stopped: answered in %v: %v", took, res.Problems)
@@ -354,7 +356,7 @@ func TestStatusPartsDown(t *testing.T) {
 	// Until the client notices the lost connection the stream is asked
 	// and does not answer: either way, degraded within the bound.
 	res, took = status(t, l)
-	if res.Stream != nil || res.NATS.Error == "" || res.Status != "degraded" || took > api.StatusTimeout+time.Second {
+	if res.Stream != nil || res.NATS.Error == "" || res.Status != "down" || res.Appends != "down" || took > api.StatusTimeout+time.Second {
 		t.Fatalf("NATS stopped too (%v): %+v", took, res)
 	}
 	t.Logf("NATS stopped: answered in %v: %v", took, res.Problems)
@@ -404,7 +406,7 @@ func TestStatusPostgresHangs(t *testing.T) {
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	res, took := status(t, &ledger{t: t, url: hs.URL, token: token})
-	if res.Postgres.Reachable || res.Status != "degraded" || res.Stream == nil || took < api.StatusTimeout-time.Second ||
+	if res.Postgres.Reachable || res.Status != "down" || res.Postgres.Error != "no answer within 3s" || res.Stream == nil || took < api.StatusTimeout-time.Second ||
 		took > api.StatusTimeout+time.Second {
 		t.Fatalf("hung PostgreSQL (%v): %+v", took, res)
 	}

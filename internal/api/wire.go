@@ -35,7 +35,15 @@ type HaltedPool struct {
 // Status says "ok" or "degraded", Problems why, and the part that could
 // not be asked holds its error.
 type StatusResponse struct {
-	Status   string    `json:"status"` // ok | degraded
+	// Status is ok, degraded (everything works, something needs a
+	// look: halted pools, a lagging copy, a stale projector) or down
+	// (appends or reads do not work: Appends, Reads say which).
+	Status string `json:"status"`
+	// Appends is "down" when this instance cannot append (NATS or the
+	// stream does not answer), else "ok"; Reads is "down" when the
+	// projection cannot be read (PostgreSQL), else "ok".
+	Appends  string    `json:"appends"`
+	Reads    string    `json:"reads"`
 	Problems []string  `json:"problems,omitempty"`
 	Time     time.Time `json:"time"` // when this instance answered
 	// Stream is nil when NATS could not be asked.

@@ -49,6 +49,8 @@ type Cluster struct {
 	roles      []string          // login roles besides the application role
 	superPW    string            // "" until a cluster from before passwords is secured
 	passwords  map[string]string // role -> password: AppRole and roles
+	policies   map[string]RolePolicy
+	setupSQL   string
 
 	mu      sync.Mutex
 	stopped bool
@@ -88,7 +90,10 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 		return nil, newErr(ErrPrepare, err, "auth directory %q", cfg.authDir)
 	}
 	c := &Cluster{binDir: binDir, dataDir: dataDir, authDir: authDir, database: cfg.database, log: cfg.log,
-		roles: cfg.roles, passwords: map[string]string{}}
+		roles: cfg.roles, passwords: map[string]string{}, policies: cfg.policies, setupSQL: cfg.setupSQL}
+	if err := checkPolicies(cfg.policies); err != nil {
+		return nil, newErr(ErrPrepare, err, "role policies")
+	}
 	fmt.Fprintf(c.log, "pgcluster: PostgreSQL binaries in %s, data in %s, passwords in %s\n", binDir, dataDir, authDir)
 	if needUnprivileged() {
 		if c.cred, err = systemUser(c.log); err != nil {
@@ -228,6 +233,9 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // directories that existed are never changed: one PostgreSQL's user may
 // not enter is an error naming it.
 func (c *Cluster) prepareDataDir() error {
+	if err := c.checkTrusted(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(c.dataDir), 0o755); err != nil {
 		return newErr(ErrPrepare, err, "create the parent of the data directory")
 	}
@@ -353,6 +361,12 @@ func (c *Cluster) pgCtlStart(ctx context.Context, fsync bool) error {
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_permissions=0700", // the directory is 0700 too
 		"-c", "fsync=" + onOff,
+		// The connections the role policies are checked against, and
+		// large objects only for their owners, whatever a configuration
+		// file says.
+		"-c", "max_connections=" + strconv.Itoa(MaxConnections),
+		"-c", "superuser_reserved_connections=" + strconv.Itoa(SuperuserReservedConnections),
+		"-c", "lo_compat_privileges=off",
 	}
 	if !fsync {
 		// Not synchronous_commit=off: that would lose the last commits
@@ -483,8 +497,8 @@ func (c *Cluster) ensureDatabase(ctx context.Context) error {
 		return newErr(ErrCreateDatabase, redact.Error(err, c.URLFor("postgres")), "connect as %s", Superuser)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, role := range append([]string{AppRole}, c.roles...) {
-		if err := c.ensureRole(ctx, conn, role); err != nil {
+	for _, role := range c.managedRoles() {
+		if err := c.ensureManagedRole(ctx, conn, role); err != nil {
 			return err
 		}
 	}
@@ -493,13 +507,27 @@ func (c *Cluster) ensureDatabase(ctx context.Context) error {
 		return newErr(ErrCreateDatabase, err, "look up database %q", c.database)
 	}
 	if exists {
-		return c.adoptObjects(ctx, conn)
+		if err := c.adoptObjects(ctx, conn); err != nil {
+			return err
+		}
+	} else {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{c.database}.Sanitize()+" OWNER "+AppRole); err != nil {
+			return newErr(ErrCreateDatabase, err, "CREATE DATABASE %q", c.database)
+		}
+		fmt.Fprintf(c.log, "pgcluster: created database %s owned by role %s\n", c.database, AppRole)
 	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{c.database}.Sanitize()+" OWNER "+AppRole); err != nil {
-		return newErr(ErrCreateDatabase, err, "CREATE DATABASE %q", c.database)
+	// The cluster's other databases are the superuser's: no other role
+	// connects to them (PostgreSQL lets PUBLIC connect, and create
+	// temporary tables, in postgres and template1).
+	for _, db := range []string{"postgres", "template1"} {
+		if db == c.database {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "REVOKE CONNECT, TEMPORARY ON DATABASE "+db+" FROM PUBLIC"); err != nil {
+			return newErr(ErrCreateDatabase, err, "close database %s to other roles", db)
+		}
 	}
-	fmt.Fprintf(c.log, "pgcluster: created database %s owned by role %s\n", c.database, AppRole)
-	return nil
+	return c.runSetupSQL(ctx)
 }
 
 // run runs a PostgreSQL program from the bin directory, as the

@@ -19,6 +19,8 @@ type config struct {
 	superPW      string
 	authDir      string
 	roles        []string
+	policies     map[string]RolePolicy
+	setupSQL     string
 }
 
 func defaultConfig() config {
@@ -85,3 +87,23 @@ func WithAuthDir(dir string) Option { return func(c *config) { c.authDir = dir }
 // directory (URLAs gives their URLs). Their rights in the database are
 // granted by whoever owns its tables (the ledger's migrations).
 func WithRoles(roles ...string) Option { return func(c *config) { c.roles = roles } }
+
+// WithRolePolicy gives role (the application role or one of WithRoles)
+// a connection limit and session defaults, set at every Start and kept
+// by GuardRoles. The limits of all policies must add up to at most
+// MaxConnections - SuperuserReservedConnections (Start refuses more).
+func WithRolePolicy(role string, p RolePolicy) Option {
+	return func(c *config) {
+		if c.policies == nil {
+			c.policies = map[string]RolePolicy{}
+		}
+		c.policies[role] = p
+	}
+}
+
+// WithSetupSQL has Start run these statements in the database as the
+// superuser, after the roles and the database exist, at every Start:
+// what only a superuser may do (revoking the execution of built-in
+// functions from PUBLIC, say). They must give the same result when run
+// again.
+func WithSetupSQL(sql string) Option { return func(c *config) { c.setupSQL = sql } }

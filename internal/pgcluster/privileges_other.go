@@ -5,6 +5,7 @@ package pgcluster
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os/exec"
 )
 
@@ -24,3 +25,6 @@ func (c *credential) String() string                  { return "" }
 func (c *credential) apply(*exec.Cmd)                 {}
 func (c *credential) chownAll(string) error           { return nil }
 func (c *credential) checkReachable(dir string) error { return nil }
+
+func (c *credential) owners() []int    { return nil }
+func ownerUID(fs.FileInfo) (int, bool) { return 0, false }

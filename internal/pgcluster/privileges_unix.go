@@ -177,3 +177,21 @@ func (c *credential) checkReachable(dir string) error {
 		}
 	}
 }
+
+// owners are the uids that may own the data directory and its files:
+// c's (PostgreSQL's user, as root) and the calling user's.
+func (c *credential) owners() []int {
+	if c == nil {
+		return []int{os.Geteuid()}
+	}
+	return []int{int(c.uid), os.Geteuid()}
+}
+
+// ownerUID is fi's owner uid.
+func ownerUID(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}

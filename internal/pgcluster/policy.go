@@ -1,0 +1,280 @@
+package pgcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/internal/redact"
+)
+
+// MaxConnections is the server's max_connections, given on its command
+// line so that no configuration file changes it. With
+// SuperuserReservedConnections kept for the superuser, MaxConnections -
+// SuperuserReservedConnections are left for the other roles; Start
+// refuses role policies whose connection limits add up to more, so a
+// role at its limit never takes another role's connections (PostgreSQL
+// 15 has no reserved_connections for non-superusers).
+const (
+	MaxConnections               = 100
+	SuperuserReservedConnections = 3
+)
+
+// RolePolicy is what a login role may hold of the server, set by the
+// superuser (the role cannot change it: CONNECTION LIMIT needs
+// CREATEROLE, and settings of superuser context such as temp_file_limit
+// need a superuser).
+type RolePolicy struct {
+	// ConnLimit is the role's CONNECTION LIMIT (connections at once,
+	// every database), at least 1.
+	ConnLimit int
+	// Settings are the role's session defaults (ALTER ROLE ... SET), as
+	// name -> value. Settings a user may change (statement_timeout)
+	// are defaults for tools that behave; those of superuser context
+	// (temp_file_limit) bind.
+	Settings map[string]string
+}
+
+// applyPolicy gives role exactly policy's connection limit and settings:
+// every other session default, in any database, is removed.
+func applyPolicy(ctx context.Context, conn *pgx.Conn, role string, policy RolePolicy) error {
+	name := pgx.Identifier{role}.Sanitize()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT %d", name, policy.ConnLimit)); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `SELECT coalesce(d.datname, '') FROM pg_db_role_setting s
+		JOIN pg_roles r ON r.oid = s.setrole LEFT JOIN pg_database d ON d.oid = s.setdatabase WHERE r.rolname = $1`, role)
+	if err != nil {
+		return err
+	}
+	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		in := ""
+		if db != "" {
+			in = " IN DATABASE " + pgx.Identifier{db}.Sanitize()
+		}
+		if _, err := conn.Exec(ctx, "ALTER ROLE "+name+in+" RESET ALL"); err != nil {
+			return err
+		}
+	}
+	keys := make([]string, 0, len(policy.Settings))
+	for k := range policy.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := policy.Settings[k]
+		if strings.ContainsAny(v, `'\`) {
+			return fmt.Errorf("setting %s of %s: quotes and backslashes are not allowed", k, role)
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER ROLE %s SET %s = '%s'", name, pgx.Identifier{k}.Sanitize(), v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPolicies refuses connection limits that add up to more than the
+// connections left for roles other than the superuser.
+func checkPolicies(policies map[string]RolePolicy) error {
+	sum := 0
+	for role, p := range policies {
+		if p.ConnLimit < 1 {
+			return fmt.Errorf("role %s: a connection limit of %d", role, p.ConnLimit)
+		}
+		sum += p.ConnLimit
+	}
+	if free := MaxConnections - SuperuserReservedConnections; sum > free {
+		return fmt.Errorf("the roles' connection limits add up to %d, more than the %d connections the server leaves to roles other than the superuser", sum, free)
+	}
+	return nil
+}
+
+// roleFingerprint is what a role could change of itself, and what the
+// superuser must keep: its password's verifier (PostgreSQL 15 lets every
+// login role change its own password), its attributes, its session
+// defaults in every database (a role may set its own) and its members.
+const roleFingerprint = `SELECT a.rolname,
+  concat_ws('|', coalesce(a.rolpassword, ''), a.rolconnlimit, a.rolcanlogin, a.rolsuper, a.rolcreaterole, a.rolcreatedb,
+    a.rolreplication, a.rolbypassrls, a.rolinherit, coalesce(a.rolvaliduntil::text, ''),
+    coalesce((SELECT string_agg(s.setdatabase::text || ':' || array_to_string(s.setconfig, ','), ';' ORDER BY s.setdatabase)
+              FROM pg_db_role_setting s WHERE s.setrole = a.oid), ''),
+    coalesce((SELECT string_agg(m.member::regrole::text, ',' ORDER BY m.member) FROM pg_auth_members m WHERE m.roleid = a.oid), ''))
+FROM pg_authid a WHERE a.rolname = ANY($1)`
+
+// fingerprints reads the fingerprint of each of roles.
+func fingerprints(ctx context.Context, conn *pgx.Conn, roles []string) (map[string]string, error) {
+	rows, err := conn.Query(ctx, roleFingerprint, roles)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var name, fp string
+	_, err = pgx.ForEachRow(rows, []any{&name, &fp}, func() error {
+		out[name] = fp
+		return nil
+	})
+	return out, err
+}
+
+// managedRoles are the login roles the cluster created and keeps: the
+// application role and those of WithRoles.
+func (c *Cluster) managedRoles() []string { return append([]string{AppRole}, c.roles...) }
+
+// ensureManagedRole gives role the login, attributes and password of its
+// file, and its policy; its members are revoked (no role of the cluster
+// is meant to be a member of another).
+func (c *Cluster) ensureManagedRole(ctx context.Context, conn *pgx.Conn, role string) error {
+	if err := c.ensureRole(ctx, conn, role); err != nil {
+		return err
+	}
+	policy, ok := c.policies[role]
+	if !ok {
+		policy = RolePolicy{ConnLimit: -1} // no limit, no session defaults
+	}
+	if err := applyPolicy(ctx, conn, role, policy); err != nil {
+		return newErr(ErrCreateDatabase, err, "the limits of role %s", role)
+	}
+	rows, err := conn.Query(ctx, `SELECT m.member::regrole::text FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid WHERE r.rolname = $1`, role)
+	if err != nil {
+		return newErr(ErrCreateDatabase, err, "the members of role %s", role)
+	}
+	members, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return newErr(ErrCreateDatabase, err, "the members of role %s", role)
+	}
+	for _, m := range members { // m is regrole's output: already quoted
+		if _, err := conn.Exec(ctx, "REVOKE "+pgx.Identifier{role}.Sanitize()+" FROM "+m); err != nil {
+			return newErr(ErrCreateDatabase, err, "revoke %s from %s", role, m)
+		}
+	}
+	return nil
+}
+
+// GuardRoles keeps the managed roles (the application role and those of
+// WithRoles) as Start made them, until ctx ends: every interval it
+// compares each role's password verifier, attributes, session defaults
+// and members with what Start (or the last restore) left, and restores
+// a role that changed: the password of its file, its policy, no members.
+// PostgreSQL 15 lets any login role change its own password and session
+// defaults (ALTER ROLE CURRENT_USER PASSWORD ..., ... SET statement_timeout
+// = 0), which no privilege can forbid; so the URLs the caller handed out
+// keep working and the limits keep holding, within interval. restored,
+// if not nil, hears of each restore (the role and what changed, never a
+// password). It returns ctx's error, or the first failure to read or
+// restore.
+func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restored func(role, what string)) error {
+	conn, err := c.superConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	roles := c.managedRoles()
+	want, err := fingerprints(ctx, conn, roles)
+	if err != nil {
+		return fmt.Errorf("pgcluster: read the roles: %w", err)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if conn == nil || conn.IsClosed() || conn.Ping(ctx) != nil {
+			if conn != nil {
+				conn.Close(context.WithoutCancel(ctx))
+				conn = nil
+			}
+			if conn, err = c.superConn(ctx); err != nil {
+				conn = nil
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				continue // the server restarts or is stopping: try again
+			}
+		}
+		got, err := fingerprints(ctx, conn, roles)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		for _, role := range roles {
+			if got[role] == want[role] {
+				continue
+			}
+			what := changed(want[role], got[role])
+			if err := c.ensureManagedRole(ctx, conn, role); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("pgcluster: restore role %s: %w", role, err)
+			}
+			now, err := fingerprints(ctx, conn, []string{role})
+			if err != nil {
+				return fmt.Errorf("pgcluster: read role %s: %w", role, err)
+			}
+			want[role] = now[role]
+			if restored != nil {
+				restored(role, what)
+			}
+		}
+	}
+}
+
+// changed words which parts of a role's fingerprint differ.
+func changed(was, is string) string {
+	names := []string{"password", "connection limit", "login", "superuser", "createrole", "createdb", "replication", "bypassrls", "inherit", "valid until", "session defaults", "members"}
+	a, b := strings.Split(was, "|"), strings.Split(is, "|")
+	var out []string
+	for i, n := range names {
+		if i >= len(a) || i >= len(b) || a[i] != b[i] {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return "dropped or recreated"
+	}
+	return strings.Join(out, ", ")
+}
+
+// superConn connects to the cluster's database as the superuser.
+func (c *Cluster) superConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, c.URLFor(c.database))
+	if err != nil {
+		return nil, newErr(ErrStart, redact.Error(err, c.URLFor(c.database)), "connect as %s", Superuser)
+	}
+	return conn, nil
+}
+
+// runSetupSQL runs the statements of WithSetupSQL in the database, as
+// the superuser, at every Start (they must give the same result when run
+// again).
+func (c *Cluster) runSetupSQL(ctx context.Context) error {
+	if c.setupSQL == "" {
+		return nil
+	}
+	conn, err := c.superConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, c.setupSQL); err != nil {
+		return newErr(ErrCreateDatabase, err, "the setup statements in %s", c.database)
+	}
+	return nil
+}
