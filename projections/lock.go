@@ -22,6 +22,12 @@ var ErrLockLost = errors.New("the projector lock was lost to another projector o
 // holding its lock is alive.
 const lockCheckEvery = 2 * time.Second
 
+// lockWait is how long a starting projector tries for a lock held by
+// another session before it refuses: a projector that just stopped or
+// was killed frees its lock when its server process notices, a moment
+// after its connection closed.
+const lockWait = 3 * time.Second
+
 // The projector lock (decision #156). Two projectors of one name share
 // a durable consumer and the offset rows: the second would delete and
 // recreate the first's consumer and commit over its offsets, and the
@@ -53,9 +59,20 @@ func (p *Projector) takeLock(ctx context.Context) (*pgx.Conn, error) {
 	}
 	conn := pc.Hijack() // the pool makes another; this session is the lock's
 	var ok bool
-	if err := conn.QueryRow(ctx, sqlLock, lockKey(p.cfg.name), p.cfg.part != nil).Scan(&ok); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, classify(fmt.Errorf("take the projector lock: %w", err))
+	for deadline := time.Now().Add(lockWait); ; {
+		if err := conn.QueryRow(ctx, sqlLock, lockKey(p.cfg.name), p.cfg.part != nil).Scan(&ok); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, classify(fmt.Errorf("take the projector lock: %w", err))
+		}
+		if ok || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	if !ok {
 		conn.Close(context.WithoutCancel(ctx))
@@ -75,7 +92,7 @@ func (p *Projector) takeLock(ctx context.Context) (*pgx.Conn, error) {
 // projector of its name took it meanwhile, stops the projector (stop)
 // with ErrLockLost.
 func (p *Projector) holdLock(ctx context.Context, conn *pgx.Conn, stop context.CancelCauseFunc) {
-	defer func() { conn.Close(context.WithoutCancel(ctx)) }()
+	defer func() { releaseLock(conn) }()
 	t := time.NewTicker(lockCheckEvery)
 	defer t.Stop()
 	for {
@@ -104,4 +121,15 @@ func (p *Projector) holdLock(ctx context.Context, conn *pgx.Conn, stop context.C
 			// either; try again at the next tick.
 		}
 	}
+}
+
+// releaseLock frees the lock at once (closing the session alone frees it
+// only once the server process has noticed) and ends the session.
+func releaseLock(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !conn.IsClosed() {
+		_, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+	}
+	conn.Close(ctx)
 }

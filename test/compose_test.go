@@ -2,6 +2,7 @@ package test
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/migrations"
 )
 
 // composeFile is the part of docker-compose.yml the checks read.
@@ -290,6 +292,25 @@ func TestDockerCompose(t *testing.T) {
 	for _, role := range []string{"ledger", "ledger_api", "ledger_projector", "ledger_reporting"} {
 		if roles := c.Configs["pg-roles"].Content; !strings.Contains(roles, "CREATE ROLE "+role+" LOGIN NOSUPERUSER") {
 			t.Errorf("postgres: no init script creating the %s role:\n%s", role, roles)
+		}
+	}
+	// The superuser's part of the roles' bounds, as ledger dev applies it
+	// (migrations/cluster.go): every line of ClusterSQL (compose writes
+	// $ as $$), each role's connection limit and reporting's settings.
+	initScript := strings.ReplaceAll(c.Configs["pg-roles"].Content, "$$", "$")
+	for _, line := range strings.Split(migrations.ClusterSQL, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.Contains(initScript, line) {
+			t.Errorf("postgres: the init script lacks %q of migrations.ClusterSQL", line)
+		}
+	}
+	for role, limit := range migrations.ConnLimits {
+		if want := fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT %d;", role, limit); !strings.Contains(initScript, want) {
+			t.Errorf("postgres: the init script lacks %q", want)
+		}
+	}
+	for name, value := range migrations.ReportingSettings {
+		if want := fmt.Sprintf("ALTER ROLE %s SET %s = '%s';", migrations.RoleReporting, name, value); !strings.Contains(initScript, want) {
+			t.Errorf("postgres: the init script lacks %q", want)
 		}
 	}
 	if m := envMap(c.Services["migrate"].Environment); !strings.HasPrefix(m["DATABASE_URL"], "postgres://ledger:") {

@@ -1,11 +1,18 @@
 package test
 
 import (
+	"bufio"
+	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-ledger/ledger/internal/backup"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -54,7 +61,26 @@ func TestDevRestoreIntoNewDeployment(t *testing.T) {
 	if second.env["LEDGER_TRUSTED_KEYS"] == first.env["LEDGER_TRUSTED_KEYS"] {
 		t.Fatal("the two deployments share their keys")
 	}
-	out = run(append(second.environ(), "LEDGER_NATS_CREDS="+filepath.Join(data, "nats-auth", "admin.nk")), "restore", "--in", file)
+	admin := append(second.environ(), "LEDGER_NATS_CREDS="+filepath.Join(data, "nats-auth", "admin.nk"))
+	// The red team's F2, as an operator meets it: a backup with an edited
+	// event is refused, naming it; one edited and signed again with the
+	// attacker's key, which it names in its header, is refused given the
+	// first deployment's trusted keys; neither restores anything (the
+	// real restore below needs an empty stream).
+	refused := func(file, says string, extra ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"restore", "--in", file}, extra...)...)
+		cmd.Env = admin
+		out, err := cmd.CombinedOutput()
+		t.Logf("restore of a forged backup: %v\n%s", err, out)
+		if err == nil || !strings.Contains(string(out), says) {
+			t.Fatalf("restore of a forged backup: %v\n%s\nwant a refusal saying %q", err, out, says)
+		}
+	}
+	refused(forgeBackup(t, file, 3, nil), "UNAUTHENTICATED sequence 3")
+	attacker := signing.Generate()
+	refused(forgeBackup(t, file, 3, attacker), "names key "+attacker.ID(), "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])
+	out = run(admin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])
 	t.Logf("restore:\n%s", out)
 	devToken = second.env["LEDGER_TOKEN"]
 	if after := waitAllocations(t, second.env["LEDGER_URL"], "demo", 4); strip(after) != strip(before) {
@@ -71,4 +97,68 @@ func TestDevRestoreIntoNewDeployment(t *testing.T) {
 	if out := run(second.environ(), "audit", "verify"); !strings.HasPrefix(out, "ok: ") {
 		t.Fatalf("audit verify after a new event:\n%s", out)
 	}
+}
+
+// forgeBackup writes a copy of the backup file with the event of
+// sequence victim edited (its producer changed), as whoever could write
+// the file would; with resign, every event is signed again with that key
+// and the header names it instead of the deployment's keys.
+func forgeBackup(t *testing.T, file string, victim uint64, resign *signing.Signer) string {
+	t.Helper()
+	in, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out strings.Builder
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 1<<20), 4<<20)
+	for first := true; sc.Scan(); first = false {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case first && resign != nil:
+			l["keys"] = []backup.Key{{ID: resign.ID(), PublicKey: resign.Public()}}
+		case !first:
+			var m struct {
+				Seq     uint64            `json:"seq"`
+				Subject string            `json:"subject"`
+				Headers map[string]string `json:"headers"`
+				Data    []byte            `json:"data"`
+			}
+			raw, _ := json.Marshal(l)
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m.Seq == victim {
+				var env map[string]any
+				if err := json.Unmarshal(m.Data, &env); err != nil {
+					t.Fatal(err)
+				}
+				env["producer"] = "someone-else"
+				m.Data, _ = json.Marshal(env)
+			}
+			if resign != nil {
+				msg := nats.NewMsg(m.Subject)
+				msg.Data = m.Data
+				for k, v := range m.Headers {
+					msg.Header.Set(k, v)
+				}
+				resign.Sign(msg)
+				for k := range msg.Header {
+					m.Headers[k] = msg.Header.Get(k)
+				}
+			}
+			l["data"], l["headers"] = m.Data, m.Headers
+		}
+		b, _ := json.Marshal(l)
+		out.Write(append(b, '\n'))
+	}
+	path := filepath.Join(t.TempDir(), "forged.jsonl")
+	if err := os.WriteFile(path, []byte(out.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

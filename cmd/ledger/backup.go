@@ -67,9 +67,12 @@ taken). Before the first message, restore records the backup's keys in
 the stream (its metadata) as historical keys, trusted for the restored
 sequences only: the new deployment's projectors, with keys of their own,
 fold the restored log by themselves, and 'ledger audit verify' passes. It
-prints the keys' ids: compare them with the trusted keys of the
-deployment the backup comes from. A backup of format 1 (before keys)
-needs --trusted-keys: the keys that signed it.`,
+prints the keys' ids. Whoever could write the backup file could edit
+events, sign them again with a key of their own and name that key: give
+--trusted-keys, the trusted keys file of the deployment the backup comes
+from (kept apart from the backups), and restore refuses, with nothing
+restored, a backup naming any key that file lacks. A backup of format 1
+(before keys) needs --trusted-keys: the keys that signed it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRestore(cmd.Context(), cmd.OutOrStdout(), rNATSURL, rNATSCreds, rKeys, in, allowUnauthenticated)
@@ -77,7 +80,7 @@ needs --trusted-keys: the keys that signed it.`,
 	}
 	addNATSURLFlag(restoreCmd, &rNATSURL)
 	addNATSCredsFlag(restoreCmd, &rNATSCreds)
-	restoreCmd.Flags().StringVar(&rKeys, "trusted-keys", "", "for a backup of format 1 only (it names no keys): the PEM public keys that signed its events")
+	restoreCmd.Flags().StringVar(&rKeys, "trusted-keys", "", "the trusted keys file (PEM public keys) of the deployment the backup comes from: a backup naming another key is refused; a backup of format 1 (it names no keys) is verified with them")
 	restoreCmd.Flags().StringVar(&in, "in", "", "backup file to restore (\"-\": standard input)")
 	restoreCmd.Flags().BoolVar(&allowUnauthenticated, "allow-unauthenticated", false, "restore a backup holding events its keys did not sign, as they are (the projectors refuse them)")
 	_ = restoreCmd.MarkFlagRequired("in")

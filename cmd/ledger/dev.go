@@ -103,7 +103,10 @@ add', revoke or rotate them with 'ledger token revoke|rotate': the running
 dev takes each change within seconds). A second run reuses DATA: nothing
 is lost on restart. DATA must be the invoking user's, not writable by
 group or others, and its keys, seeds, tokens and passwords that user's
-alone, or dev refuses it, naming the path and why; as root, PostgreSQL's
+alone, and its PostgreSQL cluster (DATA/pg) that user's (or PostgreSQL's)
+with the configuration dev wrote (no trust rules, no settings that load
+code or run programs), or dev refuses it, naming the path and why; as
+root, PostgreSQL's
 user must be able to enter every directory above DATA (dev never changes
 their modes). A second dev on
 the same DATA is refused (a lock on DATA/ledger.lock). Ctrl-C stops

@@ -37,6 +37,11 @@ var (
 	// ErrUnauthenticated: an event of the backup is not signed by a key
 	// the backup names (edited, or unsigned): nothing was restored.
 	ErrUnauthenticated = errors.New("backup: an event is not signed by the backup's keys")
+	// ErrUntrustedKey: the backup names a key the keys Restore was told
+	// to expect do not hold (RestoreOptions.Keys): whoever could write
+	// the file could have re-signed edited events with a key of their
+	// own and named it. Nothing was restored.
+	ErrUntrustedKey = errors.New("backup: signed by a key the deployment it comes from did not trust")
 	// ErrNoKeys: a backup needs the signing keys in force (Write), or a
 	// format-1 backup the keys that signed it (Restore).
 	ErrNoKeys = errors.New("backup: no signing keys")
@@ -196,8 +201,12 @@ type RestoreOptions struct {
 	// projectors refuse them again. Without it Restore refuses the backup
 	// and restores nothing.
 	AllowUnauthenticated bool
-	// Keys are the keys that signed a format-1 backup (it names none);
-	// unused for format 2, which carries its own.
+	// Keys are the keys of the deployment the backup comes from (its
+	// trusted keys file, kept apart from the backups): a format-1 backup
+	// (it names none) is verified with them; a format-2 backup must name
+	// no key they lack (ErrUntrustedKey), so an edited backup re-signed
+	// with another key and naming it is refused. Nil: a format-2 backup
+	// is verified with the keys it names, which restore prints.
 	Keys *signing.Keyring
 }
 
@@ -326,6 +335,15 @@ func readHeader(r io.Reader, opts RestoreOptions) (header, *signing.Keyring, err
 			own = append(own, k.PublicKey)
 		} else {
 			history[k.ID] = signing.Historical{Key: k.PublicKey, UpTo: k.UpTo}
+		}
+	}
+	if h.Format != FormatV1 && opts.Keys != nil {
+		expected := opts.Keys.Public()
+		for _, k := range h.Keys {
+			if pub, ok := expected[k.ID]; !ok || !pub.Equal(ed25519.PublicKey(k.PublicKey)) {
+				return header{}, nil, fmt.Errorf("%w: the backup names key %s, which the given trusted keys do not hold: "+
+					"its events may have been edited and signed again with it; nothing restored (check the backup, and that --trusted-keys are the keys of the deployment it comes from)", ErrUntrustedKey, k.ID)
+			}
 		}
 	}
 	keys = signing.NewKeyring(own...)
