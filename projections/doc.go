@@ -34,6 +34,12 @@
 // ([stream.Read]), so restarts over any number of pools leave nothing on
 // the stream (docs/decisions.md 120).
 //
+// Two projectors of one name would share that durable and its offsets:
+// a projector first takes a PostgreSQL advisory lock on its name (lock.go;
+// shared among the instances of a partitioned one) and holds it for its
+// run, so a second refuses with [ErrAnotherProjector] and changes
+// nothing.
+//
 // A stream that ends before the committed sequence lost its tail (JetStream
 // had not synced it when its machine crashed). The events table keeps each
 // event's stored message, so the projector heals the stream (heal.go): it

@@ -31,6 +31,23 @@
 // it. The server's own log goes to pgcluster.log inside the data
 // directory; its tail is quoted in start errors.
 //
+// Before anything is started or chowned, Start refuses ([ErrUntrusted],
+// naming the path and why) a data directory, or an entry directly in it,
+// owned by another user than the caller or PostgreSQL's, or writable by
+// group or others, and an initialised cluster whose pg_hba.conf lets
+// clients in other than by scram-sha-256 (once the cluster has its
+// superuser password) or whose postgresql.conf / postgresql.auto.conf
+// sets what pgcluster never sets (trust.go).
+//
+// The server runs with max_connections [MaxConnections] (on its command
+// line), and each login role may be given a [RolePolicy]
+// ([WithRolePolicy]: a CONNECTION LIMIT and session defaults; the limits
+// must fit in what the server leaves to non-superusers) and statements
+// only the superuser may run ([WithSetupSQL]); the databases postgres
+// and template1 are closed to every other role. PostgreSQL 15 lets a
+// login role change its own password and session defaults:
+// [Cluster.GuardRoles] puts a role that did back as Start made it.
+//
 // Errors are of type [*Error] and match the sentinel errors of this
 // package ([ErrBinariesNotFound], [ErrInitdb], ...) with errors.Is.
 package pgcluster
