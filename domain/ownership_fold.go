@@ -105,11 +105,22 @@ func (p *Pool) updateLayeredTargets() {
 	}
 }
 
+// onTotals: rules 4's share_ratio without preemption decides counts on
+// totals (ruling 4, fill_on_totals.go): the layered targets are those of
+// share_ratio with reclaim and balance.
+func (p *Pool) onTotals() bool {
+	return p.mode.behaviour.countsOnTotals && p.mode.shareRatio && !p.mode.preempt
+}
+
 // fullLayered is the layered fold computed from scratch.
 func (p *Pool) fullLayered() layeredTargets {
 	parts, tot := p.hostParts()
+	policy := divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}
+	if p.onTotals() {
+		policy.preempt, policy.balance = true, true
+	}
 	return computeLayeredTargets(p.t, layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
-		policy: divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}, held: p.heldByPool(parts),
+		policy: policy, held: p.heldByPool(parts),
 		priorityPerPool: p.mode.behaviour.priorityPerPool})
 }
 
@@ -240,7 +251,8 @@ func (p *Pool) placeRules() placeRules {
 	r := placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
 		preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(), preference: p.preference,
 		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked,
-		keepAll: p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt}
+		keepAll:  p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
+		onTotals: p.onTotals()}
 	if p.mode.behaviour.seatedReturns {
 		r.seated = p.seatedOn
 	}

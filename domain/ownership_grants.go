@@ -14,6 +14,10 @@ import (
 // reserved, then each owner's parts it is still due slots of, the part
 // with most room first, then host name.
 func (pl *placement) place() {
+	if pl.rules.onTotals {
+		pl.fillOnTotals()
+		return
+	}
 	if !pl.rules.phased {
 		leaves := pl.byRank()
 		slices.SortStableFunc(leaves, pl.claimantOrder)

@@ -92,6 +92,9 @@ type placeRules struct {
 	// seated, under rules 4 (ruling 11): what leaf sits on in owner's part
 	// of host h at the start of the rebalance (nil before).
 	seated func(h, owner, leaf int32) Slots
+	// onTotals, under rules 4 with share_ratio without preemption (ruling
+	// 4): step 2 fills on totals (fill_on_totals.go).
+	onTotals bool
 	// keepAll, under rules 4 without preemption (ruling 7): a leaf keeps
 	// every slot it holds on a part it may hold, but what its owner takes
 	// back, up to what it is due in all; nothing is moved.
@@ -133,6 +136,8 @@ type placement struct {
 	// deficit: by leaf, what it is short of its target (share_ratio's
 	// claimant order).
 	deficit []Slots
+	// target: in's (the leaves' layered targets T).
+	target func(l int32) Slots
 	// keptSum: by part, what step 1 kept there; keptElse, of it, what
 	// leaves other than the part's owner kept.
 	keptSum, keptElse []Slots
@@ -275,7 +280,7 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 		due: bufs.due, wants: bufs.wants, deficit: bufs.deficit, kept: map[int32][]Slots{}, over: map[int32]Slots{},
 		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: in.room, b: bufs,
 		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse, ineligible: in.ineligible}
-	pl.hosts0 = in.hosts
+	pl.hosts0, pl.target = in.hosts, in.target
 	if pl.hosts0 == nil {
 		for h, hs := range in.holders {
 			if len(hs) > 0 {
@@ -400,8 +405,16 @@ func (pl *placement) keep() {
 		withParts = append(withParts, h)
 	}
 	if pl.rules.keepAll {
+		// By leaf: what it may still keep beyond its own layer, E less
+		// its own layer's use (ruling 5: the owner takes its own slots
+		// back whatever it holds elsewhere, and gives back its excess
+		// above E at once).
+		budget := map[int32]Slots{}
+		for _, l := range pl.leaves {
+			budget[l] = maxSlots(pl.t.nodes[l].eff-pl.want(l, l), 0)
+		}
 		for _, h := range withParts {
-			pl.keepSeated(h, left[h])
+			pl.keepSeated(h, left[h], budget)
 		}
 		return
 	}
@@ -427,10 +440,13 @@ func (pl *placement) keep() {
 // seating, docs/rules.md#seating), within the part's room less what the
 // part's owner takes back (a return; borrowers in the return order give
 // it), even above its target: nothing is moved or reclaimed without
-// preemption, and the pool converges as work ends. What it keeps counts
-// against its due of that part's owner first, then its other dues, least
-// preferred first, so it is not placed elsewhere for them.
-func (pl *placement) keepSeated(h int32, left []Slots) {
+// preemption, and the pool converges as work ends; but never above its
+// demand E: its own part within its own layer's use first, the rest within
+// E less that use (budget), what it holds beyond being released (rule
+// release.moved, ruling 5's excess), on the last hosts in host order. What it keeps counts against its due of that part's
+// owner first, then its other dues, least preferred first, so it is not
+// placed elsewhere for them.
+func (pl *placement) keepSeated(h int32, left []Slots, budget map[int32]Slots) {
 	i0, i1 := pl.partsOfHost(h)
 	hs, kept := pl.holders[h], pl.kept[h]
 	var keepers []int
@@ -449,10 +465,16 @@ func (pl *placement) keepSeated(h int32, left []Slots) {
 			if l != p.owner {
 				room -= pl.reserved[i]
 			}
-			k := minSlots(minSlots(left[j], pl.rules.seated(h, p.owner, l)), room)
+			seated := minSlots(left[j], pl.rules.seated(h, p.owner, l))
+			own := Slots(0)
+			if p.owner == l { // its own part: within its own layer's use first
+				own = minSlots(minSlots(seated, room), pl.want(l, l))
+			}
+			k := own + minSlots(minSlots(seated-own, room-own), budget[l])
 			if k <= 0 {
 				continue
 			}
+			budget[l] -= k - own
 			left[j] -= k
 			kept[j] += k
 			pl.takeDue(l, p.owner, k)

@@ -128,12 +128,18 @@ type behaviour struct {
 	// nothing is moved (rules-v4 ruling 7, ownership_placement.go
 	// keepRest); before, work was moved to reach the division's parts.
 	noMoveWithoutPreemption bool
+	// countsOnTotals: share_ratio without preemption, with ownership,
+	// decides counts on each leaf's total against the layered targets of
+	// share_ratio with reclaim and balance (rules-v4 ruling 4,
+	// fill_on_totals.go); before, pool by pool from what leaves sit on.
+	countsOnTotals bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
-		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4}
+		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
+		countsOnTotals: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

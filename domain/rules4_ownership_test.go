@@ -208,8 +208,9 @@ func TestRules4SwapKeepsCounts(t *testing.T) {
 // TestRules4NoMoveWithoutPreemption: under rules 4 with preemption false
 // (ruling 7) nothing is moved and nothing reclaimed: on random ownership
 // logs, every plan made preemption: false (share_ratio and priority), no
-// decision is a release.moved or a reclaim; under rules 3 some are moved
-// (the ruling's reason), which the test also finds.
+// decision is a reclaim and no leaf both gives slots up (release.moved)
+// and is given slots by the share rules in one event; under rules 3 some
+// are (the ruling's reason), which the test also finds.
 func TestRules4NoMoveWithoutPreemption(t *testing.T) {
 	runs := 300
 	if testing.Short() {
@@ -236,12 +237,30 @@ func TestRules4NoMoveWithoutPreemption(t *testing.T) {
 					continue
 				}
 				seq++
+				// A move is a leaf giving slots up (release.moved) and
+				// given slots by the share rules (grant, lend) in one
+				// event; an owner's excess above E after its own layer
+				// takes its slots back (ruling 5) is no move.
+				moved, gained := map[string]bool{}, map[string]bool{}
 				for _, d := range r.Decisions {
-					if d.Rule != domain.RuleMoved && d.Kind != domain.KindReclaim {
+					switch {
+					case d.Kind == domain.KindReclaim:
+						if v == domain.RulesV4 {
+							t.Fatalf("seed %d event %d (%T), rules 4 without preemption: %+v", seed, i, ev, d)
+						}
+						movedV3++
+					case d.Rule == domain.RuleMoved:
+						moved[d.Consumer] = true
+					case (d.Kind == domain.KindGrant || d.Kind == domain.KindLend) && d.Rule != domain.RuleOwnUse:
+						gained[d.Consumer] = true
+					}
+				}
+				for c := range moved {
+					if !gained[c] {
 						continue
 					}
 					if v == domain.RulesV4 {
-						t.Fatalf("seed %d event %d (%T), rules 4 without preemption: %+v", seed, i, ev, d)
+						t.Fatalf("seed %d event %d (%T), rules 4 without preemption moved %s: %+v", seed, i, ev, c, r.Decisions)
 					}
 					movedV3++
 				}

@@ -1,0 +1,200 @@
+package domain
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+	"time"
+)
+
+// Rules 4's share_ratio without preemption, with ownership (rules-v4
+// ruling 4, docs/rules.md#version-4): counts are decided on each leaf's
+// total, not pool by pool. The layered targets T are those of share_ratio
+// with reclaim and balance (the fold computes them so); the placement keeps
+// what every holder sits on (keepSeated, ruling 7) and the own layer's
+// returns; then, in place of placing the division's parts:
+//
+//  1. fill: the leaves below T, in share_ratio's claimant order on T
+//     computed once (largest (T - a)/share, then priority desc, then path),
+//     each take, before the next is served, up to T - a free slots they may
+//     take;
+//  2. then any slot still free goes to the leaves with unmet demand
+//     (E > a) that may take it, largest (E - a)/share first, then priority
+//     desc, then path, each up to E within its ancestors' max.
+//
+// A leaf takes slots in fold order (foldOrder): its own parts, then its
+// pools nearest first, the public pool last; within a pool class group by
+// class group, the most restrictive first, the pool's own slots last of
+// its group; within a part, the host with most free slots, then name. It
+// may take a slot of o's part if it may hold it and no leaf nearer to o
+// that may hold it has unmet demand and room under its max (mayTake).
+
+// fillOnTotals is the placement's step 2 under ruling 4 without
+// preemption.
+func (pl *placement) fillOnTotals() {
+	n := len(pl.t.nodes)
+	cur := make([]Slots, n)
+	for _, h := range pl.hosts0 {
+		for j, x := range pl.holders[h] {
+			if k := pl.kept[h]; k != nil {
+				cur[x.leaf] += k[j]
+			}
+		}
+	}
+	for _, l := range pl.byRank() { // the own layer first (its returns)
+		before := pl.want(l, l)
+		pl.placeOwn(l)
+		cur[l] += before - pl.want(l, l)
+	}
+	order := func(gap func(l int32) Slots) []int32 {
+		var out []int32
+		for _, l := range pl.leaves {
+			if gap(l) > 0 {
+				out = append(out, l)
+			}
+		}
+		slices.SortFunc(out, func(a, b int32) int {
+			x, y := &pl.t.nodes[a], &pl.t.nodes[b]
+			return cmp.Or(cmpDesc(int64(gap(a))*y.share, int64(gap(b))*x.share), cmpDesc(x.priority, y.priority), cmp.Compare(a, b))
+		})
+		return out
+	}
+	for _, l := range order(func(l int32) Slots { return pl.target(l) - cur[l] }) {
+		pl.takeFree(l, pl.target(l)-cur[l], cur)
+	}
+	for _, l := range order(func(l int32) Slots { return pl.t.nodes[l].eff - cur[l] }) {
+		pl.takeFree(l, minSlots(pl.t.nodes[l].eff-cur[l], pl.headroom(l, cur)), cur)
+	}
+}
+
+// takeFree gives leaf l up to need free slots it may take, in its fold
+// order.
+func (pl *placement) takeFree(l int32, need Slots, cur []Slots) {
+	for _, o := range pl.foldOrder(l) {
+		for need > 0 {
+			i := pl.roomiest(o)
+			if i < 0 || !pl.mayTake(l, o, cur) {
+				break
+			}
+			k := minSlots(minSlots(need, pl.capRem[i]), pl.headroom(l, cur))
+			if k <= 0 {
+				return
+			}
+			pl.touch(i)
+			pl.capRem[i] -= k
+			pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: pl.rules.grant})
+			if h := pl.byOwner[o]; h != nil {
+				heap.Push(h, partRoom{part: i, room: pl.capRem[i]})
+			}
+			cur[l] += k
+			need -= k
+		}
+	}
+}
+
+// headroom is what leaf l may still be given under its ancestors' max.
+func (pl *placement) headroom(l int32, cur []Slots) Slots {
+	room := Unlimited
+	for a := pl.t.nodes[l].parent; a > 0; a = pl.t.nodes[a].parent {
+		n := &pl.t.nodes[a]
+		if n.maxCap == Unlimited {
+			continue
+		}
+		held := Slots(0)
+		for _, x := range pl.t.leaves[n.lo:n.hi] {
+			held += cur[x]
+		}
+		room = minSlots(room, maxSlots(n.maxCap-held, 0))
+	}
+	return room
+}
+
+// mayTake reports whether leaf l may take a slot of owner's part: it may
+// hold it, and no leaf nearer to the owner (its deepest common ancestor
+// with the owner deeper than l's) that may hold it has unmet demand and
+// room under its max. The public part (noNode) has no owner: anyone may.
+func (pl *placement) mayTake(l, owner int32, cur []Slots) bool {
+	if !pl.t.mayUse(l, owner) {
+		return false
+	}
+	if owner == noNode || owner == l {
+		return true
+	}
+	depth := pl.t.nodes[pl.t.commonAncestor(l, owner)].depth
+	for _, x := range pl.leaves {
+		if x == l || pl.t.nodes[pl.t.commonAncestor(x, owner)].depth <= depth || !pl.t.mayUse(x, owner) {
+			continue
+		}
+		if pl.t.nodes[x].eff > cur[x] && pl.headroom(x, cur) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// foldOrder lists the owners of the parts leaf l may hold in the order it
+// takes them (see the file's comment).
+func (pl *placement) foldOrder(l int32) []int32 {
+	type place struct {
+		owner    int32
+		depth    int   // the pool's: its deepest common ancestor with l (-1: public)
+		eligible int64 // the class group's (the pool's own slots: the largest)
+		own      bool  // the pool's own slots
+		grace    int64 // the class's
+	}
+	var ps []place
+	seen := map[int32]bool{noNode: true}
+	for _, part := range pl.parts {
+		o := part.owner
+		if seen[o] {
+			continue
+		}
+		seen[o] = true
+		if !pl.t.mayUse(l, o) {
+			continue
+		}
+		if o == l {
+			ps = append(ps, place{owner: o, depth: 1 << 30})
+			continue
+		}
+		pool := pl.t.commonAncestor(l, o)
+		if pool == o { // an ancestor's private part: the pool's own slots
+			ps = append(ps, place{owner: o, depth: int(pl.t.nodes[pool].depth), eligible: 1 << 62, own: true})
+			continue
+		}
+		g := pl.graceInto(o, pool)
+		ps = append(ps, place{owner: o, depth: int(pl.t.nodes[pool].depth), eligible: pl.eligibleIn(pool, g), grace: int64(g)})
+	}
+	slices.SortFunc(ps, func(a, b place) int {
+		return cmp.Or(cmpDesc(a.depth, b.depth), cmp.Compare(a.eligible, b.eligible), boolFirst(a.own, b.own),
+			cmp.Compare(a.grace, b.grace), cmp.Compare(a.owner, b.owner))
+	})
+	out := make([]int32, 0, len(ps)+1)
+	for _, p := range ps {
+		out = append(out, p.owner)
+	}
+	return append(out, noNode)
+}
+
+// graceInto is the grace of owner's slots lent into pool: the smallest
+// lend_grace of the consumers they are lent through below it.
+func (pl *placement) graceInto(owner, pool int32) time.Duration {
+	g := time.Duration(1<<63 - 1)
+	for o := owner; o != pool && o > 0; o = pl.t.nodes[o].parent {
+		g = min(g, pl.t.nodes[o].lendGrace)
+	}
+	return g
+}
+
+// eligibleIn is the class group of a class of grace g in pool: the largest
+// reclaim_grace of the pool's leaves that is at most g (-1: none).
+func (pl *placement) eligibleIn(pool int32, g time.Duration) int64 {
+	best := int64(-1)
+	n := &pl.t.nodes[pool]
+	for _, x := range pl.t.leaves[n.lo:n.hi] {
+		if r := pl.t.nodes[x].reclaimGrace; r <= g && int64(r) > best {
+			best = int64(r)
+		}
+	}
+	return best
+}
