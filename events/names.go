@@ -65,7 +65,11 @@ func CheckNames(p Payload) error {
 //     code points Unicode has not assigned (Cn): they have no agreed look;
 //   - anything NFKC maps to something else: decomposed accents (not NFC),
 //     fullwidth and halfwidth forms, ligatures, superscripts, circled and
-//     other compatibility characters, no-break and other special spaces.
+//     other compatibility characters, no-break and other special spaces;
+//   - a component (between '/' and '.') that mixes scripts as look-alike
+//     names do (Latin with Cyrillic or Greek letters, "pаth" with a
+//     Cyrillic "а"), or digits of two numbering systems (mixedScripts:
+//     UTS #39's Moderately Restrictive level).
 //
 // Everything else is allowed (letters and marks of every script, digits,
 // punctuation, symbols), within each kind's own rules (the engine's for
@@ -76,7 +80,7 @@ func CheckName(kind, name string) error {
 		return fmt.Errorf("%w: %s %.64q is not UTF-8", ErrInvalidName, kind, name)
 	}
 	for _, r := range name {
-		if why := invisible(r); why != "" {
+		if why := Invisible(r); why != "" {
 			return fmt.Errorf("%w: %s %.64q contains %s, %s", ErrInvalidName, kind, name, codePoint(r), why)
 		}
 	}
@@ -88,11 +92,15 @@ func CheckName(kind, name string) error {
 		}
 		return fmt.Errorf("%w: %s %.64q contains %s, %s: write %.64q", ErrInvalidName, kind, name, codePoint(r), why, norm.NFKC.String(name))
 	}
+	if why := mixedScripts(kind, name); why != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidName, why)
+	}
 	return nil
 }
 
-// invisible says why r may not be in a name, or "".
-func invisible(r rune) string {
+// Invisible says why r may not be in a name or an id (it renders
+// invisibly, reorders the text around it, or has no agreed look), or "".
+func Invisible(r rune) string {
 	switch {
 	case unicode.Is(unicode.Cf, r):
 		return "a format character (renders invisibly or reorders text)"

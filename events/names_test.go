@@ -44,7 +44,7 @@ func TestCheckNameRefusesLookAlikesAndInvisibles(t *testing.T) {
 
 func TestCheckNameAcceptsNFC(t *testing.T) {
 	for _, in := range []string{
-		"/eng/dev", "/café", "/équipe/ü", "/Ωmega/δ", "/チーム/開発", "/команда", "/فريق", "/צוות",
+		"/eng/dev", "/café", "/équipe/ü", "/Ωμέγα/δ", "/チーム/開発", "/команда", "/فريق", "/צוות",
 		"/한국", "/a-b_c.d@e+f", "gpu-07.example.com", "rack 3", "/x/π",
 	} {
 		if err := CheckName("name", in); err != nil {
@@ -76,6 +76,38 @@ func TestCheckNamesCoversWhatEventsIntroduce(t *testing.T) {
 		err := CheckNames(tc.p)
 		if got := errors.Is(err, ErrInvalidName); got != tc.want {
 			t.Errorf("%s: CheckNames = %v, want refused %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Look-alike names that mix scripts within one component (UTS #39's
+// Moderately Restrictive level) are refused as invalid_name, naming the
+// scripts; names of one script, and the mixes people write (Japanese,
+// Chinese, Korean with Latin, Latin with Arabic or Hebrew), are accepted.
+func TestMixedScriptNames(t *testing.T) {
+	for _, c := range []struct{ name, want string }{
+		{"/team/аdmin", "Cyrillic (U+0430)"},   // Cyrillic а in a Latin component
+		{"/prod/gpu-οne", "Greek (U+03BF)"},    // Greek ο
+		{"/ΑΒ-аб", "Greek (U+0391), Cyrillic"}, // Greek with Cyrillic
+		{"/eng/Ꭺlpha", "Cherokee"},             // Cherokee Ꭺ: not for identifiers
+		{"/gpu-8৪", "two numbering systems"},   // ASCII 8 beside Bengali ৪
+		{"/gpu-৪", "digits other than 0-9"},    // Bengali ৪ beside Latin letters
+	} {
+		err := CheckName("consumer path", c.name)
+		if !errors.Is(err, ErrInvalidName) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want invalid_name naming %s", c.name, err, c.want)
+		}
+	}
+	if err := CheckName("host", "gpu-01.rаck.example"); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("a host label mixing Latin and Cyrillic: %v", err)
+	}
+	for _, ok := range []string{
+		"/команда/разработка", "/ομάδα", "/team/команда", // one script per component
+		"/チーム/開発-dev", "/研究-lab", "/한국-team", "/注音ㄅ-x", // Japanese, Chinese, Korean mixes with Latin
+		"/ml-فريق", "/team-צוות", "/café/équipe", "/a1/b_2-c.3", "/بيانات-٣٤", // Latin with one recommended script; Arabic letters with Arabic digits
+	} {
+		if err := CheckName("consumer path", ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
 }

@@ -53,3 +53,45 @@ func TestLookAlikeAndInvisibleNamesRefused(t *testing.T) {
 		t.Fatalf("NFC names: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// The red team's F13, as a planner (plan scope on its one pool): names
+// whose components mix scripts as look-alikes do (a Cyrillic "а" or a
+// Greek "ο" among Latin letters, a Cherokee letter, digits of another
+// numbering system beside Latin letters) are refused 422 invalid_name
+// naming the scripts and code points, in a plan's paths, a host, a
+// group and an own entry alike, and nothing is appended; a component of
+// one script, and the mixes people write, go in.
+func TestMixedScriptNamesRefused(t *testing.T) {
+	token, tokens := testenv.Token(t, "planner", []auth.Scope{auth.ScopePlan, auth.ScopeAppend}, "p")
+	l := newLedger(t, testenv.NATS(t), api.WithTokens(tokens))
+	l.token = token
+	setup(l, "p")
+	n := streamMsgs(t, l.js)
+	planOf := func(path string) string {
+		return `{"type":"plan","data":{"plan":{"consumers":[{"path":"/a"},{"path":"` + path + `"}]}}}`
+	}
+	for _, c := range []struct{ name, body, words string }{
+		{"a Cyrillic а in a Latin path", planOf("/team/аdmin"), "Cyrillic (U+0430)"},
+		{"a Greek ο in a Latin path", planOf("/prod/gpu-οne"), "Greek (U+03BF)"},
+		{"a Cherokee letter in a Latin path", planOf("/eng/Ꭺlpha"), "Cherokee"},
+		{"Bengali digits beside Latin letters", planOf("/gpu-৪"), "digits other than 0-9"},
+		{"a host label mixing Latin and Cyrillic", `{"type":"host_up","data":{"host":"gpu-01.rаck","slots":1}}`, "Cyrillic (U+0430)"},
+		{"a group mixing Latin and Greek", `{"type":"host_up","data":{"host":"h2","group":"gpυ","slots":1}}`, "Greek (U+03C5)"},
+		{"an owned host mixing Latin and Cyrillic", `{"type":"plan","data":{"plan":{"rules":3,"consumers":[{"path":"/a","own":[{"host":"hоst1"}]}]}}}`, "Cyrillic (U+043E)"},
+	} {
+		resp, raw := l.request(http.MethodPost, "/v1/pools/p/events", c.body, nil)
+		msg := errorOf(t, c.name, resp, raw, http.StatusUnprocessableEntity, "invalid_name")
+		if !strings.Contains(msg, c.words) || !strings.Contains(msg, "mixes scripts") && !strings.Contains(msg, "digits") {
+			t.Errorf("%s: %q does not say %q", c.name, msg, c.words)
+		}
+	}
+	if m := streamMsgs(t, l.js); m != n {
+		t.Fatalf("stream holds %d messages after refusals, want %d", m, n)
+	}
+	resp, raw := l.request(http.MethodPost, "/v1/pools/p/events",
+		`[{"type":"plan","data":{"plan":{"consumers":[{"path":"/team/команда"},{"path":"/チーム/開発-dev"},{"path":"/ml-فريق"},{"path":"/ομάδα"}]}}},`+
+			`{"type":"host_up","data":{"host":"узел-1.example","group":"研究-gpu","slots":4}}]`, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("names of one script a component, and Latin with Han or Arabic: %d %s", resp.StatusCode, raw)
+	}
+}
