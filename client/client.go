@@ -238,7 +238,8 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte) 
 }
 
 // retry calls f until it succeeds, is refused (4xx), or ctx ends. A ledger
-// answering 5xx or 429 (the token over its limits), a connection lost
+// answering 5xx, 429 (the token over its limits) or 408 (the body arrived
+// too slowly: nothing was stored), a connection lost
 // midway and (unless FailFastWhenDown) a connection refused are retried
 // after Retry-After, or the retry wait.
 func (c *Client) retry(ctx context.Context, f func() error) error {

@@ -69,11 +69,17 @@ const (
 	CodeTooManyEvents     Code = "too_many_events"        // 400: more events than one request may carry
 	CodeTrailingData      Code = "trailing_data"          // 400: anything after the JSON value
 	CodeRepeatedID        Code = "repeated_id"            // 400: two events of a request with one id
+	CodeInvalidUTF8       Code = "invalid_utf8"           // 400: text that is not UTF-8, or a \u escape of a lone surrogate
+	CodeUnknownField      Code = "unknown_field"          // 400: a key the object does not have (keys are case-sensitive)
+	CodeDuplicateField    Code = "duplicate_field"        // 400: a key twice in one object
+	CodeInvalidID         Code = "invalid_id"             // 400: an event id too long, or with white space or an invisible character
 	CodeMissingScope      Code = "missing_scope"          // 403: the token lacks the scope
 	CodePoolNotAllowed    Code = "pool_not_allowed"       // 403: the token does not cover the pool
 	CodeOriginNotAllowed  Code = "origin_not_allowed"     // 403: a browser page of another origin
 	CodeProducerMismatch  Code = "producer_mismatch"      // 403: the event names another producer than the token's
 	CodeNotFound          Code = "not_found"              // 404
+	CodeMethodNotAllowed  Code = "method_not_allowed"     // 405: the endpoint takes other methods (Allow)
+	CodeBodyTimeout       Code = "body_timeout"           // 408: the body was not received in time; send it again
 	CodeIDConflict        Code = "id_conflict"            // 409: an id stored before with other content
 	CodeTooLarge          Code = "too_large"              // 413: the body is over the limit
 	CodeUnsupportedMedia  Code = "unsupported_media_type" // 415: a POST that is not application/json
@@ -138,10 +144,11 @@ func (e *Error) Is(target error) bool {
 }
 
 // Refused reports whether the ledger refused the request as invalid (4xx):
-// sending it again will not help. 429 (a token over its limits) is not a
-// refusal: the same request is sent again after Retry-After.
+// sending it again will not help. 429 (a token over its limits) and 408
+// (a body that did not arrive in time) are not refusals: the same
+// request is sent again after Retry-After.
 func (e *Error) Refused() bool {
-	return e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests
+	return e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests && e.Status != http.StatusRequestTimeout
 }
 
 // IsRefused reports whether err is a refusal of the request (4xx).

@@ -33,6 +33,10 @@ type Kind struct {
 	payload func() Payload
 }
 
+// NewPayload returns an empty payload of the kind to decode into (the
+// API checks a request's data against its fields before decoding it).
+func (k Kind) NewPayload() Payload { return k.payload() }
+
 // Scope names of the table (the token scopes of internal/auth).
 const (
 	ScopeAppend = "append"

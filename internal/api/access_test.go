@@ -14,16 +14,17 @@ import (
 )
 
 // errorOf decodes an error answer and checks its status and reason.
-func errorOf(t *testing.T, what string, resp *http.Response, raw []byte, status int, reason string) {
+func errorOf(t *testing.T, what string, resp *http.Response, raw []byte, status int, reason string) string {
 	t.Helper()
 	var e client.ErrorBody
 	if err := json.Unmarshal(raw, &e); err != nil {
 		t.Errorf("%s: answer %d %q is not an error body: %v", what, resp.StatusCode, raw, err)
-		return
+		return ""
 	}
 	if resp.StatusCode != status || e.Reason != reason || e.Error == "" {
 		t.Errorf("%s: got %d %+v, want %d %s", what, resp.StatusCode, e, status, reason)
 	}
+	return e.Error
 }
 
 // Every refused request appends nothing; each gets its status and reason.

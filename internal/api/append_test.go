@@ -149,13 +149,13 @@ func TestInvalidEventsAppendNothing(t *testing.T) {
 		{"host already up", hostUp("h1", 3), 422, "host_already_up"},
 		{"plan with a relative path", plan(consumer("a")), 422, "invalid_path"},
 		{"plan with a bad policy", ev("plan", map[string]any{"plan": map[string]any{"policy": map[string]any{"reclaim": "fastest"}, "consumers": []any{consumer("/a")}}}), 422, "invalid_plan"},
-		{"plan with an unknown field", ev("plan", map[string]any{"plan": map[string]any{"consumers": []any{map[string]any{"path": "/a", "shares": 2}}}}), 400, "malformed"},
+		{"plan with an unknown field", ev("plan", map[string]any{"plan": map[string]any{"consumers": []any{map[string]any{"path": "/a", "shares": 2}}}}), 400, "unknown_field"},
 		{"plan that is not an object", `{"type":"plan","data":{"plan":[1,2]}}`, 400, "malformed"},
 		{"unknown type", ev("grow", map[string]any{}), 400, "unknown_type"},
-		{"unknown envelope field", `{"type":"demand","data":{"demands":{"/a":1}},"time":"2026-01-01T00:00:00Z"}`, 400, "malformed"},
+		{"unknown envelope field", `{"type":"demand","data":{"demands":{"/a":1}},"time":"2026-01-01T00:00:00Z"}`, 400, "unknown_field"},
 		{"not JSON", `{"type":`, 400, "malformed"},
 		{"empty array", `[]`, 400, "bad_request"},
-		{"id with a newline", withID(demand(map[string]int{"/a": 1}), "a\nb"), 400, "malformed"},
+		{"id with a newline", withID(demand(map[string]int{"/a": 1}), "a\nb"), 400, "invalid_id"},
 	}
 	n := streamMsgs(t, l.js)
 	for _, c := range cases {

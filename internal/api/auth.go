@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cluster-ledger/ledger/internal/auth"
 )
@@ -79,8 +80,43 @@ func (s *Server) authorize(scope auth.Scope, stream bool, h http.Handler) http.H
 			return
 		}
 		defer release()
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+		ctx := context.WithValue(r.Context(), identityKey{}, id)
+		if stream {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			go s.recheckStream(ctx, cancel, r, id)
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// StreamRecheck is how often the token of an open live stream is checked
+// again: a stream whose token was revoked, rotated or given other scopes
+// or pools (the tokens file is reloaded within about a second,
+// auth.File) ends within about two seconds of the change. A stream held
+// open would otherwise go on showing the pools' progress to someone no
+// longer allowed to see it, for as long as the connection lasts
+// (docs/decisions.md 190).
+const StreamRecheck = time.Second
+
+// recheckStream cancels a live stream's context (the stream ends) once
+// its request's token no longer authenticates as id.
+func (s *Server) recheckStream(ctx context.Context, cancel context.CancelFunc, r *http.Request, id *auth.Identity) {
+	t := time.NewTicker(StreamRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now, ok := s.identityOf(r); !ok || !now.Same(id) {
+			s.log.Info("live stream closed: its token was revoked or its rights changed", "token", id.Name)
+			cancel()
+			return
+		}
+	}
 }
 
 // HandleRead mounts h on the API's server at pattern (a http.ServeMux
@@ -94,21 +130,34 @@ func (s *Server) authenticate(r *http.Request) (*auth.Identity, *apiError) {
 	if aerr := s.checkOrigin(r); aerr != nil {
 		return nil, aerr
 	}
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || token == "" {
+	if _, ok := bearer(r); !ok {
 		return nil, &apiError{status: http.StatusUnauthorized, reason: ReasonUnauthenticated,
 			msg: "no bearer token: send Authorization: Bearer <token> (LEDGER_TOKEN)"}
 	}
-	var id *auth.Identity
-	if s.tokens != nil {
-		id, ok = s.tokens.Authenticate(strings.TrimSpace(token))
-	}
-	if id == nil || !ok {
+	id, ok := s.identityOf(r)
+	if !ok {
 		return nil, &apiError{status: http.StatusUnauthorized, reason: ReasonUnauthenticated, msg: "unknown token"}
 	}
 	noteToken(r.Context(), id.Name)
 	return id, nil
+}
+
+// bearer is the request's bearer token.
+func bearer(r *http.Request) (string, bool) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token = strings.TrimSpace(token)
+	return token, ok && token != ""
+}
+
+// identityOf is the identity the request's bearer token has in the
+// token set in force now.
+func (s *Server) identityOf(r *http.Request) (*auth.Identity, bool) {
+	token, ok := bearer(r)
+	if !ok || s.tokens == nil {
+		return nil, false
+	}
+	id, ok := s.tokens.Authenticate(token)
+	return id, ok && id != nil
 }
 
 func allow(id *auth.Identity, scope auth.Scope, pool string) *apiError {

@@ -32,14 +32,21 @@
 // of the server's token set (internal/auth) with the scope it needs on the pool
 // it names: append for demand and release, plan for plan and hosts, read
 // for the read endpoints. The producer recorded is the token's name.
+// A live stream's token is checked again every StreamRecheck: revoked or
+// changed, its streams end.
 // Requests from browser pages (an Origin header) are refused unless the
 // origin is allowed, and a POST must be application/json. Authorize
 // wraps other handlers (a console) with the same checks.
 //
 // Input is checked cheapest first (request.go): access, then the body
-// under MaxBody, decoded as a stream one event at a time, each bounded by
-// events.CheckLimits, then the engine's validation. Nothing after the
-// JSON value is accepted.
+// under MaxBody and BodyTimeout, decoded as a stream one event at a time,
+// each read strictly against its type first (strict.go: UTF-8 without
+// lone surrogates, keys exact and once, values of their field's kind,
+// refused in the API's words naming the field), bounded by
+// events.CheckLimits, its names admitted by events.CheckNames, then the
+// engine's validation. Nothing after the JSON value is accepted. A body
+// a refusal did not need is never read (edge.go), and a path or method
+// no route takes is answered in the same JSON error shape.
 //
 // Reads (allocations, decisions) come from the projector's tables, under
 // a read timeout. The probes are internal/health's: /healthz is

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/domain"
@@ -57,12 +59,16 @@ func (d decoder) decode(body io.Reader) ([]incoming, *apiError) {
 	var ins []incoming
 	seen := map[string]int{}
 	add := func(i int) *apiError {
-		var rq client.Event
-		if err := dec.Decode(&rq); err != nil {
-			if tooLarge(err) {
-				return readFailure(err)
-			}
-			return refusal(fmt.Errorf("%w: event: %v", events.ErrMalformed, err), at(i))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			aerr := jsonReadFailure(err, "the event")
+			aerr.index = at(i)
+			return aerr
+		}
+		rq, aerr := decodeEvent(raw)
+		if aerr != nil {
+			aerr.index = at(i)
+			return aerr
 		}
 		in, aerr := d.event(rq, i)
 		if aerr != nil {
@@ -84,7 +90,7 @@ func (d decoder) decode(body io.Reader) ([]incoming, *apiError) {
 		return ins, trailing(dec)
 	}
 	if _, err := dec.Token(); err != nil { // the '['
-		return nil, malformed(err)
+		return nil, jsonReadFailure(err, "the array of events")
 	}
 	for i := 0; dec.More(); i++ {
 		if i == MaxBatch {
@@ -95,7 +101,7 @@ func (d decoder) decode(body io.Reader) ([]incoming, *apiError) {
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the ']'
-		return nil, malformed(err)
+		return nil, jsonReadFailure(err, "the array of events")
 	}
 	if len(ins) == 0 {
 		return nil, badRequest(ReasonBadRequest, "empty array: nothing to append")
@@ -128,10 +134,10 @@ func trailing(dec *json.Decoder) *apiError {
 		return nil
 	}
 	if err != nil {
-		if tooLarge(err) {
-			return readFailure(err)
+		if aerr := jsonReadFailure(err, "what follows the request's JSON value"); aerr.reason != string(events.ErrMalformed.Code()) {
+			return aerr // too large, too slow
 		}
-		return badRequest(ReasonTrailingData, "data after the request's JSON value: %v", err)
+		return badRequest(ReasonTrailingData, "data after the request's JSON value, and not JSON: send one event or one array")
 	}
 	return badRequest(ReasonTrailingData, "data after the request's JSON value (%v...): send one event or one array", tok)
 }
@@ -148,12 +154,23 @@ func readFailure(err error) *apiError {
 	return malformed(err)
 }
 
-func malformed(err error) *apiError {
-	if tooLarge(err) {
-		return readFailure(err)
+func malformed(err error) *apiError { return jsonReadFailure(err, "the body") }
+
+// decodeEvent reads one event of a request strictly (checkJSON): its
+// data is checked against its type's fields in decoder.event, once the
+// token may append that type.
+func decodeEvent(raw []byte) (client.Event, *apiError) {
+	var rq client.Event
+	if aerr := checkJSON(raw, eventType, ""); aerr != nil {
+		return rq, aerr
 	}
-	return refusal(fmt.Errorf("%w: %v", events.ErrMalformed, err), nil)
+	if err := json.Unmarshal(raw, &rq); err != nil { // checkJSON found nothing wrong: not expected
+		return rq, refusal(fmt.Errorf("%w: the event could not be decoded", events.ErrMalformed), nil)
+	}
+	return rq, nil
 }
+
+var eventType = reflect.TypeFor[client.Event]()
 
 func tooLarge(err error) bool { return errors.As(err, new(*http.MaxBytesError)) }
 
@@ -165,8 +182,9 @@ func (d decoder) event(rq client.Event, i int) (incoming, *apiError) {
 	if rq.V != 0 && rq.V != events.Version {
 		return incoming{}, refusal(fmt.Errorf("%w: v %d (this ledger writes %d)", events.ErrUnsupportedVersion, rq.V, events.Version), at(i))
 	}
-	if err := checkID(rq.ID); err != nil {
-		return incoming{}, refusal(err, at(i))
+	if aerr := checkID(rq.ID); aerr != nil {
+		aerr.index = at(i)
+		return incoming{}, aerr
 	}
 	if rq.Producer != "" && rq.Producer != d.producer {
 		return incoming{}, &apiError{status: http.StatusForbidden, reason: ReasonProducerMismatch, index: at(i),
@@ -174,6 +192,12 @@ func (d decoder) event(rq client.Event, i int) (incoming, *apiError) {
 	}
 	if d.authorize != nil {
 		if aerr := d.authorize(events.Type(rq.Type), i); aerr != nil {
+			return incoming{}, aerr
+		}
+	}
+	if k, ok := events.KindOf(events.Type(rq.Type)); ok && len(rq.Data) > 0 {
+		if aerr := checkJSON(rq.Data, reflect.TypeOf(k.NewPayload()), "data"); aerr != nil {
+			aerr.index = at(i)
 			return incoming{}, aerr
 		}
 	}
@@ -198,14 +222,24 @@ func (d decoder) event(rq client.Event, i int) (incoming, *apiError) {
 	return in, nil
 }
 
-// checkID refuses ids that cannot be a NATS header value.
-func checkID(id string) error {
+// checkID refuses ids that cannot be a NATS header value, or that would
+// not look like what they are where people read them (the console, the
+// log, `ledger explain`): at most maxIDLen bytes of UTF-8 without white
+// space, control, format (bidi controls, zero width), other invisible,
+// private-use or unassigned characters (docs/decisions.md 194).
+func checkID(id string) *apiError {
 	if len(id) > maxIDLen {
-		return fmt.Errorf("%w: id is %d bytes (at most %d)", events.ErrMalformed, len(id), maxIDLen)
+		return badRequest(ReasonInvalidID, "id is %d bytes (at most %d)", len(id), maxIDLen)
+	}
+	if !utf8.ValidString(id) {
+		return badRequest(ReasonInvalidID, "id %.64q is not UTF-8", id)
 	}
 	for _, r := range id {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("%w: id %q contains white space or a control character", events.ErrMalformed, id)
+		if unicode.IsSpace(r) {
+			return badRequest(ReasonInvalidID, "id %.64q contains white space (U+%04X)", id, r)
+		}
+		if why := events.Invisible(r); why != "" {
+			return badRequest(ReasonInvalidID, "id %.64q contains U+%04X, %s", id, r, why)
 		}
 	}
 	return nil

@@ -209,7 +209,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, StreamAuth: streamAuth, Allowed: readable, ReadTimeout: s.readTimeout,
 		Halted: s.halted, Fork: s.forkAt, Logger: s.log, Replay: s.replayOpts})
 	s.console.Register(s.mux)
-	s.handler = requestIDs(s.accessLog(noFraming(noKeepAlive(s.cors(s.mountMetrics(s.mux))))))
+	s.handler = requestIDs(boundBody(s.accessLog(noFraming(noKeepAlive(s.cors(jsonErrors(s.mountMetrics(s.mux))))))))
 	return s, nil
 }
 

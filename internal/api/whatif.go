@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -153,11 +154,14 @@ func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event
 	if err != nil {
 		return whatif.Point{}, nil, readFailure(err)
 	}
+	if aerr := checkJSON(b, reflect.TypeFor[whatIfBody](), whatIfRoot); aerr != nil {
+		aerr.msg += ` (send {"events": [...], "at_seq" or "at_time"})`
+		return whatif.Point{}, nil, aerr
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var rq whatIfBody
 	if err := dec.Decode(&rq); err != nil {
-		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "the what-if: %v (send {\"events\": [...], \"at_seq\" or \"at_time\"})", err)
+		return whatif.Point{}, nil, jsonReadFailure(err, "the what-if")
 	}
 	if aerr := trailing(dec); aerr != nil {
 		return whatif.Point{}, nil, aerr
@@ -175,11 +179,15 @@ func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event
 	evs := make([]whatif.Event, len(rq.Events))
 	d := decoder{producer: producer}
 	for i, raw := range rq.Events {
-		ed := json.NewDecoder(bytes.NewReader(raw))
-		ed.DisallowUnknownFields()
+		if aerr := checkJSON(raw, reflect.TypeFor[client.WhatIfEvent](), ""); aerr != nil {
+			aerr.index = at(i)
+			return whatif.Point{}, nil, aerr
+		}
 		var e client.WhatIfEvent
-		if err := ed.Decode(&e); err != nil {
-			return whatif.Point{}, nil, refusal(fmt.Errorf("%w: event: %v", events.ErrMalformed, err), at(i))
+		if err := json.Unmarshal(raw, &e); err != nil {
+			aerr := jsonReadFailure(err, "the event")
+			aerr.index = at(i)
+			return whatif.Point{}, nil, aerr
 		}
 		in, aerr := d.event(client.Event{Type: e.Type, Data: e.Data}, i)
 		if aerr != nil {

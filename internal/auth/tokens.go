@@ -117,6 +117,14 @@ func (id *Identity) Allows(scope Scope, pool string) bool {
 	return pool == "" || slices.Contains(id.pools, AllPools) || slices.Contains(id.pools, pool)
 }
 
+// Same reports whether o is the same identity with the same rights: a
+// long-lived request (a live stream) ends when its token no longer
+// authenticates as the identity it began with (revoked, rotated, its
+// scopes or pools changed).
+func (id *Identity) Same(o *Identity) bool {
+	return id != nil && o != nil && id.Name == o.Name && slices.Equal(id.scopes, o.scopes) && slices.Equal(id.pools, o.pools)
+}
+
 // Tokens is a set of entries, safe for concurrent use (it never changes).
 type Tokens struct {
 	entries []Entry
