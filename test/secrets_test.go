@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -85,9 +86,15 @@ func TestHelpShowsNoSecret(t *testing.T) {
 		return string(out)
 	}
 	seen := 0
+	helps := map[string]string{} // each command's --help, by its path
+	commands := map[string]bool{"ledger": true, "projector": true}
 	var walk func(path []string)
 	walk = func(path []string) {
 		out := run(ledger, append(slices.Clone(path), "--help")...)
+		helps["ledger "+strings.Join(path, " ")] = out
+		for _, p := range path {
+			commands[p] = true
+		}
 		if !strings.Contains(out, "Usage:") {
 			t.Errorf("ledger %s --help shows no usage:\n%s", strings.Join(path, " "), out)
 		}
@@ -112,6 +119,10 @@ func TestHelpShowsNoSecret(t *testing.T) {
 		}
 	}
 	out := run(projector, "--help")
+	helps["projector"] = out
+	for what, help := range helps {
+		checkPlaceholders(t, what, help, commands)
+	}
 	for _, flag := range []string{"--database-url", "--nats-url", "--log-format", "--log-level", "--metrics-listen", "--version"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("projector --help does not list %s:\n%s", flag, out)
@@ -126,6 +137,45 @@ func TestHelpShowsNoSecret(t *testing.T) {
 		t.Errorf("projector took a long flag with one dash:\n%s", out)
 	}
 	t.Logf("%d ledger commands and the projector checked", seen)
+}
+
+// flagLine is a flag of a --help text: its name, and the placeholder of
+// its value (none for a switch).
+var flagLine = regexp.MustCompile(`^\s+(?:-\w, )?--([a-z0-9-]+)(?: (\S+))?(?:\s{2,}|$)`)
+
+// placeholder is what a flag's value may be called in --help: a word in
+// capitals (FILE, URL, ADDR, SEQ|TIME, HOST:PORT), a number's or a
+// duration's type, or the values it takes (text|json, level).
+var placeholder = regexp.MustCompile(`^([A-Z][A-Z0-9_:|-]*|int|uint|float|duration|level|[a-z]+(\|[a-zA-Z:]+)+)$`)
+
+// checkPlaceholders fails for each flag of help whose placeholder is a
+// command's name (pflag takes the first `quoted` word of a flag's usage
+// as its placeholder: "--nats-creds ledger dev"), Go's type name of a
+// string (say what the value is: FILE, URL, POOL ...), or not a
+// placeholder at all.
+func checkPlaceholders(t *testing.T, what, help string, commands map[string]bool) {
+	t.Helper()
+	flags := 0
+	for _, line := range strings.Split(help, "\n") {
+		m := flagLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		flags++
+		ph := m[2]
+		switch {
+		case ph == "":
+		case commands[ph]:
+			t.Errorf("%s --help: --%s's placeholder is the command %q: %s", what, m[1], ph, strings.TrimSpace(line))
+		case ph == "string" || ph == "strings" || ph == "stringArray":
+			t.Errorf("%s --help: --%s's placeholder is Go's type %q: name what the value is (FILE, URL, POOL ...): %s", what, m[1], ph, strings.TrimSpace(line))
+		case !placeholder.MatchString(ph):
+			t.Errorf("%s --help: --%s's placeholder %q is not one: %s", what, m[1], ph, strings.TrimSpace(line))
+		}
+	}
+	if flags == 0 {
+		t.Errorf("%s --help lists no flag:\n%s", what, help)
+	}
 }
 
 // TestErrorsShowNoSecret: commands that fail to reach PostgreSQL (a

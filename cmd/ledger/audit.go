@@ -105,7 +105,7 @@ otherwise matches: someone wrote to the log around the ledger.`,
 	}
 	f.register(cmd)
 	cmd.Flags().Uint64Var(&from, "from", 1, "first sequence to compare")
-	cmd.Flags().StringVar(&pool, "pool", "", "only this pool (default: every pool)")
+	cmd.Flags().StringVar(&pool, "pool", "", "only this `POOL` (default: every pool)")
 	return cmd
 }
 
@@ -177,9 +177,9 @@ PostgreSQL database, with the projector's own code.`,
 	f.register(cmd)
 	cmd.Flags().Uint64Var(&from, "from", 1, "first sequence to print")
 	cmd.Flags().Uint64Var(&to, "to", 0, "last sequence to print (default: the end of the log)")
-	cmd.Flags().StringVar(&pool, "pool", "", "only this pool (default: every pool)")
+	cmd.Flags().StringVar(&pool, "pool", "", "only this `POOL` (default: every pool)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print decisions as JSON lines")
-	cmd.Flags().StringVar(&into, "into", "", "rebuild the projection into this empty database instead of printing")
+	cmd.Flags().StringVar(&into, "into", "", "rebuild the projection into the empty PostgreSQL database at `URL` instead of printing")
 	return cmd
 }
 

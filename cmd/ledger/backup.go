@@ -43,7 +43,7 @@ those unless told to take them.`,
 	addNATSURLFlag(backupCmd, &natsURL)
 	addNATSCredsFlag(backupCmd, &natsCreds)
 	addTrustedKeysFlag(backupCmd, &trustedKeys)
-	backupCmd.Flags().StringVar(&file, "out", "", "file to write (\"-\": standard output)")
+	backupCmd.Flags().StringVar(&file, "out", "", "`FILE` to write (\"-\": standard output)")
 	_ = backupCmd.MarkFlagRequired("out")
 
 	var rNATSURL, rNATSCreds, rKeys, in string
@@ -80,8 +80,8 @@ restored, a backup naming any key that file lacks. A backup of format 1
 	}
 	addNATSURLFlag(restoreCmd, &rNATSURL)
 	addNATSCredsFlag(restoreCmd, &rNATSCreds)
-	restoreCmd.Flags().StringVar(&rKeys, "trusted-keys", "", "the trusted keys file (PEM public keys) of the deployment the backup comes from: a backup naming another key is refused; a backup of format 1 (it names no keys) is verified with them")
-	restoreCmd.Flags().StringVar(&in, "in", "", "backup file to restore (\"-\": standard input)")
+	restoreCmd.Flags().StringVar(&rKeys, "trusted-keys", "", "the trusted keys `FILE` (PEM public keys) of the deployment the backup comes from: a backup naming another key is refused; a backup of format 1 (it names no keys) is verified with them")
+	restoreCmd.Flags().StringVar(&in, "in", "", "backup `FILE` to restore (\"-\": standard input)")
 	restoreCmd.Flags().BoolVar(&allowUnauthenticated, "allow-unauthenticated", false, "restore a backup holding events its keys did not sign, as they are (the projectors refuse them)")
 	_ = restoreCmd.MarkFlagRequired("in")
 	root.AddCommand(backupCmd, restoreCmd)

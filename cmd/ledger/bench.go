@@ -82,9 +82,9 @@ The default run takes several minutes.`,
 			return runBench(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
-	cmd.Flags().StringVar(&f.natsURL, "nats-url", "", "use this NATS server (with JetStream) instead of an embedded one")
+	cmd.Flags().StringVar(&f.natsURL, "nats-url", "", "use the NATS server (with JetStream) at `URL` instead of an embedded one")
 	addNATSCredsFlag(cmd, &f.natsCreds)
-	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "use this PostgreSQL server instead of a private cluster (bench creates its own databases there)")
+	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "use the PostgreSQL server at `URL` instead of a private cluster (bench creates its own databases there)")
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "small numbers everywhere (seconds, for tests)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&f.keep, "keep", false, "keep the temporary directory (and the databases)")

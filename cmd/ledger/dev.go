@@ -134,22 +134,22 @@ them): keep such a DATA directory for development.`,
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cfg)
 		},
 	}
-	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "directory for JetStream and PostgreSQL data, credentials and keys")
-	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP API")
-	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "address where the embedded NATS listens (with --nats-cluster 3: the first server; the others take the two next ports)")
+	cmd.Flags().StringVar(&cfg.data, "data", "./.ledger", "data `DIR`: JetStream and PostgreSQL data, credentials and keys")
+	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:8080", "`ADDR` (host:port) the HTTP API listens on")
+	cmd.Flags().StringVar(&cfg.natsAddr, "nats", "127.0.0.1:4222", "`ADDR` (host:port) where the embedded NATS listens (with --nats-cluster 3: the first server; the others take the two next ports)")
 	cmd.Flags().Var(&cfg.natsSync, "nats-sync", "when JetStream syncs its writes to disk: always (every write, before the publish is acknowledged: an acknowledged event survives a power loss) or interval:DURATION (in the background, faster, but a crash of the machine may lose up to DURATION of acknowledged events); with --nats-cluster 3 it applies to each server, and always means an acknowledged event is synced on two of them")
 	cmd.Flags().IntVar(&cfg.natsCluster, "nats-cluster", 1, "number of embedded JetStream servers: 1, or 3 for a replicated log on loopback")
 	cmd.Flags().IntVar(&cfg.replicas, "replicas", 0, "copies of the LEDGER stream, at most --nats-cluster (default: one per server, 1 or 3); a different count scales the existing stream")
 	cmd.Flags().IntVar(&cfg.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "the projector snapshots a pool's engine state every this many of its events")
 	cmd.Flags().DurationVar(&cfg.duplicateWindow, "duplicate-window", stream.DuplicateWindow,
 		"how long JetStream recognises a retried event id and stores it once (a later retry is stored and refused by the projector as duplicate_id)")
-	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
+	cmd.Flags().StringArrayVar(&cfg.origins, "allow-origin", nil, "browser `ORIGIN` (scheme://host[:port]) allowed to call the API; repeatable; none by default")
 	addHTTPLimitFlags(cmd, &cfg.conns, &cfg.tokenLimits)
 	cmd.Flags().BoolVar(&cfg.development, "rules-development", false, fmt.Sprintf("the API and the projector accept plans naming rules version %d, in development (for tests: the log then needs the switch to be folded)", int(domain.RulesDevelopment)))
 	// Never from the environment: a DATABASE_URL exported from an earlier
 	// run names that run's PostgreSQL, stopped with it.
 	logging.AddFlags(cmd.Flags(), &cfg.log)
-	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", "", "use this PostgreSQL database instead of a private cluster, for everything (migrations, projector, API and the printed DATABASE_URL); the environment's DATABASE_URL is ignored")
+	cmd.Flags().StringVar(&cfg.databaseURL, "database-url", "", "use the PostgreSQL database at `URL` instead of a private cluster, for everything (migrations, projector, API and the printed DATABASE_URL); the environment's DATABASE_URL is ignored")
 	root.AddCommand(cmd)
 }
 

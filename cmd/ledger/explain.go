@@ -64,10 +64,10 @@ and zero shares), as ledger simulate --rules-development does.`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&pool, "pool", "default", "pool to explain")
-	cmd.Flags().StringVar(&consumer, "consumer", "", "consumer path (required)")
-	cmd.Flags().StringVar(&at, "at", "", "stop at this sequence or RFC 3339 time (default: the end)")
-	cmd.Flags().StringVar(&file, "file", "", "explain a scenario file folded in memory instead of the log")
+	cmd.Flags().StringVar(&pool, "pool", "default", "`POOL` to explain")
+	cmd.Flags().StringVar(&consumer, "consumer", "", "consumer `PATH` (required)")
+	cmd.Flags().StringVar(&at, "at", "", "stop at this `SEQ|TIME`: a sequence or an RFC 3339 time (default: the end)")
+	cmd.Flags().StringVar(&file, "file", "", "explain a scenario `FILE` folded in memory instead of the log")
 	cmd.Flags().IntVar(&keep, "last", 20, "how many of the consumer's decisions to show")
 	cmd.Flags().BoolVar(&development, "rules-development", false, fmt.Sprintf("with --file: fold under rules version %d, in development and not accepted by the service (as ledger simulate --rules-development)", int(domain.RulesDevelopment)))
 	_ = cmd.MarkFlagRequired("consumer")

@@ -67,13 +67,13 @@ func applySecretEnv(cmd *cobra.Command) error {
 
 // addLedgerURLFlag registers --ledger-url (default $LEDGER_URL).
 func addLedgerURLFlag(cmd *cobra.Command, p *string) {
-	cmd.Flags().StringVar(p, "ledger-url", envDefault(EnvLedgerURL, DefaultLedgerURL), "ledger HTTP API base URL (env "+EnvLedgerURL+")")
+	cmd.Flags().StringVar(p, "ledger-url", envDefault(EnvLedgerURL, DefaultLedgerURL), "ledger HTTP API base `URL` (env "+EnvLedgerURL+")")
 }
 
 // addNATSURLFlag registers --nats-url (default $NATS_URL). A NATS URL
 // may carry a user's password: --help shows the default without it.
 func addNATSURLFlag(cmd *cobra.Command, p *string) {
-	cmd.Flags().StringVar(p, "nats-url", envDefault(EnvNATSURL, DefaultNATSURL), "NATS server URL (env "+EnvNATSURL+")")
+	cmd.Flags().StringVar(p, "nats-url", envDefault(EnvNATSURL, DefaultNATSURL), "NATS server `URL` (env "+EnvNATSURL+")")
 	f := cmd.Flags().Lookup("nats-url")
 	f.DefValue = redact.URL(f.DefValue)
 }
@@ -81,24 +81,24 @@ func addNATSURLFlag(cmd *cobra.Command, p *string) {
 // addDatabaseURLFlag registers --database-url ($DATABASE_URL when not
 // given). A PostgreSQL URL carries its password: --help never shows it.
 func addDatabaseURLFlag(cmd *cobra.Command, p *string) {
-	addSecretEnvFlag(cmd, p, "database-url", EnvDatabaseURL, "PostgreSQL URL, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE")
+	addSecretEnvFlag(cmd, p, "database-url", EnvDatabaseURL, "PostgreSQL `URL`, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE")
 }
 
 // addNATSCredsFlag registers --nats-creds (default $LEDGER_NATS_CREDS):
 // the path of a seed file, not the seed.
 func addNATSCredsFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "nats-creds", envDefault(EnvNATSCreds, ""),
-		"file with the NATS identity's seed (nkey; `ledger dev` prints "+EnvNATSCreds+"=) (env "+EnvNATSCreds+")")
+		"`FILE` with the NATS identity's seed (nkey; 'ledger dev' prints "+EnvNATSCreds+"=) (env "+EnvNATSCreds+")")
 }
 
 // addTrustedKeysFlag registers --trusted-keys (default $LEDGER_TRUSTED_KEYS).
 func addTrustedKeysFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "trusted-keys", envDefault(EnvTrustedKeys, ""),
-		"file of PEM public keys whose signatures make an event authentic; others are refused as unauthenticated (`ledger dev` prints LEDGER_TRUSTED_KEYS=) (env "+EnvTrustedKeys+")")
+		"`FILE` of PEM public keys whose signatures make an event authentic; others are refused as unauthenticated ('ledger dev' prints LEDGER_TRUSTED_KEYS=) (env "+EnvTrustedKeys+")")
 }
 
 // addLedgerTokenFlag registers --ledger-token ($LEDGER_TOKEN when not
 // given; never shown: it is a secret).
 func addLedgerTokenFlag(cmd *cobra.Command, p *string) {
-	addSecretEnvFlag(cmd, p, "ledger-token", EnvLedgerToken, "bearer token for the ledger API (`ledger dev` prints one)")
+	addSecretEnvFlag(cmd, p, "ledger-token", EnvLedgerToken, "bearer `TOKEN` for the ledger API ('ledger dev' prints one)")
 }

@@ -54,7 +54,7 @@ The pool is the scenario's, or with --fresh-pool a new one per file
 	}
 	addLedgerURLFlag(cmd, &f.ledgerURL)
 	addLedgerTokenFlag(cmd, &f.token)
-	cmd.Flags().StringVar(&f.ledgerURL, "url", f.ledgerURL, "same as --ledger-url")
+	cmd.Flags().StringVar(&f.ledgerURL, "url", f.ledgerURL, "ledger HTTP API base `URL`, the same as --ledger-url")
 	addDatabaseURLFlag(cmd, &f.databaseURL)
 	cmd.Flags().BoolVar(&f.freshPool, "fresh-pool", false, "load each file into a new pool <pool>-<random suffix>")
 	cmd.Flags().BoolVar(&f.check, "check", false, "check each step's expect against PostgreSQL (needs --database-url)")

@@ -52,7 +52,7 @@ func init() {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	root.SetVersionTemplate("ledger {{.Version}}")
-	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to `FILE` (go tool pprof)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := applySecretEnv(cmd); err != nil {
 			return err

@@ -69,12 +69,12 @@ nats-server (README: NATS identities).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runNATSInit(cmd.OutOrStdout(), f) },
 	}
-	initCmd.Flags().StringVar(&f.dir, "dir", "./.ledger", "directory for the credentials, keys and configuration")
+	initCmd.Flags().StringVar(&f.dir, "dir", "./.ledger", "`DIR` for the credentials, keys and configuration")
 	initCmd.Flags().StringSliceVar(&f.routes, "routes", nil,
-		"host:port of every NATS cluster member's route listener (comma-separated); writes "+NATSClusterFile+" with authenticated routes")
-	initCmd.Flags().StringVar(&f.clusterName, "cluster-name", "ledger", "NATS cluster name (with --routes)")
-	initCmd.Flags().StringVar(&f.routeListen, "route-listen", "0.0.0.0:6222", "where each server listens for the other members' routes (with --routes)")
-	initCmd.Flags().StringVar(&f.projector.Name, "projector-name", natsauth.DefaultLayout.Name, "the projectors' --name: the durable consumers the projector identity may manage are named after it")
+		"`HOST:PORT` of every NATS cluster member's route listener (comma-separated); writes "+NATSClusterFile+" with authenticated routes")
+	initCmd.Flags().StringVar(&f.clusterName, "cluster-name", "ledger", "NATS cluster `NAME` (with --routes)")
+	initCmd.Flags().StringVar(&f.routeListen, "route-listen", "0.0.0.0:6222", "`ADDR` (host:port) where each server listens for the other members' routes (with --routes)")
+	initCmd.Flags().StringVar(&f.projector.Name, "projector-name", natsauth.DefaultLayout.Name, "the projectors' --name `NAME`: the durable consumers the projector identity may manage are named after it")
 	initCmd.Flags().IntVar(&f.projector.MaxPartitions, "max-partitions", natsauth.DefaultLayout.MaxPartitions, "the largest projector --partitions the projector identity may run")
 
 	var url, creds string

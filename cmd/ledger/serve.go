@@ -105,20 +105,20 @@ cleanly on SIGINT or SIGTERM.`,
 			return api.Serve(cmd.Context(), cfg)
 		},
 	}
-	cmd.Flags().StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "address the HTTP API listens on")
+	cmd.Flags().StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "`ADDR` (host:port) the HTTP API listens on")
 	addNATSURLFlag(cmd, &cfg.NATSURL)
 	addNATSCredsFlag(cmd, &cfg.NATSCreds)
 	cmd.Flags().StringVar(&signingKey, "signing-key", envDefault(EnvSigningKey, ""),
-		"PEM Ed25519 private key (mode 0600) that signs every appended event; the projector refuses unsigned ones (env "+EnvSigningKey+")")
+		"PEM Ed25519 private key `FILE` (mode 0600) that signs every appended event; the projector refuses unsigned ones (env "+EnvSigningKey+")")
 	addTrustedKeysFlag(cmd, &trustedKeys)
 	addDatabaseURLFlag(cmd, &cfg.DatabaseURL)
 	cmd.Flags().DurationVar(&cfg.ConnectWait, "connect-timeout", connect.DefaultWait,
 		"how long to wait at start for NATS, PostgreSQL and JetStream to answer before giving up (0: until stopped)")
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply schema migrations at start")
-	cmd.Flags().StringVar(&tokensFile, "tokens", "", "tokens file (JSON lines of name, sha256, scopes, pools; mode 0600), required")
-	cmd.Flags().StringArrayVar(&origins, "allow-origin", nil, "browser origin (scheme://host[:port]) allowed to call the API; repeatable; none by default")
-	cmd.Flags().StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
-	cmd.Flags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&tokensFile, "tokens", "", "tokens `FILE` (JSON lines of name, sha256, scopes, pools; mode 0600), required")
+	cmd.Flags().StringArrayVar(&origins, "allow-origin", nil, "browser `ORIGIN` (scheme://host[:port]) allowed to call the API; repeatable; none by default")
+	cmd.Flags().StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with the PEM certificate in `FILE` (with --tls-key)")
+	cmd.Flags().StringVar(&cfg.TLSKey, "tls-key", "", "`FILE` of the PEM private key of --tls-cert")
 	logging.AddFlags(cmd.Flags(), &logOpts)
 	cmd.Flags().DurationVar(&readTimeout, "read-timeout", api.DefaultReadTimeout, "longest a read endpoint waits for PostgreSQL before answering 503")
 	addHTTPLimitFlags(cmd, &cfg.Conns, &tokenLimits)

@@ -59,10 +59,10 @@ Pools: comma-separated pool names, or * for every pool.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTokenAdd(cmd.OutOrStdout(), f) },
 	}
-	add.Flags().StringVar(&f.file, "file", "", "tokens file to add to (required)")
-	add.Flags().StringVar(&f.name, "name", "", "identity of the token: recorded as the producer of its events (required)")
-	add.Flags().StringVar(&f.scopes, "scopes", "", "append, plan, read, metrics (comma-separated), or all (required)")
-	add.Flags().StringVar(&f.pools, "pools", "", "pools the token may use (comma-separated), or * for all (required)")
+	add.Flags().StringVar(&f.file, "file", "", "tokens `FILE` to add to (required)")
+	add.Flags().StringVar(&f.name, "name", "", "`NAME` of the token's identity: recorded as the producer of its events (required)")
+	add.Flags().StringVar(&f.scopes, "scopes", "", "`SCOPES`: append, plan, read, metrics (comma-separated), or all (required)")
+	add.Flags().StringVar(&f.pools, "pools", "", "`POOLS` the token may use (comma-separated), or * for all (required)")
 	for _, n := range []string{"file", "name", "scopes", "pools"} {
 		_ = add.MarkFlagRequired(n)
 	}
@@ -80,7 +80,7 @@ whoever holds one can tell which entry it is:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTokenList(cmd.OutOrStdout(), f) },
 	}
-	list.Flags().StringVar(&f.file, "file", "", "tokens file (required)")
+	list.Flags().StringVar(&f.file, "file", "", "tokens `FILE` (required)")
 	list.Flags().BoolVar(&f.json, "json", false, "one JSON object a line: name, scopes, pools, sha256_prefix")
 	_ = list.MarkFlagRequired("file")
 
@@ -108,8 +108,8 @@ the new one to its holder first if they must not be refused in between.`,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return runTokenRotate(cmd.OutOrStdout(), f) },
 	}
 	for _, c := range []*cobra.Command{revoke, rotate} {
-		c.Flags().StringVar(&f.file, "file", "", "tokens file (required)")
-		c.Flags().StringVar(&f.name, "name", "", "the entry's name (required)")
+		c.Flags().StringVar(&f.file, "file", "", "tokens `FILE` (required)")
+		c.Flags().StringVar(&f.name, "name", "", "the entry's `NAME` (required)")
 		_ = c.MarkFlagRequired("file")
 		_ = c.MarkFlagRequired("name")
 	}

@@ -57,9 +57,9 @@ It needs a token with the read scope on the pool (LEDGER_TOKEN or
 	}
 	addLedgerURLFlag(cmd, &f.ledgerURL)
 	addLedgerTokenFlag(cmd, &f.token)
-	cmd.Flags().StringVar(&f.pool, "pool", "", "pool to ask about (required)")
-	cmd.Flags().StringVar(&f.file, "file", "", "YAML (or JSON) file of events, as a scenario step's events: list (required)")
-	cmd.Flags().StringVar(&f.at, "at", "", "fork the pool just after this sequence, or its last event at or before this RFC 3339 time (default: now)")
+	cmd.Flags().StringVar(&f.pool, "pool", "", "`POOL` to ask about (required)")
+	cmd.Flags().StringVar(&f.file, "file", "", "YAML (or JSON) `FILE` of events, as a scenario step's events: list (required)")
+	cmd.Flags().StringVar(&f.at, "at", "", "fork the pool at `SEQ|TIME`: just after a sequence, or at its last event at or before an RFC 3339 time (default: now)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the ledger's JSON answer")
 	cmd.Flags().BoolVar(&f.all, "all", false, "list every consumer, not only those that would change")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the answer (retrying while the ledger is busy)")
