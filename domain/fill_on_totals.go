@@ -59,6 +59,21 @@ func (pl *placement) fillOnTotals() {
 		})
 		return out
 	}
+	if t0 := pl.t0; t0 != nil { // balance: false with reclaim: restore T0 first
+		victims := pl.victimWalk(t0, cur)
+		for _, l := range order(func(l int32) Slots { return t0[l] - cur[l] }) {
+			need := t0[l] - cur[l]
+			need -= pl.takeFree(l, need, cur)
+			for _, v := range victims {
+				if need <= 0 {
+					break
+				}
+				if give := minSlots(need, cur[v]-t0[v]); give > 0 {
+					need -= pl.reclaimFrom(l, v, give, cur)
+				}
+			}
+		}
+	}
 	for _, l := range order(func(l int32) Slots { return pl.target(l) - cur[l] }) {
 		pl.takeFree(l, pl.target(l)-cur[l], cur)
 	}
@@ -68,8 +83,9 @@ func (pl *placement) fillOnTotals() {
 }
 
 // takeFree gives leaf l up to need free slots it may take, in its fold
-// order.
-func (pl *placement) takeFree(l int32, need Slots, cur []Slots) {
+// order, and returns how many.
+func (pl *placement) takeFree(l int32, need Slots, cur []Slots) Slots {
+	took := Slots(0)
 	for _, o := range pl.foldOrder(l) {
 		for need > 0 {
 			i := pl.roomiest(o)
@@ -78,7 +94,7 @@ func (pl *placement) takeFree(l int32, need Slots, cur []Slots) {
 			}
 			k := minSlots(minSlots(need, pl.capRem[i]), pl.headroom(l, cur))
 			if k <= 0 {
-				return
+				return took
 			}
 			pl.touch(i)
 			pl.capRem[i] -= k
@@ -88,8 +104,59 @@ func (pl *placement) takeFree(l int32, need Slots, cur []Slots) {
 			}
 			cur[l] += k
 			need -= k
+			took += k
 		}
 	}
+	return took
+}
+
+// reclaimFrom takes up to give of victim v's slots that leaf l may take,
+// in l's fold order (an owner's parts in host order), and returns how
+// many: the placement's pairing records them as reclaims from v.
+func (pl *placement) reclaimFrom(l, v int32, give Slots, cur []Slots) Slots {
+	took := Slots(0)
+	for _, o := range pl.foldOrder(l) {
+		if give == 0 || !pl.mayTake(l, o, cur) {
+			continue
+		}
+		for _, i := range pl.idx.byOwner[o] {
+			n := minSlots(minSlots(give, pl.keptAt[partLeaf{i, v}]), pl.headroom(l, cur))
+			if n <= 0 {
+				continue
+			}
+			h := pl.parts[i].host
+			for j, x := range pl.holders[h] {
+				if x.leaf == v {
+					pl.kept[h][j] -= n
+				}
+			}
+			pl.keptAt[partLeaf{i, v}] -= n
+			pl.reclaimed[seatKey{host: h, leaf: v}] += n
+			pl.over[v] += n
+			pl.owed[l] = append(pl.owed[l], transfer{claimant: l, victim: v, slots: n})
+			pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: n, rule: pl.rules.grant})
+			cur[v] -= n
+			cur[l] += n
+			give -= n
+			took += n
+		}
+	}
+	return took
+}
+
+// victimWalk lists the leaves above t0 in share_ratio's victim walk on
+// the leaves' totals (layeredFold.victimWalk over the whole pool).
+func (pl *placement) victimWalk(t0, cur []Slots) []int32 {
+	d := &heldDivision{cur: make([]Slots, len(pl.t.nodes)), leaves: pl.leaves}
+	for _, l := range pl.leaves {
+		for a := l; a >= 0; a = pl.t.nodes[a].parent {
+			d.cur[a] += cur[l]
+			if a == 0 {
+				break
+			}
+		}
+	}
+	return (&layeredFold{t: pl.t}).victimWalk(0, d, t0)
 }
 
 // headroom is what leaf l may still be given under its ancestors' max.

@@ -83,3 +83,67 @@ func ownerName(p *Pool, o int32) string {
 	}
 	return p.t.nodes[o].path
 }
+
+// TestRules4BalanceFalseOnTotals: under rules 4, share_ratio with
+// preemption and balance: false with ownership (ruling 4), on random
+// ownership logs: every reclaim lifts its claimant to at most its T0 and
+// leaves its victim at least at its T0 ("never takes slots from one
+// consumer to lift another above its own planned share"). (That an event
+// changing no input decides nothing is ruling 12's property, not built: a
+// return of an owner's own part and the compensating reclaim can still
+// swap hosts on such an event.)
+func TestRules4BalanceFalseOnTotals(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	reclaims := 0
+	for seed := range uint64(runs) {
+		sc := gen.GenerateOwned(gen.NewRand(seed+65000), 40)
+		p := NewPool("t0", WithDevelopmentRules())
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		seq := uint64(0)
+		for i, ev := range sc.Events {
+			at = at.Add(time.Second)
+			if pc, ok := ev.(*events.PlanChange); ok {
+				stamped := *pc
+				stamped.Plan.Rules = int(RulesV4)
+				yes, no := true, false
+				stamped.Plan.Policy = events.Policy{Reclaim: "share_ratio", Enforcement: stamped.Plan.Policy.Enforcement, Preemption: &yes, Balance: &no,
+					ReclaimForPreference: stamped.Plan.Policy.ReclaimForPreference}
+				ev = &stamped
+			}
+			r, err := p.Apply(Event{Seq: seq + 1, Time: at, Payload: ev})
+			if err != nil {
+				continue
+			}
+			seq++
+			if !p.HasOwnership() || p.layered.t0 == nil {
+				continue
+			}
+			free := map[string]Slots{} // by consumer: what free slots gave it (the fill toward T comes after T0)
+			for _, d := range r.Decisions {
+				if d.Kind == KindGrant || d.Kind == KindLend {
+					free[d.Consumer] += Slots(d.Slots)
+				}
+			}
+			for _, d := range r.Decisions {
+				if d.Kind != KindReclaim {
+					continue
+				}
+				reclaims++
+				c, v := p.t.byPath[d.Consumer], p.t.byPath[d.From]
+				if a := p.t.nodes[c].alloc - free[d.Consumer]; a > p.layered.t0[c] {
+					t.Fatalf("seed %d event %d: reclaims lift %s to %d (without free slots) above its T0 %d", seed, i, d.Consumer, a, p.layered.t0[c])
+				}
+				if a := p.t.nodes[v].alloc; a < p.layered.t0[v] {
+					t.Fatalf("seed %d event %d: a reclaim takes %s to %d below its T0 %d", seed, i, d.From, a, p.layered.t0[v])
+				}
+			}
+		}
+	}
+	if reclaims == 0 {
+		t.Fatal("no reclaim was made: the logs do not exercise the ruling")
+	}
+	t.Logf("%d reclaims checked against T0", reclaims)
+}

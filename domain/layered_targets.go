@@ -77,6 +77,15 @@ type layeredTargets struct {
 	// from is the victim the rules chose (docs/rules.md#priority's victim
 	// order, its branch floor included).
 	transfers []transfer
+	// t0: rules 4's T0 for share_ratio with balance: false (ruling 4,
+	// totals.go), by node id; nil otherwise.
+	t0 []Slots
+}
+
+// poolSlots is a pool's slots in one fold: its own and those lent in.
+type poolSlots struct {
+	unrestricted Slots
+	lent         []lentSlots
 }
 
 // transfer is slots a division moved from victim to claimant.
@@ -100,6 +109,11 @@ type layeredInput struct {
 	// priorityPerPool: rules 4's priority divides a pool with several
 	// class groups once (ruling 1, priority_per_pool.go).
 	priorityPerPool bool
+	// guarantees, with share_ratio with reclaim and balance as policy: also
+	// compute rules 4's T0 for balance: false (ruling 4, totals.go) from
+	// each leaf's allocation alloc.
+	guarantees bool
+	alloc      func(l int32) Slots
 }
 
 // layeredFold holds one computation's state.
@@ -110,14 +124,18 @@ type layeredFold struct {
 	lend      func(id int32) bool
 	// priorityPerPool: layeredInput's.
 	priorityPerPool bool
-	held            map[heldKey]Slots
-	heldBy          map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
-	heldDiv         heldDivision
-	remDemand       []Slots // by node id: E less what earlier layers gave (leaves)
-	remMax          []Slots // by node id: max less what earlier layers gave
-	inbox           [][]lentSlots
-	out             layeredTargets
-	sp              splitter
+	// record, when set, keeps each pool's slots as divided (by node id);
+	// fixed, when set, divides each pool over those slots instead and lends
+	// nothing upward (rules 4's T0, totals.go).
+	record, fixed []poolSlots
+	held          map[heldKey]Slots
+	heldBy        map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
+	heldDiv       heldDivision
+	remDemand     []Slots // by node id: E less what earlier layers gave (leaves)
+	remMax        []Slots // by node id: max less what earlier layers gave
+	inbox         [][]lentSlots
+	out           layeredTargets
+	sp            splitter
 
 	// Scratch of one division, by node id.
 	eff, base, got []Slots
@@ -125,34 +143,15 @@ type layeredFold struct {
 
 // computeLayeredTargets divides every layer.
 func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
-	n := len(t.nodes)
-	own := in.own
-	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount, priorityPerPool: in.priorityPerPool,
-		remDemand: make([]Slots, n), remMax: make([]Slots, n), inbox: make([][]lentSlots, n),
-		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
-	if f.held == nil {
-		f.held = map[heldKey]Slots{}
+	f := layeredFoldOf(t, in)
+	if in.guarantees {
+		f.record = make([]poolSlots, len(t.nodes))
 	}
-	f.heldBy = make(map[poolLeaf][]int32, len(in.held.keys))
-	for _, k := range in.held.keys {
-		pl := poolLeaf{k.pool, k.leaf}
-		f.heldBy[pl] = append(f.heldBy[pl], k.lender)
+	out := f.run(in.own)
+	if in.guarantees {
+		out.t0 = guaranteeTargets(t, in, f.record, out)
 	}
-	f.out.ownUse = make([]Slots, n)
-	f.out.target = make([]Slots, n)
-	for id := range t.nodes {
-		f.remDemand[id], f.remMax[id] = t.nodes[id].eff, t.nodes[id].maxCap
-	}
-	f.ownLayer(own)
-	for _, x := range f.poolOrder() {
-		unrestricted := own.public
-		if x != 0 {
-			unrestricted = own.private[x]
-		}
-		f.dividePool(x, unrestricted)
-	}
-	f.sumTargets()
-	return f.out
+	return out
 }
 
 // ownLayer gives every leaf, by rank, min(E, owned) of its own slots
@@ -224,6 +223,12 @@ func (f *layeredFold) poolOrder() []int32 {
 // class group by class group, and passes what is left upward.
 func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
 	lent := f.inbox[x]
+	if f.fixed != nil { // T0's fold: the pool's slots of T's fold, nothing lent upward
+		unrestricted, lent = f.fixed[x].unrestricted, f.fixed[x].lent
+	}
+	if f.record != nil {
+		f.record[x] = poolSlots{unrestricted: unrestricted, lent: slices.Clone(lent)}
+	}
 	if unrestricted == 0 && len(lent) == 0 {
 		return
 	}
@@ -248,6 +253,8 @@ func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
 	}
 	for _, s := range leftover {
 		switch {
+		case f.fixed != nil: // T0 lends nothing upward
+			continue
 		case x == 0: // the public pool's leftover: nobody wants it
 			f.out.idle = append(f.out.idle, s)
 		case s.lender == noNode: // x's own private slots, lent as x's

@@ -109,18 +109,20 @@ func (p *Pool) updateLayeredTargets() {
 // totals (ruling 4, fill_on_totals.go): the layered targets are those of
 // share_ratio with reclaim and balance.
 func (p *Pool) onTotals() bool {
-	return p.mode.behaviour.countsOnTotals && p.mode.shareRatio && !p.mode.preempt
+	return p.mode.behaviour.countsOnTotals && p.mode.shareRatio && (!p.mode.preempt || !p.mode.balance)
 }
 
 // fullLayered is the layered fold computed from scratch.
 func (p *Pool) fullLayered() layeredTargets {
 	parts, tot := p.hostParts()
 	policy := divisionPolicy{shareRatio: p.mode.shareRatio, preempt: p.mode.preempt, balance: p.mode.balance}
+	guarantees := false
 	if p.onTotals() {
 		policy.preempt, policy.balance = true, true
+		guarantees = p.mode.preempt // balance: false with reclaim: T0 too
 	}
 	return computeLayeredTargets(p.t, layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
-		policy: policy, held: p.heldByPool(parts),
+		policy: policy, held: p.heldByPool(parts), guarantees: guarantees, alloc: func(l int32) Slots { return p.t.nodes[l].alloc },
 		priorityPerPool: p.mode.behaviour.priorityPerPool})
 }
 
@@ -251,8 +253,9 @@ func (p *Pool) placeRules() placeRules {
 	r := placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
 		preferring: p.plan.Policy.ReclaimForPreferenceOrDefault(), preference: p.preference,
 		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked,
-		keepAll:  p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
-		onTotals: p.onTotals()}
+		keepSeating: (p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt) || p.onTotals(),
+		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
+		onTotals:    p.onTotals()}
 	if p.mode.behaviour.seatedReturns {
 		r.seated = p.seatedOn
 	}

@@ -85,11 +85,14 @@ func (pl *placement) pair() {
 			}
 		}
 	}
-	if pl.rules.keepAll { // rules 4 without preemption: no reclaim (ruling 7)
+	if pl.rules.noReclaim || pl.rules.onTotals {
+		// Rules 4 without preemption: no reclaim (ruling 7); on totals
+		// (ruling 4) only what the T0 restore took is reclaimed: every
+		// other loss is released before gains are paired.
 		for _, h := range pl.hosts0 {
 			for _, v := range hs[h].losers {
-				if k := hs[h].lost[v]; k > 0 {
-					hs[h].lost[v] = 0
+				if k := hs[h].lost[v] - pl.reclaimed[seatKey{host: h, leaf: v}]; k > 0 {
+					hs[h].lost[v] -= k
 					pl.releaseLost(v, h, k)
 				}
 			}

@@ -95,10 +95,14 @@ type placeRules struct {
 	// onTotals, under rules 4 with share_ratio without preemption (ruling
 	// 4): step 2 fills on totals (fill_on_totals.go).
 	onTotals bool
-	// keepAll, under rules 4 without preemption (ruling 7): a leaf keeps
-	// every slot it holds on a part it may hold, but what its owner takes
-	// back, up to what it is due in all; nothing is moved.
-	keepAll bool
+	// keepSeating, under rules 4 without preemption (ruling 7) or on
+	// totals (ruling 4): step 1 keeps what each holder sits on in every
+	// part it may hold but what its owner takes back (keepSeated).
+	keepSeating bool
+	// noReclaim, under rules 4 without preemption (ruling 7): what a
+	// holder still loses is released before gains are paired, so nothing
+	// is reclaimed or moved.
+	noReclaim bool
 }
 
 // placement is one run's state.
@@ -136,8 +140,14 @@ type placement struct {
 	// deficit: by leaf, what it is short of its target (share_ratio's
 	// claimant order).
 	deficit []Slots
-	// target: in's (the leaves' layered targets T).
+	// target: in's (the leaves' layered targets T); t0: in's.
 	target func(l int32) Slots
+	t0     []Slots
+	// keptAt: under keepSeating, what each leaf kept in each part;
+	// reclaimed: on totals, what the T0 restore took from each victim on
+	// each host (the only losses the pairing may record as reclaims).
+	keptAt    map[partLeaf]Slots
+	reclaimed map[seatKey]Slots
 	// keptSum: by part, what step 1 kept there; keptElse, of it, what
 	// leaves other than the part's owner kept.
 	keptSum, keptElse []Slots
@@ -170,6 +180,12 @@ func (pl *placement) want(l, owner int32) Slots {
 	return 0
 }
 
+// partLeaf names a leaf's slots in one part.
+type partLeaf struct {
+	part int
+	leaf int32
+}
+
 // leafSlots is a number of slots a leaf holds (on a host known from
 // context).
 type leafSlots struct {
@@ -198,7 +214,10 @@ type placeInput struct {
 	target    func(l int32) Slots
 	room      []Slots
 	transfers []transfer
-	hosts     []int32 // the hosts where the leaves hold slots, in host order (nil: those of holders)
+	// target0: rules 4's T0 (balance: false on totals, totals.go; nil
+	// otherwise).
+	target0 []Slots
+	hosts   []int32 // the hosts where the leaves hold slots, in host order (nil: those of holders)
 	// ineligible, by host: what leaves sit on in parts they may no longer
 	// hold (rules 4 after a plan or host event; nil otherwise).
 	ineligible [][]ineligibleSlots
@@ -222,7 +241,7 @@ func (lt layeredTargets) everyLeaf(t *tree, idx *partIndex, holders [][]leafSlot
 		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
 	}
 	return placeInput{leaves: t.sortedLeaves, holders: holders, due: lt.dueFrom(byLeaf), target: func(l int32) Slots { return lt.target[l] },
-		room: idx.fullRoom(), transfers: lt.transfers}
+		room: idx.fullRoom(), transfers: lt.transfers, target0: lt.t0}
 }
 
 // dueFrom hands out a leaf's due shares: its own layer, then its takes
@@ -280,7 +299,7 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 		due: bufs.due, wants: bufs.wants, deficit: bufs.deficit, kept: map[int32][]Slots{}, over: map[int32]Slots{},
 		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: in.room, b: bufs,
 		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse, ineligible: in.ineligible}
-	pl.hosts0, pl.target = in.hosts, in.target
+	pl.hosts0, pl.target, pl.t0, pl.keptAt, pl.reclaimed = in.hosts, in.target, in.target0, map[partLeaf]Slots{}, map[seatKey]Slots{}
 	if pl.hosts0 == nil {
 		for h, hs := range in.holders {
 			if len(hs) > 0 {
@@ -404,7 +423,7 @@ func (pl *placement) keep() {
 		}
 		withParts = append(withParts, h)
 	}
-	if pl.rules.keepAll {
+	if pl.rules.keepSeating {
 		// By leaf: what it may still keep beyond its own layer, E less
 		// its own layer's use (ruling 5: the owner takes its own slots
 		// back whatever it holds elsewhere, and gives back its excess
@@ -475,6 +494,7 @@ func (pl *placement) keepSeated(h int32, left []Slots, budget map[int32]Slots) {
 				continue
 			}
 			budget[l] -= k - own
+			pl.keptAt[partLeaf{i, l}] += k
 			left[j] -= k
 			kept[j] += k
 			pl.takeDue(l, p.owner, k)

@@ -34,9 +34,9 @@ var (
 // expected (reference) vs found (engine)); -v4.seed=N prints a log.
 //
 // It is not a Test yet: the engine folds rules 4 in development
-// (domain.WithDevelopmentRules) with rulings 1, 7, 9, 10, 11, 13 and 4 without
-// preemption built, not 4 with preemption and 12. On 2026-11-27, 200 logs of each
-// generator: every log without ownership agrees, 97 of 400 with ownership
+// (domain.WithDevelopmentRules) with rulings 1, 4, 7, 9, 10, 11 and 13 of parts
+// A and B built, not 12. On 2026-11-27, 200 logs of each
+// generator: every log without ownership agrees, 114 of 400 with ownership
 // do, counting decisions without their deadlines (the model gives a
 // reclaim of reclaim_grace 0 no deadline, where section 6 says time + 0,
 // as the engine does and the spec's part C writes "+0s"). To switch it on
