@@ -34,6 +34,12 @@
 // (the placement's three steps: keep, place, pair into decisions),
 // ownership_fold.go (the layered fold's steps), ownership_views.go and
 // ownership_figures.go (the figures the views and the Result report).
+// Rules 4's rulings on ownership (in development, docs/rules.md#version-4):
+// priority_per_pool.go (a priority pool divided once, ruling 1),
+// totals.go and fill_on_totals.go (share_ratio without preemption or
+// balance decided on totals, ruling 4), return_swap.go (an owner's
+// returns swapped with its borrowers' compensation, ruling 9); the
+// placement's keepSeated (no move without preemption, ruling 7).
 // The fold and the placement kept between events where the plan allows
 // (docs/decisions.md #116): kept_fold.go (the kept state and what marks a
 // pool for a visit), kept_share_ratio.go and kept_priority.go (a kept
