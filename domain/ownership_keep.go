@@ -1,0 +1,263 @@
+package domain
+
+// The placement's step 1 (docs/rules.md#ownership-placement): what an
+// owner reserves of its own parts, and what every holder keeps where it
+// is (by the division's parts, or under rules 4 the seating).
+
+import (
+	"cmp"
+	"slices"
+)
+
+// keep is step 1: host by host, part by part, the slots a leaf already
+// holds on the host count for a part it is due slots of.
+func (pl *placement) keep() {
+	left := map[int32][]Slots{} // by host, by holder: not yet counted for a part
+	var withParts []int32
+	for _, h := range pl.hosts0 {
+		if pl.hostAt[h] == len(pl.parts) { // down: no parts
+			continue
+		}
+		hs := pl.holders[h]
+		left[h], pl.kept[h] = make([]Slots, len(hs)), make([]Slots, len(hs))
+		for j, x := range hs {
+			left[h][j] = x.slots
+		}
+		withParts = append(withParts, h)
+	}
+	if pl.rules.keepSeating {
+		// By leaf: what it may still keep beyond its own layer, E less
+		// its own layer's use (ruling 5: the owner takes its own slots
+		// back whatever it holds elsewhere, and gives back its excess
+		// above E at once).
+		budget := map[int32]Slots{}
+		for _, l := range pl.leaves {
+			budget[l] = maxSlots(pl.t.nodes[l].eff-pl.want(l, l), 0)
+		}
+		for _, h := range withParts {
+			pl.keepSeated(h, left[h], budget)
+		}
+		return
+	}
+	// Leaves that keep all they hold first, host by host; then those
+	// giving slots up keep on the hosts a claimant would use last (least
+	// free, then name descending), so what they give up is where the
+	// claimants go first (docs/rules.md#placement: a reclaim takes the
+	// victim's slots from the host the claimant would use first).
+	for _, h := range withParts {
+		pl.keepOn(h, left[h], false)
+	}
+	slices.SortFunc(withParts, func(a, b int32) int {
+		x, y := &pl.hosts[a], &pl.hosts[b]
+		return cmp.Or(cmp.Compare(x.free(), y.free()), cmp.Compare(y.name, x.name))
+	})
+	for _, h := range withParts {
+		pl.keepOn(h, left[h], true)
+	}
+}
+
+// keepSeated is rules 4's step 1 without preemption (ruling 7): on host h
+// every holder keeps what it sits on in each part it may hold (the
+// seating, docs/rules.md#seating), within the part's room less what the
+// part's owner takes back (a return; borrowers in the return order give
+// it), even above its target: nothing is moved or reclaimed without
+// preemption, and the pool converges as work ends; but never above its
+// demand E: its own part within its own layer's use first, the rest within
+// E less that use (budget), what it holds beyond being released (rule
+// release.moved, ruling 5's excess), on the last hosts in host order. What it keeps counts against its due of that part's
+// owner first, then its other dues, least preferred first, so it is not
+// placed elsewhere for them.
+func (pl *placement) keepSeated(h int32, left []Slots, budget map[int32]Slots) {
+	i0, i1 := pl.partsOfHost(h)
+	hs, kept := pl.holders[h], pl.kept[h]
+	var keepers []int
+	for i := i0; i < i1; i++ {
+		p := pl.parts[i]
+		keepers = keepers[:0]
+		for j, x := range hs {
+			if left[j] > 0 && pl.t.mayUse(x.leaf, p.owner) {
+				keepers = append(keepers, j)
+			}
+		}
+		slices.SortFunc(keepers, func(a, b int) int { return pl.partKeepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
+		for _, j := range keepers {
+			l := hs[j].leaf
+			room := pl.capRem[i]
+			if l != p.owner {
+				room -= pl.reserved[i]
+			}
+			seated := minSlots(left[j], pl.rules.seated(h, p.owner, l))
+			own := Slots(0)
+			if p.owner == l { // its own part: within its own layer's use first
+				own = minSlots(minSlots(seated, room), pl.want(l, l))
+			}
+			k := own + minSlots(minSlots(seated-own, room-own), budget[l])
+			if k <= 0 {
+				continue
+			}
+			budget[l] -= k - own
+			pl.keptAt[partLeaf{i, l}] += k
+			left[j] -= k
+			kept[j] += k
+			pl.takeDue(l, p.owner, k)
+			pl.touch(i)
+			pl.capRem[i] -= k
+			pl.keptSum[i] += k
+			if l != p.owner {
+				pl.keptElse[i] += k
+			}
+		}
+	}
+}
+
+// takeDue counts k slots kept on owner's part against leaf l's due of
+// owner's parts first, then its other dues, least preferred first (wants
+// is in the order it uses them), but its own layer's: an owner takes its
+// own slots back whatever it holds elsewhere (ruling 5).
+func (pl *placement) takeDue(l, owner int32, k Slots) {
+	if d := pl.dueOf(l, owner); d != nil {
+		n := minSlots(k, d.want)
+		d.want -= n
+		d.ent -= minSlots(n, d.ent)
+		k -= n
+	}
+	for w := len(pl.wants[l]) - 1; w >= 0 && k > 0; w-- {
+		if pl.wants[l][w] == l {
+			continue
+		}
+		d := pl.dueOf(l, pl.wants[l][w])
+		n := minSlots(k, d.want)
+		d.want -= n
+		d.ent -= minSlots(n, d.ent)
+		k -= n
+	}
+}
+
+// keepOn is step 1 on host h for the leaves giving slots up (losing) or
+// the others.
+func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
+	i0, i1 := pl.partsOfHost(h)
+	hs, kept := pl.holders[h], pl.kept[h]
+	var keepers []int
+	// First on the parts that are the holder's own tiers (its own part,
+	// its ancestors' private parts, the public part), then on parts
+	// others lend it: what a leaf already runs counts as its own slots
+	// first, so what it gains on a lender's part is recorded as lent.
+	for _, lent := range []bool{false, true} {
+		for i := i0; i < i1; i++ {
+			p := pl.parts[i]
+			keepers = keepers[:0]
+			for j, x := range hs {
+				if left[j] > 0 && (pl.over[x.leaf] > 0) == losing && pl.lentTo(x.leaf, p.owner) == lent && pl.want(x.leaf, p.owner) > 0 {
+					keepers = append(keepers, j)
+				}
+			}
+			slices.SortFunc(keepers, func(a, b int) int { return pl.partKeepOrder(p, hs[a].leaf, hs[b].leaf, left[a], left[b]) })
+			for _, j := range keepers {
+				l := hs[j].leaf
+				d := pl.dueOf(l, p.owner)
+				room := pl.capRem[i]
+				if l != p.owner {
+					room -= pl.reserved[i]
+				}
+				k := minSlots(left[j], d.want)
+				if room < k {
+					k, pl.cut = room, true
+				}
+				if k <= 0 {
+					continue
+				}
+				left[j] -= k
+				kept[j] += k
+				d.want -= k
+				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
+				pl.touch(i)
+				pl.capRem[i] -= k
+				pl.keptSum[i] += k
+				if l != p.owner {
+					pl.keptElse[i] += k
+				}
+			}
+		}
+	}
+}
+
+// lentTo reports whether owner's parts are lent to leaf l: neither its
+// own, nor an ancestor's private part, nor public.
+func (pl *placement) lentTo(l, owner int32) bool { return lentTo(pl.t, l, owner) }
+
+func lentTo(t *tree, l, owner int32) bool {
+	return owner != noNode && owner != l && !t.contains(owner, l)
+}
+
+// partKeepOrder is the order in which the placement's step 1 keeps the
+// holders of one part of a host: the part's owner first, then priority
+// desc, fewest slots on the host (not yet counted: la, lb), then path
+// ascending. It is not the keepers' order of the divisions and the
+// seating (tree.keeperOrder, path descending): the placement's is what
+// rules v3 was released with, and its decisions are history
+// (docs/decisions.md #98).
+func (pl *placement) partKeepOrder(p hostPart, a, b int32, la, lb Slots) int {
+	if (a == p.owner) != (b == p.owner) {
+		if a == p.owner {
+			return -1
+		}
+		return 1
+	}
+	x, y := &pl.t.nodes[a], &pl.t.nodes[b]
+	if x.priority != y.priority {
+		return cmpDesc(x.priority, y.priority)
+	}
+	if la != lb {
+		return cmp.Compare(la, lb)
+	}
+	return cmp.Compare(a, b)
+}
+
+// reserve orders each leaf owner's parts and keeps what it still needs of
+// its own slots on them, by preference (desc), then most slots, then host
+// name. Unless the pool reclaims for preference, the owner first takes
+// the free slots of its parts in that order, and reserves the slots
+// borrowers hold (returns) only for what is still missing. Borrowers keep
+// only what is not reserved.
+func (pl *placement) reserve() {
+	for _, o := range pl.leaves {
+		if pl.want(o, o) == 0 || len(pl.idx.byOwner[o]) == 0 {
+			continue
+		}
+		mine := slices.Clone(pl.idx.byOwner[o])
+		want := pl.want(o, o)
+		sits := make(map[int]Slots, len(mine))
+		for _, i := range mine {
+			sits[i] = minSlots(pl.holdOn(o, pl.parts[i].host), pl.parts[i].slots)
+			want -= sits[i]
+		}
+		slices.SortStableFunc(mine, func(a, b int) int {
+			pa, pb := pl.parts[a], pl.parts[b]
+			return cmp.Or(cmpDesc(pl.rules.preference(o, pa.host), pl.rules.preference(o, pb.host)),
+				cmpDesc(pa.slots-sits[a], pb.slots-sits[b]), cmp.Compare(pl.hosts[pa.host].name, pl.hosts[pb.host].name))
+		})
+		if !pl.rules.preferring {
+			for _, i := range mine {
+				r := minSlots(want, minSlots(pl.parts[i].slots-sits[i], pl.hostFree(pl.parts[i].host)))
+				pl.touch(i)
+				pl.reserved[i] += maxSlots(r, 0)
+				want -= maxSlots(r, 0)
+			}
+			slices.SortStableFunc(mine, func(a, b int) int { return boolFirst(pl.reserved[a] > 0, pl.reserved[b] > 0) })
+		}
+		pl.ownOrder[o] = mine
+		for _, i := range mine {
+			if want <= 0 {
+				break
+			}
+			r := minSlots(want, pl.parts[i].slots-sits[i]-pl.reserved[i])
+			pl.touch(i)
+			pl.reserved[i] += r
+			want -= r
+		}
+	}
+}
+
+// hostFree is how many slots of a host nobody holds now.
+func (pl *placement) hostFree(h int32) Slots { return pl.hosts[h].slots - pl.hosts[h].used }
