@@ -14,63 +14,41 @@ import (
 // it has unmet demand and room under its max (the final pass), and no
 // leaf holds more than its demand.
 func TestRules4FillLeavesNoSlotIdle(t *testing.T) {
-	runs := 300
-	if testing.Short() {
-		runs = 60
-	}
 	checked := 0
-	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+64000), 40)
-		p := NewPool("fill", WithDevelopmentRules())
-		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		seq := uint64(0)
-		for i, ev := range sc.Events {
-			at = at.Add(time.Second)
-			if pc, ok := ev.(*events.PlanChange); ok {
-				stamped := *pc
-				stamped.Plan.Rules = int(RulesV4)
-				no := false
-				stamped.Plan.Policy = events.Policy{Reclaim: "share_ratio", Enforcement: stamped.Plan.Policy.Enforcement, Preemption: &no,
-					ReclaimForPreference: stamped.Plan.Policy.ReclaimForPreference}
-				ev = &stamped
+	no := false
+	foldRules4Logs(t, 64000, events.Policy{Reclaim: "share_ratio", Preemption: &no}, func(p *Pool, r Result, seed uint64, i int, ev events.Payload) {
+		if !p.onTotals() || !p.HasOwnership() {
+			return
+		}
+		parts, _ := p.hostParts()
+		p.sitsFor(parts)
+		cur := make([]Slots, len(p.t.nodes))
+		for _, l := range p.t.leaves {
+			cur[l] = p.t.nodes[l].alloc
+			if cur[l] > p.t.nodes[l].eff {
+				t.Fatalf("seed %d event %d: %s holds %d above its demand %d", seed, i, p.t.nodes[l].path, cur[l], p.t.nodes[l].eff)
 			}
-			if _, err := p.Apply(Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+		}
+		pl := &placement{t: p.t, leaves: p.t.sortedLeaves}
+		for k, part := range parts {
+			free := part.slots
+			for _, s := range p.sittingsOn(parts, part.host) {
+				if s.part == k {
+					free -= s.slots
+				}
+			}
+			if free <= 0 {
 				continue
 			}
-			seq++
-			if !p.onTotals() || !p.HasOwnership() {
-				continue
-			}
-			parts, _ := p.hostParts()
-			p.sitsFor(parts)
-			cur := make([]Slots, len(p.t.nodes))
+			checked++
 			for _, l := range p.t.leaves {
-				cur[l] = p.t.nodes[l].alloc
-				if cur[l] > p.t.nodes[l].eff {
-					t.Fatalf("seed %d event %d: %s holds %d above its demand %d", seed, i, p.t.nodes[l].path, cur[l], p.t.nodes[l].eff)
-				}
-			}
-			pl := &placement{t: p.t, leaves: p.t.sortedLeaves}
-			for k, part := range parts {
-				free := part.slots
-				for _, s := range p.sittingsOn(parts, part.host) {
-					if s.part == k {
-						free -= s.slots
-					}
-				}
-				if free <= 0 {
-					continue
-				}
-				checked++
-				for _, l := range p.t.leaves {
-					if p.t.nodes[l].eff > cur[l] && pl.headroom(l, cur) > 0 && p.t.mayUse(l, part.owner) {
-						t.Fatalf("seed %d event %d (%T): %d slots of %s's part of %s idle while %s (demand %d, holds %d) may hold them",
-							seed, i, ev, free, ownerName(p, part.owner), p.hosts[part.host].name, p.t.nodes[l].path, p.t.nodes[l].eff, cur[l])
-					}
+				if p.t.nodes[l].eff > cur[l] && pl.headroom(l, cur) > 0 && p.t.mayUse(l, part.owner) {
+					t.Fatalf("seed %d event %d (%T): %d slots of %s's part of %s idle while %s (demand %d, holds %d) may hold them",
+						seed, i, ev, free, ownerName(p, part.owner), p.hosts[part.host].name, p.t.nodes[l].path, p.t.nodes[l].eff, cur[l])
 				}
 			}
 		}
-	}
+	})
 	if checked == 0 {
 		t.Fatal("no part was ever left with free slots: the check never ran")
 	}
@@ -93,14 +71,51 @@ func ownerName(p *Pool, o int32) string {
 // return of an owner's own part and the compensating reclaim can still
 // swap hosts on such an event.)
 func TestRules4BalanceFalseOnTotals(t *testing.T) {
+	reclaims := 0
+	yes, no := true, false
+	foldRules4Logs(t, 65000, events.Policy{Reclaim: "share_ratio", Preemption: &yes, Balance: &no}, func(p *Pool, r Result, seed uint64, i int, ev events.Payload) {
+		if !p.HasOwnership() || p.layered.t0 == nil {
+			return
+		}
+		free := map[string]Slots{} // by consumer: what free slots gave it (the fill toward T comes after T0)
+		for _, d := range r.Decisions {
+			if d.Kind == KindGrant || d.Kind == KindLend {
+				free[d.Consumer] += Slots(d.Slots)
+			}
+		}
+		for _, d := range r.Decisions {
+			if d.Kind != KindReclaim {
+				continue
+			}
+			reclaims++
+			c, v := p.t.byPath[d.Consumer], p.t.byPath[d.From]
+			if a := p.t.nodes[c].alloc - free[d.Consumer]; a > p.layered.t0[c] {
+				t.Fatalf("seed %d event %d: reclaims lift %s to %d (without free slots) above its T0 %d", seed, i, d.Consumer, a, p.layered.t0[c])
+			}
+			if a := p.t.nodes[v].alloc; a < p.layered.t0[v] {
+				t.Fatalf("seed %d event %d: a reclaim takes %s to %d below its T0 %d", seed, i, d.From, a, p.layered.t0[v])
+			}
+		}
+	})
+	if reclaims == 0 {
+		t.Fatal("no reclaim was made: the logs do not exercise the ruling")
+	}
+	t.Logf("%d reclaims checked against T0", reclaims)
+}
+
+// foldRules4Logs folds 300 random ownership logs (60 with -short), seeds
+// from base, every plan under rules 4 with policy's reclaim, preemption
+// and balance (its enforcement and reclaim_for_preference kept), and calls
+// check after every event folded.
+func foldRules4Logs(t *testing.T, base uint64, policy events.Policy, check func(p *Pool, r Result, seed uint64, i int, ev events.Payload)) {
+	t.Helper()
 	runs := 300
 	if testing.Short() {
 		runs = 60
 	}
-	reclaims := 0
 	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+65000), 40)
-		p := NewPool("t0", WithDevelopmentRules())
+		sc := gen.GenerateOwned(gen.NewRand(seed+base), 40)
+		p := NewPool("rules4", WithDevelopmentRules())
 		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		seq := uint64(0)
 		for i, ev := range sc.Events {
@@ -108,9 +123,9 @@ func TestRules4BalanceFalseOnTotals(t *testing.T) {
 			if pc, ok := ev.(*events.PlanChange); ok {
 				stamped := *pc
 				stamped.Plan.Rules = int(RulesV4)
-				yes, no := true, false
-				stamped.Plan.Policy = events.Policy{Reclaim: "share_ratio", Enforcement: stamped.Plan.Policy.Enforcement, Preemption: &yes, Balance: &no,
-					ReclaimForPreference: stamped.Plan.Policy.ReclaimForPreference}
+				pol := policy
+				pol.Enforcement, pol.ReclaimForPreference = stamped.Plan.Policy.Enforcement, stamped.Plan.Policy.ReclaimForPreference
+				stamped.Plan.Policy = pol
 				ev = &stamped
 			}
 			r, err := p.Apply(Event{Seq: seq + 1, Time: at, Payload: ev})
@@ -118,32 +133,7 @@ func TestRules4BalanceFalseOnTotals(t *testing.T) {
 				continue
 			}
 			seq++
-			if !p.HasOwnership() || p.layered.t0 == nil {
-				continue
-			}
-			free := map[string]Slots{} // by consumer: what free slots gave it (the fill toward T comes after T0)
-			for _, d := range r.Decisions {
-				if d.Kind == KindGrant || d.Kind == KindLend {
-					free[d.Consumer] += Slots(d.Slots)
-				}
-			}
-			for _, d := range r.Decisions {
-				if d.Kind != KindReclaim {
-					continue
-				}
-				reclaims++
-				c, v := p.t.byPath[d.Consumer], p.t.byPath[d.From]
-				if a := p.t.nodes[c].alloc - free[d.Consumer]; a > p.layered.t0[c] {
-					t.Fatalf("seed %d event %d: reclaims lift %s to %d (without free slots) above its T0 %d", seed, i, d.Consumer, a, p.layered.t0[c])
-				}
-				if a := p.t.nodes[v].alloc; a < p.layered.t0[v] {
-					t.Fatalf("seed %d event %d: a reclaim takes %s to %d below its T0 %d", seed, i, d.From, a, p.layered.t0[v])
-				}
-			}
+			check(p, r, seed, i, ev)
 		}
 	}
-	if reclaims == 0 {
-		t.Fatal("no reclaim was made: the logs do not exercise the ruling")
-	}
-	t.Logf("%d reclaims checked against T0", reclaims)
 }

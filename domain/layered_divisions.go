@@ -101,6 +101,27 @@ func (f *layeredFold) divideHeld(x int32, c Slots, eligible time.Duration, class
 // then fewest slots, then path descending, so the lowest priority, holding
 // most, gives back first.
 func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivision {
+	d := f.newDivision(x, c)
+	idx := indexClasses(classes)
+	keepers := make([]leafSlots, len(d.leaves)) // what each sits on in the division's classes
+	for i, l := range d.leaves {
+		keepers[i].leaf = l
+		keepers[i].slots, _ = f.heldIn(x, l, idx)
+	}
+	slices.SortFunc(keepers, func(a, b leafSlots) int {
+		return f.t.keeperOrder(a.leaf, a.slots, b.leaf, b.slots)
+	})
+	for _, k := range keepers {
+		f.addCur(x, d, k.leaf, minSlots(minSlots(k.slots, f.eff[k.leaf]), minSlots(d.left, f.roomIn(x, d, k.leaf, noNode))))
+	}
+	f.plannedShares(x, c, d)
+	return d
+}
+
+// newDivision readies the scratch of a division of c slots of pool(x):
+// nothing given yet, the room its ancestors' max leaves, and the leaves of
+// x with demand in it, in path order.
+func (f *layeredFold) newDivision(x int32, c Slots) *heldDivision {
 	n := len(f.t.nodes)
 	d := &f.heldDiv
 	if len(d.cur) != n {
@@ -118,19 +139,6 @@ func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivi
 		}
 	}
 	slices.Sort(d.leaves)
-	idx := indexClasses(classes)
-	keepers := make([]leafSlots, len(d.leaves)) // what each sits on in the division's classes
-	for i, l := range d.leaves {
-		keepers[i].leaf = l
-		keepers[i].slots, _ = f.heldIn(x, l, idx)
-	}
-	slices.SortFunc(keepers, func(a, b leafSlots) int {
-		return f.t.keeperOrder(a.leaf, a.slots, b.leaf, b.slots)
-	})
-	for _, k := range keepers {
-		f.addCur(x, d, k.leaf, minSlots(minSlots(k.slots, f.eff[k.leaf]), minSlots(d.left, f.roomIn(x, d, k.leaf, noNode))))
-	}
-	f.plannedShares(x, c, d)
 	return d
 }
 

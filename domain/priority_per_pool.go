@@ -116,23 +116,7 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 // classes first and gives up the pool's own slots first, which every leaf
 // of the pool may take (docs/decisions.md #207).
 func (f *layeredFold) startPerClass(x int32, size Slots, pc *poolClasses) *heldDivision {
-	n := len(f.t.nodes)
-	d := &f.heldDiv
-	if len(d.cur) != n {
-		d.cur, d.g, d.planned = make([]Slots, n), make([]Slots, n), make([]Slots, n)
-	}
-	d.leaves, d.left, d.above = d.leaves[:0], size, Unlimited
-	for a := f.t.nodes[x].parent; a > 0; a = f.t.nodes[a].parent {
-		d.above = minSlots(d.above, f.remMax[a])
-	}
-	f.resetSubtree(x, d)
-	xn := &f.t.nodes[x]
-	for _, l := range f.t.leaves[xn.lo:xn.hi] {
-		if f.eff[l] > 0 {
-			d.leaves = append(d.leaves, l)
-		}
-	}
-	slices.Sort(d.leaves)
+	d := f.newDivision(x, size)
 	keepOrder := make([]int, 0, len(pc.classes))
 	for i, c := range pc.classes {
 		if c.lender != noNode {
