@@ -138,7 +138,8 @@ func checkHBA(path string) error {
 }
 
 // confSettings are the settings a configuration file of the cluster may
-// hold: initdb's, and tuning of memory and checkpoints. Anything else
+// hold: initdb's, tuning (memory, planner, WAL, checkpoints, autovacuum)
+// and what the server logs. Anything else
 // (loading libraries, running archive or restore commands, moving the
 // configuration or the data, listening elsewhere, include directives) is
 // refused, named: the server runs as PostgreSQL's user with the cluster
@@ -148,9 +149,18 @@ var confSettings = []string{
 	"max_connections", "shared_buffers", "dynamic_shared_memory_type", "max_wal_size", "min_wal_size",
 	"log_timezone", "datestyle", "timezone", "lc_messages", "lc_monetary", "lc_numeric", "lc_time",
 	"default_text_search_config",
-	// tuning
+	// tuning of memory, the planner, the WAL and checkpoints (ALTER SYSTEM
+	// writes postgresql.auto.conf; only a superuser may run it)
 	"work_mem", "maintenance_work_mem", "effective_cache_size", "checkpoint_timeout",
-	"checkpoint_completion_target", "wal_buffers", "random_page_cost", "effective_io_concurrency",
+	"checkpoint_completion_target", "checkpoint_flush_after", "wal_buffers", "wal_writer_delay",
+	"wal_writer_flush_after", "wal_compression", "synchronous_commit", "commit_delay", "commit_siblings",
+	"random_page_cost", "seq_page_cost", "effective_io_concurrency", "bgwriter_delay", "bgwriter_lru_maxpages",
+	"bgwriter_lru_multiplier", "max_parallel_workers", "max_parallel_workers_per_gather", "max_worker_processes",
+	"autovacuum", "autovacuum_naptime", "autovacuum_vacuum_scale_factor", "autovacuum_analyze_scale_factor",
+	"autovacuum_vacuum_cost_limit", "autovacuum_max_workers",
+	// what the server log says (not where it goes)
+	"log_min_duration_statement", "log_checkpoints", "log_connections", "log_disconnections",
+	"log_lock_waits", "log_statement", "log_line_prefix", "log_min_messages",
 }
 
 // checkConf refuses a setting of postgresql.conf or postgresql.auto.conf
