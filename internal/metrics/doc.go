@@ -15,9 +15,10 @@
 // Cardinality: the labels are bounded sets (event types, outcomes,
 // refusal reasons, routes, status codes, projector names) except pool.
 // The service puts no limit on the number of pools, so the registry
-// labels at most MaxPools distinct pools (WithMaxPools, default 1000):
+// labels at most MaxPools distinct pools (WithMaxPools, default 10,000):
 // later pools are counted under pool="_other" in counters and left out of
-// the per-pool gauges. With P pools the per-pool series are about
+// the per-pool gauges. At start a projector loads its pools' gauges most
+// recently projected first, so the labels go to the pools in use. With P pools the per-pool series are about
 // 7·P (gauges and reclaims) + 4·P·(types appended) + P·(reasons refused).
 //
 // Serve, Protect: the projector's own /metrics listener, behind a bearer

@@ -10,8 +10,9 @@ import (
 )
 
 // DefaultMaxPools is how many distinct pools a registry labels by
-// default (see the package doc on cardinality).
-const DefaultMaxPools = 1000
+// default (see the package doc on cardinality): a site of thousands of
+// pools has every pool's gauges, about 70,000 series at the most.
+const DefaultMaxPools = 10000
 
 // OtherPool is the pool label of the pools past the registry's limit.
 const OtherPool = "_other"
@@ -28,7 +29,8 @@ type Registry struct {
 // Option configures a Registry.
 type Option func(*Registry)
 
-// WithMaxPools sets how many distinct pools are labelled (default 1000).
+// WithMaxPools sets how many distinct pools are labelled (default
+// DefaultMaxPools).
 func WithMaxPools(n int) Option {
 	return func(r *Registry) {
 		if n > 0 {

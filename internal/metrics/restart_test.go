@@ -10,8 +10,9 @@ import (
 
 // After a restart every pool has its gauges from the start, loaded from
 // what the projection holds, not only the pools a new event touches
-// (issue 20: 3 of 66 after a restart); and ledger_build_info names the
-// binary.
+// (issue 20: 3 of 66 after a restart), and a process that labels fewer
+// pools than there are labels those projected last; and ledger_build_info
+// names the binary.
 func TestPoolGaugesAfterRestart(t *testing.T) {
 	reg := metrics.New()
 	s := newStack(t, reg)
@@ -34,7 +35,7 @@ func TestPoolGaugesAfterRestart(t *testing.T) {
 	// appended: the gauges come from the checkpoints.
 	reg2 := metrics.New()
 	s2 := newStackOn(t, reg2, s)
-	s2.runProjector(reg2.Projector())
+	stop2 := s2.runProjector(reg2.Projector())
 	// Started: the projector reports its lag (it may rebuild no pool at
 	// all when each one's state is stored at its checkpoint).
 	f := waitFor(t, s2.url, s2.other, "the restarted projector's pool gauges", func(f families) bool {
@@ -52,6 +53,22 @@ func TestPoolGaugesAfterRestart(t *testing.T) {
 	}
 	if n := len(f["ledger_pool_capacity_slots"].GetMetric()); n != pools {
 		t.Errorf("%d pools with a capacity gauge after the restart, want %d", n, pools)
+	}
+
+	stop2()
+
+	// A process that labels fewer pools than there are gives its labels
+	// to the pools projected last (p08 to p11 were appended last), not to
+	// the first names.
+	reg3 := metrics.New(metrics.WithMaxPools(4))
+	s3 := newStackOn(t, reg3, s)
+	s3.runProjector(reg3.Projector())
+	f3 := waitFor(t, s3.url, s3.other, "the gauges of the pools projected last", func(f families) bool {
+		return len(f["ledger_pool_capacity_slots"].GetMetric()) == 4
+	})
+	for i := 8; i < pools; i++ {
+		pool := fmt.Sprintf("p%02d", i)
+		f3.must(t, s.queryInt(`SELECT sum(slots) FROM hosts WHERE pool = $1 AND up`, pool), "ledger_pool_capacity_slots", "pool", pool)
 	}
 
 	fam := f["ledger_build_info"]

@@ -30,10 +30,13 @@ SELECT p.pool, coalesce(h.capacity, 0)::bigint, coalesce(h.allocated, 0)::bigint
 FROM unnest($1::text[]) AS p(pool)
 LEFT JOIN h ON h.pool = p.pool
 LEFT JOIN c ON c.pool = p.pool
-ORDER BY p.pool`
+LEFT JOIN checkpoints k ON k.pool = p.pool
+ORDER BY k.last_seq DESC NULLS LAST, p.pool`
 
 // PoolTotalsOf reads the totals of pools (one query, two aggregates, for
-// any number of pools: a projector asks for all of its pools at start).
+// any number of pools: a projector asks for all of its pools at start),
+// the most recently projected first: a registry that labels a bounded
+// number of pools gives its labels to the pools in use (metrics.MaxPools).
 func PoolTotalsOf(ctx context.Context, q Querier, pools []string) ([]PoolTotals, error) {
 	rows, _ := q.Query(ctx, poolTotalsSQL, pools)
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PoolTotals])
