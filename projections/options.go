@@ -64,7 +64,8 @@ type config struct {
 	syncCommit    bool        // WithSynchronousCommit: wait for PostgreSQL's WAL flush at each commit
 	pipelineRows  int         // batches of at most this many rows are written in one round trip (write.go)
 
-	metrics *metrics.Projector // nil: no figures recorded (metrics.go)
+	metrics  *metrics.Projector // nil: no figures recorded (metrics.go)
+	failures *Failures          // nil: failing retries are only logged (failures.go)
 }
 
 func defaults() config {

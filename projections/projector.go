@@ -208,9 +208,11 @@ func (p *Projector) step(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		p.cfg.failures.failed(p.offsetName())
 		p.cfg.log.Warn("projector: fetch from NATS failed; retrying", "err", err)
 		return p.restartConsumer(ctx)
 	}
+	p.cfg.failures.succeeded(p.offsetName())
 	return p.process(ctx, msgs)
 }
 

@@ -55,9 +55,14 @@ func (p *Projector) retry(ctx context.Context, what string, f func() error) erro
 	delay := minBackoff
 	for {
 		err := f()
-		if err == nil || isFatal(err) || errors.Is(err, ErrPartitionLost) || errors.Is(err, errOffsetBehind) || errors.Is(err, errOffsetMoved) {
+		if err == nil {
+			p.cfg.failures.succeeded(p.offsetName())
+			return nil
+		}
+		if isFatal(err) || errors.Is(err, ErrPartitionLost) || errors.Is(err, errOffsetBehind) || errors.Is(err, errOffsetMoved) {
 			return err
 		}
+		p.cfg.failures.failed(p.offsetName())
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

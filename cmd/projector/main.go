@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--synchronous-commit] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--health-listen ADDR [--ready-lag D]] [--log-format text|json] [--log-level LEVEL]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--synchronous-commit] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--health-listen ADDR [--ready-lag D] [--stuck-after D]] [--log-format text|json] [--log-level LEVEL]
 //	projector --help | --version
 //
 // With --partitions N, any number of projectors share the pools: they are
@@ -81,6 +81,7 @@ type flags struct {
 	metricsListen, metricsTokens                                            string
 	healthListen                                                            string
 	readyLag                                                                time.Duration
+	stuckAfter                                                              time.Duration
 	syncCommit                                                              bool
 	log                                                                     logging.Options
 }
@@ -155,6 +156,7 @@ $LEDGER_NATS_CREDS (the projector's nkey seed file).`,
 	fs.StringVar(&f.metricsTokens, "metrics-tokens", os.Getenv("LEDGER_METRICS_TOKENS"), "tokens `FILE` (as 'ledger token add' writes it); /metrics answers only tokens with the metrics scope (env LEDGER_METRICS_TOKENS)")
 	fs.StringVar(&f.healthListen, "health-listen", "", "serve the probes GET /healthz (liveness: NATS and the fold loop) and GET /readyz (readiness: PostgreSQL, and this projector's partitions less than --ready-lag behind) on `ADDR` (host:port), no token, e.g. 127.0.0.1:9465 (default off)")
 	fs.DurationVar(&f.readyLag, "ready-lag", health.DefaultMaxLag, "with --health-listen: how far behind the stream this projector may be while /readyz answers ready")
+	fs.DurationVar(&f.stuckAfter, "stuck-after", projections.StuckAfter, "with --health-listen: how long the projector may fail without a success (NATS or PostgreSQL refusing it, an outage) before /healthz answers down with running stuck")
 	logging.AddFlags(fs, &f.log)
 	return cmd
 }
@@ -252,7 +254,10 @@ func runProjector(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	var running atomic.Bool
 	running.Store(true)
-	if err := serveHealth(ctx, f, nc, js, db, log, running.Load); err != nil {
+	failures := projections.NewFailures()
+	opts = append(opts, projections.WithFailures(failures))
+	stuck := func() bool { return failures.Longest() >= f.stuckAfter }
+	if err := serveHealth(ctx, f, nc, js, db, log, running.Load, stuck); err != nil {
 		return err
 	}
 	log.Info("projector: running", "name", f.name, "partitions", f.partitions, "batch", f.batch, "snapshot_every", f.snapshotEvery)
@@ -281,10 +286,11 @@ func ignoreStop(ctx context.Context, err error) error {
 
 // serveHealth starts the probes' listener of --health-listen, if set:
 // /healthz is NATS connected, the stream answering and the fold loop
-// running; /readyz is PostgreSQL answering and this projector's rows of
+// running, not stuck (failing without a success for
+// projections.StuckAfter); /readyz is PostgreSQL answering and this projector's rows of
 // projector_offsets (its name, or its partitions) less than --ready-lag
 // behind the stream. A listener that cannot start is an error at once.
-func serveHealth(ctx context.Context, f flags, nc *nats.Conn, js jetstream.JetStream, db *pgxpool.Pool, log *slog.Logger, running func() bool) error {
+func serveHealth(ctx context.Context, f flags, nc *nats.Conn, js jetstream.JetStream, db *pgxpool.Pool, log *slog.Logger, running, stuck func() bool) error {
 	if f.healthListen == "" {
 		return nil
 	}
@@ -292,7 +298,7 @@ func serveHealth(ctx context.Context, f flags, nc *nats.Conn, js jetstream.JetSt
 	for k := range f.partitions {
 		names[projections.PartitionName(f.name, k, f.partitions)] = true
 	}
-	c := &health.Checker{NC: nc, JS: js, DB: db, Running: running, MaxLag: f.readyLag, Log: log,
+	c := &health.Checker{NC: nc, JS: js, DB: db, Running: running, Stuck: stuck, MaxLag: f.readyLag, Log: log,
 		Projectors: func(name string) bool { return names[name] }}
 	ready, errc := make(chan struct{}), make(chan error, 1)
 	go func() { errc <- health.Serve(ctx, f.healthListen, c, log, func(string) { close(ready) }) }()

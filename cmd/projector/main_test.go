@@ -363,3 +363,51 @@ func waitProjected2(t *testing.T, dbURL string, seq uint64, n int) {
 	}
 	t.Fatalf("the %d partitions did not reach %d within 60s", n, seq)
 }
+
+// A projector that can never project (here: a name whose durables the
+// projector identity may not manage, so NATS refuses every consumer call)
+// retries for ever; its /healthz says so once it has failed without a
+// success for --stuck-after (running: stuck, 503), as an outside
+// evaluation found it answering ok; /readyz says behind.
+func TestHealthzStuckProjector(t *testing.T) {
+	natsURL, dbURL := testenv.NATS(t), testenv.Postgres(t)
+	publishSeed(t, natsURL)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(os.Args[0], "--name", "side", "--partitions", "2", "--pinned-ttl", "2s", "--health-listen", addr, "--stuck-after", "3s")
+	cmd.Env = append(os.Environ(), "PROJECTOR_TEST_MAIN=1", "NATS_URL="+natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Projector), "DATABASE_URL="+dbURL)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("projector:\n%s", out.String())
+		}
+	})
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			continue
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = fmt.Sprintf("%d %s", resp.StatusCode, raw)
+		var body map[string]any
+		if json.Unmarshal(raw, &body) == nil && resp.StatusCode == http.StatusServiceUnavailable && body["running"] == "stuck" {
+			if strings.Contains(string(raw), "Permission") || strings.Contains(string(raw), "$JS") {
+				t.Errorf("/healthz names the error: %s", raw)
+			}
+			return
+		}
+	}
+	t.Fatalf("/healthz never said stuck: last %s", last)
+}

@@ -55,6 +55,10 @@ type Checker struct {
 	// Running, when set, is part of liveness (the projector: its fold
 	// loop has not ended).
 	Running func() bool
+	// Stuck, when set, is part of liveness too (the projector: its
+	// retries have failed without a success for long, as when NATS or
+	// PostgreSQL refuses one of its permissions).
+	Stuck func() bool
 	// Projectors selects the projector_offsets rows readiness looks at
 	// (nil: every row, the whole projection).
 	Projectors func(name string) bool
@@ -90,8 +94,9 @@ type Liveness struct {
 	// Stream is ok, missing, full, not writable, down (no answer) or
 	// unknown (NATS down).
 	Stream string `json:"stream"`
-	// Running is the projector's fold loop: ok or stopped (absent for
-	// the API).
+	// Running is the projector's fold loop: ok, stopped, or stuck (it
+	// runs, but has failed without a success for long: its log says
+	// why); absent for the API.
 	Running string `json:"running,omitempty"`
 }
 
@@ -178,6 +183,8 @@ func (c *Checker) Live(ctx context.Context) Liveness {
 		l.Running = "ok"
 		if !c.Running() {
 			l.Running = "stopped"
+		} else if c.Stuck != nil && c.Stuck() {
+			l.Running = "stuck"
 		}
 	}
 	if l.NATS != "ok" || l.Stream != "ok" || (l.Running != "" && l.Running != "ok") {
