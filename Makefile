@@ -7,9 +7,12 @@ export GOFLAGS
 
 .PHONY: run test bench build vet fuzz clean chromium
 
+# -buildvcs=auto stamps the commit into --version and ledger_build_info in
+# a git checkout, whatever GOFLAGS says (some machines set
+# -buildvcs=false); a tree without git builds as (devel).
 build:
-	$(GO) build -o $(BIN)/ledger ./cmd/ledger
-	$(GO) build -o $(BIN)/projector ./cmd/projector
+	$(GO) build -buildvcs=auto -o $(BIN)/ledger ./cmd/ledger
+	$(GO) build -buildvcs=auto -o $(BIN)/projector ./cmd/projector
 
 run: build
 	$(BIN)/ledger dev
