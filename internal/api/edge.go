@@ -2,11 +2,11 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/cluster-ledger/ledger/internal/unrouted"
 )
 
 // BodyTimeout bounds the time a client may take to send a request's
@@ -57,68 +57,22 @@ func (b *readToEnd) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Reasons of requests no route takes.
+// Reasons of requests no route takes (internal/unrouted).
 const (
-	ReasonNotFound         = "not_found"          // 404: no such endpoint
-	ReasonMethodNotAllowed = "method_not_allowed" // 405: the endpoint takes other methods (Allow)
+	ReasonNotFound         = unrouted.ReasonNotFound         // 404: no such endpoint
+	ReasonMethodNotAllowed = unrouted.ReasonMethodNotAllowed // 405: the endpoint takes other methods (Allow)
 )
 
 // jsonErrors answers in the API's error shape ({"error","reason",
 // "request_id"}) where net/http would answer text: a path no route
 // takes (404 not_found), a method the route does not take (405
 // method_not_allowed, with net/http's Allow header), and any other 404
-// or 405 some handler writes with http.Error or http.NotFound. Every
-// other answer passes through as it is.
+// or 405 some handler writes with http.Error or http.NotFound.
 func jsonErrors(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&textErrorWriter{ResponseWriter: w, r: r}, r)
+	return unrouted.JSON(h, func(w http.ResponseWriter, _ *http.Request, status int, reason, msg string) {
+		if status == http.StatusNotFound {
+			msg += ": see the README's HTTP API"
+		}
+		writeError(w, &apiError{status: status, reason: reason, msg: msg})
 	})
 }
-
-// textErrorWriter replaces a 404 or 405 answered as text by the API's
-// JSON error.
-type textErrorWriter struct {
-	http.ResponseWriter
-	r        *http.Request
-	replaced bool // the handler's text is being dropped
-	wrote    bool
-}
-
-func (t *textErrorWriter) WriteHeader(code int) {
-	if code < 200 { // informational (103 Early Hints): not the answer
-		t.ResponseWriter.WriteHeader(code)
-		return
-	}
-	if t.wrote {
-		return
-	}
-	t.wrote = true
-	ct := t.Header().Get("Content-Type")
-	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && (ct == "" || strings.HasPrefix(ct, "text/plain")) {
-		t.replaced = true
-		t.Header().Del("Content-Length")
-		e := &apiError{status: code, reason: ReasonNotFound,
-			msg: fmt.Sprintf("no endpoint %s %s: see the README's HTTP API", t.r.Method, t.r.URL.Path)}
-		if code == http.StatusMethodNotAllowed {
-			e.reason = ReasonMethodNotAllowed
-			e.msg = fmt.Sprintf("%s takes %s, not %s", t.r.URL.Path, t.Header().Get("Allow"), t.r.Method)
-		}
-		writeError(t.ResponseWriter, e)
-		return
-	}
-	t.ResponseWriter.WriteHeader(code)
-}
-
-func (t *textErrorWriter) Write(b []byte) (int, error) {
-	if !t.wrote {
-		t.WriteHeader(http.StatusOK)
-	}
-	if t.replaced {
-		return len(b), nil
-	}
-	return t.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection (flushes of
-// the live stream, deadlines).
-func (t *textErrorWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/internal/logging"
+	"github.com/cluster-ledger/ledger/internal/unrouted"
 )
 
 // Serve listens on addr and serves the checker's GET /healthz and GET
@@ -25,7 +26,7 @@ func Serve(ctx context.Context, addr string, c *Checker, log *slog.Logger, ready
 	}
 	mux := http.NewServeMux()
 	c.Register(mux)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
+	hs := &http.Server{Handler: unrouted.JSON(mux, nil), ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
 		WriteTimeout: 2 * Timeout, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 8 << 10, ErrorLog: logging.ServerErrors(log)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()

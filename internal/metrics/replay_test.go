@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/cluster-ledger/ledger/internal/auth"
@@ -63,6 +64,19 @@ func TestProjectorListenerReportsReplay(t *testing.T) {
 	}
 	if code, _ := scrape(t, base, reader); code != http.StatusForbidden {
 		t.Errorf("listener with a read token: %d, want 403", code)
+	}
+	// A path or method the listener lacks is answered in JSON too.
+	for _, m := range []string{http.MethodGet + " /nothing", http.MethodPost + " /metrics"} {
+		method, path, _ := strings.Cut(m, " ")
+		rq, _ := http.NewRequest(method, base+path, nil)
+		resp, err := http.DefaultClient.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); (resp.StatusCode != 404 && resp.StatusCode != 405) || ct != "application/json" {
+			t.Errorf("listener, %s: %d %s, want 404 or 405 in JSON", m, resp.StatusCode, ct)
+		}
 	}
 	f := waitFor(t, base, token, "the rebuild", func(f families) bool {
 		done, _ := f.value("ledger_projector_replay_pools_done", "projector", "projector")

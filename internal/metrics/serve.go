@@ -13,6 +13,7 @@ import (
 
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/logging"
+	"github.com/cluster-ledger/ledger/internal/unrouted"
 )
 
 // Protect serves h only to a request with a bearer token of tokens
@@ -61,7 +62,7 @@ func Serve(ctx context.Context, addr string, reg *Registry, tokens auth.Authenti
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", Protect(tokens, reg.Handler()))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	hs := &http.Server{Handler: unrouted.JSON(mux, nil), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: logging.ServerErrors(log)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
