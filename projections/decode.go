@@ -36,6 +36,10 @@ type Decoded struct {
 	// Passed: the reader did not want the message (another partition's
 	// pool), so it was neither decoded nor authenticated.
 	Passed bool
+	// Delivery is the consumer's delivery sequence of a fetched
+	// message delivered for the first time; 0 for a redelivery and for
+	// a message read from the stream.
+	Delivery uint64
 	// Err is Authenticate's error: the historical keys could not be read
 	// (signing.ErrHistory), so the event is neither accepted nor refused;
 	// the reader must not fold it, and reads it again later.

@@ -126,7 +126,8 @@ func DecodeMessage(seq uint64, subject string, stored time.Time, data []byte) (p
 	if err == nil {
 		return pool, st, true
 	}
-	typ := subject[strings.LastIndexByte(subject, '.')+1:]
+	published := stream.Published(subject) // the type is before the partition
+	typ := published[strings.LastIndexByte(published, '.')+1:]
 	env := events.Envelope{Type: events.Type(typ), V: events.Version, Pool: pool, Time: stored.UTC(), Data: jsonString(data)}
 	return pool, stream.Stored{Seq: seq, Envelope: env, Raw: data}, true
 }

@@ -127,14 +127,15 @@ func Gate(ids *IDs, st stream.Stored) error {
 // or a trusted key signed subject and body, or a historical key (a
 // restored log's, recorded in the stream) whose bound covers st.Seq;
 // every reader of the log calls it, so the projector and the auditors
-// agree. It returns an error (signing.ErrHistory) only when the
+// agree. subject may be the stored one: the signature covers the subject
+// the event was published on (stream.Published). It returns an error (signing.ErrHistory) only when the
 // historical keys could not be read: the event is then neither accepted
 // nor refused, and the caller tries again later.
 func Authenticate(keys *signing.Keyring, st *stream.Stored, subject string, h nats.Header, data []byte) error {
 	if keys == nil {
 		return nil
 	}
-	err := keys.VerifyAt(st.Seq, subject, h, data)
+	err := keys.VerifyAt(st.Seq, stream.Published(subject), h, data)
 	switch {
 	case err == nil:
 	case errors.Is(err, signing.ErrHistory):

@@ -224,7 +224,7 @@ func (o overlapRow) differs(subject string, body []byte) string {
 		}
 		return ""
 	}
-	if pool, _ := stream.PoolOf(subject); pool != o.pool || !strings.HasSuffix(subject, "."+o.typ) {
+	if pool, _ := stream.PoolOf(subject); pool != o.pool || !strings.HasSuffix(stream.Published(subject), "."+o.typ) {
 		return fmt.Sprintf("the stream's message is on subject %s, the events row is a %s event of pool %s", subject, o.typ, o.pool)
 	}
 	var env struct {
@@ -323,7 +323,9 @@ func (p *Projector) publishTail(ctx context.Context, tail []tailRow) error {
 // (Nats-Expected-*, Nats-Batch-*), plus the check that it lands on its
 // original sequence.
 func (t tailRow) message() (*nats.Msg, error) {
-	m := nats.NewMsg(*t.subject)
+	// Published as the ledger published it: the stream stores it with
+	// the same partition again (stream.Published).
+	m := nats.NewMsg(stream.Published(*t.subject))
 	m.Data = t.body
 	if t.headers != nil {
 		var h nats.Header

@@ -28,12 +28,16 @@ import (
 // commits finds the row moved and stops folding it (ErrPartitionLost)
 // instead of writing twice. See docs/decisions.md for why this design.
 //
-// Every partition consumer reads the whole stream and skips the events of
+// When the stream stores each event with its partition in the subject
+// and n divides the stream's partition count, a partition's consumer
+// filters to its own subjects and reads each of its events once
+// (subjects.go); a gap (messages a dead instance had in flight,
+// delivered again later) is found by the consumer's delivery sequence
+// and filled from the partition's subjects in order. Otherwise every
+// partition consumer reads the whole stream and skips the events of
 // other partitions by their subject: sequences stay contiguous per
-// partition, so a gap (messages a dead instance had in flight, delivered
-// again later) is detected and filled from the stream in order. Reading
-// is cheap beside folding and writing; the stored subjects, the per-pool
-// expected-sequence check and the signatures stay as they are.
+// partition, so a gap is a jump in stream sequence. Either way the
+// per-pool expected-sequence check and the signatures stay as they are.
 
 // MaxPartitions bounds --partitions: each partition is a consumer and a
 // fetch loop in every instance.

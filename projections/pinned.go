@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/signing"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -31,6 +32,18 @@ var errReleased = errors.New("projector: partition released to another instance"
 // PostgreSQL whenever it becomes the pinned instance (again), and folds
 // what it is given.
 func (p *Projector) runPartition(ctx context.Context) error {
+	// Refused beside another partitioning now, not when a first event
+	// comes: a partition that reads only its own events may wait long.
+	if err := p.retry(ctx, "check the partitioning", func() error {
+		tx, err := p.db.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		return p.checkPartitioning(ctx, tx)
+	}); err != nil {
+		return err
+	}
 	if err := p.healIfBehind(ctx); err != nil {
 		return err
 	}
@@ -58,6 +71,10 @@ func (p *Projector) runPartition(ctx context.Context) error {
 
 func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 	idle := p.cfg.idleWait
+	quiet := p.filters != nil && p.advance && p.holding.Load()
+	if quiet {
+		idle = quietWait // then move the offset to the stream's end (subjects.go)
+	}
 	if len(p.carry) > 0 || len(p.deferred.pools) > 0 {
 		idle = time.Millisecond // something is left to fold: do not wait for more
 	}
@@ -85,6 +102,15 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 		if len(p.carry) > 0 || len(p.deferred.pools) > 0 {
 			return p.process(ctx, nil) // what is left to fold goes on
 		}
+		if quiet {
+			if err := p.advanceQuiet(ctx); err != nil {
+				return err
+			}
+		}
+		if time.Since(p.lastStall) < p.cfg.idleWait {
+			return nil // the stall check keeps its own pace, whatever the feed's waits
+		}
+		p.lastStall = time.Now()
 		return p.watchStall(ctx)
 	}
 	p.stalledAt = 0
@@ -122,6 +148,8 @@ func (p *Projector) takeOver(ctx context.Context) error {
 		return err
 	}
 	p.folded = p.committed
+	p.delivered = 0 // the first message is checked against the stream
+	p.advance = true
 	p.holding.Store(true)
 	p.cfg.log.Info("projector: holds partition", "partition", p.offsetName(), "instance", p.cfg.instance, "from_seq", p.committed+1)
 	return nil
@@ -150,25 +178,23 @@ func (p *Projector) giveUp(ctx context.Context) error {
 // ensurePartitionConsumer opens the partition's durable consumer (making
 // it when it does not exist) and aligns it with the partition's offset
 // in PostgreSQL (alignPartitionConsumer).
+//
+// The consumer filters to the partition's subjects when the stream's
+// subjects carry partitions that serve it (subjects.go), else to every
+// event; one made otherwise (by an older release, or before the stream
+// was migrated) is given the filters it needs now, keeping its place.
 func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	name := p.offsetName()
+	s, err := p.js.Stream(ctx, stream.Name)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", stream.Name, err)
+	}
+	p.filters = p.partitionFilters(s.CachedInfo().Config)
+	p.partitionedFrom = stream.PartitionedFrom(s.CachedInfo().Config)
+	want := p.partitionConsumerConfig()
 	cons, err := p.js.Consumer(ctx, stream.Name, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		pt := p.cfg.part
-		cons, err = p.js.CreateConsumer(ctx, stream.Name, jetstream.ConsumerConfig{
-			Durable:       name,
-			Description:   fmt.Sprintf("ledger projector: partition %d of %d", pt.k, pt.n),
-			FilterSubject: "ledger.>",
-			AckPolicy:     jetstream.AckAllPolicy,
-			AckWait:       p.partitionAckWait(),
-			MaxAckPending: 4 * p.cfg.batchSize,
-			// DeliverAll, so that the consumer may be reset to any
-			// sequence (JetStream refuses one below a start sequence).
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
-			PriorityPolicy: jetstream.PriorityPolicyPinned,
-			PriorityGroups: []string{PriorityGroup},
-			PinnedTTL:      p.cfg.pinnedTTL,
-		})
+		cons, err = p.js.CreateConsumer(ctx, stream.Name, want)
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			cons, err = p.js.Consumer(ctx, stream.Name, name) // another instance made it first
 		}
@@ -176,11 +202,13 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open consumer %s: %w", name, err)
 	}
-	if cfg := cons.CachedInfo().Config; cfg.AckWait != p.partitionAckWait() {
-		// Made by an older release (4 TTLs) or with another TTL.
-		cfg.AckWait = p.partitionAckWait()
+	if cfg := cons.CachedInfo().Config; cfg.AckWait != want.AckWait || !slices.Equal(consumerFilters(cfg), consumerFilters(want)) {
+		// Made by an older release (4 TTLs, every event), with another
+		// TTL, or before the stream had partitions.
+		cfg.AckWait = want.AckWait
+		cfg.FilterSubject, cfg.FilterSubjects = want.FilterSubject, want.FilterSubjects
 		if cons, err = p.js.UpdateConsumer(ctx, stream.Name, cfg); err != nil {
-			return fmt.Errorf("set the ack wait of consumer %s: %w", name, err)
+			return fmt.Errorf("set the ack wait and filters of consumer %s: %w", name, err)
 		}
 	}
 	p.cons = cons
@@ -215,6 +243,26 @@ func (p *Projector) watchStall(ctx context.Context) error {
 	if err != nil || last <= committed {
 		p.stalledAt = 0
 		return nil
+	}
+	if p.filters != nil {
+		// The stream moved on; the partition is stalled only if some of
+		// its own events lie after its offset. If none does, its offset
+		// moves: by its holder when quiet, by any instance when nobody
+		// holds it.
+		own, err := p.ownAfter(ctx, committed+1, last)
+		if err != nil {
+			return nil // NATS away: the next spell checks again
+		}
+		if !own {
+			p.stalledAt = 0
+			if p.holding.Load() {
+				return p.advanceQuiet(ctx)
+			}
+			if err := p.advanceUnheld(ctx, committed, last); err != nil {
+				p.cfg.log.Warn("projector: could not move the offset of a partition nobody holds", "partition", p.offsetName(), "err", err)
+			}
+			return nil
+		}
 	}
 	if p.stalledAt != committed+1 {
 		p.stalledAt = committed + 1 // seen once: wait one more spell
@@ -295,6 +343,9 @@ func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
 // flight; they come again later and are skipped), read from the stream
 // with direct gets (stream.Read: no consumer).
 func (p *Projector) fill(ctx context.Context, b *batch, to uint64, bg *budget) error {
+	if p.filters != nil {
+		return p.fillFiltered(ctx, b, to, bg) // the partition's own subjects only
+	}
 	from := b.to + 1
 	err := p.readDecoded(ctx, "ledger.>", from, to-1, func(m *Decoded) error {
 		if m.Seq != b.to+1 {

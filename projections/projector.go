@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/signing"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -39,6 +39,20 @@ type Projector struct {
 	// to it and must be rebuilt from PostgreSQL first (pinned.go).
 	pin     string
 	holding atomic.Bool // a partition folded here (pinned.go)
+	// filters are the partition consumer's filter subjects when the
+	// stream's subjects carry the partition (subjects.go), nil when it
+	// reads every event; partitionedFrom is the stream's
+	// stream.PartitionedFrom.
+	filters         []string
+	partitionedFrom uint64
+	// delivered is the consumer delivery sequence of the last message
+	// taken under the current pin, 0 when unknown (subjects.go: gaps).
+	delivered uint64
+	// advance: the partition folded since its offset was last moved to
+	// the stream's end (advanceQuiet); quietSince is when the feed went
+	// quiet (or watchStall last ran).
+	advance   bool
+	lastStall time.Time
 	// carry is what the last batch fetched but had no time to fold; deferred
 	// the messages set aside for busy pools (fair.go).
 	carry    []jetstream.Msg
@@ -284,6 +298,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		}
 		seq := dec[i].Seq
 		if seq <= b.to { // committed before (redelivery): ack, never apply twice
+			p.delivered = dec[i].Delivery
 			last = m
 			continue
 		}
@@ -291,11 +306,22 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			p.carry = msgs[i:]
 			break
 		}
-		if seq != b.to+1 && p.cfg.part != nil {
+		follows := p.delivered != 0 && dec[i].Delivery != 0 && dec[i].Delivery == p.delivered+1
+		p.delivered = dec[i].Delivery
+		switch {
+		case seq == b.to+1 || p.cfg.part == nil:
+		case p.filters != nil && follows:
+			// Delivered right after the last message taken: none of the
+			// partition's events lies between (subjects.go).
+			b.to = seq - 1
+		default:
 			// A partition consumer is shared: fill the gap from the stream.
 			if stop = p.fill(ctx, b, seq, bg); stop != nil {
 				break
 			}
+		}
+		if stop != nil {
+			break
 		}
 		if seq != b.to+1 {
 			gap = true
@@ -330,6 +356,16 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			return ctx.Err() // a pool's load cut short by the shutdown
 		}
 		return fatalf("%v", stop)
+	}
+	if b.to > b.from {
+		p.advance = true // the partition's offset may move to the stream's end when quiet
+	}
+	if gap && p.cfg.part != nil {
+		// The rest of the batch is delivered again or read from the
+		// stream by the next gap fill, which the unknown delivery
+		// sequence makes sure of.
+		p.delivered = 0
+		return nil
 	}
 	if gap { // out of order delivery: start the consumer again after the commit
 		p.cfg.log.Warn("projector: gap in delivered sequences; restarting the consumer", "after", b.to)
@@ -402,6 +438,9 @@ func (p *Projector) decodeBatch(msgs []jetstream.Msg) ([]Decoded, error) {
 		}
 		seq := md.Sequence.Stream
 		dec[i].Seq = seq
+		if md.NumDelivered == 1 { // a redelivery follows nothing (subjects.go)
+			dec[i].Delivery = md.Sequence.Consumer
+		}
 		if seq <= p.folded {
 			continue
 		}
@@ -411,6 +450,7 @@ func (p *Projector) decodeBatch(msgs []jetstream.Msg) ([]Decoded, error) {
 	out := make([]Decoded, len(todo))
 	DecodeAll(p.cfg.keys, p.wants(), todo, out)
 	for k, i := range at {
+		out[k].Delivery = dec[i].Delivery
 		dec[i] = out[k]
 	}
 	return dec, nil

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,7 +238,50 @@ func TestClusterSurvivesLeaderAndProjectorLoss(t *testing.T) {
 			t.Errorf("projector: %v", err)
 		}
 	}
+	checkPartitionsReadTheirOwn(t, c, last)
 	checkRebuildAndVerify(t, c, db)
+}
+
+// checkPartitionsReadTheirOwn: each partition consumer filters to its
+// partition's subjects, and together they delivered about each event of
+// the log once (redeliveries after the kills aside), not once per
+// partition (issue 25: partitions in the subject). Read as the ledger's
+// identity reads them for GET /v1/status.
+func checkPartitionsReadTheirOwn(t *testing.T, c *natsserver.Cluster, last uint64) {
+	t.Helper()
+	js, err := jetstream.New(testenv.Connect(t, c.URL(), natsauth.Ledger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := stream.Partitions(s.CachedInfo().Config)
+	if n == 0 || n%clusterPartition != 0 {
+		t.Fatalf("the stream has %d partitions, want a multiple of %d", n, clusterPartition)
+	}
+	var delivered uint64
+	for k := range clusterPartition {
+		cons, err := js.Consumer(ctx, stream.Name, projections.PartitionName(projections.DefaultName, k, clusterPartition))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := cons.CachedInfo().Config
+		var want []string
+		for j := k; j < n; j += clusterPartition {
+			want = append(want, stream.PartitionFilter(j))
+		}
+		if cfg.FilterSubject != "" || !slices.Equal(cfg.FilterSubjects, want) {
+			t.Errorf("partition %d reads %q %v, want %v", k, cfg.FilterSubject, cfg.FilterSubjects, want)
+		}
+		delivered += cons.CachedInfo().Delivered.Consumer
+	}
+	t.Logf("the %d partition consumers made %d deliveries for %d events", clusterPartition, delivered, last)
+	if delivered > last+last/4 {
+		t.Errorf("%d deliveries for %d events: the partitions read each other's events", delivered, last)
+	}
 }
 
 // checkLogOnce: every event a producer was answered 200 for is in the log

@@ -79,7 +79,7 @@ nats-server (README: NATS identities).`,
 
 	var url, creds string
 	var window time.Duration
-	var replicas int
+	var replicas, partitions int
 	setupCmd := &cobra.Command{
 		Use:   "setup",
 		Short: "Create the LEDGER stream, or set its duplicate window and replicas (admin identity)",
@@ -93,7 +93,14 @@ it (duplicate_id). --replicas is how many servers of a NATS cluster keep a
 copy of the log (an append is acknowledged once a majority stored it; 3
 survives the loss of one server); more than the cluster has servers is
 refused. Given for an existing stream, it scales the stream to that many
-replicas; omitted, an existing stream keeps its own. Only the admin identity
+replicas; omitted, an existing stream keeps its own. The stream stores each
+event with its pool's partition, one of --partitions (NATS's partition()
+mapping of the pool's name), so that a projector with n partitions reads
+only its own events when n divides that count; the count is fixed when the
+stream is made. A stream made by an older release is given its partitions
+(the migration): the events it holds keep their subjects and are read by
+every partition, the events after are stored with theirs; restart the
+projectors after it so that they read only theirs. Only the admin identity
 may do this; the ledger, the projector and the auditors cannot create,
 change, purge or delete the stream.`,
 		Args: cobra.NoArgs,
@@ -103,6 +110,9 @@ change, purge or delete the stream.`,
 			set := stream.Settings{Window: window}
 			if cmd.Flags().Changed("replicas") {
 				set.Replicas = replicas
+			}
+			if cmd.Flags().Changed("partitions") {
+				set.Partitions = partitions
 			}
 			if err := setupStream(ctx, url, creds, set); err != nil {
 				return err
@@ -116,6 +126,8 @@ change, purge or delete the stream.`,
 	setupCmd.Flags().DurationVar(&window, "duplicate-window", stream.DuplicateWindow, "how long a retried event id is recognised and stored once")
 	setupCmd.Flags().IntVar(&replicas, "replicas", 1,
 		"copies of the stream, one per NATS server (1 to 5, at most the cluster's size); scales an existing stream only when given")
+	setupCmd.Flags().IntVar(&partitions, "partitions", stream.DefaultPartitions,
+		fmt.Sprintf("partitions of the stored subjects (1 to %d), fixed when the stream is made: choose a multiple of every projector --partitions to be run", stream.MaxPartitions))
 	var inboxCreds string
 	inboxCmd := &cobra.Command{
 		Use:   "inbox",

@@ -417,7 +417,7 @@ func TestServe(t *testing.T) {
 	if got := msg.Header.Get(signing.HeaderKeyID); got != signer.ID() {
 		t.Errorf("appended event signed by key %q, want %q (--signing-key)", got, signer.ID())
 	}
-	if err := signing.NewKeyring(signer.Public()).Verify(msg.Subject, msg.Header, msg.Data); err != nil {
+	if err := signing.NewKeyring(signer.Public()).Verify(stream.Published(msg.Subject), msg.Header, msg.Data); err != nil {
 		t.Errorf("appended event's signature: %v", err)
 	}
 	cancel()

@@ -204,7 +204,9 @@ func poolEvents(t *testing.T, js jetstream.JetStream, pool string) []storedEvent
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, storedEvent{seq: m.Sequence, subject: m.Subject, header: m.Header, stored: sd})
+		// The subject published (and signed): the stream stores it with
+		// the pool's partition (internal/stream tests that form).
+		out = append(out, storedEvent{seq: m.Sequence, subject: stream.Published(m.Subject), header: m.Header, stored: sd})
 		seq = m.Sequence + 1
 	}
 }

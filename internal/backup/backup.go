@@ -181,7 +181,7 @@ func (s *Stats) check(keys *signing.Keyring, l line) error {
 	for k, v := range l.Headers {
 		h.Set(k, v)
 	}
-	err := keys.VerifyAt(l.Seq, l.Subject, h, l.Data)
+	err := keys.VerifyAt(l.Seq, stream.Published(l.Subject), h, l.Data) // signed as published, stored with its partition
 	switch {
 	case err == nil:
 		s.Signed[h.Get(signing.HeaderKeyID)]++
@@ -276,7 +276,15 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 	}
 	var published uint64
 	err = eachLine(r, h, func(l line) error {
-		m := nats.NewMsg(l.Subject)
+		if _, err := stream.PoolOf(l.Subject); err != nil {
+			// The stream stores events only (ledger.<pool>.<type>): a
+			// message an older stream took on another subject has no place.
+			return fmt.Errorf("restore sequence %d: %w", l.Seq, err)
+		}
+		// Published as the ledger published it: the stream stores it
+		// with the partition of its own count (a backup taken from a
+		// stream of another count, or of none, restores the same).
+		m := nats.NewMsg(stream.Published(l.Subject))
 		m.Data = l.Data
 		for k, v := range l.Headers {
 			m.Header.Set(k, v)

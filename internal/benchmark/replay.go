@@ -158,7 +158,7 @@ func (b *bench) verifyRate() float64 {
 	b.signAll(msgs)
 	start := time.Now()
 	for _, m := range msgs {
-		if err := b.keys.Verify(m.Subject, m.Header, m.Data); err != nil {
+		if err := b.keys.Verify(stream.Published(m.Subject), m.Header, m.Data); err != nil {
 			panic(fmt.Sprintf("benchmark: own signature refused: %v", err))
 		}
 	}

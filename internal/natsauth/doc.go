@@ -14,7 +14,9 @@
 //   - admin: everything; the only identity that may create, update,
 //     delete or purge the LEDGER stream (`ledger dev` and `ledger nats
 //     setup` create it with this identity);
-//   - ledger: publish to ledger.> (appends, atomic batches) and read the
+//   - ledger: publish to ledger.*.* (appends, atomic batches, on
+//     ledger.<pool>.<type>; the stream stores each event with its
+//     partition, a subject nobody publishes on) and read the
 //     stream (stream info, message gets, direct gets);
 //   - projector: read, and manage the durable consumers of its Layout
 //     (its name and its partitions' names), none other;

@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/redact"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/cluster-ledger/ledger/internal/secretfile"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/cluster-ledger/ledger/internal/redact"
+	"github.com/cluster-ledger/ledger/internal/secretfile"
+	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // Role is one identity of the ledger on NATS.
@@ -238,12 +240,15 @@ func (l Layout) Consumers() []string {
 
 // consumerSubjects are the JetStream API subjects of consumer name on
 // LEDGER that the projector uses: create or update it (the create
-// subject that names it and its filter, never the nameless one), read
+// subject that names it, with its filter or without: a partition's
+// consumer filters to several subjects, which the request carries;
+// never the nameless one), read
 // its state, pull from it, acknowledge, delete it (an unpartitioned
 // projector recreates its durable at its committed offset), and, for a
 // partition, unpin the instance holding it and reset it to an offset.
 func consumerSubjects(name string) []string {
 	return []string{
+		"$JS.API.CONSUMER.CREATE.LEDGER." + name,
 		"$JS.API.CONSUMER.CREATE.LEDGER." + name + ".>",
 		"$JS.API.CONSUMER.INFO.LEDGER." + name,
 		"$JS.API.CONSUMER.MSG.NEXT.LEDGER." + name,
@@ -274,7 +279,9 @@ func Permissions(r Role, pub string) *server.Permissions {
 // projector's consumers being l's (README: NATS identities):
 //   - every role but admin reads the stream (info, message gets, direct
 //     gets) and subscribes only to its own inbox prefix;
-//   - the ledger also publishes to ledger.> (appends) and reads the state
+//   - the ledger also publishes to ledger.*.* (appends: ledger.<pool>.<type>;
+//     the stream stores each with its partition, a subject no identity
+//     may publish on) and reads the state
 //     of l's consumers (info only: GET /v1/status tells from it whether
 //     each projector has a live instance, internal/health);
 //   - the projector also manages the consumers of l, and no other;
@@ -290,7 +297,7 @@ func PermissionsFor(r Role, pub string, l Layout) *server.Permissions {
 		return nil // no restriction
 	case Ledger:
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append(append([]string{"ledger.>"}, read...), consumerInfo(l)...)},
+			Publish:   &server.SubjectPermission{Allow: append(append([]string{stream.LegacyFilter}, read...), consumerInfo(l)...)},
 			Subscribe: inbox,
 		}
 	case Projector:

@@ -172,7 +172,7 @@ func TestServerConfig(t *testing.T) {
 	if err := natsauth.WriteServerConfig(&b, keys, natsauth.DefaultLayout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{keys[natsauth.Admin], keys[natsauth.Auditor], `"ledger.>"`, `"$JS.API.STREAM.MSG.GET.LEDGER"`} {
+	for _, want := range []string{keys[natsauth.Admin], keys[natsauth.Auditor], `"ledger.*.*"`, `"$JS.API.STREAM.MSG.GET.LEDGER"`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("config lacks %s:\n%s", want, b.String())
 		}
@@ -325,9 +325,22 @@ func TestConsumerRights(t *testing.T) {
 			t.Errorf("%s delete: %v", name, err)
 		}
 	}
+	// A partition's consumer filtered to its own subjects (several: the
+	// create subject that names the consumer without a filter).
+	own := []string{stream.PartitionFilter(1), stream.PartitionFilter(5)}
+	name := projections.PartitionName(projections.DefaultName, 1, 4)
+	if _, err := proj.CreateConsumer(ctx, stream.Name, jetstream.ConsumerConfig{Durable: name, FilterSubjects: own, AckPolicy: jetstream.AckAllPolicy}); err != nil {
+		t.Fatalf("projector creates %s on its subjects: %v", name, err)
+	}
+	if err := proj.DeleteConsumer(ctx, stream.Name, name); err != nil {
+		t.Errorf("%s delete: %v", name, err)
+	}
 	for _, name := range []string{"other", projections.PartitionName(projections.DefaultName, 0, 17), "projector-x"} {
 		if _, err := proj.CreateConsumer(short(t), stream.Name, jetstream.ConsumerConfig{Durable: name, FilterSubject: "ledger.>"}); err == nil {
 			t.Errorf("the projector created %s", name)
+		}
+		if _, err := proj.CreateConsumer(short(t), stream.Name, jetstream.ConsumerConfig{Durable: name, FilterSubjects: own}); err == nil {
+			t.Errorf("the projector created %s on several subjects", name)
 		}
 	}
 	if _, err := proj.Consumer(short(t), stream.Name, "admins"); err == nil {

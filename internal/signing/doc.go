@@ -4,7 +4,10 @@
 // misconfigured NATS account).
 //
 // The ledger signs every message it appends with Ed25519 over a
-// domain-separated concatenation of the subject and the body; the headers
+// domain-separated concatenation of the subject and the body (the
+// subject it publishes on, ledger.<pool>.<type>: the stream stores the
+// event with its partition appended, which readers strip before
+// checking, internal/stream.Published); the headers
 // Ledger-Key-Id and Ledger-Signature carry the key id (the first 16 hex
 // digits of the SHA-256 of the public key in PKIX DER) and the signature
 // (base64). The private key is a PEM PKCS#8 file (mode 0600); trusted

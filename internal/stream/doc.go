@@ -1,5 +1,7 @@
 // Package stream is the contract of the LEDGER JetStream stream: its name,
-// its subjects (ledger.<pool>.<type>), its configuration (file storage, no
+// its subjects (published on ledger.<pool>.<type>, stored on
+// ledger.<pool>.<type>.<partition> by the stream's own partition()
+// mapping, partitions.go), its configuration (file storage, no
 // age limit, deletes and purges denied, a duplicate window, atomic batch
 // publish, direct gets), how a stored message becomes an event with its
 // offset, and how every reader reads a range of it ([Read]: batched direct

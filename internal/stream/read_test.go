@@ -81,7 +81,7 @@ func TestReadRanges(t *testing.T) {
 		}
 		for i, m := range got {
 			p := sent[m.Seq]
-			if m.Seq != want[i] || m.Subject != p.Subject || string(m.Data) != string(p.Data) || m.Time.IsZero() {
+			if m.Seq != want[i] || stream.Published(m.Subject) != p.Subject || string(m.Data) != string(p.Data) || m.Time.IsZero() {
 				t.Fatalf("%q: message %d is %d %s %q, want %d %s %q", c.filter, i, m.Seq, m.Subject, m.Data, want[i], p.Subject, p.Data)
 			}
 			if m.Header.Get("Nats-Msg-Id") == "" || m.Header.Get("Ledger-Test") != p.Header.Get("Ledger-Test") ||

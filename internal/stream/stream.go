@@ -39,21 +39,25 @@ func Subject(pool string, t events.Type) string { return "ledger." + pool + "." 
 // PoolFilter matches every event of one pool.
 func PoolFilter(pool string) string { return "ledger." + pool + ".>" }
 
-// PoolOf returns the pool named by a subject.
+// PoolOf returns the pool named by a subject, published
+// (ledger.<pool>.<type>) or stored with its partition
+// (ledger.<pool>.<type>.<k>: partitions.go).
 func PoolOf(subject string) (string, error) {
-	parts := strings.Split(subject, ".")
+	parts := strings.Split(Published(subject), ".")
 	if len(parts) != 3 || parts[0] != "ledger" {
 		return "", fmt.Errorf("subject %q is not ledger.<pool>.<type>", subject)
 	}
 	return parts[1], nil
 }
 
-// Config is the stream's configuration: the log of truth, kept forever.
+// Config is the stream's configuration: the log of truth, kept forever,
+// its events stored with their partition (DefaultPartitions).
 func Config() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               Name,
 		Description:        "allocation ledger: the log of truth",
-		Subjects:           []string{"ledger.>"},
+		Subjects:           []string{LegacyFilter},
+		SubjectTransform:   partitionTransform(DefaultPartitions),
 		Storage:            jetstream.FileStorage,
 		Retention:          jetstream.LimitsPolicy,
 		MaxAge:             0,
@@ -101,7 +105,17 @@ type Settings struct {
 	// (`ledger dev` started it): more replicas are refused without
 	// asking the server. 0: the server's refusal tells.
 	Servers int
+	// Partitions is the partition count of the stored subjects
+	// (partitions.go; 0: DefaultPartitions). A new stream is created
+	// with it; Setup gives it to an existing stream that has none (the
+	// migration), and refuses another count for one that has: it is
+	// fixed when the stream is made.
+	Partitions int
 }
+
+// ErrPartitions: a stream's partition count cannot be changed, or is
+// out of range.
+var ErrPartitions = errors.New("stream partitions")
 
 // Setup creates the stream with set when it is missing, or updates an
 // existing stream to the window and replicas set asks for (docs/decisions.md:
@@ -124,6 +138,12 @@ func setup(ctx context.Context, js jetstream.JetStream, set Settings, upgrade bo
 	}
 	if set.Replicas > 0 {
 		cfg.Replicas = set.Replicas
+	}
+	if set.Partitions < 0 || set.Partitions > MaxPartitions {
+		return nil, fmt.Errorf("%w: %d (1 to %d)", ErrPartitions, set.Partitions, MaxPartitions)
+	}
+	if set.Partitions > 0 {
+		cfg.SubjectTransform = partitionTransform(set.Partitions)
 	}
 	s, err := js.Stream(ctx, Name)
 	if err == nil {
@@ -150,6 +170,13 @@ func setup(ctx context.Context, js jetstream.JetStream, set Settings, upgrade bo
 // set names them and they differ.
 func update(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, set Settings, upgrade bool) (jetstream.Stream, error) {
 	cfg := s.CachedInfo().Config
+	if have := Partitions(cfg); have > 0 && set.Partitions > 0 && set.Partitions != have {
+		return nil, fmt.Errorf("%w: stream %s stores its events in %d partitions, fixed when it was made; a projector with n partitions reads only its own when n divides %d",
+			ErrPartitions, Name, have, have)
+	}
+	if upgrade && Partitions(cfg) == 0 {
+		return migrate(ctx, js, cfg, set)
+	}
 	changed := false
 	if upgrade && !cfg.AllowDirect {
 		cfg.AllowDirect, changed = true, true
