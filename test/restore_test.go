@@ -65,8 +65,9 @@ func TestDevRestoreIntoNewDeployment(t *testing.T) {
 	// The red team's F2, as an operator meets it: a backup with an edited
 	// event is refused, naming it; one edited and signed again with the
 	// attacker's key, which it names in its header, is refused given the
-	// first deployment's trusted keys; neither restores anything (the
-	// real restore below needs an empty stream).
+	// first deployment's trusted keys; without those keys or leave to
+	// trust the backup's own, restore refuses; none restores anything
+	// (the real restore below needs an empty stream).
 	refused := func(file, says string, extra ...string) {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"restore", "--in", file}, extra...)...)
@@ -77,7 +78,8 @@ func TestDevRestoreIntoNewDeployment(t *testing.T) {
 			t.Fatalf("restore of a forged backup: %v\n%s\nwant a refusal saying %q", err, out, says)
 		}
 	}
-	refused(forgeBackup(t, file, 3, nil), "UNAUTHENTICATED sequence 3")
+	refused(file, "--trust-backup-keys")
+	refused(forgeBackup(t, file, 3, nil), "UNAUTHENTICATED sequence 3", "--trust-backup-keys")
 	attacker := signing.Generate()
 	refused(forgeBackup(t, file, 3, attacker), "names key "+attacker.ID(), "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])
 	out = run(admin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])

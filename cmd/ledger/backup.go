@@ -47,7 +47,7 @@ those unless told to take them.`,
 	_ = backupCmd.MarkFlagRequired("out")
 
 	var rNATSURL, rNATSCreds, rKeys, in string
-	var allowUnauthenticated bool
+	var allowUnauthenticated, trustBackupKeys bool
 	restoreCmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Verify a backup's signatures and publish it into an empty LEDGER stream, each message at its original sequence (admin identity)",
@@ -68,14 +68,16 @@ the stream (its metadata) as historical keys, trusted for the restored
 sequences only: the new deployment's projectors, with keys of their own,
 fold the restored log by themselves, and 'ledger audit verify' passes. It
 prints the keys' ids. Whoever could write the backup file could edit
-events, sign them again with a key of their own and name that key: give
---trusted-keys, the trusted keys file of the deployment the backup comes
-from (kept apart from the backups), and restore refuses, with nothing
-restored, a backup naming any key that file lacks. A backup of format 1
-(before keys) needs --trusted-keys: the keys that signed it.`,
+events, sign them again with a key of their own and name that key: so
+restore needs --trusted-keys, the trusted keys file of the deployment the
+backup comes from (kept apart from the backups), and refuses, with
+nothing restored, a backup naming any key that file lacks; without that
+file, --trust-backup-keys trusts the keys the backup names (restore says
+which), and without either restore refuses. A backup of format 1 (before
+keys) needs --trusted-keys: the keys that signed it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRestore(cmd.Context(), cmd.OutOrStdout(), rNATSURL, rNATSCreds, rKeys, in, allowUnauthenticated)
+			return runRestore(cmd.Context(), cmd.OutOrStdout(), rNATSURL, rNATSCreds, rKeys, in, backup.RestoreOptions{AllowUnauthenticated: allowUnauthenticated, TrustBackupKeys: trustBackupKeys})
 		},
 	}
 	addNATSURLFlag(restoreCmd, &rNATSURL)
@@ -83,6 +85,7 @@ restored, a backup naming any key that file lacks. A backup of format 1
 	restoreCmd.Flags().StringVar(&rKeys, "trusted-keys", "", "the trusted keys `FILE` (PEM public keys) of the deployment the backup comes from: a backup naming another key is refused; a backup of format 1 (it names no keys) is verified with them")
 	restoreCmd.Flags().StringVar(&in, "in", "", "backup `FILE` to restore (\"-\": standard input)")
 	restoreCmd.Flags().BoolVar(&allowUnauthenticated, "allow-unauthenticated", false, "restore a backup holding events its keys did not sign, as they are (the projectors refuse them)")
+	restoreCmd.Flags().BoolVar(&trustBackupKeys, "trust-backup-keys", false, "without --trusted-keys: verify the backup with the keys it names itself (whoever could write the backup could have re-signed it)")
 	_ = restoreCmd.MarkFlagRequired("in")
 	root.AddCommand(backupCmd, restoreCmd)
 }
@@ -162,8 +165,7 @@ func keyUse(st backup.Stats) string {
 	return strings.Join(parts, ", ")
 }
 
-func runRestore(ctx context.Context, out io.Writer, url, creds, trustedKeys, file string, allowUnauthenticated bool) error {
-	opts := backup.RestoreOptions{AllowUnauthenticated: allowUnauthenticated}
+func runRestore(ctx context.Context, out io.Writer, url, creds, trustedKeys, file string, opts backup.RestoreOptions) error {
 	if trustedKeys != "" {
 		keys, err := signing.LoadKeyring(trustedKeys)
 		if err != nil {
@@ -183,6 +185,9 @@ func runRestore(ctx context.Context, out io.Writer, url, creds, trustedKeys, fil
 	defer done()
 	st, err := backup.Restore(ctx, js, in, opts)
 	if err != nil {
+		if errors.Is(err, backup.ErrKeysUnchecked) {
+			return fmt.Errorf("%w (--trusted-keys FILE, or --trust-backup-keys)", err)
+		}
 		if errors.Is(err, backup.ErrUnauthenticated) {
 			for _, u := range st.Unauthenticated {
 				fmt.Fprintf(out, "UNAUTHENTICATED sequence %d (%s, id %q): %s\n", u.Seq, u.Subject, u.ID, u.Reason)

@@ -91,10 +91,19 @@ func TestBackupRestoreIntoNewDeployment(t *testing.T) {
 
 	fresh := startService(t) // other keys, other NATS, other database
 	// A reader may not restore.
-	if _, _, err := runLedger(t, "", "restore", "--nats-url", fresh.natsURL, "--nats-creds", testenv.Creds(t, fresh.natsURL, natsauth.Auditor), "--in", file); err == nil {
+	if _, _, err := runLedger(t, "", "restore", "--nats-url", fresh.natsURL, "--nats-creds", testenv.Creds(t, fresh.natsURL, natsauth.Auditor), "--in", file, "--trusted-keys", old.trustedKeys); err == nil {
 		t.Fatal("the auditor restored a backup")
 	}
-	out, _, err := runLedger(t, "", "restore", "--nats-url", fresh.natsURL, "--nats-creds", testenv.Creds(t, fresh.natsURL, natsauth.Admin), "--in", file)
+	// Without the keys of the deployment it comes from, or leave to trust
+	// the keys it names, restore checks nothing and restores nothing.
+	if _, _, err := runLedger(t, "", "restore", "--nats-url", fresh.natsURL, "--nats-creds", testenv.Creds(t, fresh.natsURL, natsauth.Admin), "--in", file); err == nil ||
+		!strings.Contains(err.Error(), "--trust-backup-keys") || !strings.Contains(err.Error(), "nothing restored") {
+		t.Fatalf("restore without --trusted-keys: %v, want a refusal naming the two ways", err)
+	}
+	if n := lastSeq(t, fresh.natsURL); n != 0 {
+		t.Fatalf("a refused restore left %d messages", n)
+	}
+	out, _, err := runLedger(t, "", "restore", "--nats-url", fresh.natsURL, "--nats-creds", testenv.Creds(t, fresh.natsURL, natsauth.Admin), "--in", file, "--trusted-keys", old.trustedKeys)
 	if err != nil || !strings.Contains(out, fmt.Sprintf("verified %d events", last)) || !strings.Contains(out, "restored") {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
@@ -118,7 +127,7 @@ func TestBackupRestoreIntoNewDeployment(t *testing.T) {
 	publishOne(t, fresh, "after-restore")
 
 	// A second restore onto the now full stream is refused.
-	if _, _, err := runLedger(t, "", "restore", "--nats-url", fresh.natsURL, "--nats-creds", testenv.Creds(t, fresh.natsURL, natsauth.Admin), "--in", file); err == nil || !strings.Contains(err.Error(), "not empty") {
+	if _, _, err := runLedger(t, "", "restore", "--nats-url", fresh.natsURL, "--nats-creds", testenv.Creds(t, fresh.natsURL, natsauth.Admin), "--in", file, "--trusted-keys", old.trustedKeys); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("restore onto a full stream: %v", err)
 	}
 
@@ -239,7 +248,7 @@ func TestRestoreRefusesTamperedBackup(t *testing.T) {
 	file := backupOf(t, svc)
 	restore := func(file string, extra ...string) (string, string, error, string) {
 		fresh := testenv.NATS(t)
-		out, errOut, err := runLedger(t, "", append([]string{"restore", "--nats-url", fresh, "--nats-creds", testenv.Creds(t, fresh, natsauth.Admin), "--in", file}, extra...)...)
+		out, errOut, err := runLedger(t, "", append([]string{"restore", "--nats-url", fresh, "--nats-creds", testenv.Creds(t, fresh, natsauth.Admin), "--in", file, "--trust-backup-keys"}, extra...)...)
 		return out, errOut, err, fresh
 	}
 	const victim = 5

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,6 +46,10 @@ var (
 	// ErrNoKeys: a backup needs the signing keys in force (Write), or a
 	// format-1 backup the keys that signed it (Restore).
 	ErrNoKeys = errors.New("backup: no signing keys")
+	// ErrKeysUnchecked: restore was given neither the keys of the
+	// deployment the backup comes from nor leave to trust the keys the
+	// backup names itself.
+	ErrKeysUnchecked = errors.New("backup: its signing keys are not checked")
 )
 
 // keptHeaders are the headers of an event worth keeping; the others
@@ -206,8 +211,13 @@ type RestoreOptions struct {
 	// (it names none) is verified with them; a format-2 backup must name
 	// no key they lack (ErrUntrustedKey), so an edited backup re-signed
 	// with another key and naming it is refused. Nil: a format-2 backup
-	// is verified with the keys it names, which restore prints.
+	// is verified with the keys it names only with TrustBackupKeys.
 	Keys *signing.Keyring
+	// TrustBackupKeys verifies a format-2 backup with the keys it names
+	// when Keys is nil. Without it, and without Keys, Restore refuses
+	// (ErrKeysUnchecked): whoever could write the backup file could have
+	// edited its events and signed them again with a key of their own.
+	TrustBackupKeys bool
 }
 
 // Restore publishes the messages of a backup into the stream, creating
@@ -344,6 +354,10 @@ func readHeader(r io.Reader, opts RestoreOptions) (header, *signing.Keyring, err
 		} else {
 			history[k.ID] = signing.Historical{Key: k.PublicKey, UpTo: k.UpTo}
 		}
+	}
+	if h.Format != FormatV1 && opts.Keys == nil && !opts.TrustBackupKeys {
+		return header{}, nil, fmt.Errorf("%w: the backup names the key(s) %s; nothing restored: give the trusted keys file of the deployment it comes from (kept apart from the backups) to check them, or, knowing that whoever could write the backup could have edited its events and signed them again with a key of their own, trust the keys it names",
+			ErrKeysUnchecked, strings.Join(KeyIDs(h.Keys), ", "))
 	}
 	if h.Format != FormatV1 && opts.Keys != nil {
 		expected := opts.Keys.Public()
