@@ -197,9 +197,13 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 	}
 
 	b.WriteString("\nprojectors:")
-	if len(res.Projectors) == 0 {
+	switch {
+	case len(res.Projectors) == 0 && (!res.Postgres.Reachable || res.Postgres.Error != ""):
+		// Their offsets are rows in PostgreSQL: none read is not none.
+		b.WriteString(" unknown (PostgreSQL is down: their committed offsets cannot be read)\n")
+	case len(res.Projectors) == 0:
 		b.WriteString(" none has committed yet\n")
-	} else {
+	default:
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tPARTITION\tOWNER\tLIVE\tSEQ\tLAG (EVENTS)\tLAG (S)\tCOMMITTED")
