@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -84,12 +85,43 @@ func StartCluster(ctx context.Context, spec ClusterSpec, opts ...Option) (*Clust
 // freeAddr is a free port of 127.0.0.1 (free now: the member binds it
 // right after).
 func freeAddr() (string, error) {
+	// A port the kernel hands out for :0 is an ephemeral one, which it
+	// also gives any outgoing connection as its local port: a member that
+	// restarts on its port (its address is in the others' routes) could
+	// find it taken by a connection, another member's reconnect among
+	// them. A port below the ephemeral range is never given that way.
+	if low, ok := ephemeralLow(); ok && low > 16000 {
+		span := low - 15000
+		start := int(uint32(time.Now().UnixNano()) % uint32(span))
+		for i := range 200 {
+			port := 15000 + (start+i*7919)%span
+			if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				addr := l.Addr().String()
+				l.Close()
+				return addr, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("%w: no free port: %w", ErrStart, err)
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux).
+func ephemeralLow() (int, bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, false
+	}
+	low, err := strconv.Atoi(f[0])
+	return low, err == nil
 }
 
 // Size is the number of members.
