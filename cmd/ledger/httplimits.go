@@ -17,4 +17,5 @@ func addHTTPLimitFlags(cmd *cobra.Command, conns *api.ConnLimits, tokens *api.To
 	fs.IntVar(&tokens.Burst, "token-burst", tokens.Burst, "requests one token may make at once above --token-rate")
 	fs.IntVar(&tokens.Concurrent, "token-concurrency", tokens.Concurrent, "requests of one token in progress at once (0: no limit); past it 429 too_many_requests")
 	fs.IntVar(&tokens.Streams, "token-streams", tokens.Streams, "live streams (console pages following a pool) one token may hold open (0: no limit); past it 429 too_many_streams")
+	fs.IntVar(&tokens.Conns, "token-conns", tokens.Conns, "keep-alive connections one token may hold (0: no limit); past it a connection the token authenticates is closed after its answer and may be evicted for a newer one")
 }

@@ -44,7 +44,7 @@ func (s *Server) appendRequest(w http.ResponseWriter, r *http.Request) (pool str
 	name := r.PathValue("pool")
 	id, aerr := s.authenticate(r)
 	if aerr == nil {
-		authenticated(w, r)
+		s.authenticated(w, r, id.Name)
 		var release func()
 		if release, aerr = s.perToken.admit(id.Name, false); aerr == nil {
 			defer release() // the whole append, body and publish included

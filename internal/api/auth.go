@@ -68,7 +68,7 @@ func (s *Server) authorize(scope auth.Scope, stream bool, h http.Handler) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, aerr := s.authenticate(r)
 		if aerr == nil {
-			authenticated(w, r)
+			s.authenticated(w, r, id.Name)
 			aerr = allow(id, scope, r.PathValue("pool"))
 		}
 		var release func()

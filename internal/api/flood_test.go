@@ -336,3 +336,52 @@ func scrapeMetrics(t *testing.T, base, token string) map[string]float64 {
 	}
 	return out
 }
+
+// One token cannot hold the connections every other client needs (an
+// outside attack: a read token for one pool kept 17,788 authenticated
+// idle connections open and every producer's append timed out). Past
+// TokenLimits.Conns, a connection the token authenticates is answered
+// and closed; the producer's appends go on.
+func TestOneTokenCannotHoldTheConnections(t *testing.T) {
+	const budget, unauth, perToken, flood = 600, 300, 20, 500
+	limits := api.DefaultTokenLimits
+	limits.Rate, limits.Conns = 0, perToken
+	s := serve(t, api.ConnLimits{Max: budget, Unauthenticated: unauth}, api.WithTokenLimits(limits))
+	addr := strings.TrimPrefix(s.url, "http://")
+	closed := 0
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range flood {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		// A request with the token (it lacks the read scope: 403, after
+		// the token is known), then the connection kept idle.
+		fmt.Fprintf(c, "GET /v1/pools/p/allocations HTTP/1.1\r\nHost: ledger\r\nAuthorization: Bearer %s\r\n\r\n", s.scraper)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("the token's request: %v", err)
+		}
+		resp.Body.Close()
+		if resp.Close {
+			closed++
+		}
+	}
+	fams := scrapeMetrics(t, s.url, s.scraper)
+	authed := fams[`ledger_http_connections{state="authenticated"}`]
+	t.Logf("%d of %d connections of one token closed after their answer; %v authenticated connections open", closed, flood, authed)
+	if closed < flood-perToken || authed > perToken+5 {
+		t.Fatalf("one token holds %v authenticated connections (bound %d); %d of %d closed after their answer", authed, perToken, closed, flood)
+	}
+	lat, _ := s.appendLatencies(t, 50)
+	if p99 := quantile(lat, .99); p99 > 5*time.Second {
+		t.Errorf("the producer's appends beside the token's connections: p99 %v", p99)
+	}
+}

@@ -29,13 +29,17 @@ type TokenLimits struct {
 	Burst      int     // requests at once above the rate
 	Concurrent int     // requests in progress
 	Streams    int     // open live streams
+	// Conns bounds the keep-alive connections one token holds: past it a
+	// connection it authenticates is served and then closed, and may be
+	// evicted for a newer one, as one without a token is.
+	Conns int
 }
 
 // DefaultTokenLimits: well above one producer's or one reader's needs
 // (an array of up to 1,000 events is one request; the console makes a
 // few requests a second), well below what would take a server's
 // capacity from every other token.
-var DefaultTokenLimits = TokenLimits{Rate: 2000, Burst: 4000, Concurrent: 64, Streams: 8}
+var DefaultTokenLimits = TokenLimits{Rate: 2000, Burst: 4000, Concurrent: 64, Streams: 8, Conns: 128}
 
 // WithTokenLimits sets the per-token limits (default DefaultTokenLimits).
 func WithTokenLimits(l TokenLimits) Option { return func(s *Server) { s.tokenLimits = l } }
@@ -103,10 +107,12 @@ func (p *perToken) admit(name string, stream bool) (release func(), aerr *apiErr
 // authenticated is what a request that presented a valid token gets: its
 // connection is no longer an unauthenticated one (connlimit), so it may
 // stay open between requests (keep-alive), and its answer does not close
-// it. The middleware noKeepAlive set Connection: close before.
-func authenticated(w http.ResponseWriter, r *http.Request) {
-	connlimit.Authenticated(r.Context())
-	w.Header().Del("Connection")
+// it, unless the token holds TokenLimits.Conns such connections already.
+// The middleware noKeepAlive set Connection: close before.
+func (s *Server) authenticated(w http.ResponseWriter, r *http.Request, token string) {
+	if connlimit.AuthenticatedAs(r.Context(), token, s.tokenLimits.Conns) {
+		w.Header().Del("Connection")
+	}
 }
 
 // noKeepAlive closes, after its answer, the connection of a request that

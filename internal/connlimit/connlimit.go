@@ -80,7 +80,8 @@ type Listener struct {
 	open                int64 // guarded by mu
 
 	mu      sync.Mutex
-	unauth  list.List // of *Conn not authenticated yet, oldest first
+	unauth  list.List      // of *Conn not authenticated yet, oldest first
+	byOwner map[string]int // authenticated connections by the token they authenticated with
 	evicted atomic.Int64
 }
 
@@ -91,7 +92,7 @@ func Listen(l net.Listener, maxConns, maxUnauth int) *Listener {
 	if maxUnauth <= 0 || maxUnauth > maxConns {
 		maxUnauth = max(maxConns/2, 1)
 	}
-	return &Listener{Listener: netutil.LimitListener(l, maxConns), maxConns: maxConns, maxUnauth: maxUnauth}
+	return &Listener{Listener: netutil.LimitListener(l, maxConns), maxConns: maxConns, maxUnauth: maxUnauth, byOwner: map[string]int{}}
 }
 
 // MaxConns is the bound on all connections.
@@ -159,16 +160,40 @@ type Conn struct {
 	l      *Listener
 	elem   *list.Element // in l.unauth while not authenticated; guarded by l.mu
 	authed atomic.Bool
-	closed bool // guarded by l.mu
+	owner  string // the token it authenticated with; guarded by l.mu
+	closed bool   // guarded by l.mu
 }
 
 // Authenticated marks the connection as one whose client presented a
 // valid token: it is no longer counted against the unauthenticated bound
 // nor closed for newer connections.
-func (c *Conn) Authenticated() {
-	if c.authed.CompareAndSwap(false, true) {
-		c.l.forget(c)
+func (c *Conn) Authenticated() { c.AuthenticatedAs("", 0) }
+
+// AuthenticatedAs marks the connection as authenticated with the token
+// named owner, unless that token already holds limit authenticated
+// connections (limit <= 0: no bound): then it stays unauthenticated (the
+// server closes it after its answer, and a newer connection may evict
+// it), so one token cannot hold the connections every other client
+// needs. It reports whether the connection is authenticated.
+func (c *Conn) AuthenticatedAs(owner string, limit int) bool {
+	if c.authed.Load() {
+		return true
 	}
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.closed || (limit > 0 && l.byOwner[owner] >= limit) {
+		return false
+	}
+	if c.authed.CompareAndSwap(false, true) {
+		c.owner = owner
+		l.byOwner[owner]++
+		if c.elem != nil {
+			l.unauth.Remove(c.elem)
+			c.elem = nil
+		}
+	}
+	return true
 }
 
 // IsAuthenticated reports whether a request on the connection presented
@@ -185,6 +210,11 @@ func (c *Conn) Close() error {
 	if !c.closed {
 		c.closed = true
 		c.l.open--
+		if c.authed.Load() {
+			if c.l.byOwner[c.owner]--; c.l.byOwner[c.owner] <= 0 {
+				delete(c.l.byOwner, c.owner)
+			}
+		}
 	}
 	c.l.mu.Unlock()
 	return c.Conn.Close()
@@ -207,10 +237,15 @@ func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 
 // Authenticated marks the connection of the request whose context is
 // ctx as authenticated (nothing when it is not a Listener's).
-func Authenticated(ctx context.Context) {
+func Authenticated(ctx context.Context) { AuthenticatedAs(ctx, "", 0) }
+
+// AuthenticatedAs is Conn.AuthenticatedAs for the connection of the
+// request whose context is ctx (true when it is not a Listener's).
+func AuthenticatedAs(ctx context.Context, owner string, limit int) bool {
 	if c, ok := ctx.Value(connKey{}).(*Conn); ok {
-		c.Authenticated()
+		return c.AuthenticatedAs(owner, limit)
 	}
+	return true
 }
 
 // IsAuthenticated reports whether the connection of the request whose
