@@ -162,6 +162,37 @@ func TestStoreAttacks(t *testing.T) {
 			t.Errorf("dev did not say it restored a role:\n%s", dev.stderr)
 		}
 		appendProjected("after the API's role changed its password")
+
+		// The holder races the guard, changing its password again and
+		// again (an outside attack stopped the guard for good so, and
+		// found the restored password in PostgreSQL's log): the guard
+		// goes on, the printed URL works again once the holder stops, and
+		// the log holds no password.
+		c, err := pgx.Connect(ctx, reporting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			if _, err := c.Exec(ctx, fmt.Sprintf("ALTER ROLE CURRENT_USER PASSWORD 'race%d'", i)); err != nil {
+				t.Logf("race %d: %v", i, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close(ctx)
+		if strings.Contains(dev.stderr.String(), "guard stopped") {
+			t.Errorf("the role guard stopped:\n%s", dev.stderr)
+		}
+		if !waitConnects(reporting, true, 5*time.Second) {
+			t.Errorf("reporting: the printed URL still refused 5s after the race")
+		}
+		pw := urlPassword(t, reporting)
+		logs, _ := filepath.Glob(filepath.Join(data, "pg", "*.log"))
+		logs2, _ := filepath.Glob(filepath.Join(data, "pg", "log", "*"))
+		for _, f := range append(logs, logs2...) {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), pw) {
+				t.Errorf("%s holds the reporting role's password", f)
+			}
+		}
 	})
 
 	t.Run("F7 no large objects, no other database, no advisory locks", func(t *testing.T) {
@@ -367,4 +398,18 @@ func TestDevRefusesPlantedCluster(t *testing.T) {
 	// Mended, it starts again.
 	dev = startDev(t, bin, made, freeAddr(t), freeAddr(t))
 	dev.stop(t)
+}
+
+// urlPassword is the password of a PostgreSQL URL.
+func urlPassword(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, ok := u.User.Password()
+	if !ok || pw == "" {
+		t.Fatalf("no password in the URL")
+	}
+	return pw
 }

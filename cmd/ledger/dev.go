@@ -411,7 +411,7 @@ func guardRoles(ctx context.Context, log *slog.Logger, pg *pgcluster.Cluster) {
 }
 
 // roleGuardInterval is how often dev compares the roles with what it set.
-const roleGuardInterval = time.Second
+const roleGuardInterval = 250 * time.Millisecond
 
 func stopPostgres(log *slog.Logger, pg *pgcluster.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -222,11 +222,15 @@ func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restor
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				return fmt.Errorf("pgcluster: restore role %s: %w", role, err)
+				// The holder may be changing the role at the same
+				// moment ("tuple concurrently updated"): the guard
+				// goes on, and restores it at the next tick (an
+				// outside attack stopped it so, for good).
+				continue
 			}
 			now, err := fingerprints(ctx, conn, []string{role})
 			if err != nil {
-				return fmt.Errorf("pgcluster: read role %s: %w", role, err)
+				continue
 			}
 			want[role] = now[role]
 			if restored != nil {
@@ -257,6 +261,14 @@ func (c *Cluster) superConn(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.Connect(ctx, c.URLFor(c.database))
 	if err != nil {
 		return nil, newErr(ErrStart, redact.Error(err, c.URLFor(c.database)), "connect as %s", Superuser)
+	}
+	// This session sets the roles' passwords: a statement of it that
+	// fails must not be written to the server's log with its text (the
+	// password in clear; PostgreSQL logs a failing statement from
+	// log_min_error_statement = error). The error still comes back here.
+	if _, err := conn.Exec(ctx, "SET log_min_error_statement = panic"); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, newErr(ErrStart, err, "configure the %s session", Superuser)
 	}
 	return conn, nil
 }
