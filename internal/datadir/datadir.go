@@ -55,6 +55,9 @@ func Check(dir string, layout Layout) error {
 	if err := ownedAndClosed(dir, fi, uid, 0o022); err != nil {
 		return err
 	}
+	if err := parentsClosed(dir, uid); err != nil {
+		return err
+	}
 	for _, d := range layout.Dirs {
 		path := filepath.Join(dir, d)
 		fi, err := os.Lstat(path)
@@ -99,6 +102,33 @@ func Check(dir string, layout Layout) error {
 		}
 	}
 	return nil
+}
+
+// parentsClosed refuses dir when a directory above it could let another
+// user rename or replace it, as ssh's StrictModes refuses a key below
+// such a directory: each parent must be owned by uid or root, and be
+// writable by group or others only with the sticky bit (as /tmp is, where
+// only an entry's owner may rename it).
+func parentsClosed(dir string, uid int) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if owner, ok := ownerOf(fi); ok && owner != uid && owner != 0 {
+			return &Error{Path: p, Reason: fmt.Sprintf("(a directory above the data directory) is owned by uid %d, not by you (uid %d) or root: that user could rename the data directory and put their own in its place; use a data directory below directories of your own", owner, uid)}
+		}
+		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+			return &Error{Path: p, Reason: fmt.Sprintf("(a directory above the data directory) has mode %#o without the sticky bit: group or others could rename the data directory and put their own in its place", fi.Mode().Perm())}
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }
 
 // ownedAndClosed refuses path unless uid owns it and it has none of the

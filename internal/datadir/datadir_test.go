@@ -2,6 +2,7 @@ package datadir
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,41 @@ func TestCheck(t *testing.T) {
 		var e *Error
 		if !errors.Is(err, ErrUntrusted) || !errors.As(err, &e) || e.Path != want || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want a refusal of %s saying %q", name, err, want, tc.says)
+		}
+	}
+}
+
+// A directory above the data directory that another user owns, or that
+// group or others may write without the sticky bit, could let them rename
+// the data directory and put their own in its place: refused, naming it
+// (as ssh's StrictModes); a sticky world-writable parent (/tmp) is fine.
+func TestCheckParents(t *testing.T) {
+	foreign := 4242
+	if os.Geteuid() == foreign {
+		foreign++
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("chown needs root (the tests run as root)")
+	}
+	for name, tc := range map[string]struct {
+		spoil func(parent string) error
+		says  string
+	}{
+		"foreign parent":          {func(p string) error { return os.Chown(p, foreign, foreign) }, "owned by uid 4242"},
+		"world-writable parent":   {func(p string) error { return os.Chmod(p, 0o777) }, "without the sticky bit"},
+		"sticky parent (as /tmp)": {func(p string) error { return os.Chmod(p, 0o777|fs.ModeSticky) }, ""},
+	} {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "data")
+		must(t, os.Mkdir(dir, 0o700))
+		must(t, tc.spoil(parent))
+		err := Check(dir, layout)
+		var e *Error
+		switch {
+		case tc.says == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", name, err)
+		case tc.says != "" && (!errors.As(err, &e) || e.Path != parent || !strings.Contains(err.Error(), tc.says)):
+			t.Errorf("%s: %v; want a refusal of %s saying %q", name, err, parent, tc.says)
 		}
 	}
 }
