@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -292,13 +293,14 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 	if err != nil {
 		return err
 	}
+	defer dec.abandon()
 	for i, m := range msgs {
 		if stop != nil {
 			break
 		}
-		seq := dec[i].Seq
+		seq := dec.seq[i]
 		if seq <= b.to { // committed before (redelivery): ack, never apply twice
-			p.delivered = dec[i].Delivery
+			p.delivered = dec.delivery[i]
 			last = m
 			continue
 		}
@@ -306,8 +308,8 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			p.carry = msgs[i:]
 			break
 		}
-		follows := p.delivered != 0 && dec[i].Delivery != 0 && dec[i].Delivery == p.delivered+1
-		p.delivered = dec[i].Delivery
+		follows := p.delivered != 0 && dec.delivery[i] != 0 && dec.delivery[i] == p.delivered+1
+		p.delivered = dec.delivery[i]
 		switch {
 		case seq == b.to+1 || p.cfg.part == nil:
 		case p.filters != nil && follows:
@@ -327,7 +329,8 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			gap = true
 			break
 		}
-		if stop = p.take(ctx, b, bg, &dec[i], later[i]); stop != nil {
+		dec.wait(i)
+		if stop = p.take(ctx, b, bg, &dec.dec[i], later[i]); stop != nil {
 			break
 		}
 		b.to, last = seq, m
@@ -424,36 +427,88 @@ func (p *Projector) restartConsumer(ctx context.Context) error {
 	return p.retry(ctx, "recreate consumer", func() error { return p.resetConsumer(ctx) })
 }
 
-// decodeBatch decodes and authenticates a fetched batch ahead of its
-// fold, over the cores (DecodeAll); the messages at or below the folded
-// sequence (redeliveries) carry only their sequence.
-func (p *Projector) decodeBatch(msgs []jetstream.Msg) ([]Decoded, error) {
-	dec := make([]Decoded, len(msgs))
-	todo := make([]stream.Msg, 0, len(msgs))
-	at := make([]int, 0, len(msgs))
+// batchDecoding is a fetched batch being decoded and authenticated over
+// the cores while the fold takes its messages in order (decision #314):
+// decoding, signatures above all, and folding overlap within a batch
+// instead of the fold waiting for the whole batch. seq and delivery are
+// known at once (the messages' metadata); dec[i] only once wait(i)
+// returned.
+type batchDecoding struct {
+	seq      []uint64
+	delivery []uint64 // Decoded.Delivery
+	dec      []Decoded
+	ready    []chan struct{} // one per chunk of decodeChunk messages
+	stop     atomic.Bool
+}
+
+// wait returns once dec[i] is decoded.
+func (d *batchDecoding) wait(i int) { <-d.ready[i/decodeChunk] }
+
+// abandon spares the decoding of the chunks no worker started: the rest
+// of the batch is not folded now (carried over, or the batch stopped).
+func (d *batchDecoding) abandon() { d.stop.Store(true) }
+
+// decodeBatch starts decoding and authenticating a fetched batch ahead
+// of its fold, a chunk per core at a time, in order; the messages at or
+// below the folded sequence (redeliveries) carry only their sequence.
+func (p *Projector) decodeBatch(msgs []jetstream.Msg) (*batchDecoding, error) {
+	n := len(msgs)
+	chunks := (n + decodeChunk - 1) / decodeChunk
+	d := &batchDecoding{seq: make([]uint64, n), delivery: make([]uint64, n), dec: make([]Decoded, n), ready: make([]chan struct{}, chunks)}
+	todo := make([]stream.Msg, n)
+	need := make([]bool, n)
 	for i, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
 			return nil, fatalf("message without JetStream metadata: %v", err)
 		}
 		seq := md.Sequence.Stream
-		dec[i].Seq = seq
+		d.seq[i], d.dec[i].Seq = seq, seq
 		if md.NumDelivered == 1 { // a redelivery follows nothing (subjects.go)
-			dec[i].Delivery = md.Sequence.Consumer
+			d.delivery[i] = md.Sequence.Consumer
 		}
-		if seq <= p.folded {
-			continue
+		if seq > p.folded {
+			todo[i], need[i] = stream.Msg{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}, true
 		}
-		todo = append(todo, stream.Msg{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
-		at = append(at, i)
 	}
-	out := make([]Decoded, len(todo))
-	DecodeAll(p.cfg.keys, p.wants(), todo, out)
-	for k, i := range at {
-		out[k].Delivery = dec[i].Delivery
-		dec[i] = out[k]
+	keys, want := p.cfg.keys, p.wants()
+	decodeChunkAt := func(c int) {
+		if !d.stop.Load() {
+			for i := c * decodeChunk; i < min((c+1)*decodeChunk, n); i++ {
+				if need[i] {
+					d.dec[i] = Decode(keys, want, todo[i])
+					d.dec[i].Delivery = d.delivery[i]
+				}
+			}
+		}
+		close(d.ready[c])
 	}
-	return dec, nil
+	for c := range d.ready {
+		d.ready[c] = make(chan struct{})
+	}
+	workers := min(runtime.GOMAXPROCS(0), chunks)
+	if keys == nil && n < parallelFrom {
+		workers = 1 // a few microseconds each: not worth a goroutine
+	}
+	if workers <= 1 {
+		for c := range chunks {
+			decodeChunkAt(c)
+		}
+		return d, nil
+	}
+	var next atomic.Int64 // the chunks are taken in order: the first ones are ready first
+	for range workers {
+		go func() {
+			for {
+				c := int(next.Add(1) - 1)
+				if c >= chunks {
+					return
+				}
+				decodeChunkAt(c)
+			}
+		}()
+	}
+	return d, nil
 }
 
 // wants is the filter of the messages this projector folds: its
