@@ -32,8 +32,9 @@ import (
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
-// BenchmarkWhatIf times POST /v1/pools/{pool}/what-if on a 10,000-leaf
-// pool (a 3-level tree, 1,000 hosts of 20 slots, every leaf with demand;
+// BenchmarkWhatIf times POST /v1/pools/{pool}/what-if on a 1,500-leaf
+// pool, about the largest plan the API takes (events.MaxPlanConsumers,
+// parents included) (a 3-level tree, 150 hosts of 20 slots, every leaf with demand;
 // with ownership: gen.OwnedBench's), projected with a snapshot every
 // 5,000 events: the fork at the snapshot (nothing to replay), and 1,000
 // demand events after it (the default fork, now). The question: the plan
@@ -41,12 +42,12 @@ import (
 // answer, every consumer's figures before and after (about 3 MB).
 func BenchmarkWhatIf(b *testing.B) {
 	for _, owned := range []bool{false, true} {
-		name := "leaves=10000"
+		name := "leaves=1500"
 		if owned {
 			name += "/ownership"
 		}
 		b.Run(name, func(b *testing.B) {
-			w := newWhatIfBench(b, 10000, owned)
+			w := newWhatIfBench(b, 1500, owned)
 			b.Run("fork-at-snapshot", func(b *testing.B) { w.run(b, w.snapshot) })
 			b.Run("replay-1000", func(b *testing.B) { w.run(b, 0) })
 		})
