@@ -243,12 +243,7 @@ func (f *layeredFold) dividePriority(x int32, d *heldDivision) {
 			if v == noNode {
 				break
 			}
-			give := minSlots(minSlots(need, d.cur[v]-d.g[v]), f.roomIn(x, d, l, v))
-			if f.parentEnf {
-				if bv, bl := f.branchOf(x, v), f.branchOf(x, l); bv != bl {
-					give = minSlots(give, d.cur[bv]-minSlots(d.planned[bv], f.eff[bv]))
-				}
-			}
+			give := f.victimGives(x, d, l, v, need)
 			if give <= 0 {
 				blocked = append(blocked, v)
 				continue
@@ -266,6 +261,20 @@ func (f *layeredFold) grantIn(x int32, d *heldDivision, l int32, need Slots) {
 	if k := minSlots(minSlots(need, d.left), f.roomIn(x, d, l, noNode)); k > 0 {
 		f.addCur(x, d, l, k)
 	}
+}
+
+// victimGives is what victim v gives claimant l of need under priority
+// (docs/rules.md#priority): never below its G, within l's room, and with
+// parent enforcement never taking v's branch (a child of x other than
+// l's) below min(its planned share, its effective demand).
+func (f *layeredFold) victimGives(x int32, d *heldDivision, l, v int32, need Slots) Slots {
+	give := minSlots(minSlots(need, d.cur[v]-d.g[v]), f.roomIn(x, d, l, v))
+	if f.parentEnf {
+		if bv, bl := f.branchOf(x, v), f.branchOf(x, l); bv != bl {
+			give = minSlots(give, d.cur[bv]-minSlots(d.planned[bv], f.eff[bv]))
+		}
+	}
+	return give
 }
 
 // branchOf is the child of x whose subtree holds leaf l.

@@ -192,12 +192,7 @@ func (f *layeredFold) reclaimPerClass(x int32, d *heldDivision, pc *poolClasses,
 				usable += n
 			}
 		}
-		give := minSlots(minSlots(need, d.cur[v]-d.g[v]), minSlots(usable, f.roomIn(x, d, l, v)))
-		if f.parentEnf {
-			if bv, bl := f.branchOf(x, v), f.branchOf(x, l); bv != bl {
-				give = minSlots(give, d.cur[bv]-minSlots(d.planned[bv], f.eff[bv]))
-			}
-		}
+		give := minSlots(f.victimGives(x, d, l, v, need), usable)
 		if give <= 0 {
 			blocked = append(blocked, v)
 			continue
