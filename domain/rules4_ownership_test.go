@@ -76,66 +76,43 @@ func TestRules4ReturnNamesTheLender(t *testing.T) {
 // that owns slots (ruling 10); under rules 3 a move carries none and no
 // lend is revoked (the golden corpus holds the rest of rules 3).
 func TestRules4ReleaseDeadlines(t *testing.T) {
-	runs := 300
-	if testing.Short() {
-		runs = 60
-	}
 	moved, revoked := 0, 0
-	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+61000), 40)
-		for _, v := range []domain.RulesVersion{domain.RulesV3, domain.RulesV4} {
-			p := domain.NewPool("deadlines", domain.WithDevelopmentRules())
-			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			seq := uint64(0)
-			for i, ev := range sc.Events {
-				at = at.Add(time.Second)
-				if pc, ok := ev.(*events.PlanChange); ok {
-					stamped := *pc
-					stamped.Plan.Rules = int(v)
-					ev = &stamped
+	foldOwnedLogs(t, 61000, nil, func(p *domain.Pool, v domain.RulesVersion, r domain.Result, seed uint64, i int, _ events.Payload, at time.Time) {
+		plan, _ := p.Plan()
+		grace := map[string][2]time.Duration{}
+		for _, c := range plan.Consumers {
+			var g [2]time.Duration
+			if c.ReclaimGrace != nil {
+				g[0] = c.ReclaimGrace.Duration
+			}
+			if c.LendGrace != nil {
+				g[1] = c.LendGrace.Duration
+			}
+			grace[c.Path] = g
+		}
+		for _, d := range r.Decisions {
+			switch {
+			case d.Rule == domain.RuleMoved && v == domain.RulesV3 && d.Deadline != nil:
+				t.Fatalf("seed %d event %d, rules 3: %+v has a deadline", seed, i, d)
+			case d.Rule == domain.RuleMoved && v == domain.RulesV4:
+				moved++
+				if d.Deadline == nil || !d.Deadline.Equal(at.Add(grace[d.Consumer][0])) {
+					t.Fatalf("seed %d event %d, rules 4: %+v, want the deadline %v (its reclaim_grace)", seed, i, d, at.Add(grace[d.Consumer][0]))
 				}
-				r, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev})
-				if err != nil {
-					continue
+			case d.Rule == domain.RuleLendRevoked && v == domain.RulesV3:
+				t.Fatalf("seed %d event %d, rules 3 revoked a lend: %+v", seed, i, d)
+			case d.Rule == domain.RuleLendRevoked:
+				revoked++
+				lender := false
+				for _, g := range grace {
+					lender = lender || (d.Deadline != nil && d.Deadline.Equal(at.Add(g[1])))
 				}
-				seq++
-				plan, _ := p.Plan()
-				grace := map[string][2]time.Duration{}
-				for _, c := range plan.Consumers {
-					var g [2]time.Duration
-					if c.ReclaimGrace != nil {
-						g[0] = c.ReclaimGrace.Duration
-					}
-					if c.LendGrace != nil {
-						g[1] = c.LendGrace.Duration
-					}
-					grace[c.Path] = g
-				}
-				for _, d := range r.Decisions {
-					switch {
-					case d.Rule == domain.RuleMoved && v == domain.RulesV3 && d.Deadline != nil:
-						t.Fatalf("seed %d event %d, rules 3: %+v has a deadline", seed, i, d)
-					case d.Rule == domain.RuleMoved && v == domain.RulesV4:
-						moved++
-						if d.Deadline == nil || !d.Deadline.Equal(at.Add(grace[d.Consumer][0])) {
-							t.Fatalf("seed %d event %d, rules 4: %+v, want the deadline %v (its reclaim_grace)", seed, i, d, at.Add(grace[d.Consumer][0]))
-						}
-					case d.Rule == domain.RuleLendRevoked && v == domain.RulesV3:
-						t.Fatalf("seed %d event %d, rules 3 revoked a lend: %+v", seed, i, d)
-					case d.Rule == domain.RuleLendRevoked:
-						revoked++
-						lender := false
-						for _, g := range grace {
-							lender = lender || (d.Deadline != nil && d.Deadline.Equal(at.Add(g[1])))
-						}
-						if !lender {
-							t.Fatalf("seed %d event %d: %+v's deadline is no consumer's lend_grace after the event", seed, i, d)
-						}
-					}
+				if !lender {
+					t.Fatalf("seed %d event %d: %+v's deadline is no consumer's lend_grace after the event", seed, i, d)
 				}
 			}
 		}
-	}
+	})
 	if moved == 0 {
 		t.Fatal("no move under rules 4: the test tests nothing")
 	}
@@ -152,8 +129,6 @@ func TestRules4ReleaseDeadlines(t *testing.T) {
 // after every event every consumer's allocation is the same in both, and
 // the swaps are counted (grants of rule own.use the other run does not
 // make on that host).
-var swapRules = domain.RulesV4
-
 func TestRules4SwapKeepsCounts(t *testing.T) {
 	runs := 300
 	if testing.Short() {
@@ -212,15 +187,59 @@ func TestRules4SwapKeepsCounts(t *testing.T) {
 // and is given slots by the share rules in one event; under rules 3 some
 // are (the ruling's reason), which the test also finds.
 func TestRules4NoMoveWithoutPreemption(t *testing.T) {
+	movedV3 := 0
+	no := false
+	withoutPreemption := func(plan *events.Plan) { plan.Policy.Preemption = &no }
+	foldOwnedLogs(t, 63000, withoutPreemption, func(_ *domain.Pool, v domain.RulesVersion, r domain.Result, seed uint64, i int, ev events.Payload, _ time.Time) {
+		// A move is a leaf giving slots up (release.moved) and
+		// given slots by the share rules (grant, lend) in one
+		// event; an owner's excess above E after its own layer
+		// takes its slots back (ruling 5) is no move.
+		moved, gained := map[string]bool{}, map[string]bool{}
+		for _, d := range r.Decisions {
+			switch {
+			case d.Kind == domain.KindReclaim:
+				if v == domain.RulesV4 {
+					t.Fatalf("seed %d event %d (%T), rules 4 without preemption: %+v", seed, i, ev, d)
+				}
+				movedV3++
+			case d.Rule == domain.RuleMoved:
+				moved[d.Consumer] = true
+			case (d.Kind == domain.KindGrant || d.Kind == domain.KindLend) && d.Rule != domain.RuleOwnUse:
+				gained[d.Consumer] = true
+			}
+		}
+		for c := range moved {
+			if !gained[c] {
+				continue
+			}
+			if v == domain.RulesV4 {
+				t.Fatalf("seed %d event %d (%T), rules 4 without preemption moved %s: %+v", seed, i, ev, c, r.Decisions)
+			}
+			movedV3++
+		}
+	})
+	if movedV3 == 0 {
+		t.Fatal("rules 3 moved nothing either: the logs do not exercise the ruling")
+	}
+	t.Logf("rules 3 moved or reclaimed %d times without preemption; rules 4 never", movedV3)
+}
+
+// foldOwnedLogs folds 300 random ownership logs (60 with -short), seeds
+// from base, under rules 3 and then under rules 4, every plan stamped with
+// the version and changed by tweak (when not nil), and calls check after
+// every event folded, with the time it was folded at.
+func foldOwnedLogs(t *testing.T, base uint64, tweak func(*events.Plan),
+	check func(p *domain.Pool, v domain.RulesVersion, r domain.Result, seed uint64, i int, ev events.Payload, at time.Time)) {
+	t.Helper()
 	runs := 300
 	if testing.Short() {
 		runs = 60
 	}
-	movedV3 := 0
 	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+63000), 40)
+		sc := gen.GenerateOwned(gen.NewRand(seed+base), 40)
 		for _, v := range []domain.RulesVersion{domain.RulesV3, domain.RulesV4} {
-			p := domain.NewPool("nomove", domain.WithDevelopmentRules())
+			p := domain.NewPool("rules4", domain.WithDevelopmentRules())
 			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			seq := uint64(0)
 			for i, ev := range sc.Events {
@@ -228,8 +247,9 @@ func TestRules4NoMoveWithoutPreemption(t *testing.T) {
 				if pc, ok := ev.(*events.PlanChange); ok {
 					stamped := *pc
 					stamped.Plan.Rules = int(v)
-					no := false
-					stamped.Plan.Policy.Preemption = &no
+					if tweak != nil {
+						tweak(&stamped.Plan)
+					}
 					ev = &stamped
 				}
 				r, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev})
@@ -237,38 +257,8 @@ func TestRules4NoMoveWithoutPreemption(t *testing.T) {
 					continue
 				}
 				seq++
-				// A move is a leaf giving slots up (release.moved) and
-				// given slots by the share rules (grant, lend) in one
-				// event; an owner's excess above E after its own layer
-				// takes its slots back (ruling 5) is no move.
-				moved, gained := map[string]bool{}, map[string]bool{}
-				for _, d := range r.Decisions {
-					switch {
-					case d.Kind == domain.KindReclaim:
-						if v == domain.RulesV4 {
-							t.Fatalf("seed %d event %d (%T), rules 4 without preemption: %+v", seed, i, ev, d)
-						}
-						movedV3++
-					case d.Rule == domain.RuleMoved:
-						moved[d.Consumer] = true
-					case (d.Kind == domain.KindGrant || d.Kind == domain.KindLend) && d.Rule != domain.RuleOwnUse:
-						gained[d.Consumer] = true
-					}
-				}
-				for c := range moved {
-					if !gained[c] {
-						continue
-					}
-					if v == domain.RulesV4 {
-						t.Fatalf("seed %d event %d (%T), rules 4 without preemption moved %s: %+v", seed, i, ev, c, r.Decisions)
-					}
-					movedV3++
-				}
+				check(p, v, r, seed, i, ev, at)
 			}
 		}
 	}
-	if movedV3 == 0 {
-		t.Fatal("rules 3 moved nothing either: the logs do not exercise the ruling")
-	}
-	t.Logf("rules 3 moved or reclaimed %d times without preemption; rules 4 never", movedV3)
 }
