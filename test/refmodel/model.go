@@ -30,8 +30,12 @@ type Decision struct {
 	Kind, Consumer, From, Host string
 	Slots                      int64
 	Rule                       string
-	// Deadline is set on `return` decisions only: time + the lender's
-	// lend_grace (docs/rules.md#time). Reclaim deadlines are not modelled.
+	// Deadline (section 6): a `return` carries time + the lender's
+	// lend_grace; a `reclaim` time + the victim's reclaim_grace (so the
+	// event's own time when that grace is 0: "+0s", not none); under
+	// rules 4 a `release.lend_revoked` time + the lender's lend_grace
+	// (ruling 10) and a `release.moved` of a move time + the mover's
+	// reclaim_grace (ruling 13). The zero time means none.
 	Deadline time.Time
 }
 
@@ -516,7 +520,7 @@ type fold struct {
 	m   *Model
 	d   *derived
 	seq uint64
-	at  time.Time // the event's time: only return deadlines use it
+	at  time.Time // the event's time: decisions' deadlines use it
 	ly  *layers   // the layered fold of this rebalance (ownership plans)
 	out []Decision
 	// Under balance:false, kept for the tests: the allocations when the
@@ -533,12 +537,8 @@ type fold struct {
 	seat seats
 }
 
-// apply folds one event into m (a clone: Apply discards it on error) and
-// returns the fold, whose out holds the decisions.
-func (m *Model) apply(seq uint64, p events.Payload) (*fold, error) {
-	return m.applyAt(seq, time.Time{}, p)
-}
-
+// applyAt folds one event of time at into m (a clone: Apply discards it
+// on error) and returns the fold, whose out holds the decisions.
 func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, error) {
 	f := &fold{m: m, seq: seq, at: at}
 	var oldNodes map[string]*node // set on a plan: ownership decisions compare with it
@@ -744,7 +744,15 @@ func (f *fold) track() {
 	}
 }
 
+// emit records d. A reclaim gets its deadline here, whoever made it:
+// section 6, "A reclaim decision carries deadline = time + grace: the
+// lender's lend_grace for a return of lent owned slots, otherwise the
+// victim's reclaim_grace". A grace of 0 is a deadline at the event's
+// time, not none (rules-v4.md part C writes it "+0s").
 func (f *fold) emit(d Decision) {
+	if d.Kind == "reclaim" && d.Deadline.IsZero() {
+		d.Deadline = f.at.Add(f.m.nodes[d.From].reclaimGrace)
+	}
 	f.out = append(f.out, d)
 }
 

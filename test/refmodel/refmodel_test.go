@@ -226,7 +226,8 @@ func TestSeed000DecisionLog(t *testing.T) {
 		t.Fatalf("decisions %+v, want %+v", got, want)
 	}
 	got = mustApply(t, m, 5, demand("/C", 1))
-	want = []Decision{{Kind: "reclaim", Consumer: "/C", From: "/B", Host: "h1", Slots: 1, Rule: "priority.reclaim"}}
+	want = []Decision{{Kind: "reclaim", Consumer: "/C", From: "/B", Host: "h1", Slots: 1, Rule: "priority.reclaim",
+		Deadline: time.Unix(5, 0)}} // time + the victim's reclaim_grace 0 (section 6)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("decisions %+v, want %+v", got, want)
 	}
@@ -373,7 +374,7 @@ func TestHostsPlanAndMax(t *testing.T) {
 	ds := mustApply(t, m, 5, &events.HostDown{Host: "h2"})
 	want := []Decision{ // B is trimmed below its new share 3 and reclaims from A
 		{Kind: "trim", Consumer: "/B", Host: "h2", Slots: 4, Rule: "trim.host_down"},
-		{Kind: "reclaim", Consumer: "/B", From: "/A", Host: "h1", Slots: 2, Rule: "priority.reclaim"},
+		{Kind: "reclaim", Consumer: "/B", From: "/A", Host: "h1", Slots: 2, Rule: "priority.reclaim", Deadline: time.Unix(5, 0)},
 	}
 	if !reflect.DeepEqual(ds, want) {
 		t.Fatalf("host down: %+v", ds)
@@ -507,7 +508,7 @@ func TestRandomInvariants(t *testing.T) {
 				continue
 			}
 			again := before.clone()
-			f, _ := again.apply(seq, p) // the internal fold, to see the balance:false phases
+			f, _ := again.applyAt(seq, time.Unix(int64(seq), 0), p) // the internal fold, to see the balance:false phases
 			if !reflect.DeepEqual(ds, f.out) || !reflect.DeepEqual(again, m) {
 				t.Fatalf("run %d seq %d: fold not deterministic", run, seq)
 			}
@@ -551,7 +552,7 @@ func checkBalanceFalse(t *testing.T, name string, before, after *Model, seq uint
 		q.Plan.Policy.Balance = nil
 		p = &q
 	}
-	fb, err := flipped.apply(seq, p)
+	fb, err := flipped.applyAt(seq, time.Unix(int64(seq), 0), p) // the time Apply was given: reclaims carry deadlines
 	if err != nil {
 		t.Fatalf("%s: balanced twin refused: %v", name, err)
 	}
@@ -628,7 +629,7 @@ func checkVersions(t *testing.T, name string, before, after *Model, seq uint64, 
 	}
 	twin := before.clone()
 	twin.pol.rules = rulesV1 + rulesV2 - before.pol.rules
-	f, err := twin.apply(seq, p)
+	f, err := twin.applyAt(seq, time.Unix(int64(seq), 0), p)
 	if err != nil {
 		t.Fatalf("%s: twin under the other version refused: %v", name, err)
 	}

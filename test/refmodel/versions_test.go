@@ -27,8 +27,12 @@ func grantD(c, h string, n int64, rule string) Decision {
 	return Decision{Kind: "grant", Consumer: c, Host: h, Slots: n, Rule: rule}
 }
 
-func reclaimD(c, from, h string, n int64) Decision {
-	return Decision{Kind: "reclaim", Consumer: c, From: from, Host: h, Slots: n, Rule: "share_ratio.reclaim"}
+// reclaimD is a share_ratio reclaim at event seq (mustApply's time) from a
+// victim whose reclaim_grace is 0: its deadline is the event's time
+// (section 6).
+func reclaimD(seq int64, c, from, h string, n int64) Decision {
+	return Decision{Kind: "reclaim", Consumer: c, From: from, Host: h, Slots: n, Rule: "share_ratio.reclaim",
+		Deadline: time.Unix(seq, 0)}
 }
 
 func expectDecisions(t *testing.T, name string, got, want []Decision) {
@@ -203,7 +207,7 @@ func TestBalanceFalseYARN(t *testing.T) {
 	// min(12, 16) - 10 = 2 to A (residual 6; B's is 0): T0 = A 8, B 4.
 	// B reclaims 4 from A; no free slot is left for B's way to T = 6.
 	// (balanced, B would take 6: see below.)
-	expectDecisions(t, "B arrives", mustApply(t, m, 4, demand("/B", 12)), []Decision{reclaimD("/B", "/A", "h1", 4)})
+	expectDecisions(t, "B arrives", mustApply(t, m, 4, demand("/B", 12)), []Decision{reclaimD(4, "/B", "/A", "h1", 4)})
 	expectAlloc(t, "B arrives", m, map[string]int64{"/A": 8, "/B": 4, "/C": 0})
 	if tg := m.Targets(); tg["/A"] != 6 || tg["/B"] != 6 {
 		t.Errorf("Targets() = %v, want the full T (6, 6), not T0", tg)
@@ -214,7 +218,7 @@ func TestBalanceFalseYARN(t *testing.T) {
 	// T0: bases 4, 4, 2; surplus min(12, 14) - 10 = 2, all to A (the only
 	// residual): T0 = 6, 4, 2. C reclaims 2 from A (8 > 6); B, at its
 	// guarantee, is not a victim, and A keeps 6 > T(A) = 5.
-	expectDecisions(t, "C arrives", mustApply(t, m, 5, demand("/C", 2)), []Decision{reclaimD("/C", "/A", "h1", 2)})
+	expectDecisions(t, "C arrives", mustApply(t, m, 5, demand("/C", 2)), []Decision{reclaimD(5, "/C", "/A", "h1", 2)})
 	expectAlloc(t, "C arrives", m, map[string]int64{"/A": 6, "/B": 4, "/C": 2})
 
 	// B wants only 4, C leaves: C releases 2. T: Pdyn 6, 6; bases A 6, B 4;
@@ -232,7 +236,7 @@ func TestBalanceFalseYARN(t *testing.T) {
 	mustApply(t, b, 1, planV(2, "share_ratio", "leaf", nil, cs...))
 	mustApply(t, b, 2, &events.HostUp{Host: "h1", Slots: 12})
 	expectDecisions(t, "balanced A alone", mustApply(t, b, 3, demand("/A", 12)), []Decision{grantD("/A", "h1", 12, "share_ratio.grant")})
-	expectDecisions(t, "balanced B arrives", mustApply(t, b, 4, demand("/B", 12)), []Decision{reclaimD("/B", "/A", "h1", 6)})
+	expectDecisions(t, "balanced B arrives", mustApply(t, b, 4, demand("/B", 12)), []Decision{reclaimD(4, "/B", "/A", "h1", 6)})
 }
 
 // TestBalanceFalseEnforcement: seed 002's tree under both enforcement
@@ -274,7 +278,7 @@ func TestBalanceFalseEnforcement(t *testing.T) {
 			grantD("/X/2", "h1", 1, "share_ratio.grant"),
 		})
 		expectDecisions(t, enf+" Y/2", mustApply(t, m, 5, demand("/X/2", 50, "/Y/1", 50, "/Y/2", 50)),
-			[]Decision{reclaimD("/Y/2", "/Y/1", "h1", 4)})
+			[]Decision{reclaimD(5, "/Y/2", "/Y/1", "h1", 4)})
 		expectAlloc(t, enf+" end", m, map[string]int64{"/X/1": 2, "/X/2": 5, "/Y/1": 5, "/Y/2": 4})
 		wantT := map[string]int64{"/X/1": 2, "/X/2": 5, "/Y/1": 5, "/Y/2": 4}
 		if enf == "parent" {
