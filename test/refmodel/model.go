@@ -541,7 +541,6 @@ type fold struct {
 // on error) and returns the fold, whose out holds the decisions.
 func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, error) {
 	f := &fold{m: m, seq: seq, at: at}
-	var oldNodes map[string]*node // set on a plan: ownership decisions compare with it
 	reassign := false
 	if e, ok := p.(*events.PlanChange); ok && e != nil { // a plan without ownership
 		p = ownedPlanOf(e.Plan)
@@ -613,7 +612,7 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 				}
 			}
 		}
-		oldNodes, reassign = m.nodes, true
+		reassign = true
 		if m.planned {
 			for _, l := range m.leaves() { // gone, or now a parent (decisions.md #16)
 				if n, ok := nodes[l]; ok && len(n.children) == 0 {
@@ -682,7 +681,7 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		f.releaseExcess()
 		f.trim()
 		if reassign {
-			f.assign(oldNodes)
+			f.assign()
 		}
 	} else {
 		// Version 2 (docs/rules.md#fold): slots on down hosts are lost first;
@@ -691,7 +690,7 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		// release.
 		f.trim()
 		if reassign {
-			f.assign(oldNodes)
+			f.assign()
 		}
 		f.releaseExcess()
 	}

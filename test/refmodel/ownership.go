@@ -251,9 +251,7 @@ func (m *Model) workload(h string) int64 {
 // assign re-runs the assignment of ownership to host slots
 // (docs/rules.md#assignment) and emits one `own` decision per changed
 // (consumer, host).
-// old holds the nodes of the plan before this event (nil when the event
-// is not a plan).
-func (f *fold) assign(old map[string]*node) {
+func (f *fold) assign() {
 	m := f.m
 	prev := m.own
 	next := map[string]map[string]int64{}
@@ -276,6 +274,7 @@ func (f *fold) assign(old map[string]*node) {
 	}
 	sort.Strings(cs)
 	for _, c := range cs {
+		cut := m.planCut(c, prev[c])
 		var hs []string
 		for h := range prev[c] {
 			hs = append(hs, h)
@@ -292,27 +291,71 @@ func (f *fold) assign(old map[string]*node) {
 			case delta > 0:
 				f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: delta, Rule: "own.assign"})
 			case delta < 0:
-				rule := "own.trim"
-				if old != nil && m.hosts[h].up && !sameOwn(old[c], m.nodes[c]) {
-					rule = "own.drop" // the plan changed what this consumer owns
+				// docs/decisions.md #93: on a host that is not up a loss
+				// is own.trim; a consumer gone from the plan, or a host
+				// none of its entries covers any more, own.drop;
+				// otherwise the plan's cut is spent first (own.drop, hosts
+				// by name), the rest own.trim (a parent or a
+				// higher-ranked sibling took the slots)
+				k := -delta
+				switch {
+				case !m.hosts[h].up:
+					f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: k, Rule: "own.trim"})
+				case m.nodes[c] == nil || !m.covers(c, h):
+					f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: k, Rule: "own.drop"})
+				default:
+					if d := min(k, cut); d > 0 {
+						f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: d, Rule: "own.drop"})
+						cut -= d
+						k -= d
+					}
+					if k > 0 {
+						f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: k, Rule: "own.trim"})
+					}
 				}
-				f.emit(Decision{Kind: "own", Consumer: c, Host: h, Slots: -delta, Rule: rule})
 			}
 		}
 	}
 	m.own, m.ownPref = next, pref
 }
 
-func sameOwn(a, b *node) bool {
-	if a == nil || b == nil || len(a.own) != len(b.own) {
-		return false
-	}
-	for i := range a.own {
-		if a.own[i] != b.own[i] {
-			return false
+// covers reports whether one of c's entries can cover host h: a host
+// entry naming it, or a group entry naming its group (#93).
+func (m *Model) covers(c, h string) bool {
+	for _, e := range m.nodes[c].own {
+		if e.host == h || (e.host == "" && e.group == m.hosts[h].group) {
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+// planCut is #93's plan's cut of consumer c: its previous owned slots on
+// up hosts its entries cover, above what its entries now name (a whole
+// host counting its slots when it is up, nothing when it is not; any other
+// entry its N).
+func (m *Model) planCut(c string, prev map[string]int64) int64 {
+	n := m.nodes[c]
+	if n == nil {
+		return 0
+	}
+	var had, named int64
+	for h, v := range prev {
+		if m.hosts[h].up && m.covers(c, h) {
+			had += v
+		}
+	}
+	for _, e := range n.own {
+		switch {
+		case e.host != "" && e.slots == 0:
+			if hh := m.hosts[e.host]; hh != nil && hh.up {
+				named += hh.slots
+			}
+		default:
+			named += e.slots
+		}
+	}
+	return max(had-named, 0)
 }
 
 // assignChildren assigns ownership to the children of parent from avail

@@ -391,12 +391,17 @@ func (f *fold) ownLayer4(ly layers) {
 				back(k)
 			}
 		}
+		// the excess is work moving onto its own slots (ruling 5: "rule
+		// release.moved, its work moving onto its own slots"): a move,
+		// whose release carries the mover's grace (ruling 13), under every
+		// policy (decision #232)
+		moved := f.at.Add(m.nodes[l].reclaimGrace)
 		if x := m.held(l) - f.d.E[l]; x > 0 {
-			f.releaseSeated(l, x, "release.moved", time.Time{})
+			f.releaseSeated(l, x, "release.moved", moved)
 		}
 		for _, a := range chain(l)[1:] {
 			if x := min(m.allocOf(a)-f.d.maxS[a], m.held(l)); x > 0 {
-				f.releaseSeated(l, x, "release.moved", time.Time{})
+				f.releaseSeated(l, x, "release.moved", moved)
 			}
 		}
 	}
