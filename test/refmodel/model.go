@@ -77,6 +77,11 @@ type Model struct {
 	// newest is the newest rules version the model accepts: 2 (New),
 	// 3 (NewRules3) or 4 (NewRules4).
 	newest int
+	// asEngine holds the engine disputes (testdata/engine-disputes, by
+	// number) on which the model folds as the engine does instead of as
+	// the spec says (AsEngineOn): the differential test uses it to count
+	// the logs that differ only by written-up disputes.
+	asEngine map[int]bool
 }
 
 // New returns an empty model: no plan, no hosts.
@@ -108,9 +113,26 @@ func NewRules4() *Model {
 	return m
 }
 
+// AsEngineOn makes m fold as the engine does where engine dispute n
+// (testdata/engine-disputes/NN-*.yaml) says the engine departs from the
+// spec, so that a differential test can tell the logs that differ only by
+// written-up disputes from the rest. It returns m. Disputes:
+//   - 1: under share_ratio on totals (ruling 4: preemption false or balance
+//     false) a pool's lent classes are taken before the pool's own slots,
+//     even when every leaf of the pool may use them.
+func (m *Model) AsEngineOn(n ...int) *Model {
+	if m.asEngine == nil {
+		m.asEngine = map[int]bool{}
+	}
+	for _, d := range n {
+		m.asEngine[d] = true
+	}
+	return m
+}
+
 func (m *Model) clone() *Model {
 	c := New()
-	c.planned, c.pol, c.nodes, c.newest = m.planned, m.pol, m.nodes, m.newest
+	c.planned, c.pol, c.nodes, c.newest, c.asEngine = m.planned, m.pol, m.nodes, m.newest, m.asEngine
 	for k, h := range m.hosts {
 		hh := *h
 		c.hosts[k] = &hh

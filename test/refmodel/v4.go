@@ -212,7 +212,11 @@ func (f *fold) poolParts(l, x string) []hp {
 			k := hp{h, p}
 			switch {
 			case p == x:
-				cs = append(cs, cand{k, len(members), true, noGrace, f.room(k)})
+				n := len(members)
+				if m.asEngine[1] && m.pol.reclaim == events.ReclaimShareRatio && !(m.pol.preemption && m.pol.balance) {
+					n++ // engine dispute 01: the own slots after every lent class
+				}
+				cs = append(cs, cand{k, n, true, noGrace, f.room(k)})
 			case p != root && !under(l, p) && dca(l, p) == x && m.mayHold(l, p):
 				g := m.lendClass(p, x)
 				cs = append(cs, cand{k, eligible(g), false, g, f.room(k)})
@@ -360,9 +364,13 @@ func (f *fold) ownLayer4(ly layers) {
 			need -= f.seat[l][k]
 		}
 		free := func(k hp) {
-			// a free slot within its ancestors' max; where a max binds,
-			// a return from a borrower inside the capped branch keeps it
-			if n := min(need, f.room(k), m.hostFree(k.host), f.headroom(l, "")); n > 0 {
+			// a free slot within its ancestors' max (#244); where a max
+			// binds, a return from a borrower inside the capped branch
+			// keeps it. The leaf's own max does not bound the take: it
+			// is in E, and ruling 5 takes u first and gives back what is
+			// above E after ("If that takes it above E ..., it gives back
+			// the excess at once ... rule release.moved")
+			if n := min(need, f.room(k), m.hostFree(k.host), f.ancestorsRoom(l)); n > 0 {
 				f.grantOn(l, k, n, "own.use")
 				need -= n
 			}
@@ -405,6 +413,16 @@ func (f *fold) ownLayer4(ly layers) {
 			}
 		}
 	}
+}
+
+// ancestorsRoom is what l's ancestors' max leave: headroom without l's
+// own max.
+func (f *fold) ancestorsRoom(l string) int64 {
+	h := inf
+	for _, n := range chain(l)[1:] {
+		h = min(h, f.d.maxS[n]-f.m.allocOf(n))
+	}
+	return h
 }
 
 // revoke4 releases what leaves still sit on parts they may not hold
