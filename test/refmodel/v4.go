@@ -324,12 +324,13 @@ func (f *fold) rebalance4() {
 	m := f.m
 	ly := m.layered(f.d)
 	f.ly = &ly
+	start := len(f.out)
 	if m.pol.reclaim == events.ReclaimPriority {
 		f.priority4(ly)
+		f.engineOrder(start)
 		return
 	}
 	f.seat = m.seatKeeper()
-	start := len(f.out)
 	f.ownLayer4(ly)
 	f.revoke4()
 	if m.pol.preemption && m.pol.balance {
@@ -344,6 +345,29 @@ func (f *fold) rebalance4() {
 		f.totals4(ly)
 	}
 	f.swap4(start)
+	f.engineOrder(start)
+}
+
+// engineOrder puts the rebalance's decisions (from start on) in the
+// order of decision #233 (the spec gives an event's decisions ordinals
+// but no order among those of one rebalance; docs/rules.md sections 17
+// and 21 give the project's): the returns, then the moves' releases
+// (release.moved), then the grants, lends and reclaims, then the other
+// releases (release.lend_revoked), each kind in the order made.
+func (f *fold) engineOrder(start int) {
+	rank := func(d Decision) int {
+		switch {
+		case d.Kind == "return":
+			return 0
+		case d.Kind == "release" && d.Rule == "release.moved":
+			return 1
+		case d.Kind == "release":
+			return 3
+		}
+		return 2
+	}
+	ds := f.out[start:]
+	sort.SliceStable(ds, func(i, j int) bool { return rank(ds[i]) < rank(ds[j]) })
 }
 
 // ownLayer4 is the own layer (rulings 5, 8, 11): owners by rank take their
