@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,8 @@ type benchFlags struct {
 	natsURL, natsCreds, databaseURL string
 	quick, asJSON, keep, unsigned   bool
 	eventsReplay, eventsProject     int
+	phases                          []string
+	cpuProfile                      string
 }
 
 func init() {
@@ -91,16 +94,26 @@ The default run takes several minutes.`,
 	cmd.Flags().BoolVar(&f.unsigned, "unsigned", false, "run the ledger without signing keys (a deployed ledger signs: the default run does, with the unsigned figures beside)")
 	cmd.Flags().IntVar(&f.eventsReplay, "events-replay", benchmark.DefaultEventsReplay, "events in the log of the replay phase")
 	cmd.Flags().IntVar(&f.eventsProject, "events-project", benchmark.DefaultEventsProject, "events in the log of the projection phase")
+	cmd.Flags().StringSliceVar(&f.phases, "phases", nil, "run only the phases `N,...` (1 to 6; 3 needs 2); default: all")
+	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE`, each sample labelled with its phase (go tool pprof -tagfocus phase=4)")
 	root.AddCommand(cmd)
 }
 
 func runBench(ctx context.Context, out, progress io.Writer, f benchFlags) error {
 	cfg := benchmark.Config{
 		NATSURL: f.natsURL, NATSCreds: f.natsCreds, DatabaseURL: f.databaseURL, Quick: f.quick, Keep: f.keep, Progress: progress,
-		EventsReplay: f.eventsReplay, EventsProject: f.eventsProject, Unsigned: f.unsigned,
+		EventsReplay: f.eventsReplay, EventsProject: f.eventsProject, Unsigned: f.unsigned, Phases: f.phases,
 		Rebuild: func(ctx context.Context, natsURL, into, trustedKeys string) error {
 			return runRebuild(ctx, io.Discard, logFlags{natsURL: natsURL, natsCreds: credsFor(natsURL, f), trustedKeys: trustedKeys}, into)
 		},
+	}
+	if f.cpuProfile != "" {
+		file, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		cfg.CPUProfile = file
 	}
 	rep, err := benchmark.Run(ctx, cfg)
 	if err != nil {

@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/cluster-ledger/ledger/internal/benchmark"
 )
@@ -105,4 +110,84 @@ func TestBenchQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", table.String())
+}
+
+// TestBenchPhasesWithProfile runs one phase with --phases and a CPU
+// profile labelled by phase and step, and refuses what cannot run: a
+// phase that does not exist, and phase 3 without the projector of phase
+// 2, before starting anything.
+func TestBenchPhasesWithProfile(t *testing.T) {
+	// The command's flags outlive an execution (a slice flag appends):
+	// every run starts from the defaults.
+	reset := func() {
+		cmd, _, err := root.Find([]string{"bench"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+			if sv, ok := fl.Value.(pflag.SliceValue); ok {
+				_ = sv.Replace(nil)
+			} else {
+				_ = fl.Value.Set(fl.DefValue)
+			}
+			fl.Changed = false
+		})
+	}
+	run := func(args ...string) (benchmark.Report, error) {
+		reset()
+		defer reset()
+		var out, progress bytes.Buffer
+		root.SetArgs(append([]string{"bench", "--quick", "--json"}, args...))
+		root.SetOut(&out)
+		root.SetErr(&progress)
+		defer func() { root.SetArgs(nil); root.SetOut(nil); root.SetErr(nil) }()
+		var rep benchmark.Report
+		if err := root.ExecuteContext(t.Context()); err != nil {
+			return rep, err
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("report is not JSON: %v\n%s", err, out.String())
+		}
+		return rep, nil
+	}
+	for _, bad := range [][]string{{"--phases", "7"}, {"--phases", "3"}} {
+		if _, err := run(bad...); err == nil {
+			t.Errorf("ledger bench %v: no error", bad)
+		}
+	}
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	rep, err := run("--phases", "4", "--cpuprofile", prof)
+	if err != nil {
+		t.Fatalf("ledger bench --phases 4: %v", err)
+	}
+	if len(rep.Phases) != 1 || rep.Phases[0].Phase != "4 replay" {
+		t.Errorf("phases run: %+v, want 4 replay only", rep.Phases)
+	}
+	for _, r := range rep.Results {
+		if r.Phase != "4 replay" {
+			t.Errorf("a result of phase %s: %q", r.Phase, r.Name)
+		}
+	}
+	if len(rep.Results) != 7 { // without phase 2, no rebuild of its log beside its projector
+		t.Errorf("%d results, want phase 4's 7", len(rep.Results))
+	}
+	f, err := os.Open(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("the profile is not a gzipped pprof profile: %v", err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The labels' keys and values are in the profile's string table.
+	for _, s := range []string{"phase", "step", "replay signed", "replay unsigned"} {
+		if !bytes.Contains(data, []byte(s)) {
+			t.Errorf("the profile has no label %q", s)
+		}
+	}
 }

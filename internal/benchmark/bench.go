@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +59,12 @@ type Config struct {
 	Unsigned bool
 	// Progress receives a line per phase step (nil: discarded).
 	Progress io.Writer
+	// Phases are the phases to run, by number ("1" to "6"; nil: all).
+	// Phase 3 resumes phase 2's projector, so it needs phase 2.
+	Phases []string
+	// CPUProfile receives a CPU profile of the run (nil: none), each
+	// sample labelled with its phase (pprof -tagfocus phase=4).
+	CPUProfile io.Writer
 	// Rebuild rebuilds the whole projection of the stream at natsURL into
 	// the empty, migrated database at intoURL with the ledger's rebuild
 	// code path (`ledger replay --into`), trusting the keys of the file
@@ -169,13 +177,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			err = cerr
 		}
 	}()
-	if err := b.open(ctx); err != nil {
-		return nil, err
-	}
-	phases := []struct {
+	type phase struct {
 		name string
 		run  func(context.Context) error
-	}{
+	}
+	phases := []phase{
 		{"2 projection", b.projection},
 		{"1 append", b.appends},
 		{"3 latency", b.latency},
@@ -183,10 +189,37 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		{"5 partitions", b.partitions},
 		{"6 ownership", b.ownership},
 	}
+	if len(cfg.Phases) > 0 {
+		if slices.Contains(cfg.Phases, "3") && !slices.Contains(cfg.Phases, "2") {
+			return nil, errors.New("benchmark: phase 3 resumes phase 2's projector: run phase 2 too")
+		}
+		for _, want := range cfg.Phases {
+			if !slices.ContainsFunc(phases, func(ph phase) bool { return strings.Fields(ph.name)[0] == want }) {
+				return nil, fmt.Errorf("benchmark: no phase %q (1 to 6)", want)
+			}
+		}
+	}
+	if err := b.open(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for _, ph := range phases {
+		number := strings.Fields(ph.name)[0]
+		if !b.runs(number) {
+			continue
+		}
 		b.progress("phase %s: start", ph.name)
 		start := time.Now()
-		if err := ph.run(ctx); err != nil {
+		var err error
+		// The phase's goroutines (the projector, the API) inherit the
+		// label, so a profile tells the phases apart.
+		pprof.Do(ctx, pprof.Labels("phase", number), func(ctx context.Context) { err = ph.run(ctx) })
+		if err != nil {
 			return nil, fmt.Errorf("phase %s: %w", ph.name, err)
 		}
 		d := time.Since(start)
@@ -195,6 +228,19 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	b.report.TotalSeconds = time.Since(b.started).Seconds()
 	return b.report, nil
+}
+
+// step labels what the calling goroutine, and those it starts from now
+// on, do next (a profile's "step" tag), within its phase.
+func step(ctx context.Context, name string) context.Context {
+	ctx = pprof.WithLabels(ctx, pprof.Labels("step", name))
+	pprof.SetGoroutineLabels(ctx)
+	return ctx
+}
+
+// runs says whether the run includes phase number.
+func (b *bench) runs(number string) bool {
+	return len(b.cfg.Phases) == 0 || slices.Contains(b.cfg.Phases, number)
 }
 
 func (b *bench) progress(format string, args ...any) {
@@ -278,8 +324,10 @@ func (b *bench) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := b.openAppendTargets(ctx); err != nil {
-		return err
+	if b.runs("1") {
+		if err := b.openAppendTargets(ctx); err != nil {
+			return err
+		}
 	}
 	info, err := s.Info(ctx)
 	if err != nil {

@@ -40,6 +40,7 @@ func (b *bench) replay(ctx context.Context) error {
 	}
 
 	b.progress("(a) raw read of sequences 1..%d", last)
+	ctx = step(ctx, "raw read")
 	start := time.Now()
 	n, err := b.rawRead(ctx, last)
 	if err != nil {
@@ -50,6 +51,7 @@ func (b *bench) replay(ctx context.Context) error {
 	b.add(Result{Phase: "4 replay", Name: "(a) raw JetStream read", Value: raw, Unit: "events/s",
 		Detail: fmt.Sprintf("%d messages, ordered consumer, fetches of 2000, metadata only, %.2fs", n, d.Seconds())})
 
+	ctx = step(ctx, "raw direct read")
 	start = time.Now()
 	direct := 0
 	if err := stream.Read(ctx, b.js.Conn(), "ledger.>", 1, last, func(stream.Msg) error { direct++; return nil }); err != nil {
@@ -74,6 +76,7 @@ func (b *bench) replay(ctx context.Context) error {
 		} else {
 			b.progress("(b) replay (read + fold, no writes) of sequences 1..%d, %s", last, b.signing())
 		}
+		ctx := step(ctx, "replay "+map[bool]string{true: "signed", false: "unsigned"}[keys != nil])
 		start = time.Now()
 		r := audit.NewReplayer(nil, 1)
 		r.Trust(keys)
@@ -122,6 +125,7 @@ func (b *bench) replay(ctx context.Context) error {
 		return err
 	}
 	b.progress("(c) rebuild of sequences 1..%d into an empty database", last)
+	ctx = step(ctx, "rebuild")
 	start = time.Now()
 	first := b.watchOffset(ctx, into, b.projectLast)
 	if err := b.cfg.Rebuild(ctx, b.natsURL, into, b.keysFile); err != nil {
