@@ -122,17 +122,50 @@ func digestPlan(hasPlan bool, plan events.Plan) Hash {
 	return sha256.Sum256(b)
 }
 
+// hashWriter feeds SHA-256 the canonical form of what it hashes. The
+// pieces are small (a varint, a path), so they are gathered in buf and
+// handed to the hash a buffer at a time: one call per field through the
+// hash.Hash interface, and a string's conversion to bytes for it, cost
+// more than the hashing. The bytes hashed, and so every link, are the
+// same.
 type hashWriter struct {
 	h   hash.Hash
-	buf [binary.MaxVarintLen64]byte
+	n   int
+	buf [512]byte
 }
 
-func (w *hashWriter) uint(v uint64) { w.h.Write(binary.AppendUvarint(w.buf[:0], v)) }
-func (w *hashWriter) int(v int64)   { w.h.Write(binary.AppendVarint(w.buf[:0], v)) }
+func (w *hashWriter) flush() {
+	w.h.Write(w.buf[:w.n])
+	w.n = 0
+}
+
+// room makes room for k more bytes in buf (k <= len(buf)).
+func (w *hashWriter) room(k int) {
+	if w.n+k > len(w.buf) {
+		w.flush()
+	}
+}
+
+func (w *hashWriter) uint(v uint64) {
+	w.room(binary.MaxVarintLen64)
+	w.n += binary.PutUvarint(w.buf[w.n:], v)
+}
+
+func (w *hashWriter) int(v int64) {
+	w.room(binary.MaxVarintLen64)
+	w.n += binary.PutVarint(w.buf[w.n:], v)
+}
+
 func (w *hashWriter) bytes(b []byte) {
 	w.uint(uint64(len(b)))
-	w.h.Write(b)
+	if w.n+len(b) > len(w.buf) {
+		w.flush()
+		w.h.Write(b)
+		return
+	}
+	w.n += copy(w.buf[w.n:], b)
 }
+
 func (w *hashWriter) bool(b bool) {
 	if b {
 		w.uint(1)
@@ -140,11 +173,21 @@ func (w *hashWriter) bool(b bool) {
 		w.uint(0)
 	}
 }
+
 func (w *hashWriter) str(s string) {
 	w.uint(uint64(len(s)))
-	w.h.Write([]byte(s))
+	for len(s) > 0 {
+		if w.n == len(w.buf) {
+			w.flush()
+		}
+		k := copy(w.buf[w.n:], s)
+		w.n += k
+		s = s[k:]
+	}
 }
+
 func (w *hashWriter) sum() (out Hash) {
+	w.flush()
 	w.h.Sum(out[:0])
 	return out
 }

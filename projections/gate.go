@@ -56,9 +56,11 @@ func NewIDs() *IDs {
 
 func newIDs(hash func(string) uint64) *IDs { return &IDs{hash: hash, at: map[uint64]uint64{}} }
 
-// Add records that the pool applied an event with this id.
+// Add records that the pool applied an event with this id. The id is
+// hashed once and looked up once: a replay adds an id per event to a set
+// of millions, where each lookup is a cache miss.
 func (ids *IDs) Add(id string) {
-	if ids == nil || id == "" || ids.has(id) {
+	if ids == nil || id == "" {
 		return
 	}
 	if len(id) >= 1<<idLenBits || len(ids.arena)+len(id) >= 1<<(64-idLenBits) {
@@ -68,10 +70,17 @@ func (ids *IDs) Add(id string) {
 		ids.long[id] = struct{}{}
 		return
 	}
+	if _, ok := ids.long[id]; ok {
+		return
+	}
 	h := ids.hash(id)
+	first, taken := ids.at[h]
+	if taken && ids.holdsAny(h, first, id) {
+		return
+	}
 	place := uint64(len(ids.arena))<<idLenBits | uint64(len(id))
 	ids.arena = append(ids.arena, id...)
-	if _, taken := ids.at[h]; !taken {
+	if !taken {
 		ids.at[h] = place
 		return
 	}
@@ -89,11 +98,14 @@ func (ids *IDs) has(id string) bool {
 		return true
 	}
 	h := ids.hash(id)
-	place, ok := ids.at[h]
-	if !ok {
-		return false
-	}
-	if ids.holds(place, id) {
+	first, ok := ids.at[h]
+	return ok && ids.holdsAny(h, first, id)
+}
+
+// holdsAny reports whether id is the id at first, the first place of
+// hash h, or at one of h's later places.
+func (ids *IDs) holdsAny(h, first uint64, id string) bool {
+	if ids.holds(first, id) {
 		return true
 	}
 	for _, place := range ids.more[h] {
