@@ -611,7 +611,12 @@ func (f *fold) balanced4(ly layers) {
 	claimants := f.claimOrder4(t, func(l string) bool { return m.held(l) < t[l] })
 	walk := f.walk4(t)
 	for _, c := range claimants {
-		need := min(t[c]-m.held(c), f.headroom(c, ""))
+		// not clamped by the headroom: a reclaim from a victim inside
+		// the claimant's capped branch leaves the branch's total as it is
+		// (section 1: "no grant or reclaim takes a consumer or any of its
+		// ancestors above its max"); takeFree bounds free slots by the
+		// headroom, each victim by the headroom its branch leaves
+		need := t[c] - m.held(c)
 		need -= f.takeFree(c, need, "share_ratio.grant", false)
 		for _, v := range walk {
 			if need <= 0 {
@@ -682,7 +687,8 @@ func (f *fold) totals4(ly layers) {
 		claimants := f.claimOrder4(t0, func(l string) bool { return m.held(l) < t0[l] })
 		walk := f.walk4(t0)
 		for _, c := range claimants {
-			need := min(t0[c]-m.held(c), f.headroom(c, ""))
+			need := t0[c] - m.held(c) // as in balanced4: a victim in the branch frees headroom
+
 			need -= f.takeFree(c, need, "share_ratio.grant", true)
 			for _, v := range walk {
 				if need <= 0 {
