@@ -17,39 +17,76 @@ import (
 )
 
 var (
-	v4DiffRuns = flag.Int("v4.runs", 300, "differentialV4: random logs of each generator compared under rules 4 (the issue asks for 1,000 per generator, CI 300)")
-	v4DiffSeed = flag.Uint64("v4.seed", 0, "differentialV4: compare only this log of each generator, and print its events")
-	v4DiffShow = flag.Int("v4.show", 5, "differentialV4: how many differing logs to print")
+	v4DiffRuns     = flag.Int("v4.runs", 300, "TestDifferentialV4: random logs of each generator compared under rules 4 (the issue asks for 1,000 per generator, CI 300)")
+	v4DiffSeed     = flag.Uint64("v4.seed", 0, "TestDifferentialV4: compare only this log of each generator, and print its events")
+	v4DiffShow     = flag.Int("v4.show", 5, "TestDifferentialV4: how many differing logs to print")
+	v4DiffAnyOrder = flag.Bool("v4.anyorder", false, "TestDifferentialV4: compare each event's decisions summed per (kind, consumer, from, host, rule, deadline), in any order (to see past differences of order)")
+	v4DiffStrict   = flag.Bool("v4.strict", false, "TestDifferentialV4: fail on any differing ownership log, not only below the ratchet")
 )
 
-// differentialV4 is the strict differential test of rules version 4
-// (issue 24): random logs of three generators, gen.Generate (no
-// ownership), gen.GenerateOwned and withOwnership (this package's), every
-// plan renamed to rules 4, folded through the engine and through the
-// reference model (refmodel.NewRules4, written from rules-v4.md alone),
-// event by event: the same refusal, the same decisions in the same order
-// (kind, consumer, from, host, slots, rule and deadline) and the same
-// allocations per (consumer, host). Every log must agree: any difference
-// fails, and the first differences are printed (generator, seed, event,
-// expected (reference) vs found (engine)); -v4.seed=N prints a log.
+// v4Disputes are the engine disputes written up in
+// test/refmodel/testdata/engine-disputes (the spec, worked by hand, sides
+// with the model; TestEngineDisputes checks that the engine still fails
+// each) that refmodel can fold the engine's way (Model.AsEngineOn): a log
+// that agrees so differs only by written-up disputes.
+var v4Disputes = []int{1}
+
+// v4Ratchet is, per generator and reclaim mode of a log with ownership,
+// the least share of logs (per mille) that must agree exactly under rules
+// 4, the lower of what 300 and 1,000 logs of each generator gave on
+// 2026-11-27 (see TestDifferentialV4). Raise it as the model or the engine is corrected;
+// never lower it without saying why in the commit: a drop means the engine
+// or the model changed what it decides. Priority logs are expected to move
+// while the engine builds ruling 12 (the seating under priority).
+var v4Ratchet = map[string]int{
+	"gen.GenerateOwned share_ratio": 300, // 44 of 142 (300 logs), 158 of 459 (1,000)
+	"gen.GenerateOwned priority":    300, // 57 of 158, 165 of 541
+	"withOwnership share_ratio":     340, // 49 of 142, 171 of 459
+	"withOwnership priority":        290, // 47 of 158, 182 of 541
+}
+
+// TestDifferentialV4 is the differential test of rules version 4 (issue
+// 24): random logs of three generators, gen.Generate (no ownership),
+// gen.GenerateOwned and withOwnership (this package's), every plan renamed
+// to rules 4, folded through the engine (domain.WithDevelopmentRules) and
+// through the reference model (refmodel.NewRules4, written from
+// rules-v4.md alone), event by event: the same refusal, the same decisions
+// in the same order (kind, consumer, from, host, slots, rule and deadline)
+// and the same allocations per (consumer, host).
 //
-// It is not a Test yet: the engine folds rules 4 in development
-// (domain.WithDevelopmentRules) with rulings 1, 4, 7, 9, 10, 11 and 13 of parts
-// A and B built, not 12. On 2026-11-27, 200 logs of each
-// generator: every log without ownership agrees, 114 of 400 with ownership
-// do, counting decisions without their deadlines (the model gives a
-// reclaim of reclaim_grace 0 no deadline, where section 6 says time + 0,
-// as the engine does and the spec's part C writes "+0s"). To switch it on
-// once the engine builds every ruling, add to this file:
+// Logs without ownership must all agree. Logs with ownership are counted
+// per generator and reclaim mode (the first plan's) and held to v4Ratchet:
+// fewer agreeing logs than it allows fails, and the first differences are
+// printed (generator, seed, event, expected (reference) vs found
+// (engine)); -v4.strict fails on any difference; -v4.seed=N prints a log.
+// Each count also says how many of the differing logs agree once the
+// model folds the written-up engine disputes the engine's way (v4Disputes).
 //
-//	func TestDifferentialV4(t *testing.T) { differentialV4(t) }
+// On 2026-11-27 (engine and model as of this commit), 300 logs of each
+// generator (the default; 1,000 with -v4.runs=1000, in about 10 s):
 //
-// and run it with -v4.runs=1000 for the issue's count (300, the default,
-// in CI). Part D's plan fields (priority_bands, preemptable, share: 0) are
-// not drawn: events.Plan does not carry them yet; once it does,
-// refmodel's ownedPlanOf maps them (OwnedPlan's PriorityBands and
-// Preemptable) and the generators can draw them.
-func differentialV4(t *testing.T) {
+//	generator, first plan's reclaim   agree (300)   agree (1,000)
+//	gen.Generate (no ownership)       300 of 300    1,000 of 1,000
+//	GenerateOwned share_ratio          44 of 142      158 of 459
+//	GenerateOwned priority             57 of 158      165 of 541
+//	withOwnership share_ratio          49 of 142      171 of 459
+//	withOwnership priority             47 of 158      182 of 541
+//
+// Before that day's corrections of the model, 84 and 80 ownership logs of
+// 300 agreed and 85 of 300 without ownership (the model gave a reclaim no
+// deadline). Of the ownership logs that still differ, a few differ only by
+// the engine disputes (the counts above say how many), about 25 per
+// generator only by the order of decisions within an event (-v4.anyorder),
+// and the rest by what is decided; the engine builds ruling 12 (priority)
+// meanwhile. The engine disputes are test/refmodel/testdata/
+// engine-disputes; the readings the model took where the spec is open are
+// docs/decisions.md #232 and after.
+//
+// Part D's plan fields (priority_bands, preemptable, share: 0) are not
+// drawn: events.Plan does not carry them yet; once it does, refmodel's
+// ownedPlanOf maps them (OwnedPlan's PriorityBands and Preemptable) and
+// the generators can draw them.
+func TestDifferentialV4(t *testing.T) {
 	generators := []struct {
 		name string
 		make func(seed uint64) gen.Scenario
@@ -62,33 +99,75 @@ func differentialV4(t *testing.T) {
 	if *v4DiffSeed != 0 {
 		first, last = *v4DiffSeed, *v4DiffSeed
 	}
-	logs, agree := 0, 0
-	var diffs []string
+	type count struct{ logs, agree, disputesOnly int }
+	counts := map[string]*count{}
+	var keys []string
+	var strictDiffs, ratchetDiffs []string
 	for _, g := range generators {
 		for seed := first; seed <= last; seed++ {
 			sc := g.make(seed)
 			sc.Events = rules4(sc.Events)
-			logs++
-			msg := compareV4WithReference(sc)
+			key := g.name
+			if g.name != "gen.Generate" {
+				key += " " + planReclaim(sc.Events[0])
+			}
+			c := counts[key]
+			if c == nil {
+				c = &count{}
+				counts[key] = c
+				keys = append(keys, key)
+			}
+			c.logs++
+			msg := compareV4WithReference(sc, v4Options{anyOrder: *v4DiffAnyOrder})
 			if msg == "" {
-				agree++
+				c.agree++
 				continue
 			}
+			if compareV4WithReference(sc, v4Options{anyOrder: *v4DiffAnyOrder, asEngineOn: v4Disputes}) == "" {
+				c.disputesOnly++
+			}
 			d := fmt.Sprintf("%s seed %d (%s): %s", g.name, seed, policyKey(sc.Events[0]), msg)
-			if len(diffs) == 0 || *v4DiffSeed != 0 {
+			if *v4DiffSeed != 0 {
 				d += "\nevents:\n" + dumpEvents(sc.Events)
 			}
-			diffs = append(diffs, d)
+			if g.name == "gen.Generate" || *v4DiffStrict {
+				strictDiffs = append(strictDiffs, d)
+			} else {
+				ratchetDiffs = append(ratchetDiffs, d)
+			}
 		}
 	}
-	t.Logf("rules 4: %d of %d logs agree exactly", agree, logs)
-	for i, d := range diffs {
-		if i == *v4DiffShow {
-			t.Errorf("... and %d more logs differ", len(diffs)-i)
-			break
+	slices.Sort(keys)
+	below := false
+	for _, k := range keys {
+		c := counts[k]
+		t.Logf("rules 4, %s: %d of %d logs agree exactly; %d more differ only by written-up engine disputes", k, c.agree, c.logs, c.disputesOnly)
+		if floor, ok := v4Ratchet[k]; ok && *v4DiffSeed == 0 && c.agree*1000 < floor*c.logs {
+			t.Errorf("rules 4, %s: %d of %d logs agree, the ratchet wants at least %d per mille", k, c.agree, c.logs, floor)
+			below = true
 		}
-		t.Errorf("%s", d)
 	}
+	show := func(ds []string) {
+		for i, d := range ds {
+			if i == *v4DiffShow {
+				t.Errorf("... and %d more logs differ", len(ds)-i)
+				break
+			}
+			t.Errorf("%s", d)
+		}
+	}
+	show(strictDiffs)
+	if below || *v4DiffSeed != 0 {
+		show(ratchetDiffs)
+	}
+}
+
+// planReclaim is the reclaim mode of a log's first plan.
+func planReclaim(p events.Payload) string {
+	if pc, ok := p.(*events.PlanChange); ok {
+		return pc.Plan.Policy.ReclaimOrDefault()
+	}
+	return ""
 }
 
 // rules4 renames every plan of a log to rules version 4.
@@ -105,10 +184,16 @@ func rules4(evs []events.Payload) []events.Payload {
 	return out
 }
 
+// v4Options says how compareV4WithReference compares.
+type v4Options struct {
+	anyOrder   bool  // an event's decisions summed per (kind, consumer, from, host, rule, deadline), in any order
+	asEngineOn []int // engine disputes the model folds the engine's way (refmodel's AsEngineOn)
+}
+
 // compareV4WithReference folds sc through the engine and the model
 // (rules 4) and returns the first difference, "" when none.
-func compareV4WithReference(sc gen.Scenario, asEngineOn ...int) string {
-	pool, ref := domain.NewPool("diffv4", domain.WithDevelopmentRules()), refmodel.NewRules4().AsEngineOn(asEngineOn...)
+func compareV4WithReference(sc gen.Scenario, opt v4Options) string {
+	pool, ref := domain.NewPool("diffv4", domain.WithDevelopmentRules()), refmodel.NewRules4().AsEngineOn(opt.asEngineOn...)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
 	for i, ev := range sc.Events {
@@ -135,8 +220,8 @@ func compareV4WithReference(sc gen.Scenario, asEngineOn ...int) string {
 		}
 		seq++
 		g, w := engineDecisionsV4(got.Decisions), referenceDecisionsV4(want)
-		if v4Canon {
-			g, w = canonicalV4(g), canonicalV4(w)
+		if opt.anyOrder {
+			g, w = summedV4(g), summedV4(w)
 		}
 		if !slices.Equal(g, w) {
 			return fmt.Sprintf("event %d (%s, seq %d): decisions differ:\n expected (reference): %s\n found (engine):       %s",
@@ -176,15 +261,9 @@ func referenceDecisionsV4(ds []refmodel.Decision) []string {
 	return out
 }
 
-// differentialV4 is not called by a Test yet (see its comment); this
-// keeps it referenced.
-var _ = differentialV4
-
-var v4Canon = false
-
-// canonicalV4 sums an event's decisions per (kind, consumer, from, host,
-// rule, deadline) and sorts them.
-func canonicalV4(ds []string) []string {
+// summedV4 sums an event's printed decisions per (kind, consumer, from,
+// host, rule, deadline) and sorts them (-v4.anyorder).
+func summedV4(ds []string) []string {
 	sum := map[string]int64{}
 	for _, d := range ds {
 		f := strings.Fields(d)
