@@ -32,7 +32,7 @@ import (
 // another), and every lent class usable by every leaf (one class group per
 // pool: the smallest lend_grace is at least the largest reclaim_grace).
 func (p *Pool) incFoldable() bool {
-	if p.t.hasMax || (p.mode.shareRatio && (!p.mode.preempt || !p.mode.balance)) {
+	if p.t.hasMax || (p.mode.shareRatio && (!p.mode.preempt || !p.mode.balance)) || p.seatsByRounds() {
 		return false
 	}
 	return p.inc.oneGroup(p.t)

@@ -109,6 +109,10 @@ type layeredInput struct {
 	// priorityPerPool: rules 4's priority divides a pool with several
 	// class groups once (ruling 1, priority_per_pool.go).
 	priorityPerPool bool
+	// seat, under rules 4's priority (ruling 12, priority_seating.go):
+	// held is empty and each pool's tier is seated by rounds as the fold
+	// reaches it; nil otherwise.
+	seat *roundSeating
 	// guarantees, with share_ratio with reclaim and balance as policy: also
 	// compute rules 4's T0 for balance: false (ruling 4, totals.go) from
 	// each leaf's allocation alloc.
@@ -122,8 +126,9 @@ type layeredFold struct {
 	parentEnf bool
 	policy    divisionPolicy
 	lend      func(id int32) bool
-	// priorityPerPool: layeredInput's.
+	// priorityPerPool and seat: layeredInput's.
 	priorityPerPool bool
+	seat            *roundSeating
 	// record, when set, keeps each pool's slots as divided (by node id);
 	// fixed, when set, divides each pool over those slots instead and lends
 	// nothing upward (rules 4's T0, totals.go).
@@ -235,7 +240,7 @@ func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
 	graces := f.subtreeGraces(x)
 	groups := f.classGroups(lent, unrestricted, graces)
 	var leftover []lentSlots
-	if f.priorityPerPool && !f.policy.shareRatio && len(groups) > 1 {
+	if f.priorityPerPool && !f.policy.shareRatio && (len(groups) > 1 || f.seat != nil) {
 		leftover = f.dividePriorityOnce(x, groups)
 		groups = nil
 	}

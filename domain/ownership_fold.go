@@ -112,6 +112,10 @@ func (p *Pool) onTotals() bool {
 	return p.mode.behaviour.countsOnTotals && p.mode.shareRatio && (!p.mode.preempt || !p.mode.balance)
 }
 
+// seatsByRounds: rules 4's priority seats each pool's tier inside the
+// fold (ruling 12, priority_seating.go).
+func (p *Pool) seatsByRounds() bool { return p.mode.behaviour.seatByRounds && !p.mode.shareRatio }
+
 // fullLayered is the layered fold computed from scratch.
 func (p *Pool) fullLayered() layeredTargets {
 	parts, tot := p.hostParts()
@@ -121,9 +125,15 @@ func (p *Pool) fullLayered() layeredTargets {
 		policy.preempt, policy.balance = true, true
 		guarantees = p.mode.preempt // balance: false with reclaim: T0 too
 	}
-	return computeLayeredTargets(p.t, layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
-		policy: policy, held: p.heldByPool(parts), guarantees: guarantees, alloc: func(l int32) Slots { return p.t.nodes[l].alloc },
-		priorityPerPool: p.mode.behaviour.priorityPerPool})
+	in := layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
+		policy: policy, guarantees: guarantees, alloc: func(l int32) Slots { return p.t.nodes[l].alloc },
+		priorityPerPool: p.mode.behaviour.priorityPerPool}
+	if p.seatsByRounds() {
+		in.seat = newRoundSeating(p.t, parts)
+	} else {
+		in.held = p.heldByPool(parts)
+	}
+	return computeLayeredTargets(p.t, in)
 }
 
 // takeTargets sets every node's target, touching those that moved.
@@ -255,7 +265,7 @@ func (p *Pool) placeRules() placeRules {
 		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked,
 		keepSeating: (p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt) || p.onTotals(),
 		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
-		onTotals:    p.onTotals()}
+		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore}
 	if p.mode.behaviour.seatedReturns {
 		r.seated = p.seatedOn
 	}

@@ -44,15 +44,32 @@ func (pl *placement) keep() {
 	// free, then name descending), so what they give up is where the
 	// claimants go first (docs/rules.md#placement: a reclaim takes the
 	// victim's slots from the host the claimant would use first).
+	var amt map[int32][][]Slots // by host, by holder, by part of the host: kept there (rules 4's keepMore)
+	if pl.rules.keepMore {
+		amt = map[int32][][]Slots{}
+		for _, h := range withParts {
+			i0, i1 := pl.partsOfHost(h)
+			amt[h] = make([][]Slots, len(left[h]))
+			for j := range amt[h] {
+				amt[h][j] = make([]Slots, i1-i0)
+			}
+		}
+	}
 	for _, h := range withParts {
-		pl.keepOn(h, left[h], false)
+		pl.keepOn(h, left[h], false, amt[h])
 	}
 	slices.SortFunc(withParts, func(a, b int32) int {
 		x, y := &pl.hosts[a], &pl.hosts[b]
 		return cmp.Or(cmp.Compare(x.free(), y.free()), cmp.Compare(y.name, x.name))
 	})
 	for _, h := range withParts {
-		pl.keepOn(h, left[h], true)
+		pl.keepOn(h, left[h], true, amt[h])
+	}
+	if pl.rules.keepMore {
+		slices.Sort(withParts) // host order
+		for _, h := range withParts {
+			pl.keepMore(h, left[h], amt[h])
+		}
 	}
 }
 
@@ -135,7 +152,7 @@ func (pl *placement) takeDue(l, owner int32, k Slots) {
 
 // keepOn is step 1 on host h for the leaves giving slots up (losing) or
 // the others.
-func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
+func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 	i0, i1 := pl.partsOfHost(h)
 	hs, kept := pl.holders[h], pl.kept[h]
 	var keepers []int
@@ -169,6 +186,9 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool) {
 				}
 				left[j] -= k
 				kept[j] += k
+				if amt != nil {
+					amt[j][i-i0] += k
+				}
 				d.want -= k
 				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
 				pl.touch(i)

@@ -103,6 +103,9 @@ type placeRules struct {
 	// holder still loses is released before gains are paired, so nothing
 	// is reclaimed or moved.
 	noReclaim bool
+	// keepMore, under rules 4: step 1 keeps along augmenting paths what
+	// its greedy pass could not (ownership_keep_more.go).
+	keepMore bool
 }
 
 // placement is one run's state.

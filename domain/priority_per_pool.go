@@ -64,8 +64,12 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 	// the classes decide which slots it may take.
 	f.effs(x, time.Duration(math.MaxInt64))
 	f.eff[x] = minSlots(f.eff[x], f.headroomOf(x))
-	d := f.startPerClass(x, size, pc)
+	d := f.newDivision(x, size)
 	f.plannedShares(x, size, d)
+	if f.seat != nil { // ruling 12: the pool's tier is seated by rounds now
+		f.seat.seatPool(f, x, pc, d)
+	}
+	f.keepPerClass(x, d, pc)
 
 	entitled := slices.Clone(d.leaves)
 	slices.SortFunc(entitled, f.t.entitledOrder)
@@ -109,14 +113,13 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 	return left
 }
 
-// startPerClass sets up the division as startHeld does, every leaf with
+// keepPerClass starts the division as startHeld does, every leaf with
 // demand keeping what it sits on in the pool (keepers' order), class by
 // class: within its demand, the classes' sizes and the room under every
 // max; a leaf keeping less than it sits on keeps the most restrictive
 // classes first and gives up the pool's own slots first, which every leaf
 // of the pool may take (docs/decisions.md #207).
-func (f *layeredFold) startPerClass(x int32, size Slots, pc *poolClasses) *heldDivision {
-	d := f.newDivision(x, size)
+func (f *layeredFold) keepPerClass(x int32, d *heldDivision, pc *poolClasses) {
 	keepOrder := make([]int, 0, len(pc.classes))
 	for i, c := range pc.classes {
 		if c.lender != noNode {
@@ -154,7 +157,6 @@ func (f *layeredFold) startPerClass(x int32, size Slots, pc *poolClasses) *heldD
 			want -= m
 		}
 	}
-	return d
 }
 
 // takeFree gives leaf l up to need free slots of the classes it may use,

@@ -133,13 +133,22 @@ type behaviour struct {
 	// share_ratio with reclaim and balance (rules-v4 ruling 4,
 	// fill_on_totals.go); before, pool by pool from what leaves sit on.
 	countsOnTotals bool
+	// seatByRounds: under priority the fold seats each pool's tier by
+	// rounds with the pool's bounds as it reaches the pool, so the seating
+	// reproduces the division (rules-v4 ruling 12, priority_seating.go);
+	// before, every host was seated apart before the fold, priority first.
+	seatByRounds bool
+	// keepMore: the placement's step 1 keeps, along augmenting paths, what
+	// its greedy pass leaves a holder although a seating keeping it exists
+	// (ownership_keep_more.go; docs/decisions.md #217).
+	keepMore bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
-		countsOnTotals: v >= RulesV4}
+		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -84,8 +84,10 @@ func (p *Pool) hostHolders() [][]int32 {
 }
 
 // holdingOn is what leaf l holds on host h.
-func (p *Pool) holdingOn(l, h int32) Slots {
-	hs := p.t.nodes[l].holdings
+func (p *Pool) holdingOn(l, h int32) Slots { return p.t.holdingOn(l, h) }
+
+func (t *tree) holdingOn(l, h int32) Slots {
+	hs := t.nodes[l].holdings
 	if i, ok := slices.BinarySearchFunc(hs, h, func(x holding, h int32) int { return cmp.Compare(x.host, h) }); ok {
 		return hs[i].slots
 	}

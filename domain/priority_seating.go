@@ -1,0 +1,178 @@
+package domain
+
+import "slices"
+
+// Rules 4's seating under priority (rules-v4 ruling 12,
+// docs/rules.md#version-4): which pool the slots a leaf holds count in is
+// decided inside the fold, pool by pool in the fold's order, with the
+// pool's own bounds, so that the seating reproduces the division and an
+// event that changes no input makes no decision. Version 3 seats every
+// host apart before the fold, priority first (seating.go), which need not
+// reproduce the division: identical events go on reclaiming.
+//
+// The seating starts from what each leaf holds per host. Each leaf first
+// sits on its own part. Then each pool, deepest first and the public pool
+// last, seats its tier (its classes: its own slots and the parts lent into
+// it, in the pool's class order; on each host the part of the class's
+// owner) in rounds, each holder taking what it still has to seat on the
+// tier, up to the room left and its bound for the round:
+//  1. up to G in the pool, in the entitled order;
+//  2. up to min(E', G + borrow_limit), in the borrow order (E': what
+//     earlier layers left unmet);
+//  3. in the public pool only, the rest, host by host, in the keepers'
+//     order.
+//
+// What a private pool's rounds leave of its slots goes up with the slots
+// the pool lends, so a leaf of the branch sitting there beyond its bounds
+// counts in the pool above, in the class of the slots lent from below
+// (ruling 3). What no round seats counts nowhere: the division does not
+// keep it, and the placement moves or releases it.
+
+// roundSeating is one fold's seating by rounds: by part, the room not sat
+// on yet; by leaf (node id), what it holds on each host not seated yet.
+type roundSeating struct {
+	t     *tree
+	parts []hostPart
+	room  []Slots
+	rest  [][]holding
+	inX   []Slots // scratch of one pool, by node id: what a leaf sits on in it
+}
+
+// newRoundSeating readies the seating of the holdings on parts, each leaf
+// seated on its own part first.
+func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
+	s := &roundSeating{t: t, parts: parts, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes))}
+	for i, pt := range parts {
+		s.room[i] = pt.slots
+	}
+	for _, l := range t.sortedLeaves {
+		s.rest[l] = slices.Clone(t.nodes[l].holdings)
+		for j := range s.rest[l] {
+			h := &s.rest[l][j]
+			if k := s.partOf(h.host, l); k >= 0 {
+				n := minSlots(h.slots, s.room[k])
+				h.slots -= n
+				s.room[k] -= n
+			}
+		}
+	}
+	return s
+}
+
+// partOf is the index of owner's part on host h (-1: none).
+func (s *roundSeating) partOf(h, owner int32) int {
+	for k := firstPartOf(s.parts, h); k < len(s.parts) && s.parts[k].host == h; k++ {
+		if s.parts[k].owner == owner {
+			return k
+		}
+	}
+	return -1
+}
+
+// classOwner is whose parts pool x's class of lender are: the lender's,
+// or the pool's own private parts (the public parts for the root).
+func classOwner(x, lender int32) int32 {
+	if lender == noNode && x != 0 {
+		return x
+	}
+	return lender
+}
+
+// seatPool seats pool x's tier (ruling 12's rounds) and records what each
+// leaf sits on in it, by class, as f's held; d must hold the division's
+// guarantees G and f.eff the leaves' E'.
+func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *heldDivision) {
+	xn := &s.t.nodes[x]
+	members := slices.Clone(s.t.leaves[xn.lo:xn.hi])
+	for _, l := range members {
+		s.inX[l] = 0
+	}
+	slices.SortFunc(members, s.t.entitledOrder)
+	for _, l := range members {
+		s.seatLeaf(f, x, pc, l, -1, d.g[l])
+	}
+	slices.SortFunc(members, s.t.borrowOrder)
+	for _, l := range members {
+		s.seatLeaf(f, x, pc, l, -1, minSlots(f.eff[l], borrowCeiling(&s.t.nodes[l], d.g[l])))
+	}
+	if x != 0 {
+		return
+	}
+	for _, h := range s.hostsOf(members) {
+		holders := slices.DeleteFunc(slices.Clone(members), func(l int32) bool { return s.restOn(l, h) == 0 })
+		slices.SortStableFunc(holders, func(a, b int32) int {
+			return s.t.keeperOrder(a, s.t.holdingOn(a, h), b, s.t.holdingOn(b, h))
+		})
+		for _, l := range holders {
+			s.seatLeaf(f, x, pc, l, h, Unlimited)
+		}
+	}
+}
+
+// seatLeaf seats what leaf l still holds (on host only, when it is not
+// -1) on pool x's classes it may use, in the pool's class order, up to
+// bound slots in the pool.
+func (s *roundSeating) seatLeaf(f *layeredFold, x int32, pc *poolClasses, l, host int32, bound Slots) {
+	for i, c := range pc.classes {
+		if s.inX[l] >= bound {
+			return
+		}
+		if !pc.mayUse(s.t, l, i) {
+			continue
+		}
+		owner := classOwner(x, c.lender)
+		for j := range s.rest[l] {
+			h := &s.rest[l][j]
+			if h.slots == 0 || (host >= 0 && h.host != host) {
+				continue
+			}
+			k := s.partOf(h.host, owner)
+			if k < 0 {
+				continue
+			}
+			n := minSlots(minSlots(bound-s.inX[l], h.slots), s.room[k])
+			if n <= 0 {
+				continue
+			}
+			h.slots -= n
+			s.room[k] -= n
+			s.inX[l] += n
+			f.addHeld(heldKey{pool: x, leaf: l, lender: c.lender}, n)
+		}
+	}
+}
+
+// restOn is what leaf l holds on host h not seated yet.
+func (s *roundSeating) restOn(l, h int32) Slots {
+	for _, x := range s.rest[l] {
+		if x.host == h {
+			return x.slots
+		}
+	}
+	return 0
+}
+
+// hostsOf lists the hosts where the leaves still have slots to seat, in
+// host order.
+func (s *roundSeating) hostsOf(leaves []int32) []int32 {
+	var hs []int32
+	for _, l := range leaves {
+		for _, x := range s.rest[l] {
+			if x.slots > 0 {
+				hs = append(hs, x.host)
+			}
+		}
+	}
+	slices.Sort(hs)
+	return slices.Compact(hs)
+}
+
+// addHeld records that leaf sits on k more slots of lender's class in the
+// pool.
+func (f *layeredFold) addHeld(hk heldKey, k Slots) {
+	if _, ok := f.held[hk]; !ok {
+		pl := poolLeaf{hk.pool, hk.leaf}
+		f.heldBy[pl] = append(f.heldBy[pl], hk.lender)
+	}
+	f.held[hk] += k
+}
