@@ -265,7 +265,8 @@ func (p *Pool) placeRules() placeRules {
 		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked,
 		keepSeating: (p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt) || p.onTotals(),
 		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
-		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore}
+		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore,
+		restrictiveFirst: p.mode.behaviour.restrictiveFirst}
 	if p.mode.behaviour.seatedReturns {
 		r.seated = p.seatedOn
 	}

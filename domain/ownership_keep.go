@@ -160,12 +160,16 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 	// its ancestors' private parts, the public part), then on parts
 	// others lend it: what a leaf already runs counts as its own slots
 	// first, so what it gains on a lender's part is recorded as lent.
-	for _, lent := range []bool{false, true} {
+	passes := []int{1, 2}
+	if pl.rules.restrictiveFirst {
+		passes = []int{0, 1, 2}
+	}
+	for _, pass := range passes {
 		for i := i0; i < i1; i++ {
 			p := pl.parts[i]
 			keepers = keepers[:0]
 			for j, x := range hs {
-				if left[j] > 0 && (pl.over[x.leaf] > 0) == losing && pl.lentTo(x.leaf, p.owner) == lent && pl.want(x.leaf, p.owner) > 0 {
+				if left[j] > 0 && (pl.over[x.leaf] > 0) == losing && pl.keepPass(x.leaf, p.owner) == pass && pl.want(x.leaf, p.owner) > 0 {
 					keepers = append(keepers, j)
 				}
 			}
@@ -200,6 +204,19 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 			}
 		}
 	}
+}
+
+// keepPass is the pass of step 1 in which leaf l keeps on owner's parts:
+// its own tiers (1), then parts others lend it (2); under rules 4 parts
+// lent in a restrictive class first (0; tree.restrictiveFor).
+func (pl *placement) keepPass(l, owner int32) int {
+	switch {
+	case !pl.lentTo(l, owner):
+		return 1
+	case pl.rules.restrictiveFirst && pl.t.restrictiveFor(l, owner):
+		return 0
+	}
+	return 2
 }
 
 // lentTo reports whether owner's parts are lent to leaf l: neither its

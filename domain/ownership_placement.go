@@ -106,6 +106,9 @@ type placeRules struct {
 	// keepMore, under rules 4: step 1 keeps along augmenting paths what
 	// its greedy pass could not (ownership_keep_more.go).
 	keepMore bool
+	// restrictiveFirst, under rules 4: parts lent in a restrictive class
+	// come before the pool's own (tree.restrictiveFor).
+	restrictiveFirst bool
 }
 
 // placement is one run's state.
@@ -380,6 +383,9 @@ func (pl *placement) addWant(leaf, owner int32, k, ent Slots) {
 // (docs/rules.md#ownership-placement): its own, then its ancestors' private
 // parts nearest first, then public, then parts lent by others.
 func (pl *placement) tierOf(l, owner int32) int64 {
+	if pl.rules.restrictiveFirst {
+		return pl.tierOf4(l, owner)
+	}
 	switch {
 	case owner == l:
 		return 0
@@ -408,4 +414,23 @@ func (pl *placement) partsOfHost(h int32) (int, int) {
 		j++
 	}
 	return i, j
+}
+
+// tierOf4 is tierOf under rules 4: pools nearest first, in each the parts
+// lent in a restrictive class before the pool's own (tree.restrictiveFor),
+// the public pool last; other lent parts after all of them.
+func (pl *placement) tierOf4(l, owner int32) int64 {
+	t := pl.t
+	depth := int64(t.nodes[l].depth)
+	switch {
+	case owner == l:
+		return 0
+	case owner == noNode:
+		return 2 + 2*depth
+	case t.contains(owner, l):
+		return 2 + 2*(depth-int64(t.nodes[owner].depth))
+	case t.restrictiveFor(l, owner):
+		return 1 + 2*(depth-int64(t.nodes[t.commonAncestor(owner, l)].depth))
+	}
+	return 1 << 41
 }

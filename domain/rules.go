@@ -142,13 +142,19 @@ type behaviour struct {
 	// its greedy pass leaves a holder although a seating keeping it exists
 	// (ownership_keep_more.go; docs/decisions.md #217).
 	keepMore bool
+	// restrictiveFirst: the seating, the placement's step 1 and its
+	// grants take a part lent in a class some leaf of the pool may not use
+	// before the pool's own slots, as the pool's division does
+	// (tree.restrictiveFor; docs/decisions.md #218); before, every lent
+	// part came after the public part.
+	restrictiveFirst bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
-		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4}
+		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -36,6 +36,9 @@ func (p *Pool) sitHost(out []sitting, parts []hostPart, i, j int, held []holding
 	s := p.sits.seating(p, parts[i:j], held)
 	s.ownParts()
 	s.privatePools()
+	if s.restrictiveFirst {
+		s.restrictiveParts()
+	}
 	s.publicParts()
 	s.lentParts()
 	s.repair()
@@ -66,6 +69,8 @@ type seating struct {
 	pool           [][]int32
 	may            [][]bool
 	tiers          [][]seat
+	// restrictiveFirst: rules 4's order (behaviour.restrictiveFirst).
+	restrictiveFirst bool
 
 	amtFlat  []Slots
 	poolFlat []int32
@@ -79,6 +84,7 @@ type seat struct{ k, hk int }
 func (c *sitCache) seating(p *Pool, parts []hostPart, held []holding) *seating {
 	s := &c.scratch
 	s.p, s.parts, s.held, s.n = p, parts, held, len(parts)
+	s.restrictiveFirst = p.mode.behaviour.restrictiveFirst
 	n, m := len(parts), len(held)
 	s.left, s.order = s.left[:0], s.order[:0]
 	for k, pt := range parts {
@@ -139,7 +145,14 @@ func (s *seating) ownParts() {
 // pair put in its tier's bucket in that order.
 func (s *seating) privatePools() {
 	t := s.p.t
-	want := int(2*t.maxDepth + 2)
+	// Per pool, deepest first: its own private part, then the parts lent
+	// into it; under rules 4 the parts lent in a restrictive class first
+	// (tree.restrictiveFor).
+	width := 2
+	if s.restrictiveFirst {
+		width = 3
+	}
+	want := width * int(t.maxDepth+1)
 	for len(s.tiers) < want {
 		s.tiers = append(s.tiers, nil)
 	}
@@ -151,8 +164,12 @@ func (s *seating) privatePools() {
 		o := s.parts[k].owner
 		for _, hk := range s.keepers {
 			if x := s.pool[hk][k]; x != noNode {
-				tier := 2 * int(t.maxDepth-t.nodes[x].depth)
-				if x != o {
+				tier := width * int(t.maxDepth-t.nodes[x].depth)
+				switch {
+				case x != o && s.restrictiveFirst && t.restrictiveFor(s.held[hk].host, o):
+				case x != o:
+					tier += width - 1
+				case s.restrictiveFirst:
 					tier++
 				}
 				tiers[tier] = append(tiers[tier], seat{k, hk})
@@ -162,6 +179,19 @@ func (s *seating) privatePools() {
 	for _, bucket := range tiers {
 		for _, st := range bucket {
 			s.sit(st.k, st.hk)
+		}
+	}
+}
+
+// restrictiveParts: under rules 4, before the public part, the parts lent
+// across the root in a class some leaf may not use.
+func (s *seating) restrictiveParts() {
+	for _, k := range s.order {
+		o := s.parts[k].owner
+		for _, hk := range s.keepers {
+			if s.may[hk][k] && s.pool[hk][k] == noNode && s.p.t.restrictiveFor(s.held[hk].host, o) {
+				s.sit(k, hk)
+			}
 		}
 	}
 }

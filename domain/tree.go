@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type node struct {
 	top      int32 // the top-level ancestor (itself if top-level); noNode for the root
 	leaf     bool
 	lo, hi   int32 // this subtree's leaves are tree.leaves[lo:hi]
+	// widestGrace: the largest reclaim_grace of the subtree's leaves (a
+	// class of a smaller grace is one some leaf of the pool may not use).
+	widestGrace time.Duration
 
 	share        int64
 	priority     int64
@@ -199,6 +203,16 @@ func buildTree(plan events.Plan, development bool) (*tree, error) {
 	}
 	t.pinLeaves(specs)
 	t.layoutLeaves(0)
+	for i := len(t.nodes) - 1; i >= 0; i-- { // children after their parents: fold up
+		n := &t.nodes[i]
+		if n.leaf {
+			n.widestGrace = n.reclaimGrace
+		}
+		if i > 0 {
+			p := &t.nodes[n.parent]
+			p.widestGrace = max(p.widestGrace, n.widestGrace)
+		}
+	}
 	t.sortedLeaves = slices.Sorted(slices.Values(t.leaves))
 	for i := range t.nodes {
 		t.hasMax = t.hasMax || t.nodes[i].max != nil
@@ -312,6 +326,24 @@ func validatePath(p string) error {
 
 // commonAncestor is the deepest consumer whose subtree holds both a and b
 // (the root, 0, when only it does).
+// restrictiveFor reports whether owner's part, lent to leaf (the leaf may
+// hold it), is in a class its pool divides before the pool's own slots:
+// one that some leaf of the pool may not use (a lending chain's grace below
+// the pool's widest reclaim_grace; docs/rules.md#layered-fold). Rules 4
+// seats, keeps and places such parts before the pool's own (docs/decisions.md
+// #218).
+func (t *tree) restrictiveFor(leaf, owner int32) bool {
+	if owner == noNode || owner == leaf || t.contains(owner, leaf) {
+		return false
+	}
+	top := t.commonAncestor(owner, leaf)
+	grace := time.Duration(math.MaxInt64)
+	for o := owner; o != top; o = t.nodes[o].parent {
+		grace = min(grace, t.nodes[o].lendGrace)
+	}
+	return grace < t.nodes[top].widestGrace
+}
+
 func (t *tree) commonAncestor(a, b int32) int32 {
 	for t.nodes[a].depth > t.nodes[b].depth {
 		a = t.nodes[a].parent
