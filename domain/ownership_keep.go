@@ -70,6 +70,9 @@ func (pl *placement) keep() {
 		for _, h := range withParts {
 			pl.keepMore(h, left[h], amt[h])
 		}
+		if !pl.rules.preferring {
+			pl.keepSwapped(left)
+		}
 	}
 }
 
