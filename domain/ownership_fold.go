@@ -130,7 +130,9 @@ func (p *Pool) fullLayered() layeredTargets {
 		priorityPerPool: p.mode.behaviour.priorityPerPool}
 	if p.seatsByRounds() {
 		in.seat = newRoundSeating(p.t, parts)
+		p.seats = in.seat
 	} else {
+		p.seats = nil
 		in.held = p.heldByPool(parts)
 	}
 	return computeLayeredTargets(p.t, in)
@@ -267,7 +269,10 @@ func (p *Pool) placeRules() placeRules {
 		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
 		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore,
 		restrictiveFirst: p.mode.behaviour.restrictiveFirst}
-	if p.mode.behaviour.seatedReturns {
+	switch {
+	case p.seatsByRounds() && p.seats != nil:
+		r.seated = p.seats.seatedOn
+	case p.mode.behaviour.seatedReturns:
 		r.seated = p.seatedOn
 	}
 	if !p.mode.shareRatio {

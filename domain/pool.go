@@ -98,6 +98,10 @@ type eventWork struct {
 	keys        []qkey
 	prevTargets []Slots
 	scratchIDs  []int32
+	// seats: under rules 4's priority, the seating by rounds the event's
+	// layered fold made (priority_seating.go); the placement reads who
+	// sits where from it.
+	seats *roundSeating
 }
 
 // PoolOption configures a pool made by NewPool or Restore.

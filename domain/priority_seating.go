@@ -36,12 +36,16 @@ type roundSeating struct {
 	room  []Slots
 	rest  [][]holding
 	inX   []Slots // scratch of one pool, by node id: what a leaf sits on in it
+	// sat: what each leaf sits on in each owner's part of each host (the
+	// placement reads it: seatedOn).
+	sat map[seatKey]Slots
 }
 
 // newRoundSeating readies the seating of the holdings on parts, each leaf
 // seated on its own part first.
 func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
-	s := &roundSeating{t: t, parts: parts, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes))}
+	s := &roundSeating{t: t, parts: parts, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes)),
+		sat: map[seatKey]Slots{}}
 	for i, pt := range parts {
 		s.room[i] = pt.slots
 	}
@@ -50,13 +54,44 @@ func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 		for j := range s.rest[l] {
 			h := &s.rest[l][j]
 			if k := s.partOf(h.host, l); k >= 0 {
-				n := minSlots(h.slots, s.room[k])
-				h.slots -= n
-				s.room[k] -= n
+				s.sit(l, k, h, minSlots(h.slots, s.room[k]))
 			}
 		}
 	}
 	return s
+}
+
+// sit seats n of leaf l's slots of holding h on part k.
+func (s *roundSeating) sit(l int32, k int, h *holding, n Slots) {
+	if n <= 0 {
+		return
+	}
+	h.slots -= n
+	s.room[k] -= n
+	s.sat[seatKey{host: s.parts[k].host, owner: s.parts[k].owner, leaf: l}] += n
+}
+
+// seatRest seats what no pool's rounds seated, so that every slot sits
+// somewhere: host by host, leaves in path order, on the parts each may
+// hold first, then on any part with room. It counts in no pool.
+func (s *roundSeating) seatRest() {
+	for _, mayOnly := range []bool{true, false} {
+		for _, l := range s.t.sortedLeaves {
+			for j := range s.rest[l] {
+				h := &s.rest[l][j]
+				for k := firstPartOf(s.parts, h.host); h.slots > 0 && k < len(s.parts) && s.parts[k].host == h.host; k++ {
+					if !mayOnly || s.t.mayUse(l, s.parts[k].owner) {
+						s.sit(l, k, h, minSlots(h.slots, s.room[k]))
+					}
+				}
+			}
+		}
+	}
+}
+
+// seatedOn is what leaf sits on in owner's part of host h.
+func (s *roundSeating) seatedOn(h, owner, leaf int32) Slots {
+	return s.sat[seatKey{host: h, owner: owner, leaf: leaf}]
 }
 
 // partOf is the index of owner's part on host h (-1: none).
@@ -107,6 +142,7 @@ func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *hel
 			s.seatLeaf(f, x, pc, l, h, Unlimited)
 		}
 	}
+	s.seatRest()
 }
 
 // seatLeaf seats what leaf l still holds (on host only, when it is not
@@ -134,8 +170,7 @@ func (s *roundSeating) seatLeaf(f *layeredFold, x int32, pc *poolClasses, l, hos
 			if n <= 0 {
 				continue
 			}
-			h.slots -= n
-			s.room[k] -= n
+			s.sit(l, k, h, n)
 			s.inX[l] += n
 			f.addHeld(heldKey{pool: x, leaf: l, lender: c.lender}, n)
 		}
