@@ -73,17 +73,66 @@ func (s *roundSeating) sit(l int32, k int, h *holding, n Slots) {
 
 // seatRest seats what no pool's rounds seated, so that every slot sits
 // somewhere: host by host, leaves in path order, on the parts each may
-// hold first, then on any part with room. It counts in no pool.
+// hold first, then on any part with room, and then, as the keepers'
+// seating does (seating.go repair), moves a leaf off a part it may not
+// hold along an augmenting path when one exists. It counts in no pool.
 func (s *roundSeating) seatRest() {
+	var bad []int32 // hosts where a leaf sits on a part it may not hold
 	for _, mayOnly := range []bool{true, false} {
 		for _, l := range s.t.sortedLeaves {
 			for j := range s.rest[l] {
 				h := &s.rest[l][j]
 				for k := firstPartOf(s.parts, h.host); h.slots > 0 && k < len(s.parts) && s.parts[k].host == h.host; k++ {
-					if !mayOnly || s.t.mayUse(l, s.parts[k].owner) {
+					if may := s.t.mayUse(l, s.parts[k].owner); may || !mayOnly {
+						if n := minSlots(h.slots, s.room[k]); n > 0 && !may {
+							bad = append(bad, h.host)
+						}
 						s.sit(l, k, h, minSlots(h.slots, s.room[k]))
 					}
 				}
+			}
+		}
+	}
+	slices.Sort(bad)
+	for _, h := range slices.Compact(bad) {
+		s.repairHost(h)
+	}
+}
+
+// repairHost moves leaves off the parts of host h they may not hold
+// along augmenting paths (sitRepair), as the keepers' seating does.
+func (s *roundSeating) repairHost(h int32) {
+	i, j := firstPartOf(s.parts, h), firstPartOf(s.parts, h)
+	for j < len(s.parts) && s.parts[j].host == h {
+		j++
+	}
+	var holders []int32
+	for _, l := range s.t.sortedLeaves {
+		if s.t.holdingOn(l, h) > 0 {
+			holders = append(holders, l)
+		}
+	}
+	amt := make([][]Slots, len(holders))
+	for a, l := range holders {
+		amt[a] = make([]Slots, j-i)
+		for k := i; k < j; k++ {
+			amt[a][k-i] = s.sat[seatKey{host: h, owner: s.parts[k].owner, leaf: l}]
+		}
+	}
+	r := sitRepair{amt: amt, left: s.room[i:j], may: func(a, k int) bool { return s.t.mayUse(holders[a], s.parts[i+k].owner) }}
+	for a := range holders {
+		for k := range j - i {
+			for amt[a][k] > 0 && !r.may(a, k) && r.move(a, k) {
+			}
+		}
+	}
+	for a, l := range holders {
+		for k := i; k < j; k++ {
+			key := seatKey{host: h, owner: s.parts[k].owner, leaf: l}
+			if amt[a][k-i] == 0 {
+				delete(s.sat, key)
+			} else {
+				s.sat[key] = amt[a][k-i]
 			}
 		}
 	}
