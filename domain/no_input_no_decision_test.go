@@ -21,11 +21,11 @@ import (
 
 // noInputDriftPerMille bounds the events after which a no-op event
 // decides (TestRules4NoInputNoDecision).
-const noInputDriftPerMille = 8
+const noInputDriftPerMille = 4
 
 var noInputShow = flag.Int("noinput.show", 5, "TestRules4NoInputNoDecision: how many deciding no-op events to print")
 
-var noInputRuns = flag.Int("noinput.runs", 1000, "TestRules4NoInputNoDecision: random ownership logs folded under rules 4 with a no-op event after every event (the issue asks for at least 10,000: -noinput.runs=10000)")
+var noInputRuns = flag.Int("noinput.runs", 2000, "TestRules4NoInputNoDecision: random ownership logs folded under rules 4 with a no-op event after every event (the issue asks for at least 10,000: -noinput.runs=10000)")
 
 // noInputStats counts, over random logs, the events after which a no-op
 // event decides, by policy.
@@ -89,7 +89,7 @@ func TestRules4NoInputNoDecision(t *testing.T) {
 		t.Log(m)
 	}
 	// A ratchet, not the goal: the property does not hold on every event
-	// yet (docs/decisions.md #218 says where it fails and why). Lower it as
+	// yet (docs/decisions.md #199 says where it fails and why). Lower it as
 	// the causes are settled; the goal is 0.
 	if st.decides*1000 > noInputDriftPerMille*st.events {
 		t.Errorf("%d of %d events of %d logs are followed by a no-op event that decides (at most %d per mille): %v",

@@ -2,7 +2,7 @@ package domain
 
 import "slices"
 
-// Rules 4's seating under priority (rules-v4 ruling 12,
+// Rules 4's seating under priority (rules-v4 ruling 12, docs/decisions.md #216,
 // docs/rules.md#version-4): which pool the slots a leaf holds count in is
 // decided inside the fold, pool by pool in the fold's order, with the
 // pool's own bounds, so that the seating reproduces the division and an

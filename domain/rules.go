@@ -135,7 +135,8 @@ type behaviour struct {
 	countsOnTotals bool
 	// seatByRounds: under priority the fold seats each pool's tier by
 	// rounds with the pool's bounds as it reaches the pool, so the seating
-	// reproduces the division (rules-v4 ruling 12, priority_seating.go);
+	// reproduces the division (rules-v4 ruling 12, priority_seating.go,
+	// docs/decisions.md #216);
 	// before, every host was seated apart before the fold, priority first.
 	seatByRounds bool
 	// keepMore: the placement's step 1 keeps, along augmenting paths, what
