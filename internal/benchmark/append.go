@@ -220,7 +220,10 @@ type appendTarget struct {
 type appendFigures struct {
 	apiSingle, apiArray, rawSync, rawAsync, rawAtomic float64
 	apiSingleUnsigned, apiArrayUnsigned               float64
-	details                                           [7]string
+	// rawAtomicSigning is the raw atomic batches with each batch signed
+	// just before it is published (the first target of a signed run).
+	rawAtomicSigning float64
+	details          [8]string
 }
 
 // appends is phase 1: events/s through the API, one event per request and
@@ -284,6 +287,19 @@ func (b *bench) appends(ctx context.Context) error {
 			}
 		}
 	}
+	if f := figs[0]; f.rawAtomicSigning > 0 {
+		// The atomic batch baseline publishes envelopes signed before the
+		// clock starts; the API must sign what it publishes, as any
+		// producer of signed envelopes must. Beside the target's figure,
+		// for reading it: the same batches, each signed just before it is
+		// published (over the cores, as the API signs).
+		label := " [" + targets[0].label + "]"
+		b.add(Result{Phase: "1 append", Name: fmt.Sprintf("raw atomic batch publish of %d, each signed just before", b.n.arrayLen) + label,
+			Value: f.rawAtomicSigning, Unit: "events/s", Detail: fmt.Sprintf("%s (the better of %d rounds)", f.details[7], appendRounds)})
+		b.add(Result{Phase: "1 append", Name: "API, arrays beside raw batches that sign" + label, Signing: b.signing(), Value: f.apiArray, Unit: "events/s",
+			Baseline: "raw atomic batch, signing", BaselineValue: f.rawAtomicSigning,
+			Detail: "for reading the target's ratio: its baseline publishes envelopes signed beforehand"})
+	}
 	if len(targets) == 3 {
 		safe, fast, r3 := figs[0], figs[1], figs[2]
 		b.add(Result{Phase: "1 append", Name: "API single: sync always / unsynced", Value: safe.apiSingle / fast.apiSingle, Unit: "ratio",
@@ -306,9 +322,9 @@ const appendRounds = 2
 // best keeps, measure by measure, the higher rate of f and g.
 func (f appendFigures) best(g appendFigures) appendFigures {
 	out := f
-	for k, pair := range [7][2]*float64{{&out.apiSingle, &g.apiSingle}, {&out.apiArray, &g.apiArray}, {&out.rawSync, &g.rawSync},
+	for k, pair := range [8][2]*float64{{&out.apiSingle, &g.apiSingle}, {&out.apiArray, &g.apiArray}, {&out.rawSync, &g.rawSync},
 		{&out.rawAsync, &g.rawAsync}, {&out.rawAtomic, &g.rawAtomic}, {&out.apiSingleUnsigned, &g.apiSingleUnsigned},
-		{&out.apiArrayUnsigned, &g.apiArrayUnsigned}} {
+		{&out.apiArrayUnsigned, &g.apiArrayUnsigned}, {&out.rawAtomicSigning, &g.rawAtomicSigning}} {
 		if *pair[1] > *pair[0] {
 			*pair[0], out.details[k] = *pair[1], g.details[k]
 		}
@@ -344,7 +360,16 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 			}
 		}
 	}
+	signing := withUnsigned // the first target of a signed run
+	if signing {
+		for c := range clients {
+			if err := b.publishSetup(ctx, t.js, signingPool(arrays[c])); err != nil {
+				return f, err
+			}
+		}
+	}
 	singleMsgs, arrayMsgs, atomicMsgs := make([][][]*nats.Msg, clients), make([][][]*nats.Msg, clients), make([][][]*nats.Msg, clients)
+	signingMsgs := make([][][]*nats.Msg, clients)
 	for c := range clients {
 		var err error
 		if singleMsgs[c], err = singles[c].messages(singles[c].rawPool, "raw-"); err != nil {
@@ -356,6 +381,11 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 		if atomicMsgs[c], err = arrays[c].messages(atomicPool(arrays[c]), "atomic-"); err != nil {
 			return f, err
 		}
+		if signing {
+			if signingMsgs[c], err = arrays[c].messages(signingPool(arrays[c]), "signing-"); err != nil {
+				return f, err
+			}
+		}
 		for _, mss := range [][][]*nats.Msg{singleMsgs[c], arrayMsgs[c], atomicMsgs[c]} {
 			for _, ms := range mss {
 				b.signAll(ms)
@@ -365,6 +395,7 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 	nSingle, nArray := float64(perSingle*clients), float64(perArray*clients*b.n.arrayLen)
 
 	b.progress("raw JetStream: %d synchronous publishes", perSingle*clients)
+	ctx = step(ctx, "raw sync")
 	d, err := concurrently(clients, func(c int) error {
 		for _, ms := range singleMsgs[c] {
 			for _, m := range ms {
@@ -395,6 +426,7 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 	f.rawAsync, f.details[3] = nArray/d.Seconds(), fmt.Sprintf("the same %.0f envelopes, %d publishers, waiting for each batch's acks, %.2fs", nArray, clients, d.Seconds())
 
 	b.progress("raw JetStream: %d atomic batches of %d (the API's protocol)", perArray*clients, b.n.arrayLen)
+	ctx = step(ctx, "raw atomic")
 	d, err = concurrently(clients, func(c int) error {
 		for r, ms := range atomicMsgs[c] {
 			if err := publishAtomic(ctx, t.nc, fmt.Sprintf("%s-%d", atomicPool(arrays[c]), r), ms); err != nil {
@@ -407,6 +439,24 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 		return f, err
 	}
 	f.rawAtomic, f.details[4] = nArray/d.Seconds(), fmt.Sprintf("the same %.0f envelopes, Nats-Batch-* headers + commit request (what the API sends, without its checks), %d publishers, %.2fs", nArray, clients, d.Seconds())
+	if !signing {
+		return f, nil
+	}
+	b.progress("raw JetStream: %d atomic batches of %d, each signed just before", perArray*clients, b.n.arrayLen)
+	ctx = step(ctx, "raw atomic signing")
+	d, err = concurrently(clients, func(c int) error {
+		for r, ms := range signingMsgs[c] {
+			b.signAll(ms)
+			if err := publishAtomic(ctx, t.nc, fmt.Sprintf("%s-%d", signingPool(arrays[c]), r), ms); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return f, err
+	}
+	f.rawAtomicSigning, f.details[7] = nArray/d.Seconds(), fmt.Sprintf("the same %.0f envelopes, each batch signed (Signer.SignAll, over the cores) then published as above, %d publishers, %.2fs", nArray, clients, d.Seconds())
 	return f, nil
 }
 
@@ -449,6 +499,7 @@ func (b *bench) measureAPI(ctx context.Context, t appendTarget, round string, un
 	who := fmt.Sprintf("%d clients, each on its own pool", clients)
 
 	b.progress("API (%s): %d single events, one POST each", how, perSingle*clients)
+	ctx = step(ctx, "api single "+how)
 	d, err := concurrently(clients, func(c int) error {
 		for _, body := range singleBodies[c] {
 			if _, err := b.post(ctx, singles[c].apiPool, body); err != nil {
@@ -463,6 +514,7 @@ func (b *bench) measureAPI(ctx context.Context, t appendTarget, round string, un
 	single, singleDetail = nSingle/d.Seconds(), fmt.Sprintf("%.0f events, %s, %.2fs", nSingle, who, d.Seconds())
 
 	b.progress("API (%s): %d arrays of %d events", how, perArray*clients, b.n.arrayLen)
+	ctx = step(ctx, "api arrays "+how)
 	d, err = concurrently(clients, func(c int) error {
 		for _, body := range arrayBodies[c] {
 			if _, err := b.post(ctx, arrays[c].apiPool, body); err != nil {
@@ -480,6 +532,9 @@ func (b *bench) measureAPI(ctx context.Context, t appendTarget, round string, un
 
 // atomicPool is the pool of the atomic-batch baseline of an array load.
 func atomicPool(l clientLoad) string { return "atomic-" + l.apiPool }
+
+// signingPool is the pool of the atomic batches signed as they go.
+func signingPool(l clientLoad) string { return "signing-" + l.apiPool }
 
 // publishAtomic publishes msgs as one JetStream atomic batch, as the API
 // does for an array (internal/api/batch.go): every message but the last
