@@ -73,7 +73,8 @@ func (f *fold) returnOn(c, v string, k hp, n int64) {
 // releaseSeated gives back amt of l's slots in the release order of
 // "Placement with ownership": slots lent by others first, then public,
 // then private pools farthest ancestor first, its own last; within a tier
-// the host holding most of its slots, then name.
+// the host holding most of its slots (as the release goes, #234), then
+// name.
 func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Time) {
 	m := f.m
 	var ks []hp
@@ -94,8 +95,9 @@ func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Tim
 			return 0
 		}
 	}
-	sort.Slice(ks, func(i, j int) bool {
-		a, b := ks[i], ks[j]
+	// the host holding most of its slots is measured as the release goes,
+	// after what it gave back on the hosts before (decision #234)
+	less := func(a, b hp) bool {
 		if ta, tb := tier(a.part), tier(b.part); ta != tb {
 			return ta < tb
 		}
@@ -106,12 +108,19 @@ func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Tim
 			return a.host < b.host
 		}
 		return a.part < b.part
-	})
-	for _, k := range ks {
-		n := min(amt, f.seat[l][k])
-		if n <= 0 {
-			continue
+	}
+	for amt > 0 {
+		best := -1
+		for i, k := range ks {
+			if f.seat[l][k] > 0 && (best < 0 || less(k, ks[best])) {
+				best = i
+			}
 		}
+		if best < 0 {
+			break
+		}
+		k := ks[best]
+		n := min(amt, f.seat[l][k])
 		f.addAlloc(l, k.host, -n)
 		f.seat.add(l, k, -n)
 		amt -= n
