@@ -15,8 +15,15 @@ import (
 // (gen.OwnedBench) and a first round of demand (0..4 a leaf).
 func ownedBenchPool(b testing.TB, n int, policy events.Policy) (*domain.Pool, []string, *rand.Rand, []events.Consumer) {
 	b.Helper()
+	return ownedBenchPoolAs(b, n, policy, domain.RulesV3)
+}
+
+// ownedBenchPoolAs is ownedBenchPool under rules version v (the version
+// in development folds in a pool made with WithDevelopmentRules).
+func ownedBenchPoolAs(b testing.TB, n int, policy events.Policy, v domain.RulesVersion) (*domain.Pool, []string, *rand.Rand, []events.Consumer) {
+	b.Helper()
 	hosts, cs, leaves := gen.OwnedBench(n)
-	p := domain.NewPool("bench")
+	p := domain.NewPool("bench", domain.WithDevelopmentRules())
 	seq := uint64(0)
 	apply := func(ev events.Payload) {
 		seq++
@@ -27,7 +34,7 @@ func ownedBenchPool(b testing.TB, n int, policy events.Policy) (*domain.Pool, []
 	for _, h := range hosts { // before the plan: one assignment, not one per host
 		apply(h)
 	}
-	apply(&events.PlanChange{Plan: events.Plan{Rules: int(domain.RulesV3), Policy: policy, Consumers: cs}})
+	apply(&events.PlanChange{Plan: events.Plan{Rules: int(v), Policy: policy, Consumers: cs}})
 	rng := rand.New(rand.NewPCG(1, 2))
 	d := &events.Demand{Demands: map[string]int64{}}
 	for _, l := range leaves {
@@ -47,6 +54,21 @@ func BenchmarkOwnedDemand(b *testing.B) {
 		for _, n := range ownedBenchSizes {
 			b.Run(fmt.Sprintf("%s/leaves=%d", pol.name, n), func(b *testing.B) {
 				p, leaves, rng, _ := ownedBenchPool(b, n, pol.policy)
+				timed(b, p, demandEvents(leaves, rng))
+			})
+		}
+	}
+}
+
+// BenchmarkOwnedDemandRules4 is BenchmarkOwnedDemand under rules 4 (in
+// development), beside it in make bench: version 4 under priority seats
+// each pool by rounds inside the fold (ruling 12) and takes the full fold
+// at every event.
+func BenchmarkOwnedDemandRules4(b *testing.B) {
+	for _, pol := range benchPolicies {
+		for _, n := range ownedBenchSizes {
+			b.Run(fmt.Sprintf("%s/leaves=%d", pol.name, n), func(b *testing.B) {
+				p, leaves, rng, _ := ownedBenchPoolAs(b, n, pol.policy, domain.RulesV4)
 				timed(b, p, demandEvents(leaves, rng))
 			})
 		}

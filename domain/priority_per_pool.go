@@ -131,11 +131,27 @@ func (f *layeredFold) keepPerClass(x int32, d *heldDivision, pc *poolClasses) {
 			keepOrder = append(keepOrder, i)
 		}
 	}
+	// A leaf's classes are looked up from the lenders it sits on
+	// (heldBy), in keepOrder: a pool has as many classes as lenders, and
+	// most leaves sit on few of them.
+	pos := make([]int, len(pc.classes))
+	for p, i := range keepOrder {
+		pos[i] = p
+	}
+	idx := indexClasses(pc.classes)
+	sitsOn := func(l int32) []int {
+		var is []int
+		for _, lender := range f.heldBy[poolLeaf{x, l}] {
+			is = append(is, idx[lender]...)
+		}
+		slices.SortFunc(is, func(a, b int) int { return pos[a] - pos[b] })
+		return slices.Compact(is)
+	}
 	keepers := make([]leafSlots, len(d.leaves))
 	for i, l := range d.leaves {
 		keepers[i].leaf = l
-		for _, c := range pc.classes {
-			keepers[i].slots += f.held[heldKey{pool: x, leaf: l, lender: c.lender}]
+		for _, ci := range sitsOn(l) {
+			keepers[i].slots += f.held[heldKey{pool: x, leaf: l, lender: pc.classes[ci].lender}]
 		}
 	}
 	slices.SortFunc(keepers, func(a, b leafSlots) int {
@@ -144,7 +160,7 @@ func (f *layeredFold) keepPerClass(x int32, d *heldDivision, pc *poolClasses) {
 	for _, k := range keepers {
 		l := k.leaf
 		want := minSlots(k.slots, f.eff[l])
-		for _, i := range keepOrder {
+		for _, i := range sitsOn(l) {
 			hk := heldKey{pool: x, leaf: l, lender: pc.classes[i].lender}
 			m := minSlots(minSlots(want, f.held[hk]), minSlots(pc.free[i], f.roomIn(x, d, l, noNode)))
 			if m <= 0 {

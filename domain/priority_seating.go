@@ -1,6 +1,9 @@
 package domain
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // Rules 4's seating under priority (rules-v4 ruling 12, docs/decisions.md #216,
 // docs/rules.md#version-4): which pool the slots a leaf holds count in is
@@ -39,13 +42,21 @@ type roundSeating struct {
 	// sat: what each leaf sits on in each owner's part of each host (the
 	// placement reads it: seatedOn).
 	sat map[seatKey]Slots
+	// classOf: scratch of one pool, the class of each part owner of its
+	// tier; cands: of one leaf, the parts it may sit on in the tier.
+	classOf map[int32]int
+	cands   []tierSeat
 }
+
+// tierSeat is a part k of a pool's tier a leaf may sit on, of class i, on
+// the host of the leaf's holding j.
+type tierSeat struct{ i, j, k int }
 
 // newRoundSeating readies the seating of the holdings on parts, each leaf
 // seated on its own part first.
 func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 	s := &roundSeating{t: t, parts: parts, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes)),
-		sat: map[seatKey]Slots{}}
+		sat: map[seatKey]Slots{}, classOf: map[int32]int{}}
 	for i, pt := range parts {
 		s.room[i] = pt.slots
 	}
@@ -168,6 +179,12 @@ func classOwner(x, lender int32) int32 {
 func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *heldDivision) {
 	xn := &s.t.nodes[x]
 	members := slices.Clone(s.t.leaves[xn.lo:xn.hi])
+	clear(s.classOf)
+	for i, c := range pc.classes {
+		if _, ok := s.classOf[classOwner(x, c.lender)]; !ok {
+			s.classOf[classOwner(x, c.lender)] = i
+		}
+	}
 	for _, l := range members {
 		s.inX[l] = 0
 	}
@@ -198,30 +215,34 @@ func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *hel
 // -1) on pool x's classes it may use, in the pool's class order, up to
 // bound slots in the pool.
 func (s *roundSeating) seatLeaf(f *layeredFold, x int32, pc *poolClasses, l, host int32, bound Slots) {
-	for i, c := range pc.classes {
-		if s.inX[l] >= bound {
-			return
-		}
-		if !pc.mayUse(s.t, l, i) {
+	if s.inX[l] >= bound {
+		return
+	}
+	// The parts of the tier on the hosts where l has slots to seat, in the
+	// pool's class order, then l's hosts in order.
+	s.cands = s.cands[:0]
+	for j, h := range s.rest[l] {
+		if h.slots == 0 || (host >= 0 && h.host != host) {
 			continue
 		}
-		owner := classOwner(x, c.lender)
-		for j := range s.rest[l] {
-			h := &s.rest[l][j]
-			if h.slots == 0 || (host >= 0 && h.host != host) {
-				continue
+		for k := firstPartOf(s.parts, h.host); k < len(s.parts) && s.parts[k].host == h.host; k++ {
+			if i, ok := s.classOf[s.parts[k].owner]; ok && pc.mayUse(s.t, l, i) {
+				s.cands = append(s.cands, tierSeat{i: i, j: j, k: k})
 			}
-			k := s.partOf(h.host, owner)
-			if k < 0 {
-				continue
-			}
-			n := minSlots(minSlots(bound-s.inX[l], h.slots), s.room[k])
-			if n <= 0 {
-				continue
-			}
-			s.sit(l, k, h, n)
-			s.inX[l] += n
-			f.addHeld(heldKey{pool: x, leaf: l, lender: c.lender}, n)
+		}
+	}
+	slices.SortFunc(s.cands, func(a, b tierSeat) int { return cmp.Or(cmp.Compare(a.i, b.i), cmp.Compare(a.j, b.j)) })
+	for _, c := range s.cands {
+		h := &s.rest[l][c.j]
+		n := minSlots(minSlots(bound-s.inX[l], h.slots), s.room[c.k])
+		if n <= 0 {
+			continue
+		}
+		s.sit(l, c.k, h, n)
+		s.inX[l] += n
+		f.addHeld(heldKey{pool: x, leaf: l, lender: pc.classes[c.i].lender}, n)
+		if s.inX[l] >= bound {
+			return
 		}
 	}
 }
