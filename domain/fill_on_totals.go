@@ -112,10 +112,18 @@ func (pl *placement) takeFree(l int32, need Slots, cur []Slots) Slots {
 
 // reclaimFrom takes up to give of victim v's slots that leaf l may take,
 // in l's fold order (an owner's parts in host order), and returns how
-// many: the placement's pairing records them as reclaims from v.
+// many: the placement's pairing records them as reclaims from v. Under
+// rules 4 v's slots on its own parts come last: v takes its own slots back
+// at the next event whatever it holds elsewhere (ruling 5), which would
+// undo the reclaim by a return (docs/decisions.md #246).
 func (pl *placement) reclaimFrom(l, v int32, give Slots, cur []Slots) Slots {
 	took := Slots(0)
-	for _, o := range pl.foldOrder(l) {
+	owners := pl.foldOrder(l)
+	if pl.rules.victimOwnLast {
+		owners = append(slices.DeleteFunc(slices.Clone(owners), func(o int32) bool { return o == v }),
+			slices.DeleteFunc(slices.Clone(owners), func(o int32) bool { return o != v })...)
+	}
+	for _, o := range owners {
 		if give == 0 || !pl.mayTake(l, o, cur) {
 			continue
 		}

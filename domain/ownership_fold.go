@@ -268,7 +268,7 @@ func (p *Pool) placeRules() placeRules {
 		keepSeating: (p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt) || p.onTotals(),
 		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
 		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore,
-		restrictiveFirst: p.mode.behaviour.restrictiveFirst}
+		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast}
 	switch {
 	case p.seatsByRounds() && p.seats != nil:
 		r.seated = p.seats.seatedOn

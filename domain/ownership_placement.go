@@ -109,6 +109,9 @@ type placeRules struct {
 	// restrictiveFirst, under rules 4: parts lent in a restrictive class
 	// come before the pool's own (tree.restrictiveFor).
 	restrictiveFirst bool
+	// victimOwnLast, under rules 4: the T0 restore takes a victim's slots
+	// on its own parts last (fill_on_totals.go reclaimFrom).
+	victimOwnLast bool
 }
 
 // placement is one run's state.

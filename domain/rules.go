@@ -149,13 +149,17 @@ type behaviour struct {
 	// (tree.restrictiveFor; docs/decisions.md #218); before, every lent
 	// part came after the public part.
 	restrictiveFirst bool
+	// victimOwnLast: rules 4's T0 restore reclaims a victim's slots on its
+	// own parts last, since the victim takes them back at the next event
+	// (ruling 5; docs/decisions.md #246).
+	victimOwnLast bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
-		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4}
+		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:
