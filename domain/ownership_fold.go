@@ -130,6 +130,8 @@ func (p *Pool) fullLayered() layeredTargets {
 		priorityPerPool: p.mode.behaviour.priorityPerPool}
 	if p.seatsByRounds() {
 		in.seat = newRoundSeating(p.t, parts)
+		// as the placement keeps them (keepSwapped): with preemption
+		in.seat.swaps = p.mode.behaviour.swapReturns && !p.plan.Policy.ReclaimForPreferenceOrDefault() && p.mode.preempt
 		p.seats = in.seat
 	} else {
 		p.seats = nil

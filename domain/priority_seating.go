@@ -46,6 +46,19 @@ type roundSeating struct {
 	// tier; cands: of one leaf, the parts it may sit on in the tier.
 	classOf map[int32]int
 	cands   []tierSeat
+	// swaps: under reclaim_for_preference false, the swaps of returns at
+	// rest (swapAtRest); ownSat: by leaf, what it sits on in its own parts.
+	swaps   bool
+	swapped []swappedSeat
+	ownSat  []Slots
+}
+
+// swappedSeat is a borrower's slot on an owner's part that counts in the
+// class of the owner's slot it was swapped with (class: that part's
+// owner), seated in the first pool whose tier has the class.
+type swappedSeat struct {
+	leaf, class int32
+	n           Slots
 }
 
 // tierSeat is a part k of a pool's tier a leaf may sit on, of class i, on
@@ -56,7 +69,7 @@ type tierSeat struct{ i, j, k int }
 // seated on its own part first.
 func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 	s := &roundSeating{t: t, parts: parts, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes)),
-		sat: map[seatKey]Slots{}, classOf: map[int32]int{}}
+		sat: map[seatKey]Slots{}, classOf: map[int32]int{}, ownSat: make([]Slots, len(t.nodes))}
 	for i, pt := range parts {
 		s.room[i] = pt.slots
 	}
@@ -65,7 +78,9 @@ func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 		for j := range s.rest[l] {
 			h := &s.rest[l][j]
 			if k := s.partOf(h.host, l); k >= 0 {
-				s.sit(l, k, h, minSlots(h.slots, s.room[k]))
+				n := minSlots(h.slots, s.room[k])
+				s.sit(l, k, h, n)
+				s.ownSat[l] += n
 			}
 		}
 	}
@@ -154,6 +169,75 @@ func (s *roundSeating) seatedOn(h, owner, leaf int32) Slots {
 	return s.sat[seatKey{host: h, owner: owner, leaf: leaf}]
 }
 
+// swapAtRest (rules 4, ruling 9 at rest; docs/decisions.md #219): with
+// reclaim_for_preference false, an owner whose own layer uses more of its
+// own slots (ownUse, by node id) than it sits on, while borrowers sit on
+// its own parts, was given a borrower's slot instead of its own back: each
+// of its slots elsewhere (on a part it may hold, not seated yet) counts as
+// its own use, and a borrower's slot on its part counts in the class of
+// the owner's slot. Owners in path order, their parts in part order,
+// borrowers in path order, the owner's slots in host order.
+func (s *roundSeating) swapAtRest(ownUse []Slots) {
+	for _, o := range s.t.sortedLeaves {
+		if s.ownSat[o] >= ownUse[o] {
+			continue
+		}
+		for k := range s.parts {
+			if s.parts[k].owner != o {
+				continue
+			}
+			h2 := s.parts[k].host
+			for _, b := range s.t.sortedLeaves {
+				if b == o || !s.t.mayUse(b, o) {
+					continue
+				}
+				jb := slices.IndexFunc(s.rest[b], func(x holding) bool { return x.host == h2 })
+				for jb >= 0 && s.rest[b][jb].slots > 0 && s.room[k] > 0 && s.ownSat[o] < ownUse[o] && s.swapOne(o, b, k, jb) {
+				}
+			}
+		}
+	}
+}
+
+// swapOne seats one of borrower b's slots (its holding jb) on owner o's
+// part k against one of o's slots elsewhere; false when o has none.
+func (s *roundSeating) swapOne(o, b int32, k, jb int) bool {
+	for j := range s.rest[o] {
+		h := &s.rest[o][j]
+		if h.slots == 0 {
+			continue
+		}
+		for p := firstPartOf(s.parts, h.host); p < len(s.parts) && s.parts[p].host == h.host; p++ {
+			class := s.parts[p].owner
+			if class == o || s.room[p] <= 0 || !s.t.mayUse(o, class) || !s.t.mayUse(b, class) {
+				continue
+			}
+			s.sit(o, p, h, 1)
+			s.ownSat[o]++
+			s.sit(b, k, &s.rest[b][jb], 1)
+			s.swapped = append(s.swapped, swappedSeat{leaf: b, class: class, n: 1})
+			return true
+		}
+	}
+	return false
+}
+
+// seatSwapped counts in pool x the swapped slots of its leaves whose class
+// its tier has.
+func (s *roundSeating) seatSwapped(f *layeredFold, x int32, pc *poolClasses) {
+	for i := range s.swapped {
+		w := &s.swapped[i]
+		if w.n == 0 || !s.t.contains(x, w.leaf) {
+			continue
+		}
+		if ci, ok := s.classOf[w.class]; ok && pc.mayUse(s.t, w.leaf, ci) {
+			s.inX[w.leaf] += w.n
+			f.addHeld(heldKey{pool: x, leaf: w.leaf, lender: pc.classes[ci].lender}, w.n)
+			w.n = 0
+		}
+	}
+}
+
 // partOf is the index of owner's part on host h (-1: none).
 func (s *roundSeating) partOf(h, owner int32) int {
 	for k := firstPartOf(s.parts, h); k < len(s.parts) && s.parts[k].host == h; k++ {
@@ -187,6 +271,9 @@ func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *hel
 	}
 	for _, l := range members {
 		s.inX[l] = 0
+	}
+	if s.swaps {
+		s.seatSwapped(f, x, pc)
 	}
 	slices.SortFunc(members, s.t.entitledOrder)
 	for _, l := range members {

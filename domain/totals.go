@@ -40,6 +40,9 @@ func layeredFoldOf(t *tree, in layeredInput) *layeredFold {
 // run divides every layer: the own layer, then each pool in order.
 func (f *layeredFold) run(own ownTotals) layeredTargets {
 	f.ownLayer(own)
+	if f.seat != nil && f.seat.swaps {
+		f.seat.swapAtRest(f.out.ownUse)
+	}
 	for _, x := range f.poolOrder() {
 		unrestricted := own.public
 		if x != 0 {
