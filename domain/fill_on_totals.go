@@ -41,9 +41,9 @@ func (pl *placement) fillOnTotals() {
 			}
 		}
 	}
-	for _, l := range pl.byRank() { // the own layer first (its returns)
+	for _, l := range pl.byRank() { // the own layer first (its returns), within its ancestors' max
 		before := pl.want(l, l)
-		pl.placeOwn(l)
+		pl.placeOwnWithin(l, pl.headroom(l, cur))
 		cur[l] += before - pl.want(l, l)
 	}
 	order := func(gap func(l int32) Slots) []int32 {

@@ -60,6 +60,14 @@ func foldNoInput(t *testing.T, v domain.RulesVersion, runs int, show int) noInpu
 			if !p.HasOwnership() {
 				continue
 			}
+			for _, c := range p.Consumers() { // section 1's invariants the property's logs also check
+				if c.MaxSlots != nil && c.Allocated > *c.MaxSlots {
+					t.Errorf("seed %d event %d (%s): %s holds %d above its max %d", seed, i, ev.EventType(), c.Path, c.Allocated, *c.MaxSlots)
+				}
+				if c.Leaf && c.Allocated > c.Effective {
+					t.Errorf("seed %d event %d (%s): %s holds %d above its E %d", seed, i, ev.EventType(), c.Path, c.Allocated, c.Effective)
+				}
+			}
 			pol := p.Policy()
 			policy = fmt.Sprintf("%s preemption=%v balance=%v", pol.Reclaim, pol.Preemption, pol.Balance)
 			msg := noOpDecidesNothing(p, seq+1, at.Add(time.Millisecond))

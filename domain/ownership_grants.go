@@ -18,6 +18,19 @@ func (pl *placement) place() {
 		pl.fillOnTotals()
 		return
 	}
+	if pl.rules.keepSeating && pl.t.hasMax {
+		// Rules 4 without preemption keeps what each holder sits on, even
+		// above its target: what is placed must fit under every max with
+		// what is kept (section 1: A(n) <= max; docs/decisions.md #247).
+		pl.cur = make([]Slots, len(pl.t.nodes))
+		for _, h := range pl.hosts0 {
+			for j, x := range pl.holders[h] {
+				if k := pl.kept[h]; k != nil {
+					pl.cur[x.leaf] += k[j]
+				}
+			}
+		}
+	}
 	if !pl.rules.phased {
 		leaves := pl.byRank()
 		slices.SortStableFunc(leaves, pl.claimantOrder)
@@ -61,9 +74,21 @@ func (pl *placement) claimantOrder(a, b int32) int {
 // placeOwn places what leaf l is still due of its own parts, in the order
 // reserved.
 func (pl *placement) placeOwn(l int32) {
+	room := Unlimited
+	if pl.cur != nil {
+		room = pl.headroom(l, pl.cur)
+	}
+	pl.placeOwnWithin(l, room)
+}
+
+// placeOwnWithin is placeOwn placing at most room slots (rules 4 on
+// totals and without preemption: what its ancestors' max leaves it,
+// docs/decisions.md #247).
+func (pl *placement) placeOwnWithin(l int32, room Slots) {
 	for _, i := range pl.ownOrder[l] {
-		if k := minSlots(pl.want(l, l), pl.capRem[i]); k > 0 {
+		if k := minSlots(minSlots(pl.want(l, l), pl.capRem[i]), room); k > 0 {
 			pl.put(l, l, i, k, RuleOwnUse)
+			room -= k
 		}
 	}
 }
@@ -78,6 +103,11 @@ func (pl *placement) placeWants(l int32, rule Rule, due func(*dueShare) Slots) {
 			if best < 0 {
 				break
 			}
+			if pl.cur != nil {
+				if k = minSlots(k, pl.headroom(l, pl.cur)); k <= 0 {
+					break
+				}
+			}
 			pl.put(l, owner, best, minSlots(k, pl.capRem[best]), rule)
 		}
 	}
@@ -91,6 +121,9 @@ func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
 	pl.touch(i)
 	pl.capRem[i] -= k
 	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: rule})
+	if pl.cur != nil {
+		pl.cur[l] += k
+	}
 	if h := pl.byOwner[pl.parts[i].owner]; h != nil {
 		heap.Push(h, partRoom{part: i, room: pl.capRem[i]})
 	}

@@ -161,7 +161,11 @@ type placement struct {
 	// leaves other than the part's owner kept.
 	keptSum, keptElse []Slots
 	cut               bool // step 1 cut some keep for want of room
-	b                 *placeBufs
+	// cur: under rules 4 without preemption with a max in the tree, by
+	// leaf, what it keeps and is placed so far (grants fit under every
+	// max with it); nil otherwise.
+	cur []Slots
+	b   *placeBufs
 }
 
 // dueShare is what a leaf is due of one owner's parts (owner noNode: the
