@@ -94,7 +94,7 @@ The default run takes several minutes.`,
 	cmd.Flags().BoolVar(&f.unsigned, "unsigned", false, "run the ledger without signing keys (a deployed ledger signs: the default run does, with the unsigned figures beside)")
 	cmd.Flags().IntVar(&f.eventsReplay, "events-replay", benchmark.DefaultEventsReplay, "events in the log of the replay phase")
 	cmd.Flags().IntVar(&f.eventsProject, "events-project", benchmark.DefaultEventsProject, "events in the log of the projection phase")
-	cmd.Flags().StringSliceVar(&f.phases, "phases", nil, "run only the phases `N,...` (1 to 6; 3 needs 2); default: all")
+	cmd.Flags().StringSliceVar(&f.phases, "phases", nil, "run only these `PHASES`, numbers 1 to 6 separated by commas (3 needs 2); default: all")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE`, each sample labelled with its phase (go tool pprof -tagfocus phase=4)")
 	root.AddCommand(cmd)
 }
