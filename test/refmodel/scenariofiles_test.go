@@ -9,7 +9,9 @@ package refmodel
 //     states ("# h1, rule release.lend_revoked, deadline 2026-...") and
 //     checks them too, with the scenario format's part C fields.
 //   - test/scenarios/** and shared/spec/scenarios*/ (the copies in
-//     test/scenarios/seed and testdata/own-lend-return.yaml): each under
+//     test/scenarios/seed and testdata/own-lend-return.yaml), and
+//     testdata/settled-*.yaml (a decision of docs/decisions.md worked by
+//     hand, where it settles what an engine dispute read otherwise): each under
 //     the version its plan names, or, naming none, under the newest (4),
 //     as the ledger stamps it (scenarios.md: "newest if absent"), and then
 //     again under every version from 1 that accepts it, for the files
@@ -134,7 +136,7 @@ func TestExistingScenarioFiles(t *testing.T) {
 	if err != nil || len(files) < 80 {
 		t.Fatalf("scenario files under test/scenarios: %d (%v)", len(files), err)
 	}
-	files = append(files, "testdata/own-lend-return.yaml")
+	files = append(files, "testdata/own-lend-return.yaml", "testdata/settled-218-lent-part-seated-after-public.yaml")
 	passed := 0
 	for _, f := range files {
 		name := strings.TrimPrefix(f, "../scenarios/")

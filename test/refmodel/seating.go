@@ -171,7 +171,12 @@ func (m *Model) seatHost(s seats, h string, skip map[int]bool) {
 			if !m.isLeaf(p) && under(l, p) {
 				return true
 			}
-			return !under(l, p) && dca(l, p) != root && m.mayHold(l, p)
+			// decision #218 (ruling 12 lets the project settle the
+			// seating): of the parts lent into a private pool, only those
+			// in a class some leaf of the pool may not use are seated in
+			// the pool's place; the others keep their place after the
+			// public part (pass 4)
+			return !under(l, p) && dca(l, p) != root && m.mayHold(l, p) && m.restrictiveIn(p, dca(l, p))
 		case 3:
 			return p == root
 		case 4:
@@ -261,6 +266,19 @@ func (m *Model) augment(s seats, h, l, from string, parts []string, size map[str
 					seen[p] = true
 				}
 			}
+		}
+	}
+	return false
+}
+
+// restrictiveIn reports whether owner o's part, lent into pool x, is in a
+// class some leaf of x's subtree may not use: its lending chain's grace
+// below the widest reclaim_grace of those leaves (decision #218).
+func (m *Model) restrictiveIn(o, x string) bool {
+	g := m.lendClass(o, x)
+	for _, k := range m.leaves() {
+		if under(k, x) && k != x && m.nodes[k].reclaimGrace > g {
+			return true
 		}
 	}
 	return false
