@@ -528,11 +528,19 @@ func (f *fold) takeFree(c string, want int64, rule string, strict bool) int64 {
 // takeFrom moves to claimant c up to want of victim v's slots that c may
 // hold (may take with strict), parts in c's fold order: a reclaim, or a
 // return when the part is private to an ancestor of c that v is outside
-// (ruling 8).
-func (f *fold) takeFrom(c, v string, want int64, rule string, strict bool) int64 {
+// (ruling 8). With victimOwnLast (ruling 4's T0 restore, decision #246)
+// the victim's slots on its own parts are taken after every other part:
+// taken first, the owner took them back by a return at the next event
+// (its own layer does not look at what it holds elsewhere, ruling 5)
+// while the claimant reclaimed elsewhere, an exchange on a no-op event.
+func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnLast bool) int64 {
 	m := f.m
 	var got int64
-	for _, k := range f.foldOrder(c) {
+	order := f.foldOrder(c)
+	if victimOwnLast {
+		sort.SliceStable(order, func(i, j int) bool { return order[i].part != v && order[j].part == v })
+	}
+	for _, k := range order {
 		if got >= want {
 			break
 		}
@@ -632,7 +640,7 @@ func (f *fold) balanced4(ly layers) {
 				break
 			}
 			if give := min(need, m.held(v)-t[v], f.headroom(c, v)); give > 0 {
-				need -= f.takeFrom(c, v, give, "share_ratio.reclaim", false)
+				need -= f.takeFrom(c, v, give, "share_ratio.reclaim", false, false)
 			}
 		}
 		if need > 0 {
@@ -704,7 +712,7 @@ func (f *fold) totals4(ly layers) {
 					break
 				}
 				if give := min(need, m.held(v)-t0[v], f.headroom(c, v)); give > 0 {
-					need -= f.takeFrom(c, v, give, "share_ratio.reclaim", true)
+					need -= f.takeFrom(c, v, give, "share_ratio.reclaim", true, true) // #246
 				}
 			}
 		}
