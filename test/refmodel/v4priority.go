@@ -23,7 +23,16 @@ import (
 // pool): x's private part (the public part for root), and every part below
 // x whose lending chain up to x lends, that l may hold. Parts below x are
 // lent into x by their owners, or passed up by the pools between.
-func (f *fold) tierParts(l, x string) []hp {
+func (f *fold) tierParts(l, x string) []hp { return f.tierPartsBy(l, x, false) }
+
+// tierPartsBy is tierParts; with seating, within a class the hosts go in
+// registration order (decision #216: the rounds of ruling 12 seat a
+// holder on the pool's classes in the pool's class order, "on each host
+// the part of the class's owner, hosts in registration order"), not most
+// free first as the division's grants take them. Hosts register in name
+// order in the logs the model is compared on; the model keeps no
+// registration order, so it takes name order.
+func (f *fold) tierPartsBy(l, x string, seating bool) []hp {
 	m := f.m
 	members := f.members(x)
 	eligible := func(g time.Duration) int {
@@ -83,7 +92,7 @@ func (f *fold) tierParts(l, x string) []hp {
 		if a.k.part != b.k.part {
 			return a.k.part < b.k.part
 		}
-		if a.free != b.free {
+		if a.free != b.free && !seating {
 			return a.free > b.free
 		}
 		return a.k.host < b.k.host
@@ -259,7 +268,7 @@ func (f *fold) pool4(x string) {
 	// seating, ruling 12: round 1 up to G, round 2 up to min(E', G + bl)
 	seatRound := func(ls []string, bound func(string) int64) {
 		for _, l := range ls {
-			for _, k := range f.tierParts(l, x) {
+			for _, k := range f.tierPartsBy(l, x, true) { // #216
 				n := min(bound(l)-inX[l], f.unseated(l, k.host), f.room(k))
 				if n > 0 {
 					f.seat.add(l, k, n)
