@@ -46,10 +46,15 @@ with (BASELINE, RATIO), measured in the same run, and its target:
                 on two fresh embedded servers, one syncing every write to disk
                 (the ledger's default) and one syncing every 2 minutes, and a
                 3-server cluster; two rounds, the better figure of each.
+                Beside the arrays' target, for reading it: the same atomic
+                batches each signed just before it is published (the
+                target's baseline publishes envelopes signed beforehand).
   2 projection  a fresh projector folds a 1,000-leaf pool's log (20 hosts of
                 100 slots, realistic demand and releases) from sequence 0 into
                 PostgreSQL (baseline: a COPY FROM of the events and decisions
-                rows it wrote, per event; target >= 0.6).
+                rows it wrote, per event; target >= 0.6). Beside it, for
+                reading it: the same COPY with the allocation_history rows
+                the projector also appends.
   3 latency     1,000 events/s through the API for 10 s with the projector
                 running: time from just before the POST until the pool's
                 checkpoint covers the event, p50 and p99 (target p99 <= 25 ms).
@@ -67,7 +72,9 @@ with (BASELINE, RATIO), measured in the same run, and its target:
                 (target >= 0.5).
 
 Phases run in the order 2, 1, 3, 4, 5, 6 (so that the projection starts from
-an empty stream); a progress line per step goes to stderr. Everything started
+an empty stream), or only those --phases names; a progress line per step goes
+to stderr. --cpuprofile writes a CPU profile of the run whose samples carry
+their phase and step as labels (go tool pprof -tags, -tagfocus). Everything started
 is stopped, and the temporary directory removed (unless --keep), at the end.
 The default run takes several minutes.`,
 		Example: `  ledger bench
@@ -95,7 +102,7 @@ The default run takes several minutes.`,
 	cmd.Flags().IntVar(&f.eventsReplay, "events-replay", benchmark.DefaultEventsReplay, "events in the log of the replay phase")
 	cmd.Flags().IntVar(&f.eventsProject, "events-project", benchmark.DefaultEventsProject, "events in the log of the projection phase")
 	cmd.Flags().StringSliceVar(&f.phases, "phases", nil, "run only these `PHASES`, numbers 1 to 6 separated by commas (3 needs 2); default: all")
-	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE`, each sample labelled with its phase (go tool pprof -tagfocus phase=4)")
+	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE`, each sample labelled with its phase and step (go tool pprof -tagfocus phase=4)")
 	root.AddCommand(cmd)
 }
 

@@ -23,5 +23,8 @@
 // Phases run in the order 2, 1, 3, 4 so that the projection phase starts
 // from an empty stream; phases 2 to 4 share one stream (on a server that
 // syncs in the background: its logs are set-up, not what is measured) and
-// one database.
+// one database. Config.Phases runs only some of them, and
+// Config.CPUProfile profiles the run with each sample labelled by its
+// phase and step (step), to find where a path's time goes as the run
+// measures it.
 package benchmark
