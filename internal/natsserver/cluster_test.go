@@ -161,3 +161,35 @@ func TestClusterRestartMember(t *testing.T) {
 		t.Errorf("retry of m2: %+v %v, want a duplicate of seq %d", a, err, ack.Sequence)
 	}
 }
+
+// TestClusterStartsAgainWhenARoutePortIsTaken: a route port another
+// process binds between its choice and the member's start (here the third
+// member's, held by the test) makes the start try again with new ports,
+// and the cluster comes up with every member routed.
+func TestClusterStartsAgainWhenARoutePortIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	picks := 0
+	routeAddr = func() (string, error) {
+		picks++
+		if picks == 3 {
+			return taken.Addr().String(), nil
+		}
+		return freeAddr()
+	}
+	defer func() { routeAddr = freeAddr }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := startTestCluster(t, ctx, 3)
+	if picks != 6 {
+		t.Errorf("%d route ports picked, want 3 for the failed start and 3 for the second", picks)
+	}
+	for i := range 3 {
+		if n := c.Server(i).NATS().NumRoutes(); n < 2 {
+			t.Errorf("member %d has %d routes, want the 2 others", i, n)
+		}
+	}
+}

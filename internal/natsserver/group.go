@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -47,11 +49,36 @@ func StartCluster(ctx context.Context, spec ClusterSpec, opts ...Option) (*Clust
 	if spec.Size < 1 || (spec.Listen != nil && len(spec.Listen) != spec.Size) {
 		return nil, fmt.Errorf("%w: %d servers, %d client addresses", ErrBadCluster, spec.Size, len(spec.Listen))
 	}
+	// The route ports are chosen free before the members start, one after
+	// the other; another process can bind one in between. Such a start is
+	// made again with new ports, its members' stores removed when this
+	// call made them (a cluster restarted on existing stores is never
+	// touched).
+	fresh := make([]bool, spec.Size)
+	for i := range spec.Size {
+		_, err := os.Stat(filepath.Join(spec.Dir, spec.Name+"-"+strconv.Itoa(i+1)))
+		fresh[i] = os.IsNotExist(err)
+	}
+	for attempt := 1; ; attempt++ {
+		c, err := startCluster(ctx, spec, opts...)
+		if err == nil || attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) || ctx.Err() != nil {
+			return c, err
+		}
+		for i := range spec.Size {
+			if fresh[i] {
+				_ = os.RemoveAll(filepath.Join(spec.Dir, spec.Name+"-"+strconv.Itoa(i+1)))
+			}
+		}
+	}
+}
+
+// startCluster is one attempt of StartCluster.
+func startCluster(ctx context.Context, spec ClusterSpec, opts ...Option) (*Cluster, error) {
 	routes := make([]string, spec.Size)
 	listen := make([]string, spec.Size)
 	for i := range spec.Size {
 		var err error
-		if routes[i], err = freeAddr(); err != nil {
+		if routes[i], err = routeAddr(); err != nil {
 			return nil, err
 		}
 		listen[i] = "127.0.0.1:-1"
@@ -81,6 +108,10 @@ func StartCluster(ctx context.Context, spec ClusterSpec, opts ...Option) (*Clust
 	}
 	return c, nil
 }
+
+// routeAddr picks a member's route address (a variable so that a test can
+// hand out a taken one).
+var routeAddr = freeAddr
 
 // freeAddr is a free port of 127.0.0.1 (free now: the member binds it
 // right after).
