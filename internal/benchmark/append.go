@@ -427,14 +427,7 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 
 	b.progress("raw JetStream: %d atomic batches of %d (the API's protocol)", perArray*clients, b.n.arrayLen)
 	ctx = step(ctx, "raw atomic")
-	d, err = concurrently(clients, func(c int) error {
-		for r, ms := range atomicMsgs[c] {
-			if err := publishAtomic(ctx, t.nc, fmt.Sprintf("%s-%d", atomicPool(arrays[c]), r), ms); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	d, err = b.publishAtomics(ctx, t.nc, atomicMsgs, func(c int) string { return atomicPool(arrays[c]) }, false)
 	if err != nil {
 		return f, err
 	}
@@ -444,15 +437,7 @@ func (b *bench) measureAppends(ctx context.Context, t appendTarget, round string
 	}
 	b.progress("raw JetStream: %d atomic batches of %d, each signed just before", perArray*clients, b.n.arrayLen)
 	ctx = step(ctx, "raw atomic signing")
-	d, err = concurrently(clients, func(c int) error {
-		for r, ms := range signingMsgs[c] {
-			b.signAll(ms)
-			if err := publishAtomic(ctx, t.nc, fmt.Sprintf("%s-%d", signingPool(arrays[c]), r), ms); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	d, err = b.publishAtomics(ctx, t.nc, signingMsgs, func(c int) string { return signingPool(arrays[c]) }, true)
 	if err != nil {
 		return f, err
 	}
@@ -535,6 +520,23 @@ func atomicPool(l clientLoad) string { return "atomic-" + l.apiPool }
 
 // signingPool is the pool of the atomic batches signed as they go.
 func signingPool(l clientLoad) string { return "signing-" + l.apiPool }
+
+// publishAtomics publishes each publisher's batches (msgs[c], one
+// publisher each) as atomic batches with ids of pool(c), each signed just
+// before it is sent when sign is set, and returns how long it took.
+func (b *bench) publishAtomics(ctx context.Context, nc *nats.Conn, msgs [][][]*nats.Msg, pool func(c int) string, sign bool) (time.Duration, error) {
+	return concurrently(len(msgs), func(c int) error {
+		for r, ms := range msgs[c] {
+			if sign {
+				b.signAll(ms)
+			}
+			if err := publishAtomic(ctx, nc, fmt.Sprintf("%s-%d", pool(c), r), ms); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
 
 // publishAtomic publishes msgs as one JetStream atomic batch, as the API
 // does for an array (internal/api/batch.go): every message but the last
