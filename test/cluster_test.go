@@ -242,11 +242,16 @@ func TestClusterSurvivesLeaderAndProjectorLoss(t *testing.T) {
 	checkRebuildAndVerify(t, c, db)
 }
 
-// checkPartitionsReadTheirOwn: each partition consumer filters to its
-// partition's subjects, and together they delivered about each event of
-// the log once (redeliveries after the kills aside), not once per
-// partition (issue 25: partitions in the subject). Read as the ledger's
-// identity reads them for GET /v1/status.
+// checkPartitionsReadTheirOwn: each partition consumer filters exactly to
+// its partition's subjects (what keeps it from reading another's events),
+// and together they delivered each event of the log about once, not once
+// per partition (issue 25: partitions in the subject). The count includes
+// redeliveries: after the stream leader's server is killed and restarted,
+// the consumers may deliver again what they delivered before it, up to
+// the events acked by then (a quarter to a half of the log, by how loaded
+// the machine is), so the bound is twice the log; reading every partition
+// would be clusterPartition times it. Read as the ledger's identity reads
+// them for GET /v1/status.
 func checkPartitionsReadTheirOwn(t *testing.T, c *natsserver.Cluster, last uint64) {
 	t.Helper()
 	js, err := jetstream.New(testenv.Connect(t, c.URL(), natsauth.Ledger))
@@ -279,7 +284,7 @@ func checkPartitionsReadTheirOwn(t *testing.T, c *natsserver.Cluster, last uint6
 		delivered += cons.CachedInfo().Delivered.Consumer
 	}
 	t.Logf("the %d partition consumers made %d deliveries for %d events", clusterPartition, delivered, last)
-	if delivered > last+last/4 {
+	if delivered > 2*last {
 		t.Errorf("%d deliveries for %d events: the partitions read each other's events", delivered, last)
 	}
 }
