@@ -147,20 +147,24 @@ func (f *layeredFold) keepPerClass(x int32, d *heldDivision, pc *poolClasses) {
 		slices.SortFunc(is, func(a, b int) int { return pos[a] - pos[b] })
 		return slices.Compact(is)
 	}
-	keepers := make([]leafSlots, len(d.leaves))
+	type keeper struct {
+		leafSlots
+		classes []int // the classes it sits on, in keepOrder
+	}
+	keepers := make([]keeper, len(d.leaves))
 	for i, l := range d.leaves {
-		keepers[i].leaf = l
-		for _, ci := range sitsOn(l) {
+		keepers[i].leaf, keepers[i].classes = l, sitsOn(l)
+		for _, ci := range keepers[i].classes {
 			keepers[i].slots += f.held[heldKey{pool: x, leaf: l, lender: pc.classes[ci].lender}]
 		}
 	}
-	slices.SortFunc(keepers, func(a, b leafSlots) int {
+	slices.SortFunc(keepers, func(a, b keeper) int {
 		return f.t.keeperOrder(a.leaf, a.slots, b.leaf, b.slots)
 	})
 	for _, k := range keepers {
 		l := k.leaf
 		want := minSlots(k.slots, f.eff[l])
-		for _, i := range sitsOn(l) {
+		for _, i := range k.classes {
 			hk := heldKey{pool: x, leaf: l, lender: pc.classes[i].lender}
 			m := minSlots(minSlots(want, f.held[hk]), minSlots(pc.free[i], f.roomIn(x, d, l, noNode)))
 			if m <= 0 {
