@@ -152,6 +152,9 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 		fmt.Fprintf(&b, "  ! %s\n", p)
 	}
 
+	if res.View == api.ViewPools {
+		return printPoolsView(w, &b, res)
+	}
 	b.WriteString("\nnats: ")
 	if res.NATS.Connected {
 		fmt.Fprintf(&b, "connected to %s (server %s", res.NATS.URL, res.NATS.Server)
@@ -237,27 +240,53 @@ func printStatus(w io.Writer, res api.StatusResponse) error {
 		}
 	}
 
+	writeHalted(&b, res)
+	writePostgres(&b, res)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// printPoolsView ends the summary of the pools view (a token limited to
+// some pools): NATS connected or not, its halted pools, PostgreSQL; the
+// stream and the projectors are the operator's.
+func printPoolsView(w io.Writer, b *strings.Builder, res api.StatusResponse) error {
+	b.WriteString("\nnats: ")
+	if res.NATS.Connected {
+		b.WriteString("connected\n")
+	} else {
+		fmt.Fprintf(b, "NOT CONNECTED: %s\n", res.NATS.Error)
+	}
+	b.WriteString("(the stream, the projectors and the servers are shown to a token that reads every pool)\n")
+	writeHalted(b, res)
+	writePostgres(b, res)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeHalted writes the halted pools of the summary.
+func writeHalted(b *strings.Builder, res api.StatusResponse) {
 	b.WriteString("\nhalted pools:")
 	if len(res.Halted) == 0 {
 		b.WriteString(" none\n")
 	} else {
 		b.WriteString("\n")
 		for _, h := range res.Halted {
-			fmt.Fprintf(&b, "  %s at sequence %d, %s ago: %s\n", h.Pool, h.Seq, ago(res.Time, h.HaltedAt), h.Reason)
+			fmt.Fprintf(b, "  %s at sequence %d, %s ago: %s\n", h.Pool, h.Seq, ago(res.Time, h.HaltedAt), h.Reason)
 		}
 	}
+}
 
+// writePostgres writes the PostgreSQL line of the summary.
+func writePostgres(b *strings.Builder, res api.StatusResponse) {
 	b.WriteString("\npostgres: ")
 	switch {
 	case res.Postgres.Reachable && res.Postgres.Error == "":
 		b.WriteString("reachable\n")
 	case res.Postgres.Reachable:
-		fmt.Fprintf(&b, "reachable, but: %s\n", res.Postgres.Error)
+		fmt.Fprintf(b, "reachable, but: %s\n", res.Postgres.Error)
 	default:
-		fmt.Fprintf(&b, "NOT REACHABLE: %s\n", res.Postgres.Error)
+		fmt.Fprintf(b, "NOT REACHABLE: %s\n", res.Postgres.Error)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // loud writes a part's state in capitals when it is not ok.

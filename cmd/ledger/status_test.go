@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/internal/api"
 )
 
 // ledger status prints the summary (exit 0 when ok), --json the API's
@@ -94,5 +96,29 @@ func TestStatusCommand(t *testing.T) {
 	_, _, err = runLedger(t, "", "status", url)
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "LEDGER_TOKEN") {
 		t.Errorf("status without a token: %v", err)
+	}
+}
+
+// The pools view (a token limited to some pools, docs/decisions.md 252)
+// prints whether appends and reads work, the problems, NATS connected
+// or not, its halted pools and PostgreSQL, and says why the stream and
+// the projectors are not shown (not "none has committed yet").
+func TestStatusPrintsThePoolsView(t *testing.T) {
+	var b strings.Builder
+	res := api.StatusResponse{View: api.ViewPools, Status: "degraded", Appends: "ok", Reads: "ok", Time: time.Now(),
+		Problems: []string{"pool p halted at sequence 7 (fix the cause and restart the projector)"},
+		Halted:   []api.HaltedStatus{{Pool: "p", Seq: 7, Reason: "boom", HaltedAt: time.Now()}},
+		Postgres: api.PostgresStatus{Reachable: true}, NATS: api.NATSStatus{Connected: true}}
+	if err := printStatus(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"status: degraded", "! pool p halted", "nats: connected\n", "shown to a token that reads every pool", "p at sequence 7", "postgres: reachable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pools view lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "projectors:") || strings.Contains(out, "stream ") {
+		t.Errorf("pools view prints the stream or the projectors:\n%s", out)
 	}
 }

@@ -1,16 +1,19 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/health"
 	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/projections"
@@ -34,7 +37,8 @@ const maxProjectors = 1024
 
 // getStatus answers GET /v1/status (status.go's StatusResponse). It
 // needs the read scope: unlike /healthz it names servers, addresses and
-// errors. A token limited to some pools sees only those pools' rows.
+// errors. A token that reads every pool gets the whole report; a token
+// limited to some pools gets the pools' view (poolsView).
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), StatusTimeout)
 	defer cancel()
@@ -51,7 +55,6 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		res.Postgres, offsets, res.Halted = s.postgresStatus(ctx)
 	}()
 	wg.Wait()
-	res.Halted = readableHalted(r, res.Halted)
 	res.Projectors = s.projectorStatus(ctx, res.Stream, offsets)
 	s.instances(ctx, res.Projectors)
 	res.Appends, res.Reads = "ok", "ok"
@@ -61,7 +64,19 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	if !res.Postgres.Reachable || res.Postgres.Error != "" {
 		res.Reads = "down"
 	}
-	res.Problems = problems(res)
+	res.View = ViewFull
+	found := problems(res)
+	if !readsEveryPool(r) {
+		res = poolsView(r, res)
+	}
+	for _, p := range found {
+		switch {
+		case res.View == ViewFull:
+			res.Problems = append(res.Problems, p.full)
+		case p.pool != "" && readable(r, p.pool) || p.pool == "" && p.pools != "" && !slices.Contains(res.Problems, p.pools):
+			res.Problems = append(res.Problems, cmp.Or(p.pools, p.full))
+		}
+	}
 	res.Status = "ok"
 	switch {
 	case res.Appends == "down" || res.Reads == "down":
@@ -74,15 +89,35 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// readableHalted keeps the halted pools the request's token may read: a
-// token for some pools is told nothing of the others (not even their
-// names), and the status it gets is about its pools and the shared parts
-// (NATS, the stream, PostgreSQL, the projectors).
-func readableHalted(r *http.Request, halted []HaltedStatus) []HaltedStatus {
-	out := []HaltedStatus{}
-	for _, h := range halted {
+// The views of GET /v1/status (StatusResponse.View).
+const (
+	// ViewFull is the whole report, for a token that reads every pool.
+	ViewFull = "full"
+	// ViewPools is what concerns a token's own pools (poolsView).
+	ViewPools = "pools"
+)
+
+// readsEveryPool: the request's token has the read scope on "*".
+func readsEveryPool(r *http.Request) bool {
+	id, ok := IdentityFrom(r.Context())
+	return !ok || id.Allows(auth.ScopeRead, auth.AllPools)
+}
+
+// poolsView is the status as a token limited to some pools sees it:
+// whether appends and reads work, its halted pools, and the problems
+// that bear on its pools in words without figures (problem.pools). The
+// stream (its message count, sequences and last store time: every
+// pool's traffic), the projectors' offsets and lags (the same), the
+// copies and the servers' names and addresses are the operator's, and
+// are left out: a token for one pool learns nothing of the others, not
+// even how busy they are (docs/decisions.md 252).
+func poolsView(r *http.Request, res StatusResponse) StatusResponse {
+	out := StatusResponse{View: ViewPools, Appends: res.Appends, Reads: res.Reads, Time: res.Time,
+		Projectors: []ProjectorStatus{}, Halted: []HaltedStatus{}, Postgres: res.Postgres,
+		NATS: NATSStatus{Connected: res.NATS.Connected, Error: res.NATS.Error}}
+	for _, h := range res.Halted {
 		if readable(r, h.Pool) {
-			out = append(out, h)
+			out.Halted = append(out.Halted, h)
 		}
 	}
 	return out
@@ -255,43 +290,57 @@ func noAnswer(ctx context.Context, words string) string {
 	return words
 }
 
+// problem is one thing that makes the deployment less than ok: full is
+// the operator's words; pools, the words for a token limited to some
+// pools ("" when it does not bear on their appends and reads, such as
+// one copy of three offline), without names or figures of the shared
+// parts; pool, the pool it is about (only its readers are told).
+type problem struct {
+	full, pools, pool string
+}
+
+// same is a problem told alike to every token.
+func same(words string) problem { return problem{full: words, pools: words} }
+
 // problems lists, in words, what makes the deployment less than ok.
-func problems(res StatusResponse) []string {
-	var out []string
+func problems(res StatusResponse) []problem {
+	var out []problem
 	if !res.NATS.Connected {
-		out = append(out, "NATS: "+res.NATS.Error)
+		out = append(out, same("NATS: "+res.NATS.Error))
 	} else if res.Stream == nil {
-		out = append(out, res.NATS.Error+" (a replicated stream answers only while a quorum of its copies is up)")
+		out = append(out, same(res.NATS.Error+" (a replicated stream answers only while a quorum of its copies is up)"))
 	}
 	if st := res.Stream; st != nil {
 		if st.Leader == "" {
-			out = append(out, fmt.Sprintf("stream %s has no leader: appends wait for an election (a quorum of its %d copies must be up)", st.Name, st.Replicas))
+			out = append(out, problem{full: fmt.Sprintf("stream %s has no leader: appends wait for an election (a quorum of its %d copies must be up)", st.Name, st.Replicas),
+				pools: "the stream has no leader: appends wait for an election"})
 		}
 		for _, r := range st.ReplicasDetail {
 			switch {
 			case r.Offline:
-				out = append(out, fmt.Sprintf("stream copy on %s is offline", r.Name))
+				out = append(out, problem{full: fmt.Sprintf("stream copy on %s is offline", r.Name)})
 			case !r.Current:
-				out = append(out, fmt.Sprintf("stream copy on %s is catching up (%d operations behind)", r.Name, r.Lag))
+				out = append(out, problem{full: fmt.Sprintf("stream copy on %s is catching up (%d operations behind)", r.Name, r.Lag)})
 			}
 		}
 		if n := len(st.ReplicasDetail); n > 0 && n < st.Replicas {
-			out = append(out, fmt.Sprintf("stream %s has %d of its %d copies", st.Name, n, st.Replicas))
+			out = append(out, problem{full: fmt.Sprintf("stream %s has %d of its %d copies", st.Name, n, st.Replicas)})
 		}
 	}
 	if res.Appends == "down" {
-		out = append(out, "appends are down: producers get 503 until NATS and the stream answer again (nothing is lost: they retry)")
+		out = append(out, same("appends are down: producers get 503 until NATS and the stream answer again (nothing is lost: they retry)"))
 	}
 	if res.Reads == "down" {
 		appends := "appends go on (the log keeps them; the projectors fold them once it is back)"
 		if res.Appends == "down" {
 			appends = "appends are down too"
 		}
-		out = append(out, "PostgreSQL "+res.Postgres.Error+": reads (allocations, decisions, the console) and the projection are down, and the projectors' state is unknown; "+appends)
+		out = append(out, same("PostgreSQL "+res.Postgres.Error+": reads (allocations, decisions, the console) and the projection are down, and the projectors' state is unknown; "+appends))
 	}
 	out = append(out, lagProblems(res.Projectors)...)
 	for _, h := range res.Halted {
-		out = append(out, fmt.Sprintf("pool %s halted at sequence %d (fix the cause and restart the projector)", h.Pool, h.Seq))
+		words := fmt.Sprintf("pool %s halted at sequence %d (fix the cause and restart the projector)", h.Pool, h.Seq)
+		out = append(out, problem{full: words, pools: words, pool: h.Pool})
 	}
 	return out
 }
@@ -301,18 +350,23 @@ func problems(res StatusResponse) []string {
 // StaleLag. Every partition consumer reads the whole stream and its
 // offset moves past other partitions' events, so an idle partition is
 // not behind and is not flagged.
-func lagProblems(ps []ProjectorStatus) []string {
-	var out []string
+// A token for some pools is told, once and without the projector's
+// name or figures, that new events may not show in its reads.
+func lagProblems(ps []ProjectorStatus) []problem {
+	var out []problem
 	for _, p := range ps {
 		switch {
 		case p.Live != nil && !*p.Live:
-			out = append(out, fmt.Sprintf("projector %s has no live instance: %s", p.Name, p.NotLive))
+			out = append(out, problem{full: fmt.Sprintf("projector %s has no live instance: %s", p.Name, p.NotLive),
+				pools: "a projector has no live instance: new events are not projected, reads do not show them"})
 		}
 		switch {
 		case p.LagEvents != nil && *p.LagEvents < 0:
-			out = append(out, fmt.Sprintf("projector %s is %d events ahead of the stream: the stream lost its tail; the projector appends those events again (`ledger recover --help`)", p.Name, -*p.LagEvents))
+			out = append(out, problem{full: fmt.Sprintf("projector %s is %d events ahead of the stream: the stream lost its tail; the projector appends those events again (`ledger recover --help`)", p.Name, -*p.LagEvents),
+				pools: "the stream lost its newest events; the projector appends them again (appends wait meanwhile)"})
 		case p.LagSeconds != nil && *p.LagSeconds > StaleLag.Seconds():
-			out = append(out, fmt.Sprintf("projector %s is %.0fs behind the stream (%d events)", p.Name, *p.LagSeconds, *p.LagEvents))
+			out = append(out, problem{full: fmt.Sprintf("projector %s is %.0fs behind the stream (%d events)", p.Name, *p.LagSeconds, *p.LagEvents),
+				pools: fmt.Sprintf("the projection is more than %v behind the stream: reads may not show the newest events", StaleLag)})
 		}
 	}
 	return out

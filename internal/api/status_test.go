@@ -201,30 +201,68 @@ func TestStatusSingleNode(t *testing.T) {
 	}
 }
 
-// A token for some pools is shown only those pools in the status: the
-// halted pools and the problems of the others are left out (not even
-// their names), the shared parts are shown.
+// A token for one pool (the read token a team gets) is given the pools
+// view of the status: whether appends and reads work, its own halted
+// pool, the problems bearing on it; nothing of the other pools, not
+// their names nor how busy they are (the stream's counters, the
+// projectors' offsets move with every pool's traffic), nor the servers.
+// A token that reads every pool, not only admin, gets the full report.
 func TestStatusShowsATokenOnlyItsPools(t *testing.T) {
 	reader, entry := mustToken(t, "team-p", []auth.Scope{auth.ScopeRead}, "p")
-	l, db, _ := statusLedger(t, testenv.NATS(t), testdb.New(t), entry)
-	exec(t, db, `INSERT INTO halted_pools (pool, seq, reason) VALUES ('p', 7, 'fold failed at sequence 7: mine'), ('secret', 42, 'fold failed at sequence 42: theirs')`)
+	ops, opsEntry := mustToken(t, "ops", []auth.Scope{auth.ScopeRead}, auth.AllPools)
+	natsURL := testenv.NATS(t)
+	l, db, _ := statusLedger(t, natsURL, testdb.New(t), entry, opsEntry)
+	setup(l, "p")
+	setup(l, "secret")
+	project(t, natsURL, db, 4)
+	halt := func() {
+		exec(t, db, `INSERT INTO halted_pools (pool, seq, reason, halted_at) VALUES ('p', 7, 'fold failed at sequence 7: mine', '2026-11-27T05:00:00Z'), ('secret', 42, 'fold failed at sequence 42: theirs', '2026-11-27T05:00:00Z')`)
+	}
+	halt()
 
-	res, _ := status(t, l) // admin: both
-	if len(res.Halted) != 2 || len(res.Problems) != 2 {
-		t.Fatalf("admin: halted %+v, problems %v", res.Halted, res.Problems)
+	asReader := func() (api.StatusResponse, []byte) {
+		t.Helper()
+		resp, raw := send(t, http.MethodGet, l.url+"/v1/status", "", reader, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status as a reader of p: %d %s", resp.StatusCode, raw)
+		}
+		var res api.StatusResponse
+		mustUnmarshal(t, raw, &res)
+		return res, raw
 	}
-	resp, raw := send(t, http.MethodGet, l.url+"/v1/status", "", reader, nil)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status as a reader of p: %d %s", resp.StatusCode, raw)
+	mine, raw := asReader()
+	for _, leak := range []string{"secret", "theirs", `"last_seq"`, `"messages"`, `"lag_events"`, `"seq":4`, "nats://", `"server"`, `"name":"projector"`} {
+		if strings.Contains(string(raw), leak) {
+			t.Errorf("a reader of p is told %s: %s", leak, raw)
+		}
 	}
-	if strings.Contains(string(raw), "secret") || strings.Contains(string(raw), "theirs") {
-		t.Errorf("a reader of p is told of pool secret: %s", raw)
-	}
-	var mine api.StatusResponse
-	mustUnmarshal(t, raw, &mine)
-	if len(mine.Halted) != 1 || mine.Halted[0].Pool != "p" || len(mine.Problems) != 1 || mine.Status != "degraded" ||
-		mine.Stream == nil || !mine.Postgres.Reachable {
+	if mine.View != api.ViewPools || len(mine.Halted) != 1 || mine.Halted[0].Pool != "p" || len(mine.Problems) != 1 ||
+		!strings.Contains(mine.Problems[0], "pool p halted") || mine.Status != "degraded" || mine.Appends != "ok" || mine.Reads != "ok" ||
+		mine.Stream != nil || len(mine.Projectors) != 0 || !mine.NATS.Connected || mine.NATS.URL != "" || !mine.Postgres.Reachable {
 		t.Errorf("a reader of p: %+v", mine)
+	}
+
+	// The other pool's traffic, and its projection, change nothing the
+	// reader of p is told.
+	for i := range 20 {
+		l.mustPost("secret", demand(map[string]int{"/a": i + 1}))
+	}
+	project(t, natsURL, db, 24) // it lifts the halts: they are staged again
+	halt()
+	after, _ := asReader()
+	mine.Time, after.Time = time.Time{}, time.Time{}
+	if fmt.Sprintf("%+v", after) != fmt.Sprintf("%+v", mine) {
+		t.Errorf("another pool's 20 events changed what a reader of p is told:\nbefore %+v\nafter  %+v", mine, after)
+	}
+
+	for name, token := range map[string]string{"admin": l.token, "a reader of every pool": ops} {
+		resp, raw := send(t, http.MethodGet, l.url+"/v1/status", "", token, nil)
+		var full api.StatusResponse
+		mustUnmarshal(t, raw, &full)
+		if resp.StatusCode != http.StatusOK || full.View != api.ViewFull || full.Stream == nil || full.Stream.LastSeq != 24 ||
+			len(full.Projectors) != 1 || full.Projectors[0].Seq != 24 || len(full.Halted) != 2 || len(full.Problems) != 2 || full.NATS.URL == "" {
+			t.Errorf("%s: %d %+v", name, resp.StatusCode, full)
+		}
 	}
 }
 

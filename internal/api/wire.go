@@ -35,6 +35,13 @@ type HaltedPool struct {
 // Status says "ok" or "degraded", Problems why, and the part that could
 // not be asked holds its error.
 type StatusResponse struct {
+	// View is "full" (ViewFull) for a token that reads every pool, and
+	// "pools" (ViewPools) for a token limited to some: it is given
+	// whether appends and reads work, its halted pools and the problems
+	// bearing on them in words without figures; Stream is null,
+	// Projectors empty and NATS only says whether it is connected
+	// (docs/decisions.md 252).
+	View string `json:"view"`
 	// Status is ok, degraded (everything works, something needs a
 	// look: halted pools, a lagging copy, a stale projector) or down
 	// (appends or reads do not work: Appends, Reads say which).
@@ -46,7 +53,7 @@ type StatusResponse struct {
 	Reads    string    `json:"reads"`
 	Problems []string  `json:"problems,omitempty"`
 	Time     time.Time `json:"time"` // when this instance answered
-	// Stream is nil when NATS could not be asked.
+	// Stream is nil when NATS could not be asked, and in the pools view.
 	Stream     *StreamStatus     `json:"stream"`
 	Projectors []ProjectorStatus `json:"projectors"`
 	Halted     []HaltedStatus    `json:"halted"`
