@@ -1,5 +1,7 @@
 package migrations
 
+import "time"
+
 // What only a superuser may set, and so no migration can (they run as
 // the owner): each role's share of the server's connections, the
 // reporting role's session bounds, and which built-in functions the
@@ -24,14 +26,26 @@ var ConnLimits = map[string]int{
 
 // ReportingSettings are the reporting role's session defaults. The
 // timeouts end what a forgotten psql or a runaway query holds (a session
-// may lower or raise them: they are for tools that behave);
-// temp_file_limit bounds the disk a query's sorts and hashes may take,
-// and binds (only a superuser may change it).
+// may lower or raise them: they are for tools that behave; ledger dev
+// holds the raised ones to ReportingStatement and
+// ReportingIdleInTransaction all the same); temp_file_limit bounds the
+// disk a query's sorts and hashes may take, and binds (only a superuser
+// may change it).
 var ReportingSettings = map[string]string{
 	"statement_timeout":                   "5min",
 	"idle_in_transaction_session_timeout": "1min",
 	"temp_file_limit":                     "1GB",
 }
+
+// What ledger dev's guard (pgcluster.SessionBounds) holds a reporting
+// session to, whatever it SETs: the two timeouts of ReportingSettings,
+// and a transaction of at most ReportingTransaction, however busy (its
+// snapshot holds back VACUUM on every table). Decision 254.
+const (
+	ReportingStatement         = 5 * time.Minute
+	ReportingIdleInTransaction = time.Minute
+	ReportingTransaction       = 15 * time.Minute
+)
 
 // ClusterSQL runs as the superuser in the ledger's database, after the
 // roles exist; running it again gives the same result. PostgreSQL lets

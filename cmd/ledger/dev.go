@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,9 @@ type devConfig struct {
 	development                           bool // --rules-development
 	conns                                 api.ConnLimits
 	tokenLimits                           api.TokenLimits
+	// reportingBounds shortens, where not zero, what the reporting
+	// role's sessions are held to (migrations.Reporting*; tests).
+	reportingBounds pgcluster.SessionBounds
 }
 
 func init() {
@@ -215,7 +219,7 @@ func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	if cfg.databaseURL == "" {
 		log.Info("starting PostgreSQL", "dir", filepath.Join(data, devPGDir))
 		// pgcluster says what it does in plain lines: each becomes a record.
-		pg, err := pgcluster.Start(ctx, append(devPGPolicy(), pgcluster.WithDataDir(filepath.Join(data, devPGDir)),
+		pg, err := pgcluster.Start(ctx, append(devPGPolicy(cfg.reportingBounds), pgcluster.WithDataDir(filepath.Join(data, devPGDir)),
 			pgcluster.WithAuthDir(filepath.Join(data, devPGAuthDir)), pgcluster.WithRoles(migrations.Roles...),
 			pgcluster.WithLog(logging.Lines(log, slog.LevelInfo, "component", "pgcluster")))...)
 		if err != nil {
@@ -384,12 +388,17 @@ func runProjector(ctx context.Context, log *slog.Logger, sv services) error {
 // devPGPolicy is what the private cluster's roles may hold of the
 // server, and the built-in functions they may not call
 // (migrations/cluster.go; decisions #150-#153).
-func devPGPolicy() []pgcluster.Option {
+func devPGPolicy(reporting pgcluster.SessionBounds) []pgcluster.Option {
 	opts := []pgcluster.Option{pgcluster.WithSetupSQL(migrations.ClusterSQL)}
 	for role, limit := range migrations.ConnLimits {
 		p := pgcluster.RolePolicy{ConnLimit: limit}
 		if role == migrations.RoleReporting {
 			p.Settings = migrations.ReportingSettings
+			p.Bounds = pgcluster.SessionBounds{
+				Statement:         cmp.Or(reporting.Statement, migrations.ReportingStatement),
+				IdleInTransaction: cmp.Or(reporting.IdleInTransaction, migrations.ReportingIdleInTransaction),
+				Transaction:       cmp.Or(reporting.Transaction, migrations.ReportingTransaction),
+			}
 		}
 		opts = append(opts, pgcluster.WithRolePolicy(role, p))
 	}
@@ -400,10 +409,15 @@ func devPGPolicy() []pgcluster.Option {
 // them while it runs: PostgreSQL 15 lets a login role change its own
 // password and session defaults, so the holder of the printed
 // DATABASE_URL could lock the other users of it out or lift its
-// timeouts; the guard puts them back within a second and says so.
+// timeouts; the guard puts them back within a second and says so. A
+// session may still SET its own timeouts: the guard cancels and ends
+// the reporting sessions past their bounds (pgcluster.SessionBounds,
+// decision 253), and says so too.
 func guardRoles(ctx context.Context, log *slog.Logger, pg *pgcluster.Cluster) {
 	err := pg.GuardRoles(ctx, roleGuardInterval, func(role, what string) {
 		log.Warn("PostgreSQL role changed by its holder; restored as ledger dev set it", "role", role, "changed", what)
+	}, func(role string, pid int, what string) {
+		log.Warn("PostgreSQL session held the server past its role's bound", "role", role, "pid", pid, "what", what)
 	})
 	if err != nil && ctx.Err() == nil {
 		log.Error("PostgreSQL roles: the guard stopped; a role that changes its own password or settings is no longer restored", "err", err)

@@ -3,6 +3,7 @@ package pgcluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,98 @@ type RolePolicy struct {
 	// are defaults for tools that behave; those of superuser context
 	// (temp_file_limit) bind.
 	Settings map[string]string
+	// Bounds are what GuardRoles enforces of the role's sessions
+	// whatever they SET: a session may raise its own statement_timeout
+	// or idle_in_transaction_session_timeout (they are of user context,
+	// and PostgreSQL 15 cannot deny a SET of those), not lift these.
+	Bounds SessionBounds
+}
+
+// SessionBounds bound how long a session of a role may hold the server
+// (zero: no bound). GuardRoles, as the superuser, cancels a statement
+// that has run longer than Statement (pg_cancel_backend, as
+// statement_timeout would) and ends the session (pg_terminate_backend)
+// if it still runs CancelGrace later (a DO block may catch the cancel);
+// it ends a session idle in a transaction longer than
+// IdleInTransaction, and one whose transaction has lasted longer than
+// Transaction, however busy: an open transaction's snapshot keeps
+// VACUUM from removing the rows the projector's updates leave behind,
+// so every table of the projection would grow without bound.
+type SessionBounds struct {
+	Statement, IdleInTransaction, Transaction time.Duration
+}
+
+// CancelGrace is how long a cancelled statement may take to end before
+// its session is ended.
+const CancelGrace = 5 * time.Second
+
+// zero reports whether b bounds nothing.
+func (b SessionBounds) zero() bool { return b == SessionBounds{} }
+
+// overruns finds the sessions of role that passed b, in the order of
+// the rule that ends them: a statement past Statement+CancelGrace, idle
+// in a transaction past IdleInTransaction, a transaction past
+// Transaction (terminate), a statement past Statement (cancel). Bounds
+// of 0 are given as +Inf seconds: never passed.
+const overruns = `SELECT pid, coalesce(query_start, now()),
+  CASE
+    WHEN state = 'active' AND extract(epoch FROM now() - query_start) > $2::float8 + $5::float8 THEN 'terminate:statement'
+    WHEN state LIKE 'idle in transaction%' AND extract(epoch FROM now() - state_change) > $3::float8 THEN 'terminate:idle in transaction'
+    WHEN xact_start IS NOT NULL AND extract(epoch FROM now() - xact_start) > $4::float8 THEN 'terminate:transaction'
+    WHEN state = 'active' AND extract(epoch FROM now() - query_start) > $2::float8 THEN 'cancel:statement'
+  END
+FROM pg_stat_activity
+WHERE usename = $1::text AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
+
+// endOverruns cancels or ends the sessions of role that passed b, and
+// tells ended of each (once per statement for a cancel: cancelled holds
+// the start of the statement each backend was cancelled in, and what it
+// returns the same for the statements still running).
+func endOverruns(ctx context.Context, conn *pgx.Conn, role string, b SessionBounds, cancelled map[int32]time.Time, ended func(role string, pid int, what string)) (map[int32]time.Time, error) {
+	secs := func(d time.Duration) float64 {
+		if d <= 0 {
+			return math.Inf(1)
+		}
+		return d.Seconds()
+	}
+	rows, err := conn.Query(ctx, overruns, role, secs(b.Statement), secs(b.IdleInTransaction), secs(b.Transaction), CancelGrace.Seconds())
+	if err != nil {
+		return cancelled, err
+	}
+	type overrun struct {
+		pid   int32
+		start time.Time
+		rule  *string
+	}
+	var found []overrun
+	var o overrun
+	if _, err := pgx.ForEachRow(rows, []any{&o.pid, &o.start, &o.rule}, func() error {
+		if o.rule != nil {
+			found = append(found, o)
+		}
+		return nil
+	}); err != nil {
+		return cancelled, err
+	}
+	still := map[int32]time.Time{}
+	for _, o := range found {
+		action, what, _ := strings.Cut(*o.rule, ":")
+		fn, words := "pg_terminate_backend", "session ended: "+what+" past its bound"
+		if action == "cancel" {
+			fn, words = "pg_cancel_backend", "statement cancelled: past its bound"
+			if t, ok := cancelled[o.pid]; ok && t.Equal(o.start) {
+				words = "" // again, quietly: the cancel may have come between two statements of a DO block
+			}
+			still[o.pid] = o.start
+		}
+		if _, err := conn.Exec(ctx, "SELECT "+fn+"($1)", o.pid); err != nil {
+			return still, err
+		}
+		if words != "" && ended != nil {
+			ended(role, int(o.pid), words)
+		}
+	}
+	return still, nil
 }
 
 // applyPolicy gives role exactly policy's connection limit and settings:
@@ -170,7 +263,12 @@ func (c *Cluster) ensureManagedRole(ctx context.Context, conn *pgx.Conn, role st
 // if not nil, hears of each restore (the role and what changed, never a
 // password). It returns ctx's error, or the first failure to read or
 // restore.
-func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restored func(role, what string)) error {
+//
+// Every interval it also enforces each role's SessionBounds (its policy),
+// whatever the role's sessions SET; ended, if not nil, hears of each
+// statement cancelled and session ended (the role, the backend's pid,
+// what passed its bound).
+func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restored func(role, what string), ended func(role string, pid int, what string)) error {
 	conn, err := c.superConn(ctx)
 	if err != nil {
 		return err
@@ -185,6 +283,8 @@ func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restor
 	if err != nil {
 		return fmt.Errorf("pgcluster: read the roles: %w", err)
 	}
+	cancelled := map[string]map[int32]time.Time{} // per role, the statement each backend was cancelled in
+	failing := map[string]bool{}                  // per role, the bounds could not be enforced at the last tick (told once)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -204,6 +304,18 @@ func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restor
 					return ctx.Err()
 				}
 				continue // the server restarts or is stopping: try again
+			}
+		}
+		for _, role := range roles {
+			if b := c.policies[role].Bounds; !b.zero() {
+				cancelled[role], err = endOverruns(ctx, conn, role, b, cancelled[role], ended)
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return ctx.Err()
+				case err != nil && !failing[role] && ended != nil:
+					ended(role, 0, "its bounds cannot be enforced now: "+err.Error())
+				}
+				failing[role] = err != nil
 			}
 		}
 		got, err := fingerprints(ctx, conn, roles)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// TestDevHoldsTheReportingRoleToItsBounds: the holder of the printed
+// DATABASE_URL (the reporting role) lifts its own statement_timeout and
+// idle_in_transaction_session_timeout with SET, which PostgreSQL 15
+// cannot deny; ledger dev's guard holds its sessions to the bounds all
+// the same (shortened here from 5 minutes, 1 and 15 to 2 s, 2 and 8):
+// a statement is cancelled at its bound, one that catches the cancel
+// ends with its session CancelGrace later, a session idle in a
+// transaction is ended, and so is a transaction kept open by short
+// statements (its snapshot would hold VACUUM back). A session that
+// behaves is left alone.
+func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	parent, err := os.MkdirTemp("", "dev-reporting-") // PostgreSQL's user must reach it: t.TempDir()'s parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bounds := pgcluster.SessionBounds{Statement: 2 * time.Second, IdleInTransaction: 2 * time.Second, Transaction: 8 * time.Second}
+	cfg := devConfig{data: filepath.Join(parent, "data"), httpAddr: "127.0.0.1:0", natsAddr: "127.0.0.1:0", natsCluster: 1,
+		duplicateWindow: stream.DuplicateWindow, snapshotEvery: 100, reportingBounds: bounds}
+	cfg.natsSync.Always = true
+	env, done := startDevInProcess(t, ctx, cfg)
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	reporting := env["DATABASE_URL"]
+
+	// session connects as the reporting role and lifts both timeouts.
+	session := func(t *testing.T) *pgx.Conn {
+		t.Helper()
+		c, err := pgx.Connect(ctx, reporting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		var user string
+		if err := c.QueryRow(ctx, "SELECT current_user").Scan(&user); err != nil || user != "ledger_reporting" {
+			t.Fatalf("DATABASE_URL is %s (%v), want ledger_reporting", user, err)
+		}
+		for _, q := range []string{"SET statement_timeout = 0", "SET idle_in_transaction_session_timeout = 0"} {
+			if _, err := c.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v (PostgreSQL lets any role do it)", q, err)
+			}
+		}
+		return c
+	}
+	code := func(err error) string {
+		var pg *pgconn.PgError
+		if errors.As(err, &pg) {
+			return pg.Code
+		}
+		return ""
+	}
+	// within says how long f took, and fails unless it was from lo to hi.
+	within := func(t *testing.T, what string, lo, hi time.Duration, f func() error) error {
+		t.Helper()
+		start := time.Now()
+		err := f()
+		took := time.Since(start)
+		t.Logf("%s: ended after %v: %v", what, took.Round(10*time.Millisecond), err)
+		if took < lo || took > hi {
+			t.Errorf("%s ended after %v, want %v to %v", what, took, lo, hi)
+		}
+		return err
+	}
+	const slack = 2 * time.Second // the guard looks every 250 ms; the machine is shared
+
+	t.Run("group", func(t *testing.T) {
+		t.Run("a statement is cancelled at its bound", func(t *testing.T) {
+			t.Parallel()
+			c := session(t)
+			err := within(t, "pg_sleep(60)", bounds.Statement, bounds.Statement+slack, func() error {
+				_, err := c.Exec(ctx, "SELECT pg_sleep(60)")
+				return err
+			})
+			if code(err) != "57014" { // query_canceled
+				t.Errorf("pg_sleep(60): %v, want the statement cancelled", err)
+			}
+			if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+				t.Errorf("the session after its statement was cancelled: %v", err)
+			}
+		})
+		t.Run("a statement that catches the cancel ends with its session", func(t *testing.T) {
+			t.Parallel()
+			c := session(t)
+			within(t, "a DO block catching query_canceled", bounds.Statement+pgcluster.CancelGrace, bounds.Statement+pgcluster.CancelGrace+slack, func() error {
+				_, err := c.Exec(ctx, `DO $$ BEGIN LOOP BEGIN PERFORM pg_sleep(60); EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP; END $$`)
+				return err
+			})
+			if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+				t.Error("the session that caught the cancel still runs")
+			}
+		})
+		t.Run("a session idle in a transaction is ended", func(t *testing.T) {
+			t.Parallel()
+			c := session(t)
+			if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Exec(ctx, "SELECT count(*) FROM events"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(bounds.IdleInTransaction + slack)
+			if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+				t.Errorf("a session idle in a transaction for %v still runs", bounds.IdleInTransaction+slack)
+			}
+		})
+		t.Run("a long transaction of short statements is ended", func(t *testing.T) {
+			t.Parallel()
+			c := session(t)
+			if _, err := c.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
+				t.Fatal(err)
+			}
+			within(t, "a transaction of a statement every 0.5 s", bounds.Transaction, bounds.Transaction+slack, func() error {
+				for {
+					if _, err := c.Exec(ctx, "SELECT count(*) FROM consumer_state"); err != nil {
+						return err
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+			})
+		})
+		t.Run("a session that behaves is left alone", func(t *testing.T) {
+			t.Parallel()
+			c := session(t)
+			for range 10 { // 10 s of statements of 1 s, each its own transaction
+				if _, err := c.Exec(ctx, "SELECT pg_sleep(1)"); err != nil {
+					t.Fatalf("a 1 s statement: %v", err)
+				}
+			}
+		})
+	})
+}
