@@ -40,7 +40,7 @@ var ReportingSettings = map[string]string{
 // What ledger dev's guard (pgcluster.SessionBounds) holds a reporting
 // session to, whatever it SETs: the two timeouts of ReportingSettings,
 // and a transaction of at most ReportingTransaction, however busy (its
-// snapshot holds back VACUUM on every table). Decision 254.
+// snapshot holds back VACUUM on every table). Decision 253.
 const (
 	ReportingStatement         = 5 * time.Minute
 	ReportingIdleInTransaction = time.Minute
