@@ -19,9 +19,10 @@ import (
 	"github.com/cluster-ledger/ledger/internal/gen"
 )
 
-// noInputDriftPerMille bounds the events after which a no-op event
-// decides (TestRules4NoInputNoDecision).
-const noInputDriftPerMille = 4
+// noInputDriftPer100k bounds the events after which a no-op event
+// decides (TestRules4NoInputNoDecision), per 100,000 events: 1 of
+// 293,401 on 10,000 logs (docs/decisions.md #236 names it).
+const noInputDriftPer100k = 2
 
 var noInputShow = flag.Int("noinput.show", 5, "TestRules4NoInputNoDecision: how many deciding no-op events to print")
 
@@ -96,12 +97,11 @@ func TestRules4NoInputNoDecision(t *testing.T) {
 	for _, m := range st.first {
 		t.Log(m)
 	}
-	// A ratchet, not the goal: the property does not hold on every event
-	// yet (docs/decisions.md #199 says where it fails and why). Lower it as
-	// the causes are settled; the goal is 0.
-	if st.decides*1000 > noInputDriftPerMille*st.events {
-		t.Errorf("%d of %d events of %d logs are followed by a no-op event that decides (at most %d per mille): %v",
-			st.decides, st.events, runs, noInputDriftPerMille, st.byPolicy)
+	// A ratchet, not the goal: one drift outlasts the bound on settles
+	// (docs/decisions.md #236 says which and why). The goal is 0.
+	if st.decides*100_000 > noInputDriftPer100k*st.events {
+		t.Errorf("%d of %d events of %d logs are followed by a no-op event that decides (at most %d per 100,000): %v",
+			st.decides, st.events, runs, noInputDriftPer100k, st.byPolicy)
 	}
 	policies := []string{"priority preemption=true balance=true", "priority preemption=false balance=true",
 		"share_ratio preemption=true balance=true", "share_ratio preemption=true balance=false", "share_ratio preemption=false balance=true"}

@@ -174,15 +174,11 @@ func (p *Pool) Apply(ev Event) (Result, error) {
 	case *events.HostDown:
 		p.applyHostDown(e)
 	}
-	if p.mode.trimFirst {
-		p.trimDownHosts()
-		p.reassignOwnership()
-		p.releaseExcess()
-	} else {
-		p.releaseExcess()
-		p.trimDownHosts()
+	begin := len(p.decisions)
+	p.settle()
+	if p.mode.owned && p.mode.behaviour.foldToRest && len(p.decisions) > begin {
+		p.settleToRest(begin)
 	}
-	p.rebalance()
 	return p.result(), nil
 }
 

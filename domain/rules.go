@@ -50,8 +50,8 @@ const (
 	// --rules-development, ledger dev --rules-development, tests); the
 	// ledger never stamps it and refuses it at append, a projector without
 	// the option stops on it, so no stored log holds it and its behaviour
-	// may still change. Its rulings for pools with ownership are not built
-	// yet: a plan with ownership folds under it as under version 3.
+	// may still change. With ownership it folds rulings 1-13
+	// (docs/rules.md#version-4), each behind a flag of behaviour.
 	RulesV4 RulesVersion = 4
 
 	// RulesNewest is the version the ledger stamps on a plan that names
@@ -153,13 +153,18 @@ type behaviour struct {
 	// own parts last, since the victim takes them back at the next event
 	// (ruling 5; docs/decisions.md #246).
 	victimOwnLast bool
+	// foldToRest: with ownership, the rebalance is repeated within the
+	// event until it decides nothing (at most restPasses times), so the
+	// state an event leaves is at rest (ruling 12's property;
+	// docs/decisions.md #248).
+	foldToRest bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
-		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4}
+		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:
