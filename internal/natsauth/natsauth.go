@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/redact"
 	"github.com/cluster-ledger/ledger/internal/secretfile"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -350,7 +351,10 @@ func WriteServerConfig(w io.Writer, keys Keys, l Layout) error {
 		}
 		b.WriteString(" }\n")
 	}
-	b.WriteString("  ]\n}\n")
+	b.WriteString("  ]\n")
+	// As the embedded server: an unauthenticated connection holds a
+	// slot of max_connections this long at most (natsserver).
+	fmt.Fprintf(&b, "  timeout: %g\n}\n", natsserver.DefaultAuthTimeout.Seconds())
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -189,6 +189,9 @@ func TestServerConfig(t *testing.T) {
 	if len(opts.Nkeys) != len(natsauth.Roles) {
 		t.Fatalf("%d users, want %d", len(opts.Nkeys), len(natsauth.Roles))
 	}
+	if opts.AuthTimeout != natsserver.DefaultAuthTimeout.Seconds() {
+		t.Errorf("authorization timeout %vs, want the embedded server's %v", opts.AuthTimeout, natsserver.DefaultAuthTimeout)
+	}
 	for _, u := range opts.Nkeys {
 		for _, r := range natsauth.Roles {
 			if u.Nkey != keys[r] {

@@ -39,6 +39,17 @@ const (
 	// reserves it: internal/connlimit), so a flood of one cannot take the
 	// other's.
 	DefaultMaxConns = 1024
+	// DefaultAuthTimeout is how long a client connection may stay
+	// without authenticating (nats-server's authorization timeout, 2 s
+	// by default; the auth timer starts once the TLS handshake, if any,
+	// is done). nats-server counts a connection against max_connections
+	// from its accept, before it authenticates: a local process without
+	// credentials that opens connections as fast as it can holds each
+	// slot this long at most, so the ledger's own clients (which retry
+	// every 0.5 to 1.5 s) get one as slots free. An nkey client answers
+	// the server's INFO with its signed nonce in one round trip (a few
+	// milliseconds; a second is a slow WAN link and a loaded machine).
+	DefaultAuthTimeout = time.Second
 )
 
 // Option configures Start.
@@ -56,7 +67,13 @@ type config struct {
 	routeUser    string
 	routePass    string
 	maxConns     int
+	authTimeout  time.Duration
 }
+
+// WithAuthTimeout sets how long a client connection may stay without
+// authenticating before the server closes it (default
+// DefaultAuthTimeout); it applies with WithNkeyUsers.
+func WithAuthTimeout(d time.Duration) Option { return func(c *config) { c.authTimeout = d } }
 
 // WithMaxConns bounds the server's client connections (default
 // DefaultMaxConns); past it nats-server refuses new clients ("maximum
@@ -101,7 +118,7 @@ type Server struct {
 // Start starts the server and waits until it accepts connections, ctx's
 // end, or the ready timeout, whichever comes first.
 func Start(ctx context.Context, opts ...Option) (*Server, error) {
-	cfg := config{listen: DefaultListen, name: DefaultName, readyTimeout: DefaultReadyTimeout, sync: SyncAlways, maxConns: DefaultMaxConns}
+	cfg := config{listen: DefaultListen, name: DefaultName, readyTimeout: DefaultReadyTimeout, sync: SyncAlways, maxConns: DefaultMaxConns, authTimeout: DefaultAuthTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -142,8 +159,10 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		StoreDir:   storeDir,
 		NoLog:      !cfg.logging,
 		MaxConn:    cfg.maxConns,
-		NoSigs:     true,
-		Nkeys:      cfg.users,
+		// Seconds; nats-server takes 0 for its default.
+		AuthTimeout: cfg.authTimeout.Seconds(),
+		NoSigs:      true,
+		Nkeys:       cfg.users,
 		// As nats-server's own "sync_interval: always" sets them: the
 		// interval stays for the background flush of other files.
 		SyncAlways:   cfg.sync.Always,
