@@ -37,14 +37,14 @@ func (pl *placement) fillOnTotals() {
 	for _, h := range pl.hosts0 {
 		for j, x := range pl.holders[h] {
 			if k := pl.kept[h]; k != nil {
-				cur[x.leaf] += k[j]
+				pl.hold(cur, x.leaf, k[j])
 			}
 		}
 	}
 	for _, l := range pl.byRank() { // the own layer first (its returns), within its ancestors' max
 		before := pl.want(l, l)
 		pl.placeOwnWithin(l, pl.headroom(l, cur))
-		cur[l] += before - pl.want(l, l)
+		pl.hold(cur, l, before-pl.want(l, l))
 	}
 	order := func(gap func(l int32) Slots) []int32 {
 		var out []int32
@@ -102,7 +102,7 @@ func (pl *placement) takeFree(l int32, need Slots, cur []Slots) Slots {
 			if h := pl.byOwner[o]; h != nil {
 				heap.Push(h, partRoom{part: i, room: pl.capRem[i]})
 			}
-			cur[l] += k
+			pl.hold(cur, l, k)
 			need -= k
 			took += k
 		}
@@ -143,8 +143,8 @@ func (pl *placement) reclaimFrom(l, v int32, give Slots, cur []Slots) Slots {
 			pl.over[v] += n
 			pl.owed[l] = append(pl.owed[l], transfer{claimant: l, victim: v, slots: n})
 			pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: n, rule: pl.rules.grant})
-			cur[v] -= n
-			cur[l] += n
+			pl.hold(cur, v, -n)
+			pl.hold(cur, l, n)
 			give -= n
 			took += n
 		}
@@ -168,20 +168,25 @@ func (pl *placement) victimWalk(t0, cur []Slots) []int32 {
 }
 
 // headroom is what leaf l may still be given under its ancestors' max.
+// cur holds what each leaf holds as the placement goes and, at each
+// parent, the sum of its leaves' (hold keeps both), so this costs l's
+// depth, not its ancestors' subtrees.
 func (pl *placement) headroom(l int32, cur []Slots) Slots {
 	room := Unlimited
 	for a := pl.t.nodes[l].parent; a > 0; a = pl.t.nodes[a].parent {
-		n := &pl.t.nodes[a]
-		if n.maxCap == Unlimited {
-			continue
+		if n := &pl.t.nodes[a]; n.maxCap != Unlimited {
+			room = minSlots(room, maxSlots(n.maxCap-cur[a], 0))
 		}
-		held := Slots(0)
-		for _, x := range pl.t.leaves[n.lo:n.hi] {
-			held += cur[x]
-		}
-		room = minSlots(room, maxSlots(n.maxCap-held, 0))
 	}
 	return room
+}
+
+// hold adds k to what leaf l holds in cur, and to each of its ancestors'
+// sums there (headroom).
+func (pl *placement) hold(cur []Slots, l int32, k Slots) {
+	for a := l; a > 0; a = pl.t.nodes[a].parent {
+		cur[a] += k
+	}
 }
 
 // mayTake reports whether leaf l may take a slot of owner's part: it may

@@ -22,14 +22,14 @@ func TestRules4FillLeavesNoSlotIdle(t *testing.T) {
 		}
 		parts, _ := p.hostParts()
 		p.sitsFor(parts)
-		cur := make([]Slots, len(p.t.nodes))
+		cur := make([]Slots, len(p.t.nodes)) // by leaf its allocation, by parent the sum (placement.hold)
+		pl := &placement{t: p.t, leaves: p.t.sortedLeaves}
 		for _, l := range p.t.leaves {
-			cur[l] = p.t.nodes[l].alloc
+			pl.hold(cur, l, p.t.nodes[l].alloc)
 			if cur[l] > p.t.nodes[l].eff {
 				t.Fatalf("seed %d event %d: %s holds %d above its demand %d", seed, i, p.t.nodes[l].path, cur[l], p.t.nodes[l].eff)
 			}
 		}
-		pl := &placement{t: p.t, leaves: p.t.sortedLeaves}
 		for k, part := range parts {
 			free := part.slots
 			for _, s := range p.sittingsOn(parts, part.host) {

@@ -26,7 +26,7 @@ func (pl *placement) place() {
 		for _, h := range pl.hosts0 {
 			for j, x := range pl.holders[h] {
 				if k := pl.kept[h]; k != nil {
-					pl.cur[x.leaf] += k[j]
+					pl.hold(pl.cur, x.leaf, k[j])
 				}
 			}
 		}
@@ -122,7 +122,7 @@ func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
 	pl.capRem[i] -= k
 	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: rule})
 	if pl.cur != nil {
-		pl.cur[l] += k
+		pl.hold(pl.cur, l, k)
 	}
 	if h := pl.byOwner[pl.parts[i].owner]; h != nil {
 		heap.Push(h, partRoom{part: i, room: pl.capRem[i]})

@@ -162,8 +162,9 @@ type placement struct {
 	keptSum, keptElse []Slots
 	cut               bool // step 1 cut some keep for want of room
 	// cur: under rules 4 without preemption with a max in the tree, by
-	// leaf, what it keeps and is placed so far (grants fit under every
-	// max with it); nil otherwise.
+	// leaf, what it keeps and is placed so far, and by parent the sum of
+	// its leaves' (hold; grants fit under every max with it); nil
+	// otherwise.
 	cur []Slots
 	b   *placeBufs
 }
