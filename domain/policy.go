@@ -22,10 +22,22 @@ func modeOf(plan events.Plan) mode {
 		parent:     pol.EnforcementOrDefault() == events.EnforcementParent,
 		preempt:    pol.PreemptionOrDefault(),
 		balance:    pol.BalanceOrDefault(),
-		owned:      behaviourOf(RulesOf(plan)).ownership && plan.HasOwnership(),
+		owned:      ownedOf(plan, behaviourOf(RulesOf(plan))),
 		bands:      behaviourOf(RulesOf(plan)).yarn && pol.PriorityBandsOrDefault() && pol.ReclaimOrDefault() == events.ReclaimShareRatio,
 		behaviour:  behaviourOf(RulesOf(plan)),
 	}
+}
+
+// ownedOf reports whether a plan's fold is layered (ownership_fold.go):
+// under rules 3 when it names any ownership field; from rules 4 when some
+// consumer owns slots, since lend and reclaim_for_preference say what
+// happens to owned slots and change nothing where nobody owns any
+// (docs/decisions.md #322).
+func ownedOf(plan events.Plan, b behaviour) bool {
+	if b.layerWhenOwning {
+		return plan.OwnsAny()
+	}
+	return b.ownership && plan.HasOwnership()
 }
 
 // guaranteesOnly reports whether share_ratio reclaim restores planned

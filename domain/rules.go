@@ -158,13 +158,18 @@ type behaviour struct {
 	// state an event leaves is at rest (ruling 12's property;
 	// docs/decisions.md #248).
 	foldToRest bool
+	// layerWhenOwning: the fold is layered only when some consumer owns
+	// slots; before, whenever the plan named own, lend or
+	// reclaim_for_preference (docs/decisions.md #322).
+	layerWhenOwning bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
 	return behaviour{trimFirst: v >= RulesV2, boundedPriority: v >= RulesV2, ownership: v >= RulesV3, yarn: v >= RulesV4,
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
-		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4}
+		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
+		layerWhenOwning: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

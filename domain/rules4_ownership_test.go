@@ -262,3 +262,70 @@ func foldOwnedLogs(t *testing.T, base uint64, tweak func(*events.Plan),
 		}
 	}
 }
+
+// TestRules4LendWithoutOwningChangesNothing: under rules 4 a plan whose
+// ownership fields own nothing (lend, an empty own list,
+// reclaim_for_preference) decides exactly as the same plan without them
+// (docs/decisions.md #322): random logs without ownership folded both
+// ways agree on every decision and allocation. Under rules 3 such a plan
+// takes the layered fold (#200), and the same check finds differences.
+func TestRules4LendWithoutOwningChangesNothing(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	withFields := func(plan events.Plan) events.Plan {
+		yes, no := true, false
+		plan.Policy.ReclaimForPreference = &yes
+		plan.Consumers = append([]events.Consumer(nil), plan.Consumers...)
+		for i := range plan.Consumers {
+			switch i % 3 {
+			case 0:
+				plan.Consumers[i].Lend = &no
+			case 1:
+				plan.Consumers[i].Own = []events.OwnEntry{}
+			}
+		}
+		return plan
+	}
+	differ := map[domain.RulesVersion]int{}
+	for _, v := range []domain.RulesVersion{domain.RulesV3, domain.RulesV4} {
+		for seed := uint64(1); seed <= uint64(runs); seed++ {
+			sc := gen.Generate(gen.NewRand(seed), 40)
+			plain, fields := domain.NewPool("plain", domain.WithDevelopmentRules()), domain.NewPool("fields", domain.WithDevelopmentRules())
+			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, ev := range sc.Events {
+				at = at.Add(time.Second)
+				evWith := ev
+				if pc, ok := ev.(*events.PlanChange); ok {
+					a := *pc
+					a.Plan.Rules = int(v)
+					b := a
+					b.Plan = withFields(a.Plan)
+					ev, evWith = &a, &b
+				}
+				r1, err1 := plain.Apply(domain.Event{Seq: uint64(i + 1), Time: at, Payload: ev})
+				r2, err2 := fields.Apply(domain.Event{Seq: uint64(i + 1), Time: at, Payload: evWith})
+				if (err1 == nil) != (err2 == nil) {
+					t.Fatalf("rules %d seed %d event %d: refusals differ: %v / %v", v, seed, i, err1, err2)
+				}
+				if err1 != nil {
+					plain.Skip(uint64(i+1), at)
+					fields.Skip(uint64(i+1), at)
+					continue
+				}
+				if fmt.Sprint(r1.Decisions) != fmt.Sprint(r2.Decisions) {
+					differ[v]++
+					if v == domain.RulesV4 {
+						t.Fatalf("rules 4 seed %d event %d (%T): the plan's ownership fields that own nothing changed its decisions:\n%v\n%v", seed, i, ev, r1.Decisions, r2.Decisions)
+					}
+					break
+				}
+			}
+		}
+	}
+	if differ[domain.RulesV3] == 0 {
+		t.Fatalf("rules 3 decided the same with and without the fields on %d logs: the test does not exercise #322", runs)
+	}
+	t.Logf("rules 3: %d of %d logs decide otherwise with ownership fields that own nothing; rules 4: none", differ[domain.RulesV3], runs)
+}

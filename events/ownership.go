@@ -48,6 +48,17 @@ func (c Consumer) LendOrDefault() bool { return c.Lend == nil || *c.Lend }
 // before ownership existed.
 func (c Consumer) HasOwnership() bool { return c.Own != nil || c.Lend != nil }
 
+// OwnsAny reports whether some consumer of the plan owns slots: an own
+// list with at least one entry.
+func (p Plan) OwnsAny() bool {
+	for _, c := range p.Consumers {
+		if len(c.Own) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // HasOwnership reports whether the plan names any ownership field: a
 // consumer's own or lend, or the policy's reclaim_for_preference.
 func (p Plan) HasOwnership() bool {

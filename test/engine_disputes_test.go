@@ -39,3 +39,30 @@ func TestEngineDisputes(t *testing.T) {
 		})
 	}
 }
+
+// TestSettledDisputes folds the disputes settled on the engine's side
+// (refmodel/testdata/settled-*.yaml, each naming the decision that settled
+// it) through the engine under the rules version in development: each must
+// pass. The model's side: refmodel's TestExistingScenarioFiles.
+func TestSettledDisputes(t *testing.T) {
+	files, err := filepath.Glob("refmodel/testdata/settled-*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no settled disputes (%v)", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s, err := scenario.ParseFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := scenario.Run(s, scenario.WithDevelopmentRules())
+			diffs := append([]string(nil), res.Setup...)
+			for _, st := range res.Steps {
+				diffs = append(diffs, st.Diffs...)
+			}
+			if len(diffs) > 0 {
+				t.Errorf("the engine differs from %s: %v", f, diffs)
+			}
+		})
+	}
+}
