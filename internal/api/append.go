@@ -200,10 +200,19 @@ func (a *attempt) try(ctx context.Context) (res []client.Appended, done bool, ae
 	}
 	pctx, cancel := context.WithTimeout(ctx, a.s.timeout)
 	defer cancel()
+	created := a.st.pool.Seq() == 0
+	if created {
+		if aerr := a.s.checkPoolName(pctx, a.st.name); aerr != nil {
+			return nil, true, aerr
+		}
+	}
 	seq, dup, err := a.s.publish(pctx, a.st, d)
 	switch {
 	case err == nil && !dup:
 		a.s.commit(a.st, a.ins, d, seq)
+		if created {
+			a.s.poolNames.added(a.st.name)
+		}
 		return d.results, true, nil
 	case err == nil || isAtomicDuplicate(err):
 		return a.duplicate(ctx, d)
@@ -275,6 +284,9 @@ func (s *Server) draft(st *poolState, ins []incoming) *draft {
 		d.fresh = append(d.fresh, i)
 	}
 	if d.refusal = checkHosts(st.pool, ins, d.fresh); d.refusal != nil {
+		return d
+	}
+	if d.refusal = checkFolds(st.pool, ins, d.fresh); d.refusal != nil {
 		return d
 	}
 	// The envelopes are encoded, and signed on other cores, while the

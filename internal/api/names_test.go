@@ -95,3 +95,80 @@ func TestMixedScriptNamesRefused(t *testing.T) {
 		t.Fatalf("names of one script a component, and Latin with Han or Arabic: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// Names that differ only by case, under Unicode case folding, are one
+// name to a reader: as a planner (plan scope on its pools), a plan
+// listing "/a/b" and "/A/b" (or whose implied parents differ so, or
+// "/straße" beside "/STRASSE"), a host or group differing only by case
+// from one the pool has, and a new pool "Prod" beside "prod" are
+// refused 422 invalid_name naming both, and nothing is appended. A plan
+// may rename "/a" to "/A" (the old path is gone with the old plan), and
+// a host coming back up is not new.
+func TestNamesDifferingOnlyByCaseRefused(t *testing.T) {
+	token, tokens := testenv.Token(t, "planner", []auth.Scope{auth.ScopePlan}, "prod", "Prod", "p")
+	l := newLedger(t, testenv.NATS(t), api.WithTokens(tokens))
+	l.token = token
+	post := func(pool, body string) (*http.Response, []byte) {
+		t.Helper()
+		return l.request(http.MethodPost, "/v1/pools/"+pool+"/events", body, nil)
+	}
+	if resp, raw := post("p", `[{"type":"plan","data":{"plan":{"rules":3,"consumers":[{"path":"/a"},{"path":"/b","own":[{"host":"h1"}]}]}}},`+
+		`{"type":"host_up","data":{"host":"h1","group":"gpu","slots":4}},{"type":"host_up","data":{"host":"h2","slots":4}}]`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("setup: %d %s", resp.StatusCode, raw)
+	}
+	n := streamMsgs(t, l.js)
+	planOf := func(consumers string) string {
+		return `{"type":"plan","data":{"plan":{"rules":3,"consumers":[` + consumers + `]}}}`
+	}
+	for _, c := range []struct {
+		name, body string
+		names      []string
+	}{
+		{"paths", planOf(`{"path":"/a/b"},{"path":"/a/B"}`), []string{`\"/a/B\"`, `\"/a/b\"`}},
+		{"parents of listed paths", planOf(`{"path":"/a/b"},{"path":"/A/b"}`), []string{`\"/A\"`, `\"/a\"`}},
+		{"implied parents", planOf(`{"path":"/Team/x"},{"path":"/team/y"}`), []string{`\"/team\"`, `\"/Team\"`}},
+		{"full case folding", planOf(`{"path":"/straße"},{"path":"/STRASSE"}`), []string{`\"/STRASSE\"`, `\"/straße\"`}},
+		{"greek final sigma", planOf(`{"path":"/οδος"},{"path":"/οδοσ"}`), []string{`\"/οδοσ\"`, `\"/οδος\"`}},
+		{"a host of the pool", `{"type":"host_up","data":{"host":"H1","slots":4}}`, []string{`\"H1\"`, `\"h1\"`}},
+		{"a host of the same request", `[{"type":"host_up","data":{"host":"h3","slots":1}},{"type":"host_up","data":{"host":"H3","slots":1}}]`, []string{`\"H3\"`, `\"h3\"`}},
+		{"a group of the pool", `{"type":"host_up","data":{"host":"h4","group":"GPU","slots":4}}`, []string{`\"GPU\"`, `\"gpu\"`}},
+		{"the default group", `{"type":"host_up","data":{"host":"h4","group":"Default","slots":4}}`, []string{`\"Default\"`, `\"default\"`}},
+		{"an owned host", planOf(`{"path":"/a","own":[{"host":"H2"}]}`), []string{`\"H2\"`, `\"h2\"`}},
+		{"an owned group", planOf(`{"path":"/a","own":[{"group":"GPU","slots":1}]}`), []string{`\"GPU\"`, `\"gpu\"`}},
+	} {
+		resp, raw := post("p", c.body)
+		errorOf(t, c.name, resp, raw, http.StatusUnprocessableEntity, "invalid_name")
+		for _, name := range c.names {
+			if !strings.Contains(string(raw), name) || !strings.Contains(string(raw), "only by case") {
+				t.Errorf("%s: %s does not name %s and say why", c.name, raw, name)
+			}
+		}
+	}
+	if m := streamMsgs(t, l.js); m != n {
+		t.Fatalf("stream holds %d messages after refusals, want %d", m, n)
+	}
+	// A rename by case, and a host down and up again, are accepted.
+	if resp, raw := post("p", planOf(`{"path":"/A"},{"path":"/b","own":[{"host":"h1"}]}`)); resp.StatusCode != http.StatusOK {
+		t.Errorf("a plan renaming /a to /A: %d %s", resp.StatusCode, raw)
+	}
+	if resp, raw := post("p", `[{"type":"host_down","data":{"host":"h2"}},{"type":"host_up","data":{"host":"h2","slots":2}}]`); resp.StatusCode != http.StatusOK {
+		t.Errorf("h2 down and up again: %d %s", resp.StatusCode, raw)
+	}
+
+	// Pools: "prod" exists; "Prod", new, is refused and not created.
+	if resp, raw := post("prod", `{"type":"host_up","data":{"host":"h1","slots":4}}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("pool prod: %d %s", resp.StatusCode, raw)
+	}
+	n = streamMsgs(t, l.js)
+	resp, raw := post("Prod", planOf(`{"path":"/a"}`))
+	errorOf(t, "pool Prod beside prod", resp, raw, http.StatusUnprocessableEntity, "invalid_name")
+	if !strings.Contains(string(raw), `pool \"Prod\" differs only by case from the pool \"prod\"`) {
+		t.Errorf("pool Prod beside prod: %s", raw)
+	}
+	if m := streamMsgs(t, l.js); m != n {
+		t.Fatalf("stream holds %d messages after the refused pool, want %d", m, n)
+	}
+	if resp, raw := post("prod", `{"type":"host_up","data":{"host":"h2","slots":4}}`); resp.StatusCode != http.StatusOK {
+		t.Errorf("pool prod, which exists: %d %s", resp.StatusCode, raw)
+	}
+}

@@ -133,8 +133,11 @@ type Server struct {
 	poolOpts    []domain.PoolOption // the engine's options for each pool's view
 	replayOpts  []audit.Option      // the console's re-folds
 
-	hold   hold     // appends held while the stream heals (hold.go)
-	whatIf *whatIfs // the what-ifs running (whatif.go)
+	hold hold // appends held while the stream heals (hold.go)
+	// poolNames are the stream's pool names, to refuse a new pool's
+	// name that differs from one only by case (folds.go).
+	poolNames poolNames
+	whatIf    *whatIfs // the what-ifs running (whatif.go)
 
 	mu       sync.Mutex
 	pools    map[string]*poolState // the pools' views in memory (poolFor)
