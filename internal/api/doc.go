@@ -43,7 +43,9 @@
 // each read strictly against its type first (strict.go: UTF-8 without
 // lone surrogates, keys exact and once, values of their field's kind,
 // refused in the API's words naming the field), bounded by
-// events.CheckLimits, its names admitted by events.CheckNames, then the
+// events.CheckLimits, its names admitted by events.CheckNames, then
+// against the pool (folds.go: no name differing only by case from
+// another of the pool, no new pool differing so from a pool), then the
 // engine's validation. Nothing after the JSON value is accepted. A body
 // a refusal did not need is never read (edge.go), and a path or method
 // no route takes is answered in the same JSON error shape.
