@@ -24,8 +24,11 @@ import (
 //
 // A leaf takes slots in fold order (foldOrder): its own parts, then its
 // pools nearest first, the public pool last; within a pool class group by
-// class group, the most restrictive first, the pool's own slots last of
-// its group; within a part, the host with most free slots, then name. It
+// class group, the most restrictive first, the group holding the pool's
+// own slots (the public part, in the public pool) last; within a group
+// the pool's own slots first, then lent ones by lowest lend_grace, then
+// lender (docs/decisions.md #323); within a part, the host with most free
+// slots, then name. It
 // may take a slot of o's part if it may hold it and no leaf nearer to o
 // that may hold it has unmet demand and room under its max (mayTake).
 
@@ -222,7 +225,14 @@ func (pl *placement) foldOrder(l int32) []int32 {
 		own      bool  // the pool's own slots
 		grace    int64 // the class's
 	}
+	// A pool's own slots join the group every leaf of the pool may use
+	// (the one keyed by the pool's widest reclaim_grace), first in it; the
+	// public part is the root pool's own slots.
 	var ps []place
+	ownSlotsOf := func(pool, owner int32) place {
+		return place{owner: owner, depth: int(pl.t.nodes[pool].depth), eligible: int64(pl.t.nodes[pool].widestGrace), own: true}
+	}
+	ps = append(ps, ownSlotsOf(0, noNode))
 	seen := map[int32]bool{noNode: true}
 	for _, part := range pl.parts {
 		o := part.owner
@@ -239,7 +249,7 @@ func (pl *placement) foldOrder(l int32) []int32 {
 		}
 		pool := pl.t.commonAncestor(l, o)
 		if pool == o { // an ancestor's private part: the pool's own slots
-			ps = append(ps, place{owner: o, depth: int(pl.t.nodes[pool].depth), eligible: 1 << 62, own: true})
+			ps = append(ps, ownSlotsOf(pool, o))
 			continue
 		}
 		g := pl.graceInto(o, pool)
@@ -249,11 +259,11 @@ func (pl *placement) foldOrder(l int32) []int32 {
 		return cmp.Or(cmpDesc(a.depth, b.depth), cmp.Compare(a.eligible, b.eligible), boolFirst(a.own, b.own),
 			cmp.Compare(a.grace, b.grace), cmp.Compare(a.owner, b.owner))
 	})
-	out := make([]int32, 0, len(ps)+1)
+	out := make([]int32, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, p.owner)
 	}
-	return append(out, noNode)
+	return out
 }
 
 // graceInto is the grace of owner's slots lent into pool: the smallest

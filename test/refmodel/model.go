@@ -116,10 +116,9 @@ func NewRules4() *Model {
 // AsEngineOn makes m fold as the engine does where engine dispute n
 // (testdata/engine-disputes/NN-*.yaml) says the engine departs from the
 // spec, so that a differential test can tell the logs that differ only by
-// written-up disputes from the rest. It returns m. Disputes:
-//   - 1: under share_ratio on totals (ruling 4: preemption false or balance
-//     false) a pool's lent classes are taken before the pool's own slots,
-//     even when every leaf of the pool may use them.
+// written-up disputes from the rest. It returns m. Disputes it folds the
+// engine's way: none at present (dispute 1 was settled on the spec's side,
+// docs/decisions.md #323).
 func (m *Model) AsEngineOn(n ...int) *Model {
 	if m.asEngine == nil {
 		m.asEngine = map[int]bool{}

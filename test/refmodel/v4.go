@@ -221,11 +221,7 @@ func (f *fold) poolParts(l, x string) []hp {
 			k := hp{h, p}
 			switch {
 			case p == x:
-				n := len(members)
-				if m.asEngine[1] && m.pol.reclaim == events.ReclaimShareRatio && !(m.pol.preemption && m.pol.balance) {
-					n++ // engine dispute 01: the own slots after every lent class
-				}
-				cs = append(cs, cand{k, n, true, noGrace, f.room(k)})
+				cs = append(cs, cand{k, len(members), true, noGrace, f.room(k)})
 			case p != root && !under(l, p) && dca(l, p) == x && m.mayHold(l, p):
 				g := m.lendClass(p, x)
 				cs = append(cs, cand{k, eligible(g), false, g, f.room(k)})
