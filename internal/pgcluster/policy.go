@@ -223,8 +223,21 @@ func (c *Cluster) managedRoles() []string { return append([]string{AppRole}, c.r
 
 // ensureManagedRole gives role the login, attributes and password of its
 // file, and its policy; its members are revoked (no role of the cluster
-// is meant to be a member of another).
-func (c *Cluster) ensureManagedRole(ctx context.Context, conn *pgx.Conn, role string) error {
+// is meant to be a member of another). All in one transaction: a session
+// that connects as soon as the restored password works gets the policy's
+// settings, never those the holder set (ALTER ROLE is transactional; the
+// guard restoring the password first and the settings after let a
+// session in between, which a test under load caught).
+func (c *Cluster) ensureManagedRole(ctx context.Context, conn *pgx.Conn, role string) (err error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return newErr(ErrCreateDatabase, err, "begin restoring role %s", role)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
 	if err := c.ensureRole(ctx, conn, role); err != nil {
 		return err
 	}
@@ -247,6 +260,9 @@ func (c *Cluster) ensureManagedRole(ctx context.Context, conn *pgx.Conn, role st
 		if _, err := conn.Exec(ctx, "REVOKE "+pgx.Identifier{role}.Sanitize()+" FROM "+m); err != nil {
 			return newErr(ErrCreateDatabase, err, "revoke %s from %s", role, m)
 		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return newErr(ErrCreateDatabase, err, "restore role %s", role)
 	}
 	return nil
 }
