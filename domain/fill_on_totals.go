@@ -79,6 +79,7 @@ func (pl *placement) fillOnTotals() {
 	}
 	for _, l := range order(func(l int32) Slots { return pl.target(l) - cur[l] }) {
 		pl.takeFree(l, pl.target(l)-cur[l], cur)
+		pl.takePrivateBack(l, pl.target(l)-cur[l], cur)
 	}
 	for _, l := range order(func(l int32) Slots { return pl.t.nodes[l].eff - cur[l] }) {
 		pl.takeFree(l, minSlots(pl.t.nodes[l].eff-cur[l], pl.headroom(l, cur)), cur)
@@ -120,12 +121,17 @@ func (pl *placement) takeFree(l int32, need Slots, cur []Slots) Slots {
 // at the next event whatever it holds elsewhere (ruling 5), which would
 // undo the reclaim by a return (docs/decisions.md #246).
 func (pl *placement) reclaimFrom(l, v int32, give Slots, cur []Slots) Slots {
-	took := Slots(0)
 	owners := pl.foldOrder(l)
 	if pl.rules.victimOwnLast {
 		owners = append(slices.DeleteFunc(slices.Clone(owners), func(o int32) bool { return o == v }),
 			slices.DeleteFunc(slices.Clone(owners), func(o int32) bool { return o != v })...)
 	}
+	return pl.reclaimOn(l, v, give, cur, owners)
+}
+
+// reclaimOn is reclaimFrom on the parts of owners, in that order.
+func (pl *placement) reclaimOn(l, v int32, give Slots, cur []Slots, owners []int32) Slots {
+	took := Slots(0)
 	for _, o := range owners {
 		if give == 0 || !pl.mayTake(l, o, cur) {
 			continue
@@ -153,6 +159,47 @@ func (pl *placement) reclaimFrom(l, v int32, give Slots, cur []Slots) Slots {
 		}
 	}
 	return took
+}
+
+// takePrivateBack has leaf l take back, up to need, the private slots of
+// its ancestors (nearest first) that leaves outside the ancestor's subtree
+// sit on, those in the return order giving back first: a slot privately
+// owned by X is used outside X's subtree only while no descendant of X
+// with unmet demand could use it (section 5's property; ruling 8: such a
+// take-back is a return, under every policy; docs/decisions.md #324).
+// The placement's pairing records it as a return.
+func (pl *placement) takePrivateBack(l int32, need Slots, cur []Slots) {
+	t := pl.t
+	for x := t.nodes[l].parent; x > 0 && need > 0; x = t.nodes[x].parent {
+		parts := pl.idx.byOwner[x]
+		if len(parts) == 0 || !t.mayUse(l, x) {
+			continue
+		}
+		type outsider struct {
+			leaf  int32
+			slots Slots
+		}
+		var outs []outsider
+		for _, i := range parts {
+			for _, h := range pl.holders[pl.parts[i].host] {
+				if k := pl.keptAt[partLeaf{i, h.leaf}]; k > 0 && !t.contains(x, h.leaf) {
+					j := slices.IndexFunc(outs, func(o outsider) bool { return o.leaf == h.leaf })
+					if j < 0 {
+						outs = append(outs, outsider{leaf: h.leaf})
+						j = len(outs) - 1
+					}
+					outs[j].slots += k
+				}
+			}
+		}
+		slices.SortFunc(outs, func(a, b outsider) int { return -t.keeperOrder(a.leaf, a.slots, b.leaf, b.slots) })
+		for _, o := range outs {
+			if need <= 0 {
+				break
+			}
+			need -= pl.reclaimOn(l, o.leaf, minSlots(need, o.slots), cur, []int32{x})
+		}
+	}
 }
 
 // victimWalk lists the leaves above t0 in share_ratio's victim walk on

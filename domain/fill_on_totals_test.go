@@ -137,3 +137,47 @@ func foldRules4Logs(t *testing.T, base uint64, policy events.Policy, check func(
 		}
 	}
 }
+
+// TestRules4PrivateSlotsComeBack: section 5's property "a slot privately
+// owned by X is used outside X's subtree only while no descendant of X
+// with unmet demand could use it", under rules 4 on totals (ruling 4: no
+// preemption, or balance false), after every event of random ownership
+// logs: no leaf outside a parent owner X sits on X's private part while a
+// leaf under X that may hold it is below its target with room under its
+// ancestors' max (docs/decisions.md #324; the reference model's disputes
+// 08 and 11).
+func TestRules4PrivateSlotsComeBack(t *testing.T) {
+	yes, no := true, false
+	checked := 0
+	for _, pol := range []events.Policy{{Reclaim: "share_ratio", Preemption: &no}, {Reclaim: "share_ratio", Preemption: &yes, Balance: &no}} {
+		foldRules4Logs(t, 66000, pol, func(p *Pool, r Result, seed uint64, i int, ev events.Payload) {
+			if !p.onTotals() || !p.HasOwnership() {
+				return
+			}
+			parts, _ := p.hostParts()
+			pl := &placement{t: p.t}
+			cur := make([]Slots, len(p.t.nodes)) // by leaf its allocation, by parent the sum (placement.hold)
+			for _, l := range p.t.leaves {
+				pl.hold(cur, l, p.t.nodes[l].alloc)
+			}
+			for _, s := range p.sittings(parts) {
+				x := parts[s.part].owner
+				if x == noNode || p.t.nodes[x].leaf || p.t.contains(x, s.leaf) {
+					continue
+				}
+				checked++
+				n := &p.t.nodes[x]
+				for _, d := range p.t.leaves[n.lo:n.hi] {
+					if p.t.nodes[d].alloc < p.sh(d).target && p.t.mayUse(d, x) && pl.headroom(d, cur) > 0 {
+						t.Fatalf("seed %d event %d (%T): %s sits on %d of %s's private slots on %s while %s, under %s, holds %d below its target %d",
+							seed, i, ev, p.t.nodes[s.leaf].path, s.slots, n.path, p.hosts[parts[s.part].host].name, p.t.nodes[d].path, n.path, p.t.nodes[d].alloc, p.sh(d).target)
+					}
+				}
+			}
+		})
+	}
+	if checked == 0 {
+		t.Fatal("no leaf ever sat on another branch's private slots: the check never ran")
+	}
+	t.Logf("%d sittings of outsiders on private parts checked", checked)
+}
