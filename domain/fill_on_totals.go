@@ -137,7 +137,7 @@ func (pl *placement) reclaimOn(l, v int32, give Slots, cur []Slots, owners []int
 			continue
 		}
 		for _, i := range pl.idx.byOwner[o] {
-			n := minSlots(minSlots(give, pl.keptAt[partLeaf{i, v}]), pl.headroom(l, cur))
+			n := minSlots(minSlots(give, pl.keptAt[partLeaf{i, v}]), pl.headroomFrom(l, v, cur))
 			if n <= 0 {
 				continue
 			}
@@ -224,6 +224,19 @@ func (pl *placement) victimWalk(t0, cur []Slots) []int32 {
 func (pl *placement) headroom(l int32, cur []Slots) Slots {
 	room := Unlimited
 	for a := pl.t.nodes[l].parent; a > 0; a = pl.t.nodes[a].parent {
+		if n := &pl.t.nodes[a]; n.maxCap != Unlimited {
+			room = minSlots(room, maxSlots(n.maxCap-cur[a], 0))
+		}
+	}
+	return room
+}
+
+// headroomFrom is what leaf l may still take from leaf v under its
+// ancestors' max: the ancestors l shares with v do not count, since what
+// moves from v to l stays inside them.
+func (pl *placement) headroomFrom(l, v int32, cur []Slots) Slots {
+	room := Unlimited
+	for a := pl.t.nodes[l].parent; a > 0 && !pl.t.contains(a, v); a = pl.t.nodes[a].parent {
 		if n := &pl.t.nodes[a]; n.maxCap != Unlimited {
 			room = minSlots(room, maxSlots(n.maxCap-cur[a], 0))
 		}
