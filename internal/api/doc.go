@@ -62,7 +62,10 @@
 // behind the stream in events and seconds, the halted pools, and whether
 // PostgreSQL and NATS answer. It asks NATS and PostgreSQL at the same
 // time under StatusTimeout and always answers 200 while the ledger runs:
-// "ok", or "degraded" with the problems in words.
+// "ok", or "degraded" with the problems in words. That whole report is
+// for a token that reads every pool; a token limited to some pools gets
+// the pools view (whether appends and reads work, its halted pools, the
+// problems bearing on them without figures).
 //
 // What-if (whatif.go). POST /v1/pools/{pool}/what-if (read scope) forks
 // a pool at a point of its history from its snapshot and the log

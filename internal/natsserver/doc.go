@@ -10,6 +10,11 @@
 // [ParseSync] choose a background interval instead, which is faster but
 // may lose acknowledged writes in a power loss).
 //
+// A server with [WithNkeyUsers] closes a client connection that has not
+// authenticated within [DefaultAuthTimeout] ([WithAuthTimeout]): each
+// counts against max_connections ([WithMaxConns]) from its accept, so a
+// connection without credentials holds a slot that long at most.
+//
 // A server may be a member of a JetStream cluster ([WithCluster]); its
 // routes are then always authenticated ([WithRouteAuth]; a route without
 // the credentials is refused). [StartCluster] runs a whole cluster in

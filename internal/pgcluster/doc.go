@@ -46,7 +46,9 @@
 // only the superuser may run ([WithSetupSQL]); the databases postgres
 // and template1 are closed to every other role. PostgreSQL 15 lets a
 // login role change its own password and session defaults:
-// [Cluster.GuardRoles] puts a role that did back as Start made it.
+// [Cluster.GuardRoles] puts a role that did back as Start made it. A
+// session may also SET its own timeouts, which nothing denies: the guard
+// cancels and ends the sessions past their role's [SessionBounds].
 //
 // Errors are of type [*Error] and match the sentinel errors of this
 // package ([ErrBinariesNotFound], [ErrInitdb], ...) with errors.Is.
