@@ -704,6 +704,11 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		if reassign {
 			f.assign()
 		}
+	} else if m.v4Owned() {
+		// Version 4 with ownership settles until the pool is at rest
+		// (#236); each settle is version 2's steps and the rebalance.
+		f.settleToRest(reassign)
+		return f, nil
 	} else {
 		// Version 2 (docs/rules.md#fold): slots on down hosts are lost first;
 		// the excess is measured after that loss. Ownership is re-assigned

@@ -331,8 +331,13 @@ func (f *fold) rebalance4() {
 	f.ly = &ly
 	start := len(f.out)
 	if m.pol.reclaim == events.ReclaimPriority {
+		since := map[string]uint64{}
+		for l, s := range m.since {
+			since[l] = s
+		}
 		f.priority4(ly)
 		f.engineOrder(start)
+		f.placedOrderPriority(start, since)
 		return
 	}
 	f.seat = m.seatKeeper()
@@ -373,6 +378,66 @@ func (f *fold) engineOrder(start int) {
 	}
 	ds := f.out[start:]
 	sort.SliceStable(ds, func(i, j int) bool { return rank(ds[i]) < rank(ds[j]) })
+}
+
+// placedOrderPriority orders the grants, lends and reclaims of a
+// priority rebalance (from start on) as docs/rules.md section 17 places
+// them (step 2, then step 5 "leaf by leaf in the order placed"): first
+// the entitled phase, the leaves in entitled order (priority descending,
+// waiting-since, path), each its own slots and entitled dues; then the
+// borrow phase, the leaves in borrow order (waiting-since, priority
+// descending, path). Within one leaf's turn the free slots (grants and
+// lends) come before its reclaims, each in the order the model made
+// them. since is the waiting-since of the leaves when the rebalance
+// started. (Decision #238.)
+func (f *fold) placedOrderPriority(start int, since map[string]uint64) {
+	m := f.m
+	ds := f.out[start:]
+	lo, hi := -1, -1
+	for i, d := range ds {
+		if d.Kind == "grant" || d.Kind == "lend" || d.Kind == "reclaim" {
+			if lo < 0 {
+				lo = i
+			}
+			hi = i + 1
+		}
+	}
+	if lo < 0 {
+		return
+	}
+	borrow := func(d Decision) bool { return d.Rule == "priority.borrow" }
+	entLess := func(a, b string) bool {
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa > pb
+		}
+		if since[a] != since[b] {
+			return since[a] < since[b]
+		}
+		return a < b
+	}
+	borLess := func(a, b string) bool {
+		if since[a] != since[b] {
+			return since[a] < since[b]
+		}
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa > pb
+		}
+		return a < b
+	}
+	g := ds[lo:hi]
+	sort.SliceStable(g, func(i, j int) bool {
+		a, b := g[i], g[j]
+		if ba, bb := borrow(a), borrow(b); ba != bb {
+			return !ba
+		}
+		if a.Consumer != b.Consumer {
+			if borrow(a) {
+				return borLess(a.Consumer, b.Consumer)
+			}
+			return entLess(a.Consumer, b.Consumer)
+		}
+		return a.Kind != "reclaim" && b.Kind == "reclaim"
+	})
 }
 
 // ownLayer4 is the own layer (rulings 5, 8, 11): owners by rank take their
