@@ -340,6 +340,7 @@ func (f *fold) rebalance4() {
 		f.placedOrderPriority(start, since)
 		return
 	}
+	placed := f.claimOrder4(ly.T, func(string) bool { return true }) // deficits as the rebalance starts
 	f.seat = m.seatKeeper()
 	f.ownLayer4(ly)
 	f.revoke4()
@@ -356,6 +357,12 @@ func (f *fold) rebalance4() {
 	}
 	f.swap4(start)
 	f.engineOrder(start)
+	if m.pol.preemption && m.pol.balance {
+		// section 17's step 2 under share_ratio: the leaves by largest
+		// deficit per unit of share, then rank (#238); on totals (ruling
+		// 4) the model keeps its own order (the engine's differs, #238)
+		f.placedOrder(start, placed)
+	}
 }
 
 // engineOrder puts the rebalance's decisions (from start on) in the
@@ -386,12 +393,44 @@ func (f *fold) engineOrder(start int) {
 // the entitled phase, the leaves in entitled order (priority descending,
 // waiting-since, path), each its own slots and entitled dues; then the
 // borrow phase, the leaves in borrow order (waiting-since, priority
-// descending, path). Within one leaf's turn the free slots (grants and
-// lends) come before its reclaims, each in the order the model made
-// them. since is the waiting-since of the leaves when the rebalance
-// started. (Decision #238.)
+// descending, path). since is the waiting-since of the leaves when the
+// rebalance started. (Decision #238.)
 func (f *fold) placedOrderPriority(start int, since map[string]uint64) {
 	m := f.m
+	ls := m.leaves()
+	ent := append([]string(nil), ls...)
+	sort.SliceStable(ent, func(i, j int) bool {
+		a, b := ent[i], ent[j]
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa > pb
+		}
+		if since[a] != since[b] {
+			return since[a] < since[b]
+		}
+		return a < b
+	})
+	bor := append([]string(nil), ls...)
+	sort.SliceStable(bor, func(i, j int) bool {
+		a, b := bor[i], bor[j]
+		if since[a] != since[b] {
+			return since[a] < since[b]
+		}
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa > pb
+		}
+		return a < b
+	})
+	f.placedOrder(start, ent, bor)
+}
+
+// placedOrder orders the grants, lends and reclaims of a rebalance (from
+// start on, contiguous after engineOrder) by turns, as section 17's step
+// 5 makes them "leaf by leaf in the order placed": the turns of orders[0]
+// (every decision but priority.borrow), then those of orders[1] (the
+// priority.borrow ones); within one leaf's turn its free slots (grants
+// and lends) before its reclaims, otherwise in the order the model made
+// them (#238).
+func (f *fold) placedOrder(start int, orders ...[]string) {
 	ds := f.out[start:]
 	lo, hi := -1, -1
 	for i, d := range ds {
@@ -405,36 +444,27 @@ func (f *fold) placedOrderPriority(start int, since map[string]uint64) {
 	if lo < 0 {
 		return
 	}
-	borrow := func(d Decision) bool { return d.Rule == "priority.borrow" }
-	entLess := func(a, b string) bool {
-		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
-			return pa > pb
+	phase := func(d Decision) int {
+		if d.Rule == "priority.borrow" && len(orders) > 1 {
+			return 1
 		}
-		if since[a] != since[b] {
-			return since[a] < since[b]
-		}
-		return a < b
+		return 0
 	}
-	borLess := func(a, b string) bool {
-		if since[a] != since[b] {
-			return since[a] < since[b]
+	turn := make([]map[string]int, len(orders))
+	for i, o := range orders {
+		turn[i] = map[string]int{}
+		for n, l := range o {
+			turn[i][l] = n
 		}
-		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
-			return pa > pb
-		}
-		return a < b
 	}
 	g := ds[lo:hi]
 	sort.SliceStable(g, func(i, j int) bool {
 		a, b := g[i], g[j]
-		if ba, bb := borrow(a), borrow(b); ba != bb {
-			return !ba
+		if pa, pb := phase(a), phase(b); pa != pb {
+			return pa < pb
 		}
-		if a.Consumer != b.Consumer {
-			if borrow(a) {
-				return borLess(a.Consumer, b.Consumer)
-			}
-			return entLess(a.Consumer, b.Consumer)
+		if ta, tb := turn[phase(a)][a.Consumer], turn[phase(a)][b.Consumer]; ta != tb {
+			return ta < tb
 		}
 		return a.Kind != "reclaim" && b.Kind == "reclaim"
 	})

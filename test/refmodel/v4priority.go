@@ -233,6 +233,7 @@ func (f *fold) pool4(x string) {
 		}
 	}
 	inX := map[string]int64{} // what each member holds in the pool
+	mine := seats{}           // the seats counted in this pool (#239)
 	bl := func(l string) int64 {
 		if b := m.nodes[l].borrowLimit; b != nil {
 			return *b
@@ -272,6 +273,7 @@ func (f *fold) pool4(x string) {
 				n := min(bound(l)-inX[l], f.unseated(l, k.host), f.room(k))
 				if n > 0 {
 					f.seat.add(l, k, n)
+					mine.add(l, k, n)
 					inX[l] += n
 				}
 			}
@@ -305,6 +307,7 @@ func (f *fold) pool4(x string) {
 					}
 					if n := min(f.unseated(l, h), f.room(k)); n > 0 {
 						f.seat.add(l, k, n)
+						mine.add(l, k, n)
 						inX[l] += n
 					}
 				}
@@ -323,6 +326,7 @@ func (f *fold) pool4(x string) {
 			}
 			if n > 0 {
 				f.grantOn(l, k, n, rule)
+				mine.add(l, k, n)
 				inX[l] += n
 				want -= n
 			}
@@ -345,6 +349,7 @@ func (f *fold) pool4(x string) {
 				f.addAlloc(b, k.host, -n)
 				f.addAlloc(l, k.host, n)
 				f.seat.add(l, k, n)
+				mine.add(l, k, n)
 				f.emit(Decision{Kind: "return", Consumer: l, From: b, Host: k.host, Slots: n, Rule: "own.return",
 					Deadline: f.at.Add(m.nodes[x].lendGrace)})
 				f.track()
@@ -427,8 +432,13 @@ func (f *fold) pool4(x string) {
 					if moved >= giveN {
 						break
 					}
-					if n := min(giveN-moved, f.seat[v][k]); n > 0 {
+					// only what v holds in this pool: its seats on a
+					// part of x's tier that a deeper pool counted are
+					// that pool's (ruling 1, #239)
+					if n := min(giveN-moved, mine[v][k]); n > 0 {
 						f.shiftSeat(v, c, k, n)
+						mine.add(v, k, -n)
+						mine.add(c, k, n)
 						f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: "priority.reclaim"})
 						f.track()
 						inX[v] -= n
