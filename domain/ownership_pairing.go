@@ -76,6 +76,22 @@ func (pl *placement) pair() {
 			}
 		}
 	}
+	if pl.ineligible != nil {
+		// Rules 4 (ruling 10): what a leaf sits on in a part it may no
+		// longer hold, and the part's owner did not take back, is released
+		// at once (release.lend_revoked), never another leaf's reclaim: the
+		// share rules' gains take it as free slots (docs/decisions.md
+		// #326).
+		for _, h := range pl.hosts0 {
+			hl := hs[h]
+			for _, v := range hl.losers {
+				if k := minSlots(hl.lost[v], pl.ineligibleOn(h, v)); k > 0 {
+					hl.lost[v] -= k
+					pl.releaseLost(v, h, k)
+				}
+			}
+		}
+	}
 	for _, h := range pl.hosts0 { // moves: given up by a leaf placed elsewhere
 		hl := hs[h]
 		for _, v := range hl.losers {
@@ -166,6 +182,18 @@ func (pl *placement) takeIneligible(h, v, owner int32, n Slots) {
 			n -= k
 		}
 	}
+}
+
+// ineligibleOn is what leaf v still sits on, on host h, in parts it may no
+// longer hold.
+func (pl *placement) ineligibleOn(h, v int32) Slots {
+	n := Slots(0)
+	for _, x := range pl.ineligible[h] {
+		if x.leaf == v {
+			n += x.slots
+		}
+	}
+	return n
 }
 
 // releaseLost releases k slots leaf v gave up on host h that nobody took
