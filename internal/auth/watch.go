@@ -37,6 +37,10 @@ type File struct {
 	mu   sync.Mutex        // serialises Check
 	seen os.FileInfo       // of the last content read, good or not
 	sum  [sha256.Size]byte // of the last content read
+	// pending is new content seen once: it is taken only when the next
+	// look reads it again, so a file caught while it is being written (an
+	// editor or a shell truncating it first) is never put in force.
+	pending [sha256.Size]byte
 }
 
 // Watch loads the tokens file at path (as Load: an error here is
@@ -87,7 +91,8 @@ func (f *File) watch(ctx context.Context, interval time.Duration) {
 }
 
 // Check reloads the file now if it changed since it was last read (the
-// watcher calls it every interval). A file whose identity, size, mode
+// watcher calls it every interval), once two looks in a row read the same
+// new content. A file whose identity, size, mode
 // and time are those last seen is not read again unless its time is
 // recent: on a file system with coarse timestamps two writes within one
 // tick keep the time, so a recently changed file is read and its content
@@ -115,6 +120,17 @@ func (f *File) Check() {
 	}
 	sum := sha256.Sum256(b)
 	if same && sum == f.sum {
+		return
+	}
+	switch {
+	case sum == f.sum:
+		f.pending = [sha256.Size]byte{}
+	case sum != f.pending:
+		// New content: wait one look for it to stay. An empty file read
+		// between a writer's truncate and its write would otherwise
+		// revoke every token until the next look (a test under load
+		// caught it).
+		f.pending = sum
 		return
 	}
 	modeChanged := f.seen == nil || fi.Mode() != f.seen.Mode()

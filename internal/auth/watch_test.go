@@ -179,3 +179,50 @@ func TestRevokeRotate(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+// A tokens file caught while it is written (truncated first, as
+// os.WriteFile, shells and many editors do) never takes the tokens out of
+// force: new content is taken only when the next look reads it again.
+func TestWatchIgnoresAFileCaughtMidWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.jsonl")
+	opsToken, ops, _ := auth.Generate("ops", auth.Scopes, []string{auth.AllPools})
+	if err := auth.AppendFile(path, ops); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(path)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := auth.Watch(ctx, path, time.Hour, slog.New(slog.NewJSONHandler(&logBuffer{}, nil))) // looks only when Check is called
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := func() bool { _, ok := f.Authenticate(opsToken); return ok }
+	if err := os.WriteFile(path, nil, 0o600); err != nil { // the writer has truncated the file
+		t.Fatal(err)
+	}
+	f.Check()
+	if !known() {
+		t.Fatal("an empty file seen once (a writer between truncate and write) revoked the tokens")
+	}
+	if err := os.WriteFile(path, good, 0o600); err != nil { // and written it again
+		t.Fatal(err)
+	}
+	f.Check()
+	f.Check()
+	if !known() {
+		t.Fatal("the tokens are not in force after the file was written back")
+	}
+	// A file that stays empty is every token revoked, taken at the
+	// second look.
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Check()
+	if !known() {
+		t.Fatal("an empty file was taken at the first look")
+	}
+	f.Check()
+	if known() {
+		t.Fatal("a file left empty was not taken at the second look: every token should be revoked")
+	}
+}
