@@ -70,6 +70,10 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		f.seat.seatPool(f, x, pc, d)
 	}
 	f.keepPerClass(x, d, pc)
+	kept := make(map[int32][]Slots, len(d.leaves)) // by leaf, by class: what it keeps where it sits
+	for _, l := range d.leaves {
+		kept[l] = slices.Clone(pc.holdOf(l))
+	}
 
 	entitled := slices.Clone(d.leaves)
 	slices.SortFunc(entitled, f.t.entitledOrder)
@@ -93,12 +97,24 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		if k <= 0 {
 			continue
 		}
+		// G counts every class of the pool together (ruling 1): what the
+		// leaf keeps where it sits is its guarantee first, in any class,
+		// and only the rest of G is entitled among what it gains, so a
+		// leaf already above G gains by borrowing (docs/decisions.md #327).
 		ent := minSlots(k, d.g[l])
-		for i, n := range pc.holdOf(l) {
+		hold, keep := pc.holdOf(l), kept[l]
+		es := make([]Slots, len(hold))
+		for i := range hold {
+			e := minSlots(minSlots(keep[i], hold[i]), ent)
+			es[i], ent = e, ent-e
+		}
+		for i := range hold {
+			e := minSlots(hold[i]-es[i], ent)
+			es[i], ent = es[i]+e, ent-e
+		}
+		for i, n := range hold {
 			if n > 0 {
-				e := minSlots(n, ent)
-				ent -= e
-				f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: l, lender: pc.classes[i].lender, slots: n, entitled: e})
+				f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: l, lender: pc.classes[i].lender, slots: n, entitled: es[i]})
 			}
 		}
 		f.give(l, k)
