@@ -368,20 +368,24 @@ func (f *fold) rebalance4() {
 // engineOrder puts the rebalance's decisions (from start on) in the
 // order of decision #233 (the spec gives an event's decisions ordinals
 // but no order among those of one rebalance; docs/rules.md sections 17
-// and 21 give the project's): the returns, then the moves' releases
-// (release.moved), then the grants, lends and reclaims, then the other
-// releases (release.lend_revoked), each kind in the order made.
+// and 21 give the project's): the returns, then the releases of
+// holdings made ineligible (release.lend_revoked, right after the
+// returns as the engine records them since #326; #319), then the moves'
+// releases (release.moved), then the grants, lends and reclaims, then any
+// other release, each kind in the order made.
 func (f *fold) engineOrder(start int) {
 	rank := func(d Decision) int {
 		switch {
 		case d.Kind == "return":
 			return 0
+		case d.Kind == "release" && d.Rule == "release.lend_revoked":
+			return 1 // right after the returns (#326, #319)
 		case d.Kind == "release" && d.Rule == "release.moved":
-			return 1
+			return 2
 		case d.Kind == "release":
-			return 3
+			return 4
 		}
-		return 2
+		return 3
 	}
 	ds := f.out[start:]
 	sort.SliceStable(ds, func(i, j int) bool { return rank(ds[i]) < rank(ds[j]) })

@@ -314,13 +314,24 @@ func (f *fold) pool4(x string) {
 			}
 		}
 	}
+	// what l may still be given in this pool: with preemption what
+	// earlier layers left unmet (ruling 1: E replaced by E'), the rest of
+	// its holdings in the pools above then moving (ruling 7; #216: the
+	// division keeps at most E'); without preemption nothing moves, so
+	// never above E in all (#318)
+	unmet := func(l string) int64 {
+		if m.pol.preemption {
+			return eP[l] - inX[l]
+		}
+		return d.E[l] - m.held(l)
+	}
 	// section 4's procedure on the pool
 	give := func(l string, want int64, rule string) {
 		for _, k := range f.tierParts(l, x) {
 			if want <= 0 {
 				return
 			}
-			n := min(want, f.room(k), m.hostFree(k.host), f.headroom(l, ""), d.E[l]-m.held(l))
+			n := min(want, f.room(k), m.hostFree(k.host), f.headroom(l, ""), unmet(l))
 			if n > 0 && m.seatsIneligible(k.host, l, n) {
 				n = 0 // the host's free slots are on parts l may not hold
 			}
@@ -342,7 +353,7 @@ func (f *fold) pool4(x string) {
 			}
 			m.returnOrder(bs, k.host)
 			for _, b := range bs {
-				n := min(want, f.unseated(b, k.host), f.room(k), f.headroom(l, b), d.E[l]-m.held(l))
+				n := min(want, f.unseated(b, k.host), f.room(k), f.headroom(l, b), unmet(l))
 				if n <= 0 {
 					continue
 				}
@@ -384,6 +395,7 @@ func (f *fold) pool4(x string) {
 	if !m.pol.preemption {
 		return
 	}
+	defer f.moveBeyond(x, members, eP, inX, mine)
 	branch := func(l string) string {
 		for q := l; ; q = parentOf(q) {
 			if parentOf(q) == x {
@@ -486,4 +498,44 @@ func (m *Model) seatsIneligible(h, l string, n int64) bool {
 		delete(m.alloc[l], h)
 	}
 	return after > before
+}
+
+// moveBeyond moves, in the public pool, what a leaf holds there beyond
+// what the earlier layers left unmet (E'): a deeper pool gave it slots of
+// its own part, and the public division keeps at most E' (#216), so the
+// rest is given up where a claimant would take a slot first (the host
+// with most free slots, then name): release.moved with the leaf's
+// reclaim_grace (rulings 7 and 13; #318).
+func (f *fold) moveBeyond(x string, members []string, eP, inX map[string]int64, mine seats) {
+	m := f.m
+	if x != root {
+		return
+	}
+	for _, l := range members {
+		over := inX[l] - eP[l]
+		for over > 0 {
+			best := hp{}
+			found := false
+			for k, v := range mine[l] {
+				if v <= 0 {
+					continue
+				}
+				if !found || m.hostFree(k.host) > m.hostFree(best.host) || m.hostFree(k.host) == m.hostFree(best.host) && (k.host < best.host || k.host == best.host && k.part < best.part) {
+					best, found = k, true
+				}
+			}
+			if !found {
+				break
+			}
+			n := min(over, mine[l][best])
+			f.addAlloc(l, best.host, -n)
+			f.seat.add(l, best, -n)
+			mine.add(l, best, -n)
+			inX[l] -= n
+			over -= n
+			f.emit(Decision{Kind: "release", Consumer: l, Host: best.host, Slots: n, Rule: "release.moved",
+				Deadline: f.at.Add(m.nodes[l].reclaimGrace)})
+			f.track()
+		}
+	}
 }
