@@ -33,14 +33,39 @@ func (pl *placement) pair() {
 		return none
 	}
 	gains := slices.Clone(pl.placed)
-	for g := range gains { // a leaf giving up one part and gaining another on a host stays
+	relabeled := make([]Slots, len(gains)) // by gain: what was netted against its leaf's loss on the host
+	for g := range gains {                 // a leaf giving up one part and gaining another on a host stays
 		x := &gains[g]
 		hl := lossOn(pl.parts[x.part].host)
 		relabel := minSlots(x.slots, hl.lost[x.leaf])
 		x.slots -= relabel
+		relabeled[g] = relabel
 		if relabel > 0 {
 			hl.lost[x.leaf] -= relabel
 		}
+	}
+	// unnet gives back to leaf v's gains on host h up to k of what was
+	// netted against its loss there, and returns how much.
+	unnet := func(v, h int32, k Slots) Slots {
+		done := Slots(0)
+		for g := range gains {
+			if x := &gains[g]; x.leaf == v && pl.parts[x.part].host == h && relabeled[g] > 0 && done < k {
+				n := minSlots(relabeled[g], k-done)
+				relabeled[g] -= n
+				x.slots += n
+				done += n
+			}
+		}
+		return done
+	}
+	netted := func(v, h int32) Slots {
+		n := Slots(0)
+		for g := range gains {
+			if gains[g].leaf == v && pl.parts[gains[g].part].host == h {
+				n += relabeled[g]
+			}
+		}
+		return n
 	}
 	for _, h := range pl.hosts0 {
 		hl := hs[h]
@@ -59,13 +84,22 @@ func (pl *placement) pair() {
 				break
 			}
 			n := minSlots(x.slots, hl.lost[v])
-			if seatedLeft != nil && n > 0 && pl.isReturn(x.leaf, v, owner) {
+			if seatedLeft != nil && pl.isReturn(x.leaf, v, owner) {
+				// Rules 4 (ruling 11): the owner's gain is paired with
+				// what the borrower sits on in its part at the start,
+				// though the borrower gains slots elsewhere on the host in
+				// the same event: those gains, netted against the loss,
+				// are given back to be paired on their own (a return, then
+				// the borrower's grant or reclaim; docs/decisions.md #328).
 				k := seatKey{h, owner, v}
 				left, ok := seatedLeft[k]
 				if !ok {
 					left = pl.rules.seated(h, owner, v)
 				}
-				n = minSlots(n, left)
+				n = minSlots(minSlots(x.slots, hl.lost[v]+netted(v, h)), left)
+				if n > hl.lost[v] {
+					hl.lost[v] += unnet(v, h, n-hl.lost[v])
+				}
 				seatedLeft[k] = left - n
 			}
 			if n > 0 && pl.isReturn(x.leaf, v, owner) {
