@@ -22,7 +22,9 @@ import (
 // pulls from every partition, and the server delivers a partition's
 // messages to one pinned instance at a time, unpinning it after
 // PinnedTTL without a pull request, so a dead instance's partitions move
-// to a live one within seconds. The pin is NATS's; PostgreSQL fences:
+// to a live one within seconds; what a live instance was delivered is
+// not delivered again while it holds it, however long that takes
+// (in-progress acks: inflight.go). The pin is NATS's; PostgreSQL fences:
 // a partition's projector_offsets row is locked and compared in the
 // batch transaction, so an instance that lost its partition and still
 // commits finds the row moved and stops folding it (ErrPartitionLost)

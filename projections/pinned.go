@@ -54,7 +54,16 @@ func (p *Projector) runPartition(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer f.stop()
+	defer func() {
+		f.stop()
+		if n := f.inflight.held(); n > 0 {
+			// Killed, released, lost or fenced: what it held comes again
+			// to the next holder after the ack wait (and is skipped if
+			// folded). Tests add these up (TestClusterSurvivesLeaderAndProjectorLoss).
+			p.cfg.log.Info("projector: left the partition holding messages not acknowledged; NATS delivers them again",
+				"partition", p.offsetName(), "instance", p.cfg.instance, "unacknowledged", n)
+		}
+	}()
 	p.writer = p.startWriter(ctx)
 	for err == nil && ctx.Err() == nil {
 		err = p.stepPartition(ctx, f)
@@ -380,6 +389,8 @@ type feed struct {
 	errs     chan error
 	done     chan struct{}
 	stopping atomic.Bool
+	inflight *inFlight     // what was delivered here and is not acknowledged
+	kept     chan struct{} // closed when keepAlive has returned
 }
 
 func (p *Projector) openFeed() (*feed, error) {
@@ -393,8 +404,17 @@ func (p *Projector) openFeed() (*feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull from consumer %s: %w", p.offsetName(), err)
 	}
-	f := &feed{it: it, msgs: make(chan jetstream.Msg, p.cfg.batchSize), errs: make(chan error, 1), done: make(chan struct{})}
+	// The buffer holds what the consumer lets be unacknowledged at once
+	// (MaxAckPending), so that every message delivered is seen, and kept
+	// from being delivered again, at once (inflight.go).
+	f := &feed{it: it, msgs: make(chan jetstream.Msg, p.maxAckPending()), errs: make(chan error, 1), done: make(chan struct{}),
+		inflight: newInFlight(p.partitionAckWait()), kept: make(chan struct{})}
+	p.inflight = f.inflight
 	go f.run()
+	go func() {
+		defer close(f.kept)
+		f.inflight.keepAlive(f.done)
+	}()
 	return f, nil
 }
 
@@ -414,6 +434,7 @@ func (f *feed) run() {
 		case err != nil:
 			continue // missed heartbeats, pin changes, leader changes: the iterator goes on by itself
 		}
+		f.inflight.add(m, time.Now())
 		f.msgs <- m
 	}
 }
@@ -454,6 +475,7 @@ func (f *feed) stop() {
 		select {
 		case <-f.msgs: // unblock run
 		case <-f.done:
+			<-f.kept
 			return
 		}
 	}

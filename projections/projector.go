@@ -32,6 +32,9 @@ type Projector struct {
 	folded    uint64                // last sequence folded and handed to the writer
 	cons      jetstream.Consumer
 	writer    *writer
+	// inflight is what the partition consumer delivered to this instance
+	// and it has not acknowledged (inflight.go); nil unpartitioned.
+	inflight *inFlight
 	// reconnects is the NATS connection's reconnect count when the stream
 	// was last known to hold everything committed (see afterReconnect).
 	reconnects uint64
@@ -289,19 +292,21 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 	// an event this build cannot fold: commit what came before, then stop
 	stop := p.foldDeferred(ctx, b, bg)
 	later := otherPoolLater(msgs)
+	var rest []jetstream.Msg // the messages from the one being folded on: what a break leaves
 	dec, err := p.decodeBatch(msgs)
 	if err != nil {
 		return err
 	}
 	defer dec.abandon()
 	for i, m := range msgs {
+		rest = msgs[i:]
 		if stop != nil {
 			break
 		}
 		seq := dec.seq[i]
 		if seq <= b.to { // committed before (redelivery): ack, never apply twice
 			p.delivered = dec.delivery[i]
-			last = m
+			last, rest = m, nil
 			continue
 		}
 		if bg.done() { // this batch has folded enough: the rest is the next one's
@@ -334,6 +339,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			break
 		}
 		b.to, last = seq, m
+		rest = nil
 	}
 	if stop != nil && errors.Is(stop, signing.ErrHistory) {
 		// NATS did not answer for the restored log's keys: commit what
@@ -368,6 +374,9 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		// stream by the next gap fill, which the unknown delivery
 		// sequence makes sure of.
 		p.delivered = 0
+		if p.inflight != nil {
+			p.inflight.drop(rest) // let go unacknowledged: NATS may deliver them again
+		}
 		return nil
 	}
 	if gap { // out of order delivery: start the consumer again after the commit
@@ -603,7 +612,14 @@ func (p *Projector) ack(m jetstream.Msg) {
 		return
 	}
 	if err := m.Ack(); err != nil {
+		// Still held (inflight.go) until the next ack covers them.
 		p.cfg.log.Warn("projector: ack failed; the messages will be redelivered and skipped", "err", err)
+		return
+	}
+	if p.inflight != nil {
+		if md, err := m.Metadata(); err == nil {
+			p.inflight.ackedTo(md.Sequence.Stream)
+		}
 	}
 }
 
@@ -631,7 +647,7 @@ func (p *Projector) resetConsumer(ctx context.Context) error {
 		FilterSubject: "ledger.>",
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       p.cfg.ackWait,
-		MaxAckPending: 4 * p.cfg.batchSize,
+		MaxAckPending: p.maxAckPending(),
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   p.committed + 1,
 	}

@@ -92,7 +92,7 @@ func (p *Projector) partitionConsumerConfig() jetstream.ConsumerConfig {
 		Description:   fmt.Sprintf("ledger projector: partition %d of %d", pt.k, pt.n),
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       p.partitionAckWait(),
-		MaxAckPending: 4 * p.cfg.batchSize,
+		MaxAckPending: p.maxAckPending(),
 		// DeliverAll, so that the consumer may be reset to any
 		// sequence (JetStream refuses one below a start sequence).
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
