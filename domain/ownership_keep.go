@@ -73,6 +73,58 @@ func (pl *placement) keep() {
 		if !pl.rules.preferring {
 			pl.keepSwapped(left)
 		}
+		pl.keepInstead(withParts, left)
+	}
+}
+
+// keepInstead is rules 4's last keep with preemption (docs/decisions.md
+// #329): a holder still sitting on slots it did not keep, and still due
+// slots of other owners' parts, keeps more where it sits, on a part it
+// may hold with room nobody else is due, and is due that much less
+// elsewhere (takeDue): its count is the same, and a move happens only
+// when a claimant needs the slot (ruling 7), not because the division
+// took its share from another class first. withParts is in host order.
+func (pl *placement) keepInstead(withParts []int32, left map[int32][]Slots) {
+	dueElse := map[int32]Slots{} // by owner: what leaves are still due of its parts
+	for _, l := range pl.leaves {
+		for _, d := range pl.due[l] {
+			dueElse[d.owner] += d.want
+		}
+	}
+	for _, h := range withParts {
+		i0, i1 := pl.partsOfHost(h)
+		hs, kept := pl.holders[h], pl.kept[h]
+		for j, x := range hs {
+			l := x.leaf
+			for i := i0; i < i1 && left[h][j] > 0; i++ {
+				p := pl.parts[i]
+				if p.owner == l || !pl.t.mayUse(l, p.owner) {
+					continue
+				}
+				other := Slots(0)
+				for _, d := range pl.due[l] {
+					if d.owner != l && d.owner != p.owner {
+						other += d.want
+					}
+				}
+				k := minSlots(minSlots(left[h][j], other), pl.capRem[i]-pl.reserved[i]-dueElse[p.owner])
+				if k <= 0 {
+					continue
+				}
+				before := slices.Clone(pl.due[l])
+				pl.takeDue(l, p.owner, k)
+				for w, d := range pl.due[l] {
+					dueElse[d.owner] -= before[w].want - d.want
+				}
+				pl.keptAt[partLeaf{i, l}] += k
+				left[h][j] -= k
+				kept[j] += k
+				pl.touch(i)
+				pl.capRem[i] -= k
+				pl.keptSum[i] += k
+				pl.keptElse[i] += k
+			}
+		}
 	}
 }
 
