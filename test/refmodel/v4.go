@@ -341,6 +341,10 @@ func (f *fold) rebalance4() {
 		return
 	}
 	placed := f.claimOrder4(ly.T, func(string) bool { return true }) // deficits as the rebalance starts
+	f.free0 = map[string]int64{}
+	for _, h := range m.hostNames() {
+		f.free0[h] = m.hostFree(h)
+	}
 	f.seat = m.seatKeeper()
 	f.ownLayer4(ly)
 	f.revoke4()
@@ -632,6 +636,14 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 	m := f.m
 	var got int64
 	order := f.foldOrder(c)
+	if !strict {
+		// with preemption and balance (section 17's placement) a victim
+		// gives up first on the hosts that had most free slots as the
+		// rebalance started (#320); on totals (ruling 4) the order stays
+		// the fold order's (the engine's fill on totals took fewer logs
+		// that way)
+		order = f.byFree0(order)
+	}
 	if victimOwnLast {
 		sort.SliceStable(order, func(i, j int) bool { return order[i].part != v && order[j].part == v })
 	}

@@ -132,6 +132,10 @@ func (f *fold) unseated(l, h string) int64 {
 // priority4 is the rebalance of a priority pool with ownership, version 4.
 func (f *fold) priority4(ly layers) {
 	m := f.m
+	f.free0 = map[string]int64{}
+	for _, h := range m.hostNames() {
+		f.free0[h] = m.hostFree(h)
+	}
 	// the own layer reads who sits on an owner's part from the keeper
 	// seating (ruling 8); the pools are then seated by their rounds
 	f.seat = m.seatKeeper()
@@ -440,7 +444,8 @@ func (f *fold) pool4(x string) {
 				if bv := branch(v); m.pol.enforcement == events.EnforcementParent && bv != branch(c) {
 					giveN = min(giveN, inBranch(bv)-min(p[bv], eP[bv]))
 				}
-				for _, k := range f.tierParts(c, x) {
+				parts := f.byFree0(f.tierParts(c, x))
+				for _, k := range parts {
 					if moved >= giveN {
 						break
 					}
@@ -538,4 +543,29 @@ func (f *fold) moveBeyond(x string, members []string, eP, inX map[string]int64, 
 			f.track()
 		}
 	}
+}
+
+// byFree0 orders the hosts within each class (a run of one part owner's
+// parts, as tierParts groups them) by the free slots they had as the
+// rebalance started, most first, then name: "the host the claimant would
+// use first" (section 5) is the one a grant would have taken first, and
+// a victim above its target gives up on the hosts claimants use first
+// (docs/rules.md section 17, step 1; #320).
+func (f *fold) byFree0(parts []hp) []hp {
+	out := append([]hp(nil), parts...)
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].part == out[i].part {
+			j++
+		}
+		run := out[i:j]
+		sort.SliceStable(run, func(a, b int) bool {
+			if fa, fb := f.free0[run[a].host], f.free0[run[b].host]; fa != fb {
+				return fa > fb
+			}
+			return run[a].host < run[b].host
+		})
+		i = j
+	}
+	return out
 }
