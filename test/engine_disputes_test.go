@@ -22,15 +22,7 @@ func TestEngineDisputes(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			s, err := scenario.ParseFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := scenario.Run(s, scenario.WithDevelopmentRules())
-			diffs := append([]string(nil), res.Setup...)
-			for _, st := range res.Steps {
-				diffs = append(diffs, st.Diffs...)
-			}
+			diffs := developmentDiffs(t, f)
 			if len(diffs) == 0 {
 				t.Errorf("the engine passes %s now: the dispute is settled, take the file out of engine-disputes", f)
 				return
@@ -51,18 +43,26 @@ func TestSettledDisputes(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			s, err := scenario.ParseFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := scenario.Run(s, scenario.WithDevelopmentRules())
-			diffs := append([]string(nil), res.Setup...)
-			for _, st := range res.Steps {
-				diffs = append(diffs, st.Diffs...)
-			}
-			if len(diffs) > 0 {
+			if diffs := developmentDiffs(t, f); len(diffs) > 0 {
 				t.Errorf("the engine differs from %s: %v", f, diffs)
 			}
 		})
 	}
+}
+
+// developmentDiffs folds scenario file f through the engine under the
+// rules version in development and lists where it differs from the
+// file's expectations.
+func developmentDiffs(t *testing.T, f string) []string {
+	t.Helper()
+	s, err := scenario.ParseFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := scenario.Run(s, scenario.WithDevelopmentRules())
+	diffs := append([]string(nil), res.Setup...)
+	for _, st := range res.Steps {
+		diffs = append(diffs, st.Diffs...)
+	}
+	return diffs
 }
