@@ -36,8 +36,13 @@ func (pl *placement) pair() {
 	relabeled := make([]Slots, len(gains)) // by gain: what was netted against its leaf's loss on the host
 	for g := range gains {                 // a leaf giving up one part and gaining another on a host stays
 		x := &gains[g]
-		hl := lossOn(pl.parts[x.part].host)
-		relabel := minSlots(x.slots, hl.lost[x.leaf])
+		h := pl.parts[x.part].host
+		hl := lossOn(h)
+		// Under rules 4 what the leaf loses of a part it may no longer
+		// hold is released (ruling 10), not netted against what it gains
+		// on the host: the gain is then recorded on its own (a reclaim,
+		// a grant; docs/decisions.md #330).
+		relabel := minSlots(x.slots, maxSlots(hl.lost[x.leaf]-pl.ineligibleOn(h, x.leaf), 0))
 		x.slots -= relabel
 		relabeled[g] = relabel
 		if relabel > 0 {
@@ -222,6 +227,9 @@ func (pl *placement) takeIneligible(h, v, owner int32, n Slots) {
 // longer hold.
 func (pl *placement) ineligibleOn(h, v int32) Slots {
 	n := Slots(0)
+	if int(h) >= len(pl.ineligible) {
+		return 0
+	}
 	for _, x := range pl.ineligible[h] {
 		if x.leaf == v {
 			n += x.slots
