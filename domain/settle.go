@@ -32,15 +32,19 @@ func (p *Pool) settle() {
 // restPasses bounds the settles of one event (foldToRest).
 const restPasses = 16
 
-// settleToRest settles again, as a no-op event would, until a pass decides
-// nothing (rules 4, docs/decisions.md #236). begin is where the event's
-// first settle started in p.decisions. Should the passes come back to a
-// state they already reached (the same holdings on every host), the event
-// ends in the first of them and the decisions after it are dropped: a
-// no-op event from that state comes back to it too, and decides nothing.
-// What a later pass undid of an earlier one is netted.
+// settleToRest settles again, as a no-op event would, until a settle
+// decides nothing (rules 4, docs/decisions.md #236). begin is where the
+// event's first settle started in p.decisions, after the event's input.
+// After each settle that decides, should the decisions since some earlier
+// point (a deciding settle's start, the first's included) change no
+// holding and no ownership, the settles have come back to a state they
+// reached: the event ends there and the decisions after it are dropped (a
+// no-op event from that state comes back to it too, and decides nothing).
+// When the event keeps the decisions of more than one settle, they are
+// netted.
 func (p *Pool) settleToRest(begin int) {
-	marks := []int{begin, len(p.decisions)} // where each pass's decisions start, and where the last ended
+	marks := []int{begin, len(p.decisions)} // where each deciding settle's decisions start, and where the last ended
+	kept := 1                               // deciding settles whose decisions the event keeps
 	for pass := 2; pass <= restPasses; pass++ {
 		n := len(p.decisions)
 		p.settle()
@@ -48,12 +52,14 @@ func (p *Pool) settleToRest(begin int) {
 			break
 		}
 		marks = append(marks, len(p.decisions))
+		kept++
 		if j := p.returnsTo(marks); j >= 0 {
 			p.decisions = p.decisions[:marks[j]]
+			kept = j
 			break
 		}
 	}
-	if len(marks) > 2 {
+	if kept > 1 {
 		p.netDecisions()
 	}
 }
