@@ -74,7 +74,9 @@ func TestDevelopmentScenarios(t *testing.T) {
 // version in development through `ledger dev --rules-development` (the
 // binary, as operated: its API, JetStream, its projector, PostgreSQL) with
 // `ledger load --check`: every d-* file, every r* file naming rules 3 and
-// every ruling the engine implements (off engineDiffers) passes, checked against the projection.
+// every ruling the engine implements (off engineDiffers) passes, and so
+// does every dispute settled on the engine's side
+// (refmodel/testdata/settled-*.yaml), checked against the projection.
 func TestDevRulesDevelopment(t *testing.T) {
 	var files []string
 	for _, f := range developmentScenarios(t) {
@@ -85,6 +87,14 @@ func TestDevRulesDevelopment(t *testing.T) {
 	if len(files) != 31 {
 		t.Fatalf("%d files: want the 17 d-* and the 14 r*", len(files))
 	}
+	// The reference model's disputes settled on the engine's side
+	// (TestSettledDisputes folds them in memory) go through the service
+	// too.
+	settled, err := filepath.Glob("refmodel/testdata/settled-*.yaml")
+	if err != nil || len(settled) == 0 {
+		t.Fatalf("no settled disputes (%v)", err)
+	}
+	files = append(files, settled...)
 	bin := ledgerBinary(t)
 	dev := startDevEnv(t, bin, testenv.DataDir(t), freeAddr(t), freeAddr(t),
 		append(os.Environ(), "DATABASE_URL="+staleDatabaseURL), "--rules-development")
