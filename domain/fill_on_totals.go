@@ -221,22 +221,14 @@ func (pl *placement) victimWalk(t0, cur []Slots) []int32 {
 // cur holds what each leaf holds as the placement goes and, at each
 // parent, the sum of its leaves' (hold keeps both), so this costs l's
 // depth, not its ancestors' subtrees.
-func (pl *placement) headroom(l int32, cur []Slots) Slots {
-	room := Unlimited
-	for a := pl.t.nodes[l].parent; a > 0; a = pl.t.nodes[a].parent {
-		if n := &pl.t.nodes[a]; n.maxCap != Unlimited {
-			room = minSlots(room, maxSlots(n.maxCap-cur[a], 0))
-		}
-	}
-	return room
-}
+func (pl *placement) headroom(l int32, cur []Slots) Slots { return pl.headroomFrom(l, noNode, cur) }
 
-// headroomFrom is what leaf l may still take from leaf v under its
-// ancestors' max: the ancestors l shares with v do not count, since what
-// moves from v to l stays inside them.
+// headroomFrom is what leaf l may still take from leaf v (noNode: from
+// free slots) under its ancestors' max: the ancestors l shares with v do
+// not count, since what moves from v to l stays inside them.
 func (pl *placement) headroomFrom(l, v int32, cur []Slots) Slots {
 	room := Unlimited
-	for a := pl.t.nodes[l].parent; a > 0 && !pl.t.contains(a, v); a = pl.t.nodes[a].parent {
+	for a := pl.t.nodes[l].parent; a > 0 && (v == noNode || !pl.t.contains(a, v)); a = pl.t.nodes[a].parent {
 		if n := &pl.t.nodes[a]; n.maxCap != Unlimited {
 			room = minSlots(room, maxSlots(n.maxCap-cur[a], 0))
 		}

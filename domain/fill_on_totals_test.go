@@ -22,10 +22,8 @@ func TestRules4FillLeavesNoSlotIdle(t *testing.T) {
 		}
 		parts, _ := p.hostParts()
 		p.sitsFor(parts)
-		cur := make([]Slots, len(p.t.nodes)) // by leaf its allocation, by parent the sum (placement.hold)
-		pl := &placement{t: p.t, leaves: p.t.sortedLeaves}
+		pl, cur := allocTotals(p)
 		for _, l := range p.t.leaves {
-			pl.hold(cur, l, p.t.nodes[l].alloc)
 			if cur[l] > p.t.nodes[l].eff {
 				t.Fatalf("seed %d event %d: %s holds %d above its demand %d", seed, i, p.t.nodes[l].path, cur[l], p.t.nodes[l].eff)
 			}
@@ -155,11 +153,7 @@ func TestRules4PrivateSlotsComeBack(t *testing.T) {
 				return
 			}
 			parts, _ := p.hostParts()
-			pl := &placement{t: p.t}
-			cur := make([]Slots, len(p.t.nodes)) // by leaf its allocation, by parent the sum (placement.hold)
-			for _, l := range p.t.leaves {
-				pl.hold(cur, l, p.t.nodes[l].alloc)
-			}
+			pl, cur := allocTotals(p)
 			for _, s := range p.sittings(parts) {
 				x := parts[s.part].owner
 				if x == noNode || p.t.nodes[x].leaf || p.t.contains(x, s.leaf) {
@@ -180,4 +174,15 @@ func TestRules4PrivateSlotsComeBack(t *testing.T) {
 		t.Fatal("no leaf ever sat on another branch's private slots: the check never ran")
 	}
 	t.Logf("%d sittings of outsiders on private parts checked", checked)
+}
+
+// allocTotals is a placement over p's tree and, as the placement keeps
+// them (placement.hold), every leaf's allocation with each parent's sum.
+func allocTotals(p *Pool) (*placement, []Slots) {
+	pl := &placement{t: p.t, leaves: p.t.sortedLeaves}
+	cur := make([]Slots, len(p.t.nodes))
+	for _, l := range p.t.leaves {
+		pl.hold(cur, l, p.t.nodes[l].alloc)
+	}
+	return pl, cur
 }

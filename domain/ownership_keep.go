@@ -116,13 +116,7 @@ func (pl *placement) keepInstead(withParts []int32, left map[int32][]Slots) {
 				for w, d := range pl.due[l] {
 					dueElse[d.owner] -= before[w].want - d.want
 				}
-				pl.keptAt[partLeaf{i, l}] += k
-				left[h][j] -= k
-				kept[j] += k
-				pl.touch(i)
-				pl.capRem[i] -= k
-				pl.keptSum[i] += k
-				pl.keptElse[i] += k
+				pl.keepOnPart(i, l, k, &left[h][j], &kept[j])
 			}
 		}
 	}
@@ -168,17 +162,23 @@ func (pl *placement) keepSeated(h int32, left []Slots, budget map[int32]Slots) {
 				continue
 			}
 			budget[l] -= k - own
-			pl.keptAt[partLeaf{i, l}] += k
-			left[j] -= k
-			kept[j] += k
 			pl.takeDue(l, p.owner, k)
-			pl.touch(i)
-			pl.capRem[i] -= k
-			pl.keptSum[i] += k
-			if l != p.owner {
-				pl.keptElse[i] += k
-			}
+			pl.keepOnPart(i, l, k, &left[j], &kept[j])
 		}
+	}
+}
+
+// keepOnPart counts k slots holder l keeps on part i of its host (step
+// 1); left and kept are the holder's entries on that host.
+func (pl *placement) keepOnPart(i int, l int32, k Slots, left, kept *Slots) {
+	pl.keptAt[partLeaf{i, l}] += k
+	*left -= k
+	*kept += k
+	pl.touch(i)
+	pl.capRem[i] -= k
+	pl.keptSum[i] += k
+	if l != pl.parts[i].owner {
+		pl.keptElse[i] += k
 	}
 }
 
