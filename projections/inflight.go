@@ -7,30 +7,40 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A partition consumer's ack wait is one pinned TTL (partitionAckWait):
-// what a dead holder had in flight comes again as NATS unpins it. A live
-// holder can hold a message longer than that without being slow to fold
-// it: behind a batch, a rebuild of the partition's pools (takeOver), a
-// NATS request that waits out its timeout while the stream elects a
-// leader (advanceQuiet, watchStall), a PostgreSQL retry. Measured in
-// TestClusterSurvivesLeaderAndProjectorLoss: the holder of a partition
-// blocked 5 s in a stream info request after the stream leader's server
-// died, and NATS delivered everything it held again every TTL, to the
-// same instance, up to 3,691 deliveries for a 2,118-event log.
+// A consumer's ack wait bounds how long a message may be held before
+// NATS delivers it again. A live projector can hold a message longer
+// than that without being slow to fold it. Partitioned, the ack wait is
+// one pinned TTL (partitionAckWait): what a dead holder had in flight
+// comes again as NATS unpins it, and a holder is held up behind a batch,
+// a rebuild of the partition's pools (takeOver), a NATS request that
+// waits out its timeout while the stream elects a leader, a PostgreSQL
+// retry. Measured in TestClusterSurvivesLeaderAndProjectorLoss: the
+// holder of a partition blocked 5 s in a stream info request after the
+// stream leader's server died, and NATS delivered everything it held
+// again every TTL, to the same instance, up to 3,691 deliveries for a
+// 2,118-event log. Unpartitioned, the ack wait is 30 s: a batch whose
+// commit PostgreSQL holds longer (a lock, a slow disk, an outage the
+// writer retries through), or a pool's fold that takes that long, was
+// delivered again at the next fetch to the projector still working on
+// it (TestSlowFoldNotDeliveredAgain: the 20 messages of the held batch;
+// TestSlowCommitNotDeliveredAgain: what waited on the commits).
 //
-// So the instance tells NATS it is still working on what it holds: each
+// So the projector tells NATS it is still working on what it holds: each
 // message delivered to it and not yet acknowledged (AckAll, after its
 // commit) gets a work-in-progress ack (+WPI, which restarts its ack
 // wait; replicated with the consumer's state) once it has been held for
-// half the ack wait, and again every half ack wait after that. The feed
-// takes every message from the client as it comes (its buffer holds the
-// consumer's MaxAckPending), so nothing waits unseen in the client's
-// buffer. An instance that dies or leaves the partition stops sending
-// them: its messages come again one ack wait later, as before. Messages
-// acknowledged within half the ack wait, the usual case, cost nothing.
+// half the ack wait, and again every half ack wait after that. A
+// partition's feed takes every message from the client as it comes (its
+// buffer holds the consumer's MaxAckPending), so nothing waits unseen in
+// the client's buffer; the unpartitioned projector's fetches return what
+// they were delivered at once. A projector that dies or leaves a
+// partition stops sending them: its messages come again one ack wait
+// later, as before. Messages acknowledged within half the ack wait, the
+// usual case, cost nothing. One implementation for both (decision 257).
 
-// inFlight is what a partition's holder was delivered and has not
-// acknowledged yet, by stream sequence.
+// inFlight is what a projector (a partition's holder, or the
+// unpartitioned projector) was delivered and has not acknowledged yet,
+// by stream sequence.
 type inFlight struct {
 	ackWait time.Duration
 
@@ -75,6 +85,14 @@ func (f *inFlight) ackedTo(seq uint64) {
 			delete(f.msgs, s)
 		}
 	}
+}
+
+// reset forgets every message held: the consumer was made again, and
+// delivers them again after the committed sequence (resetConsumer).
+func (f *inFlight) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.msgs)
 }
 
 // drop forgets messages the fold let go unacknowledged (read from the
@@ -129,6 +147,18 @@ func (f *inFlight) keepAlive(done <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// keepInFlightAlive gives the unpartitioned projector what it holds
+// (p.inflight) and keeps it alive until the returned stop is called.
+func (p *Projector) keepInFlightAlive() (stop func()) {
+	p.inflight = newInFlight(p.cfg.ackWait)
+	done, kept := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(kept)
+		p.inflight.keepAlive(done)
+	}()
+	return func() { close(done); <-kept }
 }
 
 // maxAckPending is the consumers' MaxAckPending: how many messages may be

@@ -32,8 +32,8 @@ type Projector struct {
 	folded    uint64                // last sequence folded and handed to the writer
 	cons      jetstream.Consumer
 	writer    *writer
-	// inflight is what the partition consumer delivered to this instance
-	// and it has not acknowledged (inflight.go); nil unpartitioned.
+	// inflight is what the consumer delivered to this projector and it
+	// has not acknowledged (inflight.go); nil with WithUntil.
 	inflight *inFlight
 	// reconnects is the NATS connection's reconnect count when the stream
 	// was last known to hold everything committed (see afterReconnect).
@@ -168,25 +168,38 @@ func (p *Projector) run(ctx context.Context) error {
 		err = p.runUntil(ctx)
 	} else if p.cfg.part != nil {
 		err = p.runPartition(ctx)
-	} else if err = p.retry(ctx, "start", func() error { return p.start(ctx) }); err == nil {
-		p.folded = p.committed
-		p.writer = p.startWriter(ctx)
-		for err == nil && ctx.Err() == nil {
-			err = p.step(ctx)
-			if errors.Is(err, errOffsetBehind) || errors.Is(err, errOffsetMoved) {
-				err = p.startAgain(ctx, err)
-			}
-		}
-		werr := p.writer.stop()
-		if err == nil {
-			err = werr
-		}
-		if err == nil || !isFatal(err) {
-			p.saveResident()
-		}
+	} else {
+		err = p.runWhole(ctx)
 	}
 	if ctx.Err() != nil && !isFatal(err) {
 		return nil
+	}
+	return err
+}
+
+// runWhole is run for the unpartitioned projector: one durable
+// consumer of every event, fetched a batch at a time.
+func (p *Projector) runWhole(ctx context.Context) error {
+	stopKeepAlive := p.keepInFlightAlive()
+	defer stopKeepAlive() // after the writer's last ack
+	err := p.retry(ctx, "start", func() error { return p.start(ctx) })
+	if err != nil {
+		return err
+	}
+	p.folded = p.committed
+	p.writer = p.startWriter(ctx)
+	for err == nil && ctx.Err() == nil {
+		err = p.step(ctx)
+		if errors.Is(err, errOffsetBehind) || errors.Is(err, errOffsetMoved) {
+			err = p.startAgain(ctx, err)
+		}
+	}
+	werr := p.writer.stop()
+	if err == nil {
+		err = werr
+	}
+	if err == nil || !isFatal(err) {
+		p.saveResident()
 	}
 	return err
 }
@@ -216,6 +229,10 @@ func (p *Projector) startAgain(ctx context.Context, cause error) error {
 // step fetches and projects one batch, retrying transient failures.
 func (p *Projector) step(ctx context.Context) error {
 	msgs, err := p.fetch(ctx)
+	now := time.Now()
+	for _, m := range msgs {
+		p.inflight.add(m, now) // kept alive until acknowledged (inflight.go)
+	}
 	if rc := p.js.Conn().Stats().Reconnects; rc != p.reconnects {
 		// What was fetched is dropped unacked: the consumer is made
 		// again after the committed sequence.
@@ -608,13 +625,15 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 // ack acknowledges everything up to m (AckAll). A lost ack only means a
 // redelivery, which process skips.
 func (p *Projector) ack(m jetstream.Msg) {
-	if m == nil || (p.cfg.dropAck != nil && p.cfg.dropAck()) {
+	if m == nil {
 		return
 	}
-	if err := m.Ack(); err != nil {
-		// Still held (inflight.go) until the next ack covers them.
-		p.cfg.log.Warn("projector: ack failed; the messages will be redelivered and skipped", "err", err)
-		return
+	if p.cfg.dropAck == nil || !p.cfg.dropAck() { // tests: sent, and lost on its way
+		if err := m.Ack(); err != nil {
+			// Still held (inflight.go) until the next ack covers them.
+			p.cfg.log.Warn("projector: ack failed; the messages will be redelivered and skipped", "err", err)
+			return
+		}
 	}
 	if p.inflight != nil {
 		if md, err := m.Metadata(); err == nil {
@@ -657,5 +676,8 @@ func (p *Projector) resetConsumer(ctx context.Context) error {
 	}
 	p.cons = cons
 	p.carry = nil // delivered again by the new consumer
+	if p.inflight != nil {
+		p.inflight.reset() // likewise
+	}
 	return nil
 }
