@@ -126,56 +126,42 @@ func (f *incFold) coupleKeeps(pl *incPool) {
 		}
 	}
 	for _, l := range coupled {
-		ks, _ := f.keeps(pl, l, left)
-		f.setKeeps(pl, l, ks)
+		f.setKeeps(pl, l, f.keeps(pl, l, left))
 	}
 	pl.cutLeaves = coupled
 }
 
-// keepOrder is the positions of the classes leaf l keeps, in the order it
-// keeps them (layeredFold.keepOrder).
-func (f *incFold) keepOrder(pl *incPool, l int32, part Slots) []int {
-	order := f.orderBuf[:0]
-	defer func() { f.orderBuf = order }()
-	sits := Slots(0)
+// keeps is what leaf l keeps of the classes it sits on (keepSittings),
+// each cut by left (nil: by nothing).
+func (f *incFold) keeps(pl *incPool, l int32, left []Slots) []lenderSlots {
+	i := pl.loc(l, f)
+	if pl.part[i] == 0 {
+		return nil
+	}
+	sits := f.sitBuf[:0]
 	for _, lender := range f.heldBy[poolLeaf{pl.x, l}] {
-		if i := pl.classAt(lender); i >= 0 {
-			order = append(order, i)
-			sits += f.held[heldKey{pool: pl.x, leaf: l, lender: lender}]
+		if at := pl.classAt(lender); at >= 0 {
+			sits = append(sits, classSitting{at: at, slots: f.held[heldKey{pool: pl.x, leaf: l, lender: lender}]})
 		}
 	}
-	slices.Sort(order)
-	if part < sits {
-		slices.Reverse(order)
-	}
-	return order
-}
-
-// keeps is what leaf l keeps of the classes it sits on, each cut by left
-// (nil: by nothing), and whether a cut happened.
-func (f *incFold) keeps(pl *incPool, l int32, left []Slots) ([]lenderSlots, bool) {
-	k := pl.part[pl.loc(l, f)]
-	if k == 0 {
-		return nil, false
-	}
+	slices.SortFunc(sits, func(a, b classSitting) int { return cmp.Compare(a.at, b.at) })
 	out := f.keepBuf[:0]
-	defer func() { f.keepBuf = out }()
-	cut := false
-	for _, i := range f.keepOrder(pl, l, k) {
-		lender := pl.classes[i].lender
-		n := minSlots(k, f.held[heldKey{pool: pl.x, leaf: l, lender: lender}])
-		if left != nil && left[i] < n {
-			n, cut = left[i], true
-			left[i] = 0
-		} else if left != nil {
-			left[i] -= n
+	budget := Slots(0)
+	if f.releaseOrder { // one class group: the pool is the group
+		budget = Unlimited
+	}
+	keepSittings(sits, pl.part[i], pl.eff[i], budget, func(at int, n Slots) Slots {
+		if left != nil {
+			n = minSlots(n, left[at])
+			left[at] -= n
 		}
 		if n > 0 {
-			out = append(out, lenderSlots{lender: lender, slots: n})
-			k -= n
+			out = append(out, lenderSlots{lender: pl.classes[at].lender, slots: n})
 		}
-	}
-	return out, cut
+		return n
+	})
+	f.sitBuf, f.keepBuf = sits, out
+	return out
 }
 
 // setKeeps replaces leaf l's keeps, keeping the sums per class and the
@@ -203,8 +189,7 @@ func (f *incFold) setKeeps(pl *incPool, l int32, ks []lenderSlots) {
 
 // keepUncut redoes leaf l's keeps on the assumption that no class is cut.
 func (f *incFold) keepUncut(pl *incPool, l int32) {
-	ks, _ := f.keeps(pl, l, nil)
-	f.setKeeps(pl, l, ks)
+	f.setKeeps(pl, l, f.keeps(pl, l, nil))
 }
 
 // takeRest hands the parts not kept out of what the keeps left of each
@@ -215,7 +200,7 @@ func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
 	for i, s := range pl.classes {
 		left[i] = s.slots - pl.keepSum[s.lender]
 	}
-	var takers []int32
+	var takers []restTaker
 	kept := pl.restSet[:0]
 	for _, l := range pl.restSet {
 		i := pl.loc(l, f)
@@ -225,32 +210,15 @@ func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
 		pl.restTakes[i] = pl.restTakes[i][:0]
 		if pl.rest[i] > 0 {
 			kept = append(kept, l)
-			takers = append(takers, l)
+			takers = append(takers, restTaker{of: int(i), leaf: l, part: pl.part[i], rest: pl.rest[i]})
 		} else {
 			pl.restMark[i] = false
 		}
 	}
 	pl.restSet = kept
-	if len(pl.classes) == 1 {
-		slices.Sort(takers)
-	} else {
-		slices.SortFunc(takers, func(a, b int32) int {
-			return t.keeperOrder(a, pl.part[pl.loc(a, f)], b, pl.part[pl.loc(b, f)])
-		})
-	}
-	c := 0
-	for _, l := range takers {
-		i := pl.loc(l, f)
-		for k := pl.rest[i]; k > 0; {
-			for left[c] == 0 {
-				c++
-			}
-			n := minSlots(k, left[c])
-			pl.restTakes[i] = append(pl.restTakes[i], lenderSlots{lender: pl.classes[c].lender, slots: n})
-			f.noteDue(l)
-			left[c] -= n
-			k -= n
-		}
-	}
+	handOutRest(t, takers, left, func(r restTaker, at int, n Slots) {
+		pl.restTakes[r.of] = append(pl.restTakes[r.of], lenderSlots{lender: pl.classes[at].lender, slots: n})
+		f.noteDue(r.leaf)
+	})
 	return left
 }

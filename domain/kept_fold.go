@@ -74,10 +74,12 @@ type incFold struct {
 	targetMoved, dueMoved leafSet
 
 	sp splitter
-	// Scratch of one leaf's attribution (keepOrder, keeps) and of one
+	// releaseOrder: layeredFold's (keepSittings).
+	releaseOrder bool
+	// Scratch of one leaf's attribution (keeps) and of one
 	// host's new sittings (noteResit).
-	orderBuf []int
-	keepBuf  []lenderSlots
+	sitBuf  []classSitting
+	keepBuf []lenderSlots
 	resitBuf []heldChange
 }
 
@@ -294,6 +296,7 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	}
 	walk(0, 0)
 	f.parentEnf, f.priority, f.preempt = p.mode.parent, !p.mode.shareRatio, p.mode.preempt
+	f.releaseOrder = p.mode.behaviour.excessInReleaseOrder
 	f.owned, f.ownUse, f.eff = tot.owned, make([]Slots, n), make([]Slots, n)
 	f.targetMoved.reset(n)
 	f.dueMoved.reset(n)
@@ -430,6 +433,9 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 		delta := d - pl.eff[i]
 		if delta == 0 {
 			continue
+		}
+		if f.releaseOrder { // its keeps depend on what it brings (keepSittings)
+			f.markAttr(pl.x, l)
 		}
 		for a := l; ; a = t.nodes[a].parent {
 			j := pl.loc(a, f)

@@ -72,76 +72,148 @@ func (f *layeredFold) classGroups(lent []lentSlots, unrestricted Slots, graces [
 }
 
 // attribute hands the slots each leaf was given in one division out of
-// the group's classes: first the classes it already sits on (so running
-// work stays where it is), then in the group's order (the pool's own
-// first, then lent by lowest grace), leaves in keeperOrder; it returns
-// what is left of each class. With one class the orders decide nothing
-// (a leaf's parts all come from it), so they are not computed.
+// the group's classes, by the two rules below (keepSittings, handOutRest)
+// that the kept fold memoizes (kept_attribution.go); it returns what is
+// left of each class.
 func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) []lentSlots {
-	left := slices.Clone(classes)
-	oneClass := len(left) == 1
+	left := make([]Slots, len(classes))
+	for i, c := range classes {
+		left[i] = c.slots
+	}
 	ent := make([]Slots, len(used)) // entitled slots of each leaf's part not attributed yet
 	take := func(ui int, i int, n Slots) {
-		left[i].slots -= n
 		e := minSlots(n, ent[ui])
 		ent[ui] -= e
-		f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: used[ui].leaf, lender: left[i].lender, slots: n, entitled: e})
-	}
-	rest := make([]Slots, len(used))
-	for ui, u := range used {
-		ent[ui] = u.entitled
+		f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: used[ui].leaf, lender: classes[i].lender, slots: n, entitled: e})
 	}
 	var byLender classIndex
-	if !oneClass {
-		byLender = indexClasses(left)
+	if len(classes) > 1 {
+		byLender = indexClasses(classes)
 	}
+	rest := make([]restTaker, len(used))
 	for ui, u := range used {
+		ent[ui] = u.entitled
 		k := u.slots
-		for _, i := range f.keepOrder(x, u, byLender) {
-			hk := heldKey{pool: x, leaf: u.leaf, lender: left[i].lender}
-			if n := minSlots(minSlots(k, left[i].slots), f.held[hk]); n > 0 {
+		// the demand it brought into the division: what is left of it
+		// and its part (give counted the part down)
+		brought := f.remDemand[u.leaf] + u.slots
+		f.excess[u.leaf] -= keepSittings(f.sittingsIn(x, u.leaf, classes, byLender), k, brought, f.excess[u.leaf], func(i int, n Slots) Slots {
+			hk := heldKey{pool: x, leaf: u.leaf, lender: classes[i].lender}
+			if n = minSlots(n, minSlots(left[i], f.held[hk])); n > 0 {
 				f.held[hk] -= n
+				left[i] -= n
 				take(ui, i, n)
 				k -= n
 			}
-		}
-		rest[ui] = k
+			return n
+		})
+		rest[ui] = restTaker{of: ui, leaf: u.leaf, part: u.slots, rest: k}
 	}
-	i := 0
-	for _, ui := range f.keeperOrder(used, len(left) == 1) {
-		for k := rest[ui]; k > 0; {
-			for left[i].slots == 0 {
-				i++
+	handOutRest(f.t, rest, left, func(r restTaker, i int, n Slots) { take(r.of, i, n) })
+	var leftover []lentSlots
+	for i, c := range classes {
+		if left[i] > 0 {
+			c.slots = left[i]
+			leftover = append(leftover, c)
+		}
+	}
+	return leftover
+}
+
+// classSitting is what a leaf sits on in one class of a pool: the class's
+// position in the pool's class order, and the slots.
+type classSitting struct {
+	at    int
+	slots Slots
+}
+
+// keepSittings is the rule by which a leaf keeps the classes of a pool it
+// sits on (docs/rules.md#lent-classes), written once for the full fold
+// (attribute) and the kept one (kept_attribution.go). sits lists them in
+// the pool's class order (it is scratch: counted down here); part is the
+// leaf's part of the division, brought the demand it brought into it.
+//
+// Under rules 4 (ruling 5: an owner whose own slots take it above E gives
+// the excess back "in the release order of 'Placement with ownership'"),
+// what it sits on beyond what it brought, up to budget (what it sits on
+// in the whole pool beyond what it brought there: a pool divided group by
+// group brings each group less than the pool), is given back first in
+// that order: slots lent by others first, the pool's own last, that is
+// the class order reversed (docs/decisions.md #331); it returns how much.
+// Versions 1 to 3 pass a budget of 0. Of the rest
+// it keeps in the class order while it keeps all (running work stays
+// where it is); when its part is smaller (it gives slots up to others),
+// in the reverse, so what it gives up is what the leaves gaining use
+// first, the pool's own slots (docs/rules.md#placement: a reclaim takes
+// the victim's slots from the host the claimant would use first;
+// decisions.md #106). keep(at, n) keeps up to n of a class and says how
+// many it kept: a class may have been cut by the leaves before.
+func keepSittings(sits []classSitting, part, brought, budget Slots, keep func(at int, n Slots) Slots) (shed Slots) {
+	total := Slots(0)
+	for _, s := range sits {
+		total += s.slots
+	}
+	for i := len(sits) - 1; i >= 0 && total > brought && shed < budget; i-- {
+		n := minSlots(sits[i].slots, minSlots(total-brought, budget-shed))
+		sits[i].slots -= n
+		total -= n
+		shed += n
+	}
+	keepOne := func(s classSitting) {
+		if n := minSlots(part, s.slots); n > 0 {
+			part -= keep(s.at, n)
+		}
+	}
+	if part < total {
+		for i := len(sits) - 1; i >= 0; i-- {
+			keepOne(sits[i])
+		}
+		return shed
+	}
+	for _, s := range sits {
+		keepOne(s)
+	}
+	return shed
+}
+
+// restTaker is a leaf whose part of a division is not all kept where it
+// sits: its part and the rest, still to be handed out.
+type restTaker struct {
+	of         int // the caller's index of it
+	leaf       int32
+	part, rest Slots
+}
+
+// handOutRest is the rule by which the parts not kept are handed out of
+// what the keeps left of each class (left, in the pool's class order,
+// counted down by take), written once for both folds: leaves in
+// keeperOrder, the reverse of the return order of
+// docs/rules.md#ownership-placement (highest priority first, then fewest
+// slots, then path descending), each from the classes in order, so the
+// pool's own slots go to them first and the leaves sitting on lent
+// slots, which an owner takes back, are those that give back first
+// (decisions.md #98). With one class the order decides nothing, and is
+// path order. takers is sorted here; take(r, at, n) gives taker r n
+// slots of a class.
+func handOutRest(t *tree, takers []restTaker, left []Slots, take func(r restTaker, at int, n Slots)) {
+	if len(left) > 1 {
+		slices.SortFunc(takers, func(a, b restTaker) int { return t.keeperOrder(a.leaf, a.part, b.leaf, b.part) })
+	} else {
+		slices.SortFunc(takers, func(a, b restTaker) int { return cmp.Compare(a.leaf, b.leaf) })
+	}
+	c := 0
+	for _, r := range takers {
+		for k := r.rest; k > 0; {
+			for left[c] == 0 {
+				c++
 			}
-			n := minSlots(k, left[i].slots)
-			take(ui, i, n)
+			n := minSlots(k, left[c])
+			take(r, c, n)
+			left[c] -= n
 			k -= n
 		}
 	}
-	return slices.DeleteFunc(left, func(s lentSlots) bool { return s.slots == 0 })
 }
-
-// keeperOrder lists the indices of used in the reverse of the return order of
-// docs/rules.md#ownership-placement (highest priority first, then fewest
-// slots, then path descending): the pool's own slots go to them first, so the
-// leaves that sit on lent slots, which an owner takes back, are those that
-// give back first (decisions.md #98).
-func (f *layeredFold) keeperOrder(used []poolTake, inPathOrder bool) []int {
-	order := make([]int, len(used))
-	for i := range order {
-		order[i] = i
-	}
-	if inPathOrder {
-		return order
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		la, lb := used[a].leaf, used[b].leaf
-		return f.t.keeperOrder(la, used[a].slots, lb, used[b].slots)
-	})
-	return order
-}
-
-var onlyClass = []int{0}
 
 // poolLeaf names a leaf's slots in one pool.
 type poolLeaf struct{ pool, leaf int32 }
@@ -157,36 +229,18 @@ func indexClasses(classes []lentSlots) classIndex {
 	return idx
 }
 
-// heldIn is what leaf l sits on in pool x's classes of idx, and the
-// indices of those classes (in the group's order).
-func (f *layeredFold) heldIn(x, l int32, idx classIndex) (Slots, []int) {
-	var is []int
-	sits := Slots(0)
+// sittingsIn is what leaf l sits on in pool x's classes (nil idx: the
+// one class), in the pool's class order.
+func (f *layeredFold) sittingsIn(x, l int32, classes []lentSlots, idx classIndex) []classSitting {
+	if idx == nil {
+		return []classSitting{{at: 0, slots: f.held[heldKey{pool: x, leaf: l, lender: classes[0].lender}]}}
+	}
+	var sits []classSitting
 	for _, lender := range f.heldBy[poolLeaf{x, l}] {
 		for _, i := range idx[lender] {
-			is = append(is, i)
-			sits += f.held[heldKey{pool: x, leaf: l, lender: lender}]
+			sits = append(sits, classSitting{at: i, slots: f.held[heldKey{pool: x, leaf: l, lender: lender}]})
 		}
 	}
-	slices.Sort(is)
-	return sits, is
-}
-
-// keepOrder is the order in which leaf u.leaf keeps the group's classes
-// it sits on (nil idx: the group has one class): the group's order while
-// it keeps all it sits on; reversed when its part is smaller (it gives
-// slots up), so what it gives up is what the leaves gaining would use
-// first, the pool's own slots (docs/rules.md#placement: a reclaim takes
-// the victim's slots from the host the claimant would use first;
-// decisions.md #106).
-// Classes it does not sit on are left out: it keeps nothing there.
-func (f *layeredFold) keepOrder(x int32, u poolTake, idx classIndex) []int {
-	if idx == nil {
-		return onlyClass
-	}
-	sits, order := f.heldIn(x, u.leaf, idx)
-	if u.slots < sits {
-		slices.Reverse(order)
-	}
-	return order
+	slices.SortFunc(sits, func(a, b classSitting) int { return cmp.Compare(a.at, b.at) })
+	return sits
 }

@@ -106,7 +106,9 @@ func (f *layeredFold) startHeld(x int32, c Slots, classes []lentSlots) *heldDivi
 	keepers := make([]leafSlots, len(d.leaves)) // what each sits on in the division's classes
 	for i, l := range d.leaves {
 		keepers[i].leaf = l
-		keepers[i].slots, _ = f.heldIn(x, l, idx)
+		for _, st := range f.sittingsIn(x, l, classes, idx) {
+			keepers[i].slots += st.slots
+		}
 	}
 	slices.SortFunc(keepers, func(a, b leafSlots) int {
 		return f.t.keeperOrder(a.leaf, a.slots, b.leaf, b.slots)

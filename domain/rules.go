@@ -162,6 +162,13 @@ type behaviour struct {
 	// slots; before, whenever the plan named own, lend or
 	// reclaim_for_preference (docs/decisions.md #322).
 	layerWhenOwning bool
+	// excessInReleaseOrder: a leaf sitting in a pool on more than the
+	// demand it brings there (an owner's own slots took it above E, its
+	// demand fell) gives that back in section 5's release order, slots
+	// lent by others first, before the division's losses take the pool's
+	// own slots first (rules-v4 ruling 5, keepSittings; docs/decisions.md
+	// #331); before, every loss took the pool's own slots first (#106).
+	excessInReleaseOrder bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -169,7 +176,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
-		layerWhenOwning: v >= RulesV4}
+		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

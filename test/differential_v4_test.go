@@ -105,11 +105,10 @@ var v4Ratchet = map[string]int{
 // differ, a few differ only by the engine disputes the model can fold the
 // engine's way (the counts logged say how many), about 25 per generator
 // only by the order of decisions within an event (-v4.anyorder), and the
-// rest by what is decided: most of them by the other engine disputes
-// (test/refmodel/testdata/engine-disputes: which slots a leaf takes or
-// gives back, moves nobody needs, an ancestor's max, ineligible holdings),
-// the rest not adjudicated yet (test/refmodel/AMBIGUITIES.md, "The
-// differential test of rules 4"). The readings the model took where the
+// rest by what is decided, not adjudicated yet (test/refmodel/AMBIGUITIES.md,
+// "The differential test of rules 4"; the engine disputes written up so far,
+// test/refmodel/testdata/engine-disputes, are all settled:
+// testdata/settled-*.yaml). The readings the model took where the
 // spec is open are docs/decisions.md #232-#234 and #235.
 //
 // Part D's plan fields (priority_bands, preemptable, share: 0) are not

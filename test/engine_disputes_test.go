@@ -17,8 +17,11 @@ import (
 // engine's too). The model's side: refmodel's TestEngineDisputeFiles.
 func TestEngineDisputes(t *testing.T) {
 	files, err := filepath.Glob("refmodel/testdata/engine-disputes/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no engine disputes (%v)", err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Log("no engine dispute is open (refmodel/testdata/engine-disputes/README.md)")
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 func TestEngineDisputeFiles(t *testing.T) {
 	files, _ := filepath.Glob("testdata/engine-disputes/*.yaml")
 	if len(files) == 0 {
-		t.Fatal("no engine disputes in testdata/engine-disputes")
+		t.Log("no engine dispute is open (testdata/engine-disputes/README.md)")
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) { runYAML(t, loadFile(t, f)) })
