@@ -36,6 +36,9 @@
 // ownership_figures.go (the figures the views and the Result report).
 // Rules 4's rulings on ownership (in development, docs/rules.md#version-4):
 // priority_per_pool.go (a priority pool divided once, ruling 1),
+// priority_seating.go (its tier seated by rounds, ruling 12),
+// priority_orders.go (every pool's leaves in the entitled and the borrow
+// orders, sorted once per fold),
 // totals.go and fill_on_totals.go (share_ratio without preemption or
 // balance decided on totals, ruling 4), return_swap.go (an owner's
 // returns swapped with its borrowers' compensation, ruling 9); the

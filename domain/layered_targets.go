@@ -152,6 +152,11 @@ type layeredFold struct {
 
 	// Scratch of one division, by node id.
 	eff, base, got []Slots
+	// ord: rules 4's priority, every pool's leaves in the entitled and
+	// the borrow orders (priority_orders.go); entBuf, borBuf: a division's
+	// leaves with demand in them.
+	ord            *poolOrders
+	entBuf, borBuf []int32
 }
 
 // computeLayeredTargets divides every layer.

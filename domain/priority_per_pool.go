@@ -75,14 +75,14 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		kept[l] = slices.Clone(pc.holdOf(l))
 	}
 
-	entitled := slices.Clone(d.leaves)
-	slices.SortFunc(entitled, f.t.entitledOrder)
+	// d.leaves in the entitled and the borrow orders.
+	f.entBuf = f.withDemand(f.entBuf[:0], f.orders().entitledIn(f.t, x))
+	f.borBuf = f.withDemand(f.borBuf[:0], f.orders().borrowIn(f.t, x))
+	entitled, borrowers := f.entBuf, f.borBuf
 	entitledNeed := func(l int32) Slots { return minSlots(f.eff[l], d.g[l]) - d.cur[l] }
 	for _, l := range entitled {
 		f.takeFree(x, d, pc, l, entitledNeed(l))
 	}
-	borrowers := slices.Clone(d.leaves)
-	slices.SortFunc(borrowers, f.t.borrowOrder)
 	for _, l := range borrowers {
 		f.takeFree(x, d, pc, l, minSlots(f.eff[l], borrowCeiling(&f.t.nodes[l], d.g[l]))-d.cur[l])
 	}

@@ -262,7 +262,7 @@ func classOwner(x, lender int32) int32 {
 // guarantees G and f.eff the leaves' E'.
 func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *heldDivision) {
 	xn := &s.t.nodes[x]
-	members := slices.Clone(s.t.leaves[xn.lo:xn.hi])
+	members := s.t.leaves[xn.lo:xn.hi]
 	clear(s.classOf)
 	for i, c := range pc.classes {
 		if _, ok := s.classOf[classOwner(x, c.lender)]; !ok {
@@ -275,12 +275,10 @@ func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *hel
 	if s.swaps {
 		s.seatSwapped(f, x, pc)
 	}
-	slices.SortFunc(members, s.t.entitledOrder)
-	for _, l := range members {
+	for _, l := range f.orders().entitledIn(s.t, x) {
 		s.seatLeaf(f, x, pc, l, -1, d.g[l])
 	}
-	slices.SortFunc(members, s.t.borrowOrder)
-	for _, l := range members {
+	for _, l := range f.orders().borrowIn(s.t, x) {
 		s.seatLeaf(f, x, pc, l, -1, minSlots(f.eff[l], borrowCeiling(&s.t.nodes[l], d.g[l])))
 	}
 	if x != 0 {
