@@ -40,16 +40,24 @@ func (pl *placement) place() {
 		}
 		return
 	}
-	leaves := slices.Clone(pl.leaves)
-	slices.SortFunc(leaves, pl.t.entitledOrder)
-	for _, l := range leaves {
+	for _, l := range pl.inOrder(pl.t.entitledOrder, pl.t.inEntitledOrder) {
 		pl.placeOwn(l)
 		pl.placeWants(l, pl.rules.grant, func(d *dueShare) Slots { return minSlots(d.ent, d.want) })
 	}
-	slices.SortFunc(leaves, pl.t.borrowOrder)
-	for _, l := range leaves {
+	for _, l := range pl.inOrder(pl.t.borrowOrder, pl.t.inBorrowOrder) {
 		pl.placeWants(l, pl.rules.borrow, func(d *dueShare) Slots { return d.want })
 	}
+}
+
+// inOrder lists the leaves taking part in order; all: every leaf in it,
+// sorted from where the tree's last sort left them (tree.inEntitledOrder).
+func (pl *placement) inOrder(order func(a, b int32) int, all func() []int32) []int32 {
+	if len(pl.leaves) == len(pl.t.leaves) {
+		return all()
+	}
+	leaves := slices.Clone(pl.leaves)
+	slices.SortFunc(leaves, order)
+	return leaves
 }
 
 // byRank lists the leaves taking part by rank (priority desc, then path).

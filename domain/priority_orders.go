@@ -7,9 +7,10 @@ import "slices"
 // seating (priority_seating.go) and division (priority_per_pool.go) walk
 // its leaves in both. Both orders are total (the path breaks every tie),
 // so a pool's leaves in one are its subsequence of all the leaves sorted
-// once: the fold sorts the tree's leaves twice instead of every pool's
-// leaves four times (docs/decisions.md #249). The orders read each leaf's
-// priority and waiting-since, which no step of a fold changes.
+// once (tree.inEntitledOrder, inBorrowOrder): the fold sorts the tree's
+// leaves in each order instead of every pool's leaves four times
+// (docs/decisions.md #249). The orders read each leaf's priority and
+// waiting-since, which no step of a fold changes.
 type poolOrders struct {
 	at       []int32 // by node id: where a parent's leaves start in entitled and borrow
 	entitled []int32
@@ -27,11 +28,8 @@ func newPoolOrders(t *tree) *poolOrders {
 		}
 	}
 	o.entitled, o.borrow = make([]int32, n), make([]int32, n)
-	all := slices.Clone(t.leaves)
-	slices.SortFunc(all, t.entitledOrder)
-	o.deal(t, all, o.entitled)
-	slices.SortFunc(all, t.borrowOrder)
-	o.deal(t, all, o.borrow)
+	o.deal(t, t.inEntitledOrder(), o.entitled)
+	o.deal(t, t.inBorrowOrder(), o.borrow)
 	return o
 }
 

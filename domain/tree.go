@@ -89,6 +89,9 @@ type tree struct {
 	leaves       []int32 // leaf ids in depth-first order (children in path order)
 	sortedLeaves []int32 // leaf ids in path order
 	byRank       []int32 // leaf ids by rank, made by leavesByRank
+	// byEntitled, byBorrow: every leaf in the entitled and the borrow
+	// orders as last sorted (inEntitledOrder, inBorrowOrder).
+	byEntitled, byBorrow []int32
 	tops         []int32
 	byPath       map[string]int32
 	hasMax       bool // some consumer has a max: share_ratio/leaf may re-split
@@ -392,4 +395,26 @@ func (t *tree) entitledOrder(a, b int32) int {
 func (t *tree) borrowOrder(a, b int32) int {
 	x, y := &t.nodes[a], &t.nodes[b]
 	return cmp.Or(cmp.Compare(x.waitingSince, y.waitingSince), cmpDesc(x.priority, y.priority), cmp.Compare(a, b))
+}
+
+// inEntitledOrder and inBorrowOrder are every leaf in the entitled and
+// the borrow order. Both read waiting-since, which events change, so
+// each call sorts again; it sorts the order the last call left, which a
+// few events change little (already sorted, it is one pass), and both
+// orders are total, so the result is the same from any start. The caller
+// must not change the slice, nor keep it past the next call.
+func (t *tree) inEntitledOrder() []int32 {
+	if t.byEntitled == nil {
+		t.byEntitled = slices.Clone(t.leaves)
+	}
+	slices.SortFunc(t.byEntitled, t.entitledOrder)
+	return t.byEntitled
+}
+
+func (t *tree) inBorrowOrder() []int32 {
+	if t.byBorrow == nil {
+		t.byBorrow = slices.Clone(t.leaves)
+	}
+	slices.SortFunc(t.byBorrow, t.borrowOrder)
+	return t.byBorrow
 }
