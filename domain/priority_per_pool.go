@@ -70,9 +70,11 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		f.seat.seatPool(f, x, pc, d)
 	}
 	f.keepPerClass(x, d, pc)
-	kept := make(map[int32][]Slots, len(d.leaves)) // by leaf, by class: what it keeps where it sits
+	kept := make(map[int32][]Slots, len(pc.hold)) // by leaf, by class: what it keeps where it sits (none: nothing)
 	for _, l := range d.leaves {
-		kept[l] = slices.Clone(pc.holdOf(l))
+		if h, ok := pc.hold[l]; ok {
+			kept[l] = slices.Clone(h)
+		}
 	}
 
 	// d.leaves in the entitled and the borrow orders.
@@ -104,7 +106,7 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		ent := minSlots(k, d.g[l])
 		hold, keep := pc.holdOf(l), kept[l]
 		es := make([]Slots, len(hold))
-		for i := range hold {
+		for i := range keep {
 			e := minSlots(minSlots(keep[i], hold[i]), ent)
 			es[i], ent = e, ent-e
 		}
@@ -167,11 +169,19 @@ func (f *layeredFold) keepPerClass(x int32, d *heldDivision, pc *poolClasses) {
 		leafSlots
 		classes []int // the classes it sits on, in keepOrder
 	}
-	keepers := make([]keeper, len(d.leaves))
-	for i, l := range d.leaves {
-		keepers[i].leaf, keepers[i].classes = l, sitsOn(l)
-		for _, ci := range keepers[i].classes {
-			keepers[i].slots += f.held[heldKey{pool: x, leaf: l, lender: pc.classes[ci].lender}]
+	// A leaf that sits on nothing in the pool keeps nothing: it is left
+	// out before the sort.
+	keepers := make([]keeper, 0, len(d.leaves))
+	for _, l := range d.leaves {
+		if len(f.heldBy[poolLeaf{x, l}]) == 0 {
+			continue
+		}
+		k := keeper{leafSlots: leafSlots{leaf: l}, classes: sitsOn(l)}
+		for _, ci := range k.classes {
+			k.slots += f.held[heldKey{pool: x, leaf: l, lender: pc.classes[ci].lender}]
+		}
+		if k.slots > 0 {
+			keepers = append(keepers, k)
 		}
 	}
 	slices.SortFunc(keepers, func(a, b keeper) int {

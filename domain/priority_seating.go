@@ -178,16 +178,20 @@ func (s *roundSeating) seatedOn(h, owner, leaf int32) Slots {
 // the owner's slot. Owners in path order, their parts in part order,
 // borrowers in path order, the owner's slots in host order.
 func (s *roundSeating) swapAtRest(ownUse []Slots) {
+	var holders [][]int32 // by host, made when first needed: holdersByHost
 	for _, o := range s.t.sortedLeaves {
 		if s.ownSat[o] >= ownUse[o] {
 			continue
+		}
+		if holders == nil {
+			holders = s.holdersByHost()
 		}
 		for k := range s.parts {
 			if s.parts[k].owner != o {
 				continue
 			}
 			h2 := s.parts[k].host
-			for _, b := range s.t.sortedLeaves {
+			for _, b := range holders[h2] { // a leaf without a holding there has nothing to swap
 				if b == o || !s.t.mayUse(b, o) {
 					continue
 				}
@@ -197,6 +201,27 @@ func (s *roundSeating) swapAtRest(ownUse []Slots) {
 			}
 		}
 	}
+}
+
+// holdersByHost lists, by host id, the leaves with a holding there, in
+// path order.
+func (s *roundSeating) holdersByHost() [][]int32 {
+	n := int32(0)
+	for _, pt := range s.parts {
+		n = max(n, pt.host+1)
+	}
+	for _, l := range s.t.sortedLeaves {
+		for _, h := range s.rest[l] {
+			n = max(n, h.host+1)
+		}
+	}
+	out := make([][]int32, n)
+	for _, l := range s.t.sortedLeaves {
+		for _, h := range s.rest[l] {
+			out[h.host] = append(out[h.host], l)
+		}
+	}
+	return out
 }
 
 // swapOne seats one of borrower b's slots (its holding jb) on owner o's
