@@ -21,6 +21,7 @@ var (
 	v4DiffSeed     = flag.Uint64("v4.seed", 0, "TestDifferentialV4: compare only this log of each generator, and print its events")
 	v4DiffShow     = flag.Int("v4.show", 5, "TestDifferentialV4: how many differing logs to print")
 	v4DiffAnyOrder = flag.Bool("v4.anyorder", false, "TestDifferentialV4: compare each event's decisions summed per (kind, consumer, from, host, rule, deadline), in any order (to see past differences of order)")
+	v4DiffScenario = flag.Bool("v4.asscenario", false, "TestDifferentialV4: show the first difference as a scenario file compares a step (decisions summed per kind, consumer, from, rule and deadline; allocations per consumer)")
 	v4DiffStrict   = flag.Bool("v4.strict", false, "TestDifferentialV4: fail on any differing ownership log, not only below the ratchet")
 )
 
@@ -128,7 +129,7 @@ func TestDifferentialV4(t *testing.T) {
 	if *v4DiffSeed != 0 {
 		first, last = *v4DiffSeed, *v4DiffSeed
 	}
-	type count struct{ logs, agree, disputesOnly int }
+	type count struct{ logs, agree, disputesOnly, asScenario int }
 	counts := map[string]*count{}
 	var keys []string
 	var strictDiffs, ratchetDiffs []string
@@ -150,7 +151,13 @@ func TestDifferentialV4(t *testing.T) {
 			msg := compareV4WithReference(sc, v4Options{anyOrder: *v4DiffAnyOrder})
 			if msg == "" {
 				c.agree++
+				c.asScenario++
 				continue
+			}
+			if m := compareV4WithReference(sc, v4Options{asScenario: true}); m == "" {
+				c.asScenario++
+			} else if *v4DiffScenario {
+				msg = m
 			}
 			if len(v4Disputes) > 0 && compareV4WithReference(sc, v4Options{anyOrder: *v4DiffAnyOrder, asEngineOn: v4Disputes}) == "" {
 				c.disputesOnly++
@@ -170,7 +177,7 @@ func TestDifferentialV4(t *testing.T) {
 	below := false
 	for _, k := range keys {
 		c := counts[k]
-		t.Logf("rules 4, %s: %d of %d logs agree exactly; %d more differ only by written-up engine disputes", k, c.agree, c.logs, c.disputesOnly)
+		t.Logf("rules 4, %s: %d of %d logs agree exactly, %d as a scenario file compares them; %d more differ only by written-up engine disputes", k, c.agree, c.logs, c.asScenario, c.disputesOnly)
 		if floor, ok := v4Ratchet[k]; ok && *v4DiffSeed == 0 && c.agree*1000 < floor*c.logs {
 			t.Errorf("rules 4, %s: %d of %d logs agree, the ratchet wants at least %d per mille", k, c.agree, c.logs, floor)
 			below = true
@@ -215,7 +222,12 @@ func rules4(evs []events.Payload) []events.Payload {
 
 // v4Options says how compareV4WithReference compares.
 type v4Options struct {
-	anyOrder   bool  // an event's decisions summed per (kind, consumer, from, host, rule, deadline), in any order
+	anyOrder bool // an event's decisions summed per (kind, consumer, from, host, rule, deadline), in any order
+	// asScenario: as a scenario file (docs/scenarios.md) compares a step:
+	// each event's decisions summed per (kind, consumer, from, rule,
+	// deadline), in any order and whatever the host, and each consumer's
+	// allocation, not per host.
+	asScenario bool
 	asEngineOn []int // engine disputes the model folds the engine's way (refmodel's AsEngineOn)
 }
 
@@ -249,12 +261,24 @@ func compareV4WithReference(sc gen.Scenario, opt v4Options) string {
 		}
 		seq++
 		g, w := engineDecisionsV4(got.Decisions), referenceDecisionsV4(want)
-		if opt.anyOrder {
+		switch {
+		case opt.asScenario:
+			g, w = summedV4(withoutHost(g)), summedV4(withoutHost(w))
+		case opt.anyOrder:
 			g, w = summedV4(g), summedV4(w)
 		}
 		if !slices.Equal(g, w) {
 			return fmt.Sprintf("event %d (%s, seq %d): decisions differ:\n expected (reference): %s\n found (engine):       %s",
 				i, ev.EventType(), seq, strings.Join(w, "; "), strings.Join(g, "; "))
+		}
+		if opt.asScenario {
+			w := ref.Allocations()
+			maps.DeleteFunc(w, func(_ string, n int64) bool { return n == 0 })
+			if a := engineTotals(pool); !maps.Equal(a, w) {
+				return fmt.Sprintf("event %d (%s, seq %d): allocations differ:\n expected (reference): %v\n found (engine):       %v",
+					i, ev.EventType(), seq, w, a)
+			}
+			continue
 		}
 		if h, w := engineHosts(pool), ref.HostAllocations(); !maps.EqualFunc(h, w, maps.Equal) {
 			return fmt.Sprintf("event %d (%s, seq %d): allocations per (consumer, host) differ:\n expected (reference): %v\n found (engine):       %v",
@@ -286,6 +310,17 @@ func referenceDecisionsV4(ds []refmodel.Decision) []string {
 			dl = d.Deadline.UTC().Format(time.RFC3339)
 		}
 		out[i] = fmt.Sprintf("%s %s<-%s %s %d %s %s", d.Kind, d.Consumer, d.From, d.Host, d.Slots, d.Rule, dl)
+	}
+	return out
+}
+
+// withoutHost blanks the host of printed decisions (asScenario).
+func withoutHost(ds []string) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		f := strings.Fields(d)
+		f[2] = "*"
+		out[i] = strings.Join(f, " ")
 	}
 	return out
 }
