@@ -11,6 +11,8 @@ package refmodel
 import (
 	"sort"
 	"strings"
+
+	"github.com/cluster-ledger/ledger/events"
 )
 
 // seats is leaf -> (host, part) -> slots; a part is named by its owner
@@ -164,18 +166,13 @@ func (m *Model) seatHost(s seats, h string, skip map[int]bool) {
 		switch pass {
 		case 1:
 			return p == l
-		case 2:
+		case 2: // under priority (share_ratio: seatPools): what the own layer reads before the rounds seat the pools (#216)
 			if p == root || p == l {
 				return false
 			}
 			if !m.isLeaf(p) && under(l, p) {
 				return true
 			}
-			// decision #218 (ruling 12 lets the project settle the
-			// seating): of the parts lent into a private pool, only those
-			// in a class some leaf of the pool may not use are seated in
-			// the pool's place; the others keep their place after the
-			// public part (pass 4)
 			return !under(l, p) && dca(l, p) != root && m.mayHold(l, p) && m.restrictiveIn(p, dca(l, p))
 		case 3:
 			return p == root
@@ -187,6 +184,10 @@ func (m *Model) seatHost(s seats, h string, skip map[int]bool) {
 	}
 	for pass := 1; pass <= 5; pass++ {
 		if skip[pass] {
+			continue
+		}
+		if pass == 2 && m.pol.reclaim != events.ReclaimPriority {
+			m.seatPools(parts, holders, seat)
 			continue
 		}
 		order := parts
@@ -202,6 +203,54 @@ func (m *Model) seatHost(s seats, h string, skip map[int]bool) {
 		}
 	}
 	m.repairHost(s, h)
+}
+
+// seatPools is ruling 8's pass 2 as decision #218 orders it under
+// share_ratio (the project's seating under ruling 12's licence; decision
+// #332): the private pools a leaf is in, deepest first, and in pool X first
+// the parts lent into X in a class some leaf of X may not use
+// (restrictiveIn), then X's private part; after every private pool, the
+// parts lent across the root in a restrictive class (before the public
+// part, pass 3). A lent part every leaf of its pool may use is seated in
+// pass 4, after the public part (#218, settled-218-*.yaml). Pools of one
+// depth share their two tiers; in a tier the parts go in part order, each
+// part's holders in keeper order.
+func (m *Model) seatPools(parts, holders []string, seat func(l, p string)) {
+	type pair struct{ l, p string }
+	maxDepth := 0
+	for _, k := range m.leaves() {
+		maxDepth = max(maxDepth, depthOf(k))
+	}
+	tiers := make([][]pair, 2*(maxDepth+1)+1)
+	for _, p := range parts {
+		for _, l := range holders {
+			if p == root || p == l {
+				continue
+			}
+			var x string
+			sub := 1 // X's private part
+			switch {
+			case !m.isLeaf(p) && under(l, p):
+				x = p
+			case under(l, p) || !m.mayHold(l, p):
+				continue
+			case !m.restrictiveIn(p, dca(l, p)):
+				continue // a lent part every leaf of the pool may use: pass 4
+			default:
+				x, sub = dca(l, p), 0
+			}
+			t := 2*(maxDepth-depthOf(x)) + sub
+			if x == root {
+				t = len(tiers) - 1
+			}
+			tiers[t] = append(tiers[t], pair{l, p})
+		}
+	}
+	for _, tier := range tiers {
+		for _, pr := range tier {
+			seat(pr.l, pr.p)
+		}
+	}
 }
 
 // repairHost moves each leaf (in path order) off parts of host h it may
