@@ -153,10 +153,10 @@ type behaviour struct {
 	// own parts last, since the victim takes them back at the next event
 	// (ruling 5; docs/decisions.md #246).
 	victimOwnLast bool
-	// foldToRest: with ownership, the rebalance is repeated within the
-	// event until it decides nothing (at most restPasses times), so the
+	// foldToRest: with ownership, the event settles again until a settle
+	// decides nothing (at most restPasses settles, settle.go), so the
 	// state an event leaves is at rest (ruling 12's property;
-	// docs/decisions.md #248).
+	// docs/decisions.md #236).
 	foldToRest bool
 	// layerWhenOwning: the fold is layered only when some consumer owns
 	// slots; before, whenever the plan named own, lend or

@@ -327,8 +327,6 @@ func validatePath(p string) error {
 	return nil
 }
 
-// commonAncestor is the deepest consumer whose subtree holds both a and b
-// (the root, 0, when only it does).
 // restrictiveFor reports whether owner's part, lent to leaf (the leaf may
 // hold it), is in a class its pool divides before the pool's own slots:
 // one that some leaf of the pool may not use (a lending chain's grace below
@@ -347,6 +345,8 @@ func (t *tree) restrictiveFor(leaf, owner int32) bool {
 	return grace < t.nodes[top].widestGrace
 }
 
+// commonAncestor is the deepest consumer whose subtree holds both a and b
+// (the root, 0, when only it does).
 func (t *tree) commonAncestor(a, b int32) int32 {
 	for t.nodes[a].depth > t.nodes[b].depth {
 		a = t.nodes[a].parent
