@@ -78,8 +78,8 @@ type incFold struct {
 	releaseOrder bool
 	// Scratch of one leaf's attribution (keeps) and of one
 	// host's new sittings (noteResit).
-	sitBuf  []classSitting
-	keepBuf []lenderSlots
+	sitBuf   []classSitting
+	keepBuf  []lenderSlots
 	resitBuf []heldChange
 }
 

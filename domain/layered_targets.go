@@ -145,10 +145,10 @@ type layeredFold struct {
 	// pool being divided beyond the demand it brings there, not yet given
 	// back (keepSittings).
 	excess []Slots
-	remMax        []Slots // by node id: max less what earlier layers gave
-	inbox         [][]lentSlots
-	out           layeredTargets
-	sp            splitter
+	remMax []Slots // by node id: max less what earlier layers gave
+	inbox  [][]lentSlots
+	out    layeredTargets
+	sp     splitter
 
 	// Scratch of one division, by node id.
 	eff, base, got []Slots

@@ -92,11 +92,11 @@ type tree struct {
 	// byEntitled, byBorrow: every leaf in the entitled and the borrow
 	// orders as last sorted (inEntitledOrder, inBorrowOrder).
 	byEntitled, byBorrow []int32
-	tops         []int32
-	byPath       map[string]int32
-	hasMax       bool // some consumer has a max: share_ratio/leaf may re-split
-	hasPins      bool // rules 4: some leaf is not preemptable (yarn.go)
-	maxDepth     int32
+	tops                 []int32
+	byPath               map[string]int32
+	hasMax               bool // some consumer has a max: share_ratio/leaf may re-split
+	hasPins              bool // rules 4: some leaf is not preemptable (yarn.go)
+	maxDepth             int32
 }
 
 func (t *tree) lookup(path string) (int32, bool) {
