@@ -19,6 +19,7 @@ run: build
 
 vet:
 	$(GO) vet ./...
+	@test -z "$$(gofmt -l .)" || (echo "not gofmt-formatted:"; gofmt -l .; exit 1)
 
 test: vet chromium
 	$(GO) test -count=1 -timeout 20m ./...

@@ -197,4 +197,3 @@ func ExampleClient_WhatIf() {
 	// /eng/qa: 8 -> 4 slots
 	// reclaim /eng/dev /eng/qa 4
 }
-
