@@ -34,6 +34,13 @@
 // ([stream.Read]), so restarts over any number of pools leave nothing on
 // the stream (docs/decisions.md 120).
 //
+// What the consumer delivered and the projector is still working on is
+// kept from being delivered again with in-progress acks (inflight.go),
+// and every request its loop makes about the stream or a consumer is
+// given up after a second and asked again (requests.go): a stream
+// electing a leader holds no partition up for long, nor one partition
+// the others.
+//
 // Two projectors of one name would share that durable and its offsets:
 // a projector first takes a PostgreSQL advisory lock on its name (lock.go;
 // shared among the instances of a partitioned one) and holds it for its

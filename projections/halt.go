@@ -222,11 +222,17 @@ func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, last uin
 // lastPoolSeq is the sequence of pool name's last stored message at or
 // before to (0: none), as the stream leader holds it.
 func (p *Projector) lastPoolSeq(ctx context.Context, name string, to uint64) (uint64, error) {
-	m, ok, err := stream.Last(ctx, p.js.Conn(), stream.PoolFilter(name))
+	m, err := request(ctx, func(ctx context.Context) (*stream.Msg, error) {
+		m, ok, err := stream.Last(ctx, p.js.Conn(), stream.PoolFilter(name))
+		if !ok {
+			return nil, err
+		}
+		return &m, err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("last event of pool %s: %w", name, err)
 	}
-	if !ok {
+	if m == nil {
 		return 0, nil
 	}
 	return min(m.Seq, to), nil

@@ -74,15 +74,21 @@ func (p *Projector) Heal(ctx context.Context) (HealReport, error) {
 }
 
 func (p *Projector) streamLast(ctx context.Context) (uint64, error) {
-	s, err := stream.Ensure(ctx, p.js)
+	info, err := p.streamInfo(ctx)
 	if err != nil {
 		return 0, err
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s info: %w", stream.Name, err)
-	}
 	return info.State.LastSeq, nil
+}
+
+// streamInfo is the stream's info, as its leader answered the look-up
+// (one request, bounded by requestTimeout: requests.go).
+func (p *Projector) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	s, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return stream.Ensure(ctx, p.js) })
+	if err != nil {
+		return nil, fmt.Errorf("stream %s info: %w", stream.Name, err)
+	}
+	return s.CachedInfo(), nil
 }
 
 // heal checks the surviving stream against the events table from the

@@ -135,14 +135,24 @@ func (p *Projector) stepPartition(ctx context.Context, f *feed) error {
 // healIfBehind heals a stream that ends before the furthest offset of
 // the projection, whoever holds the partitions: the API holds appends
 // until then, so waiting for a partition's next message would wait
-// forever. The partitions of a group heal one at a time.
+// forever. The partitions of a group heal one at a time; each checks
+// first without the lock, so none waits behind another's requests
+// while the stream is not behind (requests.go).
 func (p *Projector) healIfBehind(ctx context.Context) error {
 	return p.retry(ctx, "check the stream against the projection", func() error {
+		var furthest int64
+		if err := p.db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&furthest); err != nil {
+			return err
+		}
+		last, err := p.streamLast(ctx)
+		if err != nil || last >= uint64(furthest) {
+			return err
+		}
 		if l := p.cfg.healLock; l != nil {
 			l.Lock()
 			defer l.Unlock()
 		}
-		_, err := p.Heal(ctx)
+		_, err = p.Heal(ctx)
 		return err
 	})
 }
@@ -172,10 +182,13 @@ func (p *Projector) giveUp(ctx context.Context) error {
 	}
 	p.saveResident() // the next holder takes the pools up from these
 	p.holding.Store(false)
-	s, err := p.js.Stream(ctx, stream.Name)
-	if err == nil {
-		err = s.UnpinConsumer(ctx, p.offsetName(), PriorityGroup)
-	}
+	_, err := request(ctx, func(ctx context.Context) (struct{}, error) {
+		s, err := p.js.Stream(ctx, stream.Name)
+		if err == nil {
+			err = s.UnpinConsumer(ctx, p.offsetName(), PriorityGroup)
+		}
+		return struct{}{}, err
+	})
 	if err != nil {
 		// Not unpinned: the pin lapses by itself after the pinned TTL.
 		p.cfg.log.Warn("projector: unpin failed", "partition", p.offsetName(), "err", err)
@@ -194,18 +207,21 @@ func (p *Projector) giveUp(ctx context.Context) error {
 // was migrated) is given the filters it needs now, keeping its place.
 func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	name := p.offsetName()
-	s, err := p.js.Stream(ctx, stream.Name)
+	s, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return p.js.Stream(ctx, stream.Name) })
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Name, err)
 	}
 	p.filters = p.partitionFilters(s.CachedInfo().Config)
 	p.partitionedFrom = stream.PartitionedFrom(s.CachedInfo().Config)
 	want := p.partitionConsumerConfig()
-	cons, err := p.js.Consumer(ctx, stream.Name, name)
+	consumer := func(ctx context.Context) (jetstream.Consumer, error) { return p.js.Consumer(ctx, stream.Name, name) }
+	cons, err := request(ctx, consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = p.js.CreateConsumer(ctx, stream.Name, want)
+		cons, err = request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+			return p.js.CreateConsumer(ctx, stream.Name, want)
+		})
 		if errors.Is(err, jetstream.ErrConsumerExists) {
-			cons, err = p.js.Consumer(ctx, stream.Name, name) // another instance made it first
+			cons, err = request(ctx, consumer) // another instance made it first
 		}
 	}
 	if err != nil {
@@ -216,7 +232,10 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 		// TTL, or before the stream had partitions.
 		cfg.AckWait = want.AckWait
 		cfg.FilterSubject, cfg.FilterSubjects = want.FilterSubject, want.FilterSubjects
-		if cons, err = p.js.UpdateConsumer(ctx, stream.Name, cfg); err != nil {
+		update := func(ctx context.Context) (jetstream.Consumer, error) {
+			return p.js.UpdateConsumer(ctx, stream.Name, cfg)
+		}
+		if cons, err = request(ctx, update); err != nil {
 			return fmt.Errorf("set the ack wait and filters of consumer %s: %w", name, err)
 		}
 	}
@@ -303,10 +322,13 @@ func (p *Projector) storedOffset(ctx context.Context) (uint64, error) {
 // under a consumer being read and acknowledged mixes delivery sequences
 // from before and after it, which stalls it.
 func (p *Projector) resetPartition(ctx context.Context, seq uint64) error {
-	s, err := p.js.Stream(ctx, stream.Name)
-	if err == nil {
-		_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), seq)
-	}
+	_, err := request(ctx, func(ctx context.Context) (struct{}, error) {
+		s, err := p.js.Stream(ctx, stream.Name)
+		if err == nil {
+			_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), seq)
+		}
+		return struct{}{}, err
+	})
 	if err != nil {
 		return fmt.Errorf("reset consumer %s to %d: %w", p.offsetName(), seq, err)
 	}
@@ -324,7 +346,7 @@ func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
 	// The consumer first: what it acknowledged was committed before, so
 	// the offset read after it is at least as far unless the database
 	// went back.
-	info, err := p.cons.Info(ctx)
+	info, err := request(ctx, p.cons.Info)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", p.offsetName(), err)
 	}

@@ -656,7 +656,9 @@ func (p *Projector) fail(stage string) error {
 // the committed sequence + 1: a durable's start cannot be moved, and
 // PostgreSQL, not the consumer's ack floor, says where the projection is.
 func (p *Projector) resetConsumer(ctx context.Context) error {
-	err := p.js.DeleteConsumer(ctx, stream.Name, p.cfg.name)
+	_, err := request(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, p.js.DeleteConsumer(ctx, stream.Name, p.cfg.name)
+	})
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("delete consumer %s: %w", p.cfg.name, err)
 	}
@@ -670,7 +672,9 @@ func (p *Projector) resetConsumer(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   p.committed + 1,
 	}
-	cons, err := p.js.CreateConsumer(ctx, stream.Name, cfg)
+	cons, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return p.js.CreateConsumer(ctx, stream.Name, cfg)
+	})
 	if err != nil {
 		return fmt.Errorf("create consumer %s: %w", p.cfg.name, err)
 	}

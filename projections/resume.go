@@ -361,19 +361,18 @@ func loadOpen(ctx context.Context, tx pgx.Tx, cps []checkpoint, names []string) 
 // checkStream heals a stream that ends before the projection (heal.go)
 // and refuses one whose start was removed.
 func (p *Projector) checkStream(ctx context.Context, cps []checkpoint, committed uint64) error {
-	if l := p.cfg.healLock; l != nil { // the first partition heals, the others find it healed
-		l.Lock()
-		defer l.Unlock()
-	}
-	s, err := stream.Ensure(ctx, p.js)
+	info, err := p.streamInfo(ctx)
 	if err != nil {
 		return err
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("stream %s info: %w", stream.Name, err)
-	}
 	if info.State.LastSeq < committed {
+		if l := p.cfg.healLock; l != nil { // the first partition heals, the others find it healed
+			l.Lock()
+			defer l.Unlock()
+			if info, err = p.streamInfo(ctx); err != nil || info.State.LastSeq >= committed {
+				return err
+			}
+		}
 		if _, err := p.heal(ctx, cps, info.State.LastSeq, committed); err != nil {
 			return err
 		}

@@ -183,11 +183,17 @@ func (p *Projector) ownAfter(ctx context.Context, from, last uint64) (bool, erro
 		if f == stream.LegacyFilter && from > p.legacyUntil() {
 			continue
 		}
-		m, ok, err := stream.Next(ctx, p.js.Conn(), from, f)
+		m, err := request(ctx, func(ctx context.Context) (*stream.Msg, error) {
+			m, ok, err := stream.Next(ctx, p.js.Conn(), from, f)
+			if !ok {
+				return nil, err
+			}
+			return &m, err
+		})
 		if err != nil {
-			return false, err
+			return false, err // the first lost answer ends the look: asked again later
 		}
-		if ok && m.Seq <= last {
+		if m != nil && m.Seq <= last {
 			return true, nil
 		}
 	}
@@ -203,7 +209,7 @@ func (p *Projector) advanceQuiet(ctx context.Context) error {
 	if err := p.writer.drain(); err != nil {
 		return err
 	}
-	last, err := stream.LastSeq(ctx, p.js.Conn())
+	last, err := request(ctx, func(ctx context.Context) (uint64, error) { return stream.LastSeq(ctx, p.js.Conn()) })
 	if err != nil || last <= p.folded {
 		return nil // NATS away: the next quiet spell tries again
 	}
@@ -235,7 +241,7 @@ VALUES ($1, $2, now(), $3, $4, $5) ON CONFLICT (name) DO NOTHING`
 // moved at its next commit and takes the partition again from
 // PostgreSQL (ErrPartitionLost), which costs a rebuild, never a row.
 func (p *Projector) advanceUnheld(ctx context.Context, committed, last uint64) error {
-	info, err := p.cons.Info(ctx)
+	info, err := request(ctx, p.cons.Info)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,38 @@
+package projections
+
+import (
+	"context"
+	"time"
+)
+
+// NATS requests from the projector's loops.
+//
+// A request about the stream or a consumer (its info, a consumer made,
+// reset or unpinned, the stream leader's message get) is answered by
+// that stream's or consumer's leader. While it elects one (its server
+// died, restarted or stepped down), or when the connection is cut with
+// the request on its way, no answer ever comes, and the request waits
+// out its timeout: nats.go's default, 5 s. A partition's loop waited
+// that long with nothing folded while its feed filled up, and every
+// partition rebuilt at a take-over behind the heal lock, held across
+// such a request (TestPartitionsGoOnWhileTheStreamElectsALeader:
+// partitions stalled 4.9-6.3 s after the stream leader's server was
+// shut down, whose leadership moved within milliseconds).
+//
+// So every such request carries a deadline of requestTimeout: an answer
+// takes milliseconds, and one that has not come in a second was lost. A
+// request the projector cannot go on without is asked again with
+// backoff (retry: 100 ms, doubling, up to 5 s); one that only keeps a
+// quiet partition's offset moving (advanceQuiet, watchStall) is asked
+// again at the next idle spell. The heal lock is taken only to heal a
+// stream found behind, never across a request of a stream that is not.
+// The partition's in-progress acks (inflight.go) and the other
+// partitions run beside the loop and never wait for it (decision 258).
+const requestTimeout = time.Second
+
+// request runs one NATS request f with requestTimeout.
+func request[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return f(rctx)
+}
