@@ -115,7 +115,9 @@ func (g *Group) stayOut(ctx context.Context, p *Projector) {
 			return
 		case <-tick.C:
 		}
-		info, err := p.js.Consumer(ctx, stream.Name, p.offsetName())
+		info, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+			return p.js.Consumer(ctx, stream.Name, p.offsetName())
+		})
 		if err != nil {
 			continue
 		}
@@ -128,10 +130,9 @@ func (g *Group) stayOut(ctx context.Context, p *Projector) {
 }
 
 // rebalance gives partitions away while this instance holds more than its
-// share: ceil(n / instances), where instances is the fewest pull
-// requests waiting on any partition consumer (every live instance keeps
-// one waiting on each; the fewest never overcounts). One partition per
-// round, so the group settles without moving more than needed.
+// share: ceil(n / instances), where instances is how many instances run
+// the group (instances). One partition per round, so the group settles
+// without moving more than needed.
 func (g *Group) rebalance(ctx context.Context) {
 	t := time.NewTicker(g.ttl)
 	defer t.Stop()
@@ -141,8 +142,12 @@ func (g *Group) rebalance(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		held, instances := g.holdings(ctx)
-		if len(held) == 0 || instances < 2 {
+		held, waiting := g.holdings(ctx)
+		if len(held) == 0 || waiting < 2 {
+			continue
+		}
+		instances := min(waiting, g.lockHolders(ctx, held[0]))
+		if instances < 2 {
 			continue
 		}
 		share := (g.n + instances - 1) / instances
@@ -158,14 +163,31 @@ func (g *Group) rebalance(ctx context.Context) {
 	}
 }
 
-// holdings returns the partitions this instance folds and how many
-// instances pull from the group (0 when it cannot tell).
+// How many instances run the group is told by two counts, each too high
+// in its own way; the group takes the lower (decision 259).
+//
+//   - The pull requests waiting on a partition consumer (the fewest on
+//     any): every live instance keeps one or two waiting on each (the
+//     client asks for more before its last request is used up), and a
+//     dead one's expire with it. Alone, a lone busy instance counted
+//     two and gave a partition away to nobody every TTL, left unfolded
+//     for three TTLs (stayOut).
+//   - The sessions holding the projector lock shared (lock.go): each
+//     partition an instance runs holds one of its own, so they are n
+//     per instance, fewer for a moment while one opens a partition
+//     again; a dead instance's last until PostgreSQL notices its
+//     sessions are gone (at once for a killed process, later for a
+//     machine lost with its connections).
+
+// holdings returns the partitions this instance folds and the fewest
+// pull requests waiting on any partition consumer (0 when it cannot
+// tell).
 func (g *Group) holdings(ctx context.Context) ([]*Projector, int) {
 	g.mu.Lock()
 	parts := slices.Clone(g.parts)
 	g.mu.Unlock()
 	var held []*Projector
-	instances := 0
+	waiting := 0
 	for _, p := range parts {
 		if p == nil {
 			return nil, 0
@@ -173,13 +195,34 @@ func (g *Group) holdings(ctx context.Context) ([]*Projector, int) {
 		if p.holding.Load() {
 			held = append(held, p)
 		}
-		info, err := p.js.Consumer(ctx, stream.Name, p.offsetName())
+		info, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+			return p.js.Consumer(ctx, stream.Name, p.offsetName())
+		})
 		if err != nil {
 			return nil, 0
 		}
-		if w := info.CachedInfo().NumWaiting; instances == 0 || w < instances {
-			instances = w
+		if w := info.CachedInfo().NumWaiting; waiting == 0 || w < waiting {
+			waiting = w
 		}
 	}
-	return held, instances
+	return held, waiting
+}
+
+// sqlLockHolders counts the sessions holding the projector lock of a
+// name shared (lock.go), in this database.
+const sqlLockHolders = `SELECT count(*) FROM pg_locks l, (SELECT hashtextextended($1, 0) AS k) h
+WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ShareLock' AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = ((h.k >> 32) & 4294967295)::oid AND l.objid = (h.k & 4294967295)::oid`
+
+// lockHolders is the instances as the holders of the projector lock
+// count them: ceil(holders / n) (0 when PostgreSQL does not answer).
+func (g *Group) lockHolders(ctx context.Context, p *Projector) int {
+	qctx, cancel := context.WithTimeout(ctx, g.ttl)
+	defer cancel()
+	var holders int
+	if err := g.db.QueryRow(qctx, sqlLockHolders, lockKey(p.cfg.name)).Scan(&holders); err != nil {
+		return 0
+	}
+	return (holders + g.n - 1) / g.n
 }
