@@ -3,7 +3,6 @@ package projections
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -140,15 +138,15 @@ func (p *Projector) foldDeferred(ctx context.Context, b *batch, bg *budget) erro
 				dec = &m
 			}
 			if err := p.fold(ctx, b, dec); err != nil {
-				if errors.Is(err, signing.ErrHistory) {
-					// Neither folded nor refused (its key could not be
-					// looked up): first in line again, its row kept, to
-					// be decoded and authenticated again.
-					d.dec = nil
-					p.deferred.pools[pool] = append([]deferredMsg{d}, p.deferred.pools[pool]...)
-					p.deferred.bytes += len(d.data)
-					b.pendingDone = b.pendingDone[:len(b.pendingDone)-1]
-				}
+				// Neither folded nor refused (its key could not be
+				// looked up, its pool not loaded): first in line again,
+				// its row kept, to be decoded and authenticated again.
+				// The batch before it commits: were its row deleted
+				// with it, a restart would never fold it.
+				d.dec = nil
+				p.deferred.pools[pool] = append([]deferredMsg{d}, p.deferred.pools[pool]...)
+				p.deferred.bytes += len(d.data)
+				b.pendingDone = b.pendingDone[:len(b.pendingDone)-1]
 				return err
 			}
 			bg.charge(pool, time.Since(start))
