@@ -61,6 +61,9 @@ type Projector struct {
 	// the messages set aside for busy pools (fair.go).
 	carry    []jetstream.Msg
 	deferred backlog
+	// rereadDelay is the pause before a gap's fill is tried again after
+	// the stream did not answer (process), doubling from minBackoff.
+	rereadDelay time.Duration
 	// stalledAt is the partition offset + 1 seen behind the stream at the
 	// last idle spell (0: none), for watchStall.
 	stalledAt uint64
@@ -306,6 +309,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 	bg := newBudget(p.cfg.batchWork)
 	var last jetstream.Msg // highest message covered by the batch or already committed
 	gap := false
+	fillUnread := false // a gap's fill failed to read the stream
 	// an event this build cannot fold: commit what came before, then stop
 	stop := p.foldDeferred(ctx, b, bg)
 	later := otherPoolLater(msgs)
@@ -341,6 +345,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		default:
 			// A partition consumer is shared: fill the gap from the stream.
 			if stop = p.fill(ctx, b, seq, bg); stop != nil {
+				fillUnread = !isFatal(stop) && errors.Is(stop, stream.ErrRead)
 				break
 			}
 		}
@@ -364,6 +369,15 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		p.cfg.log.Warn("projector: could not read the historical signing keys; reading again", "at", b.to+1, "err", stop)
 		stop, gap = nil, true
 	}
+	reread := false
+	if stop != nil && fillUnread {
+		// A gap's fill went unanswered (the stream electing a leader):
+		// commit what came before, keep the rest (alive: inflight.go)
+		// and fill again after a pause, never stop for that.
+		p.cfg.log.Warn("projector: could not read the stream to fill a gap; reading again", "partition", p.offsetName(), "at", b.to+1, "err", stop)
+		p.carry, p.delivered = rest, 0
+		stop, reread = nil, true
+	}
 	p.evict(b)
 	var f *finalRows
 	if b.to > b.from || len(b.events) > 0 {
@@ -386,6 +400,15 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 	if b.to > b.from {
 		p.advance = true // the partition's offset may move to the stream's end when quiet
 	}
+	if reread {
+		p.rereadDelay = min(max(2*p.rereadDelay, minBackoff), maxBackoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(p.rereadDelay):
+		}
+		return nil
+	}
+	p.rereadDelay = 0
 	if gap && p.cfg.part != nil {
 		// The rest of the batch is delivered again or read from the
 		// stream by the next gap fill, which the unknown delivery
