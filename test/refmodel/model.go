@@ -556,6 +556,9 @@ type fold struct {
 	// seat: the seating of a version 4 rebalance with ownership
 	// (seating.go), kept as slots move; nil outside one.
 	seat seats
+	// sat: under priority, the keeper seating after the own layer, whom
+	// a pool's return takes its private part back from (v4priority.go)
+	sat seats
 	// free0: each host's free slots as a priority rebalance of version 4
 	// starts (#320: the hosts a victim gives up first)
 	free0 map[string]int64

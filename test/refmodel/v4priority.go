@@ -141,6 +141,10 @@ func (f *fold) priority4(ly layers) {
 	f.seat = m.seatKeeper()
 	f.ownLayer4(ly)
 	f.revoke4()
+	// who sits on a pool's private part as the pools are reached: the
+	// keeper seating after the own layer (ruling 11 pairs a return only
+	// with the borrowers seated on the part)
+	f.sat = f.seat
 	f.seat = seats{}
 	for _, h := range m.hostNames() {
 		if !m.hosts[h].up {
@@ -351,16 +355,17 @@ func (f *fold) pool4(x string) {
 			// the pool's private part, held by outsiders: a return (ruling 8)
 			var bs []string
 			for _, b := range m.leaves() {
-				if !under(b, x) && f.unseated(b, k.host) > 0 {
+				if !under(b, x) && min(f.unseated(b, k.host), f.sat[b][k]) > 0 {
 					bs = append(bs, b)
 				}
 			}
 			m.returnOrder(bs, k.host)
 			for _, b := range bs {
-				n := min(want, f.unseated(b, k.host), f.room(k), f.headroom(l, b), unmet(l))
+				n := min(want, f.unseated(b, k.host), f.sat[b][k], f.room(k), f.headroom(l, b), unmet(l))
 				if n <= 0 {
 					continue
 				}
+				f.sat.add(b, k, -n)
 				f.addAlloc(b, k.host, -n)
 				f.addAlloc(l, k.host, n)
 				f.seat.add(l, k, n)
