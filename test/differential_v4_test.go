@@ -116,9 +116,9 @@ var v4ScenarioRatchet = map[string]int{
 // engine's way (the counts logged say how many), about 25 per generator
 // only by the order of decisions within an event (-v4.anyorder), and the
 // rest by what is decided, not adjudicated yet (test/refmodel/AMBIGUITIES.md,
-// "The differential test of rules 4"; the engine disputes written up so far,
-// test/refmodel/testdata/engine-disputes, are all settled:
-// testdata/settled-*.yaml). The readings the model took where the
+// "The differential test of rules 4"; the engine disputes 01-12 are
+// settled, testdata/settled-*.yaml; 13-16, under priority, are open in
+// test/refmodel/testdata/engine-disputes). The readings the model took where the
 // spec is open are docs/decisions.md #232-#234 and #235.
 //
 // Part D's plan fields (priority_bands, preemptable, share: 0) are not
