@@ -269,7 +269,7 @@ func (p *Pool) placeRules() placeRules {
 		moveGrace: p.mode.behaviour.moveGrace, lendRevoked: p.mode.behaviour.lendRevoked,
 		keepSeating: (p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt) || p.onTotals(),
 		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
-		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore,
+		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore, swapDues: p.mode.behaviour.swapDues,
 		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast}
 	switch {
 	case p.seatsByRounds() && p.seats != nil:

@@ -107,19 +107,71 @@ func (pl *placement) keepInstead(withParts []int32, left map[int32][]Slots) {
 						other += d.want
 					}
 				}
-				k := minSlots(minSlots(left[h][j], other), pl.capRem[i]-pl.reserved[i]-dueElse[p.owner])
-				if k <= 0 {
-					continue
+				need := minSlots(left[h][j], other)
+				if k := minSlots(need, pl.capRem[i]-pl.reserved[i]-dueElse[p.owner]); k > 0 {
+					before := slices.Clone(pl.due[l])
+					pl.takeDue(l, p.owner, k)
+					for w, d := range pl.due[l] {
+						dueElse[d.owner] -= before[w].want - d.want
+					}
+					pl.keepOnPart(i, l, k, &left[h][j], &kept[j])
+					need -= k
 				}
-				before := slices.Clone(pl.due[l])
-				pl.takeDue(l, p.owner, k)
-				for w, d := range pl.due[l] {
-					dueElse[d.owner] -= before[w].want - d.want
+				// A swap leaves every owner's parts due as much as before
+				// (l keeps on p what c is no longer due of p's owner), so
+				// only the part's room for l's keep bounds it.
+				if room := pl.capRem[i] - pl.reserved[i]; need > 0 && pl.rules.swapDues && room > 0 {
+					if k := pl.swapDues(l, p.owner, minSlots(need, room), dueElse); k > 0 {
+						pl.keepOnPart(i, l, k, &left[h][j], &kept[j])
+					}
 				}
-				pl.keepOnPart(i, l, k, &left[h][j], &kept[j])
 			}
 		}
 	}
+}
+
+// swapDues lets leaf l keep up to need more slots where it sits, on
+// owner's part, when the part's room is due to other leaves that may take
+// l's due of other owners' parts instead (docs/decisions.md #340): for
+// each leaf c due owner's part (path order) and each of l's other dues,
+// least preferred first, that c may hold, c is due that much of the other
+// part and that much less of owner's, and l the reverse. Nobody's count
+// changes, and nobody is moved only because the division gave l one
+// class and c another that both may hold (ruling 7: a move only when a
+// claimant needs the slot). Only dues outside a guarantee (ent 0) are
+// swapped, so no grant changes its rule. It returns how many.
+func (pl *placement) swapDues(l, owner int32, need Slots, dueElse map[int32]Slots) Slots {
+	swapped := Slots(0)
+	for _, c := range pl.leaves {
+		if c == l || need == 0 {
+			continue
+		}
+		dc := pl.dueOf(c, owner)
+		if dc == nil || dc.want == 0 || dc.ent > 0 {
+			continue
+		}
+		for w := len(pl.wants[l]) - 1; w >= 0 && need > 0 && dc.want > 0; w-- {
+			o := pl.wants[l][w]
+			if o == l || o == owner || !pl.t.mayUse(c, o) {
+				continue
+			}
+			d := pl.dueOf(l, o)
+			if d.want == 0 || d.ent > 0 {
+				continue
+			}
+			s := minSlots(need, minSlots(dc.want, d.want))
+			d.want -= s
+			dc.want -= s
+			dueElse[owner] -= s
+			pl.addWant(c, o, s, 0)
+			pl.sortWants(c)
+			need -= s
+			swapped += s
+			// dc may have moved: addWant can grow c's list
+			dc = pl.dueOf(c, owner)
+		}
+	}
+	return swapped
 }
 
 // keepSeated is rules 4's step 1 without preemption (ruling 7): on host h

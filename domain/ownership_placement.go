@@ -106,6 +106,10 @@ type placeRules struct {
 	// keepMore, under rules 4: step 1 keeps along augmenting paths what
 	// its greedy pass could not (ownership_keep_more.go).
 	keepMore bool
+	// swapDues, under rules 4 with preemption: the last keep swaps dues
+	// between two leaves that may both hold both parts rather than move
+	// one (keepInstead, swapDues).
+	swapDues bool
 	// restrictiveFirst, under rules 4: parts lent in a restrictive class
 	// come before the pool's own (tree.restrictiveFor).
 	restrictiveFirst bool
@@ -335,9 +339,7 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 			pl.over[l] = k
 		}
 		in.due(l, func(owner int32, k, ent Slots) { pl.addWant(l, owner, k, ent) })
-		slices.SortFunc(pl.wants[l], func(a, b int32) int {
-			return cmp.Or(cmp.Compare(pl.tierOf(l, a), pl.tierOf(l, b)), cmp.Compare(pl.firstPart(a), pl.firstPart(b)))
-		})
+		pl.sortWants(l)
 	}
 	pl.owed = map[int32][]transfer{}
 	for _, tr := range in.transfers {
@@ -385,6 +387,14 @@ func (pl *placement) addWant(leaf, owner int32, k, ent Slots) {
 	}
 	d.want += k
 	d.ent += ent
+}
+
+// sortWants puts leaf l's dues in the order it uses them: by tier, then
+// the owner's first part.
+func (pl *placement) sortWants(l int32) {
+	slices.SortFunc(pl.wants[l], func(a, b int32) int {
+		return cmp.Or(cmp.Compare(pl.tierOf(l, a), pl.tierOf(l, b)), cmp.Compare(pl.firstPart(a), pl.firstPart(b)))
+	})
 }
 
 // tierOf ranks the parts of owner for leaf l's grants

@@ -169,6 +169,11 @@ type behaviour struct {
 	// own slots first (rules-v4 ruling 5, keepSittings; docs/decisions.md
 	// #331); before, every loss took the pool's own slots first (#106).
 	excessInReleaseOrder bool
+	// swapDues: the placement's last keep with preemption lets a holder
+	// keep where it sits by swapping dues with a leaf due that part that
+	// may hold the holder's other due parts, rather than moving it
+	// (ownership_keep.go swapDues; docs/decisions.md #340).
+	swapDues bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -176,7 +181,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
-		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4}
+		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,4 +329,65 @@ func TestRules4LendWithoutOwningChangesNothing(t *testing.T) {
 		t.Fatalf("rules 3 decided the same with and without the fields on %d logs: the test does not exercise #322", runs)
 	}
 	t.Logf("rules 3: %d of %d logs decide otherwise with ownership fields that own nothing; rules 4: none", differ[domain.RulesV3], runs)
+}
+
+// TestRules4SwapsDuesRatherThanMove: under version 4 with preemption, a
+// holder the division gives a share of a lent class keeps where it sits
+// when another leaf due its public slot may take the lent share instead
+// (docs/decisions.md #340). /d, shrinking from 20 to 7, sits on 7 public
+// slots of h1; the division gives /d and /c one slot each of /a's lent
+// class (h2, a restrictive class divided first) and /c the rest of the
+// public slots. Version 3's placement moved one of /d's slots from h1 to
+// h2 so that /c could take it; version 4 swaps the dues: /c takes both
+// of /a's slots, /d moves nothing.
+func TestRules4SwapsDuesRatherThanMove(t *testing.T) {
+	log := []string{
+		`plan {"plan":{"policy":{"reclaim":"share_ratio","enforcement":"parent","reclaim_for_preference":true},"consumers":[{"path":"/a","share":1,"priority":3,"own":[{"host":"h2","slots":2}]},{"path":"/b","share":4,"reclaim_grace":"5m0s"},{"path":"/c","share":5},{"path":"/d","share":5,"priority":2}]}}`,
+		`host_up {"host":"h1","slots":7}`,
+		`host_up {"host":"h2","slots":2}`,
+		`host_up {"host":"h3","slots":11}`,
+		`demand {"demands":{"/b":12,"/d":24}}`,
+		`demand {"demands":{"/b":0}}`,
+		`demand {"demands":{"/c":14,"/d":7}}`,
+	}
+	for _, v := range []domain.RulesVersion{domain.RulesV3, domain.RulesV4} {
+		p := domain.NewPool("swap", domain.WithDevelopmentRules())
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		var last domain.Result
+		for i, line := range log {
+			typ, body, _ := strings.Cut(line, " ")
+			ev, err := events.DecodePayload(events.Type(typ), []byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pc, ok := ev.(*events.PlanChange); ok {
+				pc.Plan.Rules = int(v)
+			}
+			at = at.Add(time.Second)
+			if last, err = p.Apply(domain.Event{Seq: uint64(i + 1), Time: at, Payload: ev}); err != nil {
+				t.Fatalf("rules %d, event %d: %v", v, i, err)
+			}
+		}
+		moved := 0
+		for _, d := range last.Decisions {
+			if d.Rule == domain.RuleMoved {
+				moved++
+			}
+		}
+		switch {
+		case v == domain.RulesV3 && moved == 0:
+			t.Fatalf("rules 3 moved nothing: the log no longer shows the case: %+v", last.Decisions)
+		case v == domain.RulesV4 && moved > 0:
+			t.Fatalf("rules 4 moved work a swap of dues keeps: %+v", last.Decisions)
+		}
+		got := int64(0)
+		for _, c := range p.Consumers() {
+			if c.Path == "/c" || c.Path == "/d" {
+				got += c.Allocated
+			}
+		}
+		if got != 20 {
+			t.Fatalf("rules %d: /c and /d hold %d, want all 20 slots", v, got)
+		}
+	}
 }
