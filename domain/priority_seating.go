@@ -36,6 +36,7 @@ import (
 type roundSeating struct {
 	t     *tree
 	parts []hostPart
+	first []int32 // by host id: firstPartOf the host (firstOn)
 	room  []Slots
 	rest  [][]holding
 	inX   []Slots // scratch of one pool, by node id: what a leaf sits on in it
@@ -73,6 +74,12 @@ func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 	for i, pt := range parts {
 		s.room[i] = pt.slots
 	}
+	if len(parts) > 0 {
+		s.first = make([]int32, parts[len(parts)-1].host+1)
+		for h := range s.first {
+			s.first[h] = int32(firstPartOf(parts, int32(h)))
+		}
+	}
 	for _, l := range t.sortedLeaves {
 		s.rest[l] = slices.Clone(t.nodes[l].holdings)
 		for j := range s.rest[l] {
@@ -85,6 +92,15 @@ func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 		}
 	}
 	return s
+}
+
+// firstOn is firstPartOf(s.parts, h), looked up: the seating asks it for
+// every holding of every leaf in every pool.
+func (s *roundSeating) firstOn(h int32) int {
+	if h >= 0 && int(h) < len(s.first) {
+		return int(s.first[h])
+	}
+	return firstPartOf(s.parts, h)
 }
 
 // sit seats n of leaf l's slots of holding h on part k.
@@ -108,7 +124,7 @@ func (s *roundSeating) seatRest() {
 		for _, l := range s.t.sortedLeaves {
 			for j := range s.rest[l] {
 				h := &s.rest[l][j]
-				for k := firstPartOf(s.parts, h.host); h.slots > 0 && k < len(s.parts) && s.parts[k].host == h.host; k++ {
+				for k := s.firstOn(h.host); h.slots > 0 && k < len(s.parts) && s.parts[k].host == h.host; k++ {
 					if may := s.t.mayUse(l, s.parts[k].owner); may || !mayOnly {
 						if n := minSlots(h.slots, s.room[k]); n > 0 && !may {
 							bad = append(bad, h.host)
@@ -128,7 +144,7 @@ func (s *roundSeating) seatRest() {
 // repairHost moves leaves off the parts of host h they may not hold
 // along augmenting paths (sitRepair), as the keepers' seating does.
 func (s *roundSeating) repairHost(h int32) {
-	i, j := firstPartOf(s.parts, h), firstPartOf(s.parts, h)
+	i, j := s.firstOn(h), s.firstOn(h)
 	for j < len(s.parts) && s.parts[j].host == h {
 		j++
 	}
@@ -232,7 +248,7 @@ func (s *roundSeating) swapOne(o, b int32, k, jb int) bool {
 		if h.slots == 0 {
 			continue
 		}
-		for p := firstPartOf(s.parts, h.host); p < len(s.parts) && s.parts[p].host == h.host; p++ {
+		for p := s.firstOn(h.host); p < len(s.parts) && s.parts[p].host == h.host; p++ {
 			class := s.parts[p].owner
 			if class == o || s.room[p] <= 0 || !s.t.mayUse(o, class) || !s.t.mayUse(b, class) {
 				continue
@@ -265,7 +281,7 @@ func (s *roundSeating) seatSwapped(f *layeredFold, x int32, pc *poolClasses) {
 
 // partOf is the index of owner's part on host h (-1: none).
 func (s *roundSeating) partOf(h, owner int32) int {
-	for k := firstPartOf(s.parts, h); k < len(s.parts) && s.parts[k].host == h; k++ {
+	for k := s.firstOn(h); k < len(s.parts) && s.parts[k].host == h; k++ {
 		if s.parts[k].owner == owner {
 			return k
 		}
@@ -335,7 +351,7 @@ func (s *roundSeating) seatLeaf(f *layeredFold, x int32, pc *poolClasses, l, hos
 		if h.slots == 0 || (host >= 0 && h.host != host) {
 			continue
 		}
-		for k := firstPartOf(s.parts, h.host); k < len(s.parts) && s.parts[k].host == h.host; k++ {
+		for k := s.firstOn(h.host); k < len(s.parts) && s.parts[k].host == h.host; k++ {
 			if i, ok := s.classOf[s.parts[k].owner]; ok && pc.mayUse(s.t, l, i) {
 				s.cands = append(s.cands, tierSeat{i: i, j: j, k: k})
 			}
