@@ -157,6 +157,10 @@ type layeredFold struct {
 	// leaves with demand in them.
 	ord            *poolOrders
 	entBuf, borBuf []int32
+	// keptBuf, esBuf: scratch of a rules 4 priority pool's division
+	// (dividePriorityOnce).
+	keptBuf []classSlots
+	esBuf   []Slots
 }
 
 // computeLayeredTargets divides every layer.

@@ -28,7 +28,16 @@ type poolClasses struct {
 	classes  []lentSlots
 	eligible []time.Duration // by class: the largest reclaim_grace that may use it (-1: none)
 	free     []Slots         // by class: not given yet
-	hold     map[int32][]Slots
+	hold     map[int32][]classSlots
+}
+
+// classSlots is a number of slots of the class at index class of a pool.
+// A leaf's hold lists the classes it was given in the pool's class order
+// (a class it has none of is left out: a pool may have thousands of
+// classes, and a leaf takes few).
+type classSlots struct {
+	class int
+	slots Slots
 }
 
 // mayUse reports whether leaf l may take slots of class i.
@@ -36,21 +45,22 @@ func (pc *poolClasses) mayUse(t *tree, l int32, i int) bool {
 	return pc.eligible[i] >= 0 && t.nodes[l].reclaimGrace <= pc.eligible[i]
 }
 
-// holdOf is leaf l's slots by class (made on first use).
-func (pc *poolClasses) holdOf(l int32) []Slots {
-	h, ok := pc.hold[l]
-	if !ok {
-		h = make([]Slots, len(pc.classes))
-		pc.hold[l] = h
+// give gives leaf l k more slots of class i.
+func (pc *poolClasses) give(l int32, i int, k Slots) {
+	h := pc.hold[l]
+	j, found := slices.BinarySearchFunc(h, i, func(c classSlots, i int) int { return c.class - i })
+	if found {
+		h[j].slots += k
+		return
 	}
-	return h
+	pc.hold[l] = slices.Insert(h, j, classSlots{class: i, slots: k})
 }
 
 // dividePriorityOnce divides pool(x), made of groups, once (ruling 1),
 // records each leaf's part by class as given, and returns what is left of
 // each class, in the pool's class order.
 func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlots {
-	pc := &poolClasses{hold: map[int32][]Slots{}}
+	pc := &poolClasses{hold: map[int32][]classSlots{}}
 	size := Slots(0)
 	for _, g := range groups {
 		for _, s := range g.slots {
@@ -70,10 +80,13 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		f.seat.seatPool(f, x, pc, d)
 	}
 	f.keepPerClass(x, d, pc)
-	kept := make(map[int32][]Slots, len(pc.hold)) // by leaf, by class: what it keeps where it sits (none: nothing)
+	kept := make(map[int32][]classSlots, len(pc.hold)) // by leaf: what it keeps where it sits, by class (none: nothing)
+	f.keptBuf = f.keptBuf[:0]
 	for _, l := range d.leaves {
 		if h, ok := pc.hold[l]; ok {
-			kept[l] = slices.Clone(h)
+			at := len(f.keptBuf)
+			f.keptBuf = append(f.keptBuf, h...)
+			kept[l] = f.keptBuf[at:len(f.keptBuf):len(f.keptBuf)]
 		}
 	}
 
@@ -103,22 +116,30 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		// leaf keeps where it sits is its guarantee first, in any class,
 		// and only the rest of G is entitled among what it gains, so a
 		// leaf already above G gains by borrowing (docs/decisions.md #327).
+		// (Both walks go through the classes in the pool's order; a class
+		// the leaf holds none of adds nothing.)
 		ent := minSlots(k, d.g[l])
-		hold, keep := pc.holdOf(l), kept[l]
-		es := make([]Slots, len(hold))
-		for i := range keep {
-			e := minSlots(minSlots(keep[i], hold[i]), ent)
-			es[i], ent = e, ent-e
-		}
-		for i := range hold {
-			e := minSlots(hold[i]-es[i], ent)
-			es[i], ent = es[i]+e, ent-e
-		}
-		for i, n := range hold {
-			if n > 0 {
-				f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: l, lender: pc.classes[i].lender, slots: n, entitled: es[i]})
+		hold, keep := pc.hold[l], kept[l]
+		es := append(f.esBuf[:0], make([]Slots, len(hold))...)
+		for j, kj := 0, 0; j < len(hold); j++ {
+			for kj < len(keep) && keep[kj].class < hold[j].class {
+				kj++
+			}
+			if kj < len(keep) && keep[kj].class == hold[j].class {
+				e := minSlots(minSlots(keep[kj].slots, hold[j].slots), ent)
+				es[j], ent = e, ent-e
 			}
 		}
+		for j := range hold {
+			e := minSlots(hold[j].slots-es[j], ent)
+			es[j], ent = es[j]+e, ent-e
+		}
+		for j, c := range hold {
+			if c.slots > 0 {
+				f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: l, lender: pc.classes[c.class].lender, slots: c.slots, entitled: es[j]})
+			}
+		}
+		f.esBuf = es
 		f.give(l, k)
 	}
 	var left []lentSlots
@@ -198,7 +219,7 @@ func (f *layeredFold) keepPerClass(x int32, d *heldDivision, pc *poolClasses) {
 			}
 			f.held[hk] -= m
 			pc.free[i] -= m
-			pc.holdOf(l)[i] += m
+			pc.give(l, i, m)
 			f.addCur(x, d, l, m)
 			want -= m
 		}
@@ -217,7 +238,7 @@ func (f *layeredFold) takeFree(x int32, d *heldDivision, pc *poolClasses, l int3
 		}
 		if k := minSlots(minSlots(need, pc.free[i]), f.roomIn(x, d, l, noNode)); k > 0 {
 			pc.free[i] -= k
-			pc.holdOf(l)[i] += k
+			pc.give(l, i, k)
 			f.addCur(x, d, l, k)
 			need -= k
 		}
@@ -235,9 +256,9 @@ func (f *layeredFold) reclaimPerClass(x int32, d *heldDivision, pc *poolClasses,
 			return
 		}
 		usable := Slots(0)
-		for i, n := range pc.holdOf(v) {
-			if pc.mayUse(f.t, l, i) {
-				usable += n
+		for _, c := range pc.hold[v] {
+			if pc.mayUse(f.t, l, c.class) {
+				usable += c.slots
 			}
 		}
 		give := minSlots(f.victimGives(x, d, l, v, need), usable)
@@ -245,14 +266,15 @@ func (f *layeredFold) reclaimPerClass(x int32, d *heldDivision, pc *poolClasses,
 			blocked = append(blocked, v)
 			continue
 		}
-		hv, hl := pc.holdOf(v), pc.holdOf(l)
-		for i, left := 0, give; left > 0; i++ {
-			if !pc.mayUse(f.t, l, i) {
+		hv := pc.hold[v]
+		for j, left := 0, give; left > 0; j++ {
+			c := &hv[j]
+			if !pc.mayUse(f.t, l, c.class) {
 				continue
 			}
-			m := minSlots(left, hv[i])
-			hv[i] -= m
-			hl[i] += m
+			m := minSlots(left, c.slots)
+			c.slots -= m
+			pc.give(l, c.class, m)
 			left -= m
 		}
 		f.addCur(x, d, v, -give)
