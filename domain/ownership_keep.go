@@ -50,8 +50,9 @@ func (pl *placement) keep() {
 		for _, h := range withParts {
 			i0, i1 := pl.partsOfHost(h)
 			amt[h] = make([][]Slots, len(left[h]))
+			cells := make([]Slots, len(left[h])*(i1-i0)) // one allocation per host
 			for j := range amt[h] {
-				amt[h][j] = make([]Slots, i1-i0)
+				amt[h][j] = cells[j*(i1-i0) : (j+1)*(i1-i0) : (j+1)*(i1-i0)]
 			}
 		}
 	}

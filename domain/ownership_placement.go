@@ -254,9 +254,26 @@ func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, hold
 // everyLeaf is a placement of every leaf on the layered targets of a full
 // fold, on the whole room of every part.
 func (lt layeredTargets) everyLeaf(t *tree, idx *partIndex, holders [][]leafSlots) placeInput {
-	byLeaf := make([][]poolTake, len(t.nodes))
+	// The takes grouped by leaf in one backing array, each leaf's in the
+	// order taken.
+	at := make([]int32, len(t.nodes)+1)
 	for _, tk := range lt.takes {
-		byLeaf[tk.leaf] = append(byLeaf[tk.leaf], tk)
+		at[tk.leaf+1]++
+	}
+	for i := 1; i < len(at); i++ {
+		at[i] += at[i-1]
+	}
+	grouped := make([]poolTake, len(lt.takes))
+	next := slices.Clone(at[:len(t.nodes)])
+	for _, tk := range lt.takes {
+		grouped[next[tk.leaf]] = tk
+		next[tk.leaf]++
+	}
+	byLeaf := make([][]poolTake, len(t.nodes))
+	for l := range byLeaf {
+		if at[l] < at[l+1] {
+			byLeaf[l] = grouped[at[l]:at[l+1]:at[l+1]]
+		}
 	}
 	return placeInput{leaves: t.sortedLeaves, holders: holders, due: lt.dueFrom(byLeaf), target: func(l int32) Slots { return lt.target[l] },
 		room: idx.fullRoom(), transfers: lt.transfers, target0: lt.t0}

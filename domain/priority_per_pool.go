@@ -178,13 +178,17 @@ func (f *layeredFold) keepPerClass(x int32, d *heldDivision, pc *poolClasses) {
 		pos[i] = p
 	}
 	idx := indexClasses(pc.classes)
+	var buf []int // the keepers' classes, one backing array
 	sitsOn := func(l int32) []int {
-		var is []int
+		at := len(buf)
 		for _, lender := range f.heldBy[poolLeaf{x, l}] {
-			is = append(is, idx[lender]...)
+			buf = append(buf, idx[lender]...)
 		}
+		is := buf[at:]
 		slices.SortFunc(is, func(a, b int) int { return pos[a] - pos[b] })
-		return slices.Compact(is)
+		is = slices.Compact(is)
+		buf = buf[:at+len(is)]
+		return is[:len(is):len(is)]
 	}
 	type keeper struct {
 		leafSlots

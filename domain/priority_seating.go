@@ -69,8 +69,12 @@ type tierSeat struct{ i, j, k int }
 // newRoundSeating readies the seating of the holdings on parts, each leaf
 // seated on its own part first.
 func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
+	held := 0 // holdings of all leaves: one backing array for rest, and about as many seats
+	for _, l := range t.sortedLeaves {
+		held += len(t.nodes[l].holdings)
+	}
 	s := &roundSeating{t: t, parts: parts, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes)),
-		sat: map[seatKey]Slots{}, classOf: map[int32]int{}, ownSat: make([]Slots, len(t.nodes))}
+		sat: make(map[seatKey]Slots, held), classOf: map[int32]int{}, ownSat: make([]Slots, len(t.nodes))}
 	for i, pt := range parts {
 		s.room[i] = pt.slots
 	}
@@ -80,8 +84,11 @@ func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 			s.first[h] = int32(firstPartOf(parts, int32(h)))
 		}
 	}
+	backing := make([]holding, 0, held)
 	for _, l := range t.sortedLeaves {
-		s.rest[l] = slices.Clone(t.nodes[l].holdings)
+		at := len(backing)
+		backing = append(backing, t.nodes[l].holdings...)
+		s.rest[l] = backing[at:len(backing):len(backing)]
 		for j := range s.rest[l] {
 			h := &s.rest[l][j]
 			if k := s.partOf(h.host, l); k >= 0 {
