@@ -52,6 +52,9 @@ type roundSeating struct {
 	swaps   bool
 	swapped []swappedSeat
 	ownSat  []Slots
+	// byHost: by host id, the leaves with a holding there, in path order
+	// (made on first use: holdersOn).
+	byHost [][]int32
 }
 
 // swappedSeat is a borrower's slot on an owner's part that counts in the
@@ -156,7 +159,7 @@ func (s *roundSeating) repairHost(h int32) {
 		j++
 	}
 	var holders []int32
-	for _, l := range s.t.sortedLeaves {
+	for _, l := range s.holdersOn(h) {
 		if s.t.holdingOn(l, h) > 0 {
 			holders = append(holders, l)
 		}
@@ -201,20 +204,16 @@ func (s *roundSeating) seatedOn(h, owner, leaf int32) Slots {
 // the owner's slot. Owners in path order, their parts in part order,
 // borrowers in path order, the owner's slots in host order.
 func (s *roundSeating) swapAtRest(ownUse []Slots) {
-	var holders [][]int32 // by host, made when first needed: holdersByHost
 	for _, o := range s.t.sortedLeaves {
 		if s.ownSat[o] >= ownUse[o] {
 			continue
-		}
-		if holders == nil {
-			holders = s.holdersByHost()
 		}
 		for k := range s.parts {
 			if s.parts[k].owner != o {
 				continue
 			}
 			h2 := s.parts[k].host
-			for _, b := range holders[h2] { // a leaf without a holding there has nothing to swap
+			for _, b := range s.holdersOn(h2) { // a leaf without a holding there has nothing to swap
 				if b == o || !s.t.mayUse(b, o) {
 					continue
 				}
@@ -226,25 +225,28 @@ func (s *roundSeating) swapAtRest(ownUse []Slots) {
 	}
 }
 
-// holdersByHost lists, by host id, the leaves with a holding there, in
-// path order.
-func (s *roundSeating) holdersByHost() [][]int32 {
-	n := int32(0)
-	for _, pt := range s.parts {
-		n = max(n, pt.host+1)
-	}
-	for _, l := range s.t.sortedLeaves {
-		for _, h := range s.rest[l] {
-			n = max(n, h.host+1)
+// holdersOn lists the leaves with a holding on host h, in path order
+// (rest keeps an entry for every holding): the seating walks a host's
+// holders, not every leaf, for each host it seats or repairs.
+func (s *roundSeating) holdersOn(h int32) []int32 {
+	if s.byHost == nil {
+		n := int32(0)
+		for _, l := range s.t.sortedLeaves {
+			for _, x := range s.rest[l] {
+				n = max(n, x.host+1)
+			}
+		}
+		s.byHost = make([][]int32, n)
+		for _, l := range s.t.sortedLeaves {
+			for _, x := range s.rest[l] {
+				s.byHost[x.host] = append(s.byHost[x.host], l)
+			}
 		}
 	}
-	out := make([][]int32, n)
-	for _, l := range s.t.sortedLeaves {
-		for _, h := range s.rest[l] {
-			out[h.host] = append(out[h.host], l)
-		}
+	if h < 0 || int(h) >= len(s.byHost) {
+		return nil
 	}
-	return out
+	return s.byHost[h]
 }
 
 // swapOne seats one of borrower b's slots (its holding jb) on owner o's
@@ -332,8 +334,8 @@ func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *hel
 	if x != 0 {
 		return
 	}
-	for _, h := range s.hostsOf(members) {
-		holders := slices.DeleteFunc(slices.Clone(members), func(l int32) bool { return s.restOn(l, h) == 0 })
+	for _, h := range s.hostsOf(members) { // members: every leaf
+		holders := slices.DeleteFunc(slices.Clone(s.holdersOn(h)), func(l int32) bool { return s.restOn(l, h) == 0 })
 		slices.SortStableFunc(holders, func(a, b int32) int {
 			return s.t.keeperOrder(a, s.t.holdingOn(a, h), b, s.t.holdingOn(b, h))
 		})
