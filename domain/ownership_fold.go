@@ -273,9 +273,9 @@ func (p *Pool) placeRules() placeRules {
 		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast}
 	switch {
 	case p.seatsByRounds() && p.seats != nil:
-		r.seated = p.seats.seatedOn
+		r.seated, r.returnSeated = p.seats.seatedOn, p.seatedOn
 	case p.mode.behaviour.seatedReturns:
-		r.seated = p.seatedOn
+		r.seated, r.returnSeated = p.seatedOn, p.seatedOn
 	}
 	if !p.mode.shareRatio {
 		r.grant, r.borrow, r.reclaim, r.phased = RulePriorityEntitled, RulePriorityBorrow, RulePriorityReclaim, true

@@ -77,10 +77,28 @@ func (pl *placement) pair() {
 		slices.SortFunc(hl.losers, func(a, b int32) int { return pl.giveBackOrder(hl.lost, a, b) })
 	}
 	var seatedLeft map[seatKey]Slots // rules 4: what each borrower still sits on in a part, as returns take it
-	if pl.rules.seated != nil {
+	if pl.rules.returnSeated != nil {
 		seatedLeft = map[seatKey]Slots{}
 	}
-	for g := range gains { // returns
+	order := make([]int, len(gains))
+	for g := range order {
+		order[g] = g
+	}
+	if seatedLeft != nil && pl.rules.phased {
+		// Rules 4 under priority: a return pairs with what a gain borrows
+		// before what it is entitled to. Section 4's entitled leaves take
+		// free slots first and the borrow step comes after, so the slots
+		// free slots cannot cover, which the owner's branch takes back, are
+		// the borrowed ones (docs/decisions.md #341).
+		borrowsFirst := func(g int) int {
+			if gains[g].rule == pl.rules.borrow {
+				return 0
+			}
+			return 1
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(borrowsFirst(a), borrowsFirst(b)) })
+	}
+	for _, g := range order { // returns
 		x := &gains[g]
 		h, owner := pl.parts[x.part].host, pl.parts[x.part].owner
 		hl := lossOn(h)
@@ -99,7 +117,7 @@ func (pl *placement) pair() {
 				k := seatKey{h, owner, v}
 				left, ok := seatedLeft[k]
 				if !ok {
-					left = pl.rules.seated(h, owner, v)
+					left = pl.rules.returnSeated(h, owner, v)
 				}
 				n = minSlots(minSlots(x.slots, hl.lost[v]+netted(v, h)), left)
 				if n > hl.lost[v] {

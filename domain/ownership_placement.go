@@ -90,8 +90,15 @@ type placeRules struct {
 	// moveGrace and lendRevoked: rules 4's ruling 13 and 10 (behaviour).
 	moveGrace, lendRevoked bool
 	// seated, under rules 4 (ruling 11): what leaf sits on in owner's part
-	// of host h at the start of the rebalance (nil before).
-	seated func(h, owner, leaf int32) Slots
+	// of host h at the start of the rebalance (nil before), as the fold
+	// seats it (under priority, the rounds of ruling 12); step 1 keeps it.
+	// returnSeated is the same by the keepers' seating (ruling 8,
+	// docs/rules.md#seating): the borrowers an owner's return is paired
+	// with. The rounds seat an owner's own use on its part before anyone
+	// else, so a borrower on the part an owner takes back whole sits
+	// nowhere in them; ruling 8 seats holders by what they hold
+	// (docs/decisions.md #341).
+	seated, returnSeated func(h, owner, leaf int32) Slots
 	// onTotals, under rules 4 with share_ratio without preemption (ruling
 	// 4): step 2 fills on totals (fill_on_totals.go).
 	onTotals bool
