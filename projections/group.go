@@ -115,7 +115,7 @@ func (g *Group) stayOut(ctx context.Context, p *Projector) {
 			return
 		case <-tick.C:
 		}
-		info, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		info, err := request(ctx, p, func(ctx context.Context) (jetstream.Consumer, error) {
 			return p.js.Consumer(ctx, stream.Name, p.offsetName())
 		})
 		if err != nil {
@@ -195,7 +195,7 @@ func (g *Group) holdings(ctx context.Context) ([]*Projector, int) {
 		if p.holding.Load() {
 			held = append(held, p)
 		}
-		info, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		info, err := request(ctx, p, func(ctx context.Context) (jetstream.Consumer, error) {
 			return p.js.Consumer(ctx, stream.Name, p.offsetName())
 		})
 		if err != nil {

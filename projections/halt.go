@@ -222,7 +222,7 @@ func (p *Projector) eachPoolMsg(ctx context.Context, name string, from, last uin
 // lastPoolSeq is the sequence of pool name's last stored message at or
 // before to (0: none), as the stream leader holds it.
 func (p *Projector) lastPoolSeq(ctx context.Context, name string, to uint64) (uint64, error) {
-	m, err := request(ctx, func(ctx context.Context) (*stream.Msg, error) {
+	m, err := request(ctx, p, func(ctx context.Context) (*stream.Msg, error) {
 		m, ok, err := stream.Last(ctx, p.js.Conn(), stream.PoolFilter(name))
 		if !ok {
 			return nil, err

@@ -84,7 +84,7 @@ func (p *Projector) streamLast(ctx context.Context) (uint64, error) {
 // streamInfo is the stream's info, as its leader answered the look-up
 // (one request, bounded by requestTimeout: requests.go).
 func (p *Projector) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
-	s, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return stream.Ensure(ctx, p.js) })
+	s, err := request(ctx, p, func(ctx context.Context) (jetstream.Stream, error) { return stream.Ensure(ctx, p.js) })
 	if err != nil {
 		return nil, fmt.Errorf("stream %s info: %w", stream.Name, err)
 	}

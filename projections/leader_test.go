@@ -53,8 +53,8 @@ func (m *model) publishAcked(pool string, p events.Payload) time.Time {
 
 // stallBound is how long an event may wait to be projected while the
 // stream's leader moves: a lost request is given up after requestTimeout
-// (1 s) and asked again after 100 ms, and the partition is taken over
-// again from PostgreSQL. A partition that waited out nats.go's default
+// (1 s; 2 s for a second one lost in a row) and asked again after
+// 100 ms, and the partition is taken over again from PostgreSQL. A partition that waited out nats.go's default
 // timeout instead (5 s) made events wait 4.9 to 6.3 s.
 const stallBound = 3500 * time.Millisecond
 

@@ -182,7 +182,7 @@ func (p *Projector) giveUp(ctx context.Context) error {
 	}
 	p.saveResident() // the next holder takes the pools up from these
 	p.holding.Store(false)
-	_, err := request(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := request(ctx, p, func(ctx context.Context) (struct{}, error) {
 		s, err := p.js.Stream(ctx, stream.Name)
 		if err == nil {
 			err = s.UnpinConsumer(ctx, p.offsetName(), PriorityGroup)
@@ -207,7 +207,7 @@ func (p *Projector) giveUp(ctx context.Context) error {
 // was migrated) is given the filters it needs now, keeping its place.
 func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	name := p.offsetName()
-	s, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return p.js.Stream(ctx, stream.Name) })
+	s, err := request(ctx, p, func(ctx context.Context) (jetstream.Stream, error) { return p.js.Stream(ctx, stream.Name) })
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Name, err)
 	}
@@ -215,13 +215,13 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 	p.partitionedFrom = stream.PartitionedFrom(s.CachedInfo().Config)
 	want := p.partitionConsumerConfig()
 	consumer := func(ctx context.Context) (jetstream.Consumer, error) { return p.js.Consumer(ctx, stream.Name, name) }
-	cons, err := request(ctx, consumer)
+	cons, err := request(ctx, p, consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		cons, err = request(ctx, p, func(ctx context.Context) (jetstream.Consumer, error) {
 			return p.js.CreateConsumer(ctx, stream.Name, want)
 		})
 		if errors.Is(err, jetstream.ErrConsumerExists) {
-			cons, err = request(ctx, consumer) // another instance made it first
+			cons, err = request(ctx, p, consumer) // another instance made it first
 		}
 	}
 	if err != nil {
@@ -235,7 +235,7 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 		update := func(ctx context.Context) (jetstream.Consumer, error) {
 			return p.js.UpdateConsumer(ctx, stream.Name, cfg)
 		}
-		if cons, err = request(ctx, update); err != nil {
+		if cons, err = request(ctx, p, update); err != nil {
 			return fmt.Errorf("set the ack wait and filters of consumer %s: %w", name, err)
 		}
 	}
@@ -322,7 +322,7 @@ func (p *Projector) storedOffset(ctx context.Context) (uint64, error) {
 // under a consumer being read and acknowledged mixes delivery sequences
 // from before and after it, which stalls it.
 func (p *Projector) resetPartition(ctx context.Context, seq uint64) error {
-	_, err := request(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := request(ctx, p, func(ctx context.Context) (struct{}, error) {
 		s, err := p.js.Stream(ctx, stream.Name)
 		if err == nil {
 			_, err = s.ResetConsumerToSequence(ctx, p.offsetName(), seq)
@@ -346,7 +346,7 @@ func (p *Projector) alignPartitionConsumer(ctx context.Context) error {
 	// The consumer first: what it acknowledged was committed before, so
 	// the offset read after it is at least as far unless the database
 	// went back.
-	info, err := request(ctx, p.cons.Info)
+	info, err := request(ctx, p, p.cons.Info)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", p.offsetName(), err)
 	}

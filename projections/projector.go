@@ -61,6 +61,9 @@ type Projector struct {
 	// the messages set aside for busy pools (fair.go).
 	carry    []jetstream.Msg
 	deferred backlog
+	// requestsTimedOut counts the NATS requests that timed out in a row
+	// (requests.go).
+	requestsTimedOut atomic.Int32
 	// rereadDelay is the pause before a gap's fill is tried again after
 	// the stream did not answer (process), doubling from minBackoff.
 	rereadDelay time.Duration
@@ -679,7 +682,7 @@ func (p *Projector) fail(stage string) error {
 // the committed sequence + 1: a durable's start cannot be moved, and
 // PostgreSQL, not the consumer's ack floor, says where the projection is.
 func (p *Projector) resetConsumer(ctx context.Context) error {
-	_, err := request(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := request(ctx, p, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, p.js.DeleteConsumer(ctx, stream.Name, p.cfg.name)
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -695,7 +698,7 @@ func (p *Projector) resetConsumer(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   p.committed + 1,
 	}
-	cons, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := request(ctx, p, func(ctx context.Context) (jetstream.Consumer, error) {
 		return p.js.CreateConsumer(ctx, stream.Name, cfg)
 	})
 	if err != nil {

@@ -19,20 +19,33 @@ import (
 // partitions stalled 4.9-6.3 s after the stream leader's server was
 // shut down, whose leadership moved within milliseconds).
 //
-// So every such request carries a deadline of requestTimeout: an answer
-// takes milliseconds, and one that has not come in a second was lost. A
-// request the projector cannot go on without is asked again with
-// backoff (retry: 100 ms, doubling, up to 5 s); one that only keeps a
-// quiet partition's offset moving (advanceQuiet, watchStall) is asked
-// again at the next idle spell. The heal lock is taken only to heal a
-// stream found behind, never across a request of a stream that is not.
-// The partition's in-progress acks (inflight.go) and the other
-// partitions run beside the loop and never wait for it (decision 258).
-const requestTimeout = time.Second
+// So every such request carries a deadline: requestTimeout at first (an
+// answer takes milliseconds; one that has not come in a second was
+// lost), doubled after each request of the projector that timed out in
+// a row, up to maxRequestTimeout (nats.go's default), so that a server
+// slow to answer, not silent, is waited for as before. A request the
+// projector cannot go on without is asked again with backoff (retry:
+// 100 ms, doubling, up to 5 s); one that only keeps a quiet partition's
+// offset moving (advanceQuiet, watchStall) is asked again at the next
+// idle spell. The heal lock is taken only to heal a stream found behind,
+// never across a request of a stream that is not. The partition's
+// in-progress acks (inflight.go) and the other partitions run beside
+// the loop and never wait for it (decision 258).
+const (
+	requestTimeout    = time.Second
+	maxRequestTimeout = 5 * time.Second
+)
 
-// request runs one NATS request f with requestTimeout.
-func request[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+// request runs one NATS request f of p with p's request timeout.
+func request[T any](ctx context.Context, p *Projector, f func(context.Context) (T, error)) (T, error) {
+	wait := min(requestTimeout<<min(p.requestsTimedOut.Load(), 3), maxRequestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return f(rctx)
+	v, err := f(rctx)
+	if err != nil && rctx.Err() != nil && ctx.Err() == nil { // its own deadline, not the caller's end
+		p.requestsTimedOut.Add(1)
+	} else {
+		p.requestsTimedOut.Store(0) // answered
+	}
+	return v, err
 }

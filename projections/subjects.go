@@ -183,7 +183,7 @@ func (p *Projector) ownAfter(ctx context.Context, from, last uint64) (bool, erro
 		if f == stream.LegacyFilter && from > p.legacyUntil() {
 			continue
 		}
-		m, err := request(ctx, func(ctx context.Context) (*stream.Msg, error) {
+		m, err := request(ctx, p, func(ctx context.Context) (*stream.Msg, error) {
 			m, ok, err := stream.Next(ctx, p.js.Conn(), from, f)
 			if !ok {
 				return nil, err
@@ -209,7 +209,7 @@ func (p *Projector) advanceQuiet(ctx context.Context) error {
 	if err := p.writer.drain(); err != nil {
 		return err
 	}
-	last, err := request(ctx, func(ctx context.Context) (uint64, error) { return stream.LastSeq(ctx, p.js.Conn()) })
+	last, err := request(ctx, p, func(ctx context.Context) (uint64, error) { return stream.LastSeq(ctx, p.js.Conn()) })
 	if err != nil || last <= p.folded {
 		return nil // NATS away: the next quiet spell tries again
 	}
@@ -241,7 +241,7 @@ VALUES ($1, $2, now(), $3, $4, $5) ON CONFLICT (name) DO NOTHING`
 // moved at its next commit and takes the partition again from
 // PostgreSQL (ErrPartitionLost), which costs a rebuild, never a row.
 func (p *Projector) advanceUnheld(ctx context.Context, committed, last uint64) error {
-	info, err := request(ctx, p.cons.Info)
+	info, err := request(ctx, p, p.cons.Info)
 	if err != nil {
 		return err
 	}
