@@ -336,6 +336,7 @@ func (f *fold) rebalance4() {
 			since[l] = s
 		}
 		f.priority4(ly)
+		f.swap4(start)
 		f.engineOrder(start)
 		f.placedOrderPriority(start, since)
 		return
@@ -958,12 +959,15 @@ func (m *Model) layeredT0(d *derived, ly layers, e0 map[string]int64) map[string
 // may hold; for a matched slot the borrower keeps the owner's slot and
 // the owner is given the borrower's (grant, own.use). Decisions are then
 // the net change: a return and its compensation that cancel leave none.
+var swapReclaims = false
+
 func (f *fold) swap4(start int) {
 	m := f.m
 	if m.pol.reclaimForPreference {
 		return
 	}
 	out := append([]Decision(nil), f.out[start:]...)
+	var add []Decision // the owner's stand-in slots
 	changed := false
 	for i := range out {
 		r := &out[i]
@@ -978,11 +982,11 @@ func (f *fold) swap4(start int) {
 			if r.Slots == 0 {
 				break
 			}
-			if g.Consumer != r.From || (g.Kind != "grant" && g.Kind != "lend") || g.Slots == 0 || g.Rule == "own.use" {
+			if g.Consumer != r.From || (g.Kind != "grant" && g.Kind != "lend" && !(g.Kind == "reclaim" && (swapReclaims || g.From == r.Consumer))) || g.Slots == 0 || g.Rule == "own.use" {
 				continue
 			}
 			part := g.From
-			if g.Kind == "grant" {
+			if g.Kind != "lend" {
 				part = f.grantPart(g.Consumer, g.Host)
 			}
 			if part == "" || !m.mayHold(r.Consumer, part) {
@@ -997,13 +1001,21 @@ func (f *fold) swap4(start int) {
 			f.addAlloc(r.Consumer, g.Host, n)
 			r.Slots -= n
 			g.Slots -= n
-			out = append(out, Decision{Kind: "grant", Consumer: r.Consumer, Host: g.Host, Slots: n, Rule: "own.use"})
 			changed = true
+			if g.Kind == "reclaim" {
+				if g.From != r.Consumer { // the owner takes the slots from the victim itself
+					add = append(add, Decision{Kind: "reclaim", Consumer: r.Consumer, From: g.From, Host: g.Host, Slots: n, Rule: g.Rule, Deadline: g.Deadline})
+				} // else the owner keeps its slot there: nothing moves
+				continue
+			}
+			// appended after the loops: r and g point into out
+			add = append(add, Decision{Kind: "grant", Consumer: r.Consumer, Host: g.Host, Slots: n, Rule: "own.use"})
 		}
 	}
 	if !changed {
 		return
 	}
+	out = append(out, add...)
 	// net: an owner's release (its excess after the return) and its own.use
 	// grant on the same host cancel
 	for i := range out {

@@ -39,3 +39,47 @@ steps:
         - {kind: return, consumer: /b/a/a, from: /b/b, slots: 0}
 `)
 }
+
+// TestRules4SwapUnderPriority: ruling 9's swap (reclaim_for_preference
+// false) holds under priority too: the spec's r09 as a priority pool. /O's
+// return of 4 from /B is matched with /B's compensation, 2 entitled and 2
+// borrowed public slots of h2 (G = 2 of the public pool's 4), so /B keeps
+// h1 and /O is granted h2 (own.use); at the next event the return and the
+// compensation cancel again (a reclaim of /B from /O itself): no decision.
+func TestRules4SwapUnderPriority(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority, enforcement: leaf}
+  consumers:
+    - {path: /B, share: 1}
+    - {path: /O, share: 1, own: [{host: h1}]}
+hosts:
+  - {name: h1, slots: 4}
+steps:
+  - events: [{type: demand, demands: {/B: 4}}]
+    expect:
+      allocations: {/B: 4}
+      decisions:
+        - {kind: lend, consumer: /B, from: /O, host: h1, slots: 4}
+  - events: [{type: host_up, host: h2, slots: 4}]
+    expect:
+      allocations: {/B: 4}
+  - events: [{type: demand, demands: {/O: 4}}]
+    expect:
+      allocations: {/B: 4, /O: 4}
+      placed: {/B: {h1: 4}, /O: {h2: 4}}
+      decisions:
+        - {kind: grant, consumer: /O, host: h2, rule: own.use, slots: 4}
+        - {kind: return, consumer: /O, from: /B, slots: 0}
+        - {kind: grant, consumer: /B, slots: 0}
+  - events: [{type: demand, demands: {/B: 4}}]
+    expect:
+      allocations: {/B: 4, /O: 4}
+      placed: {/B: {h1: 4}, /O: {h2: 4}}
+      decisions:
+        - {kind: return, consumer: /O, from: /B, slots: 0}
+        - {kind: reclaim, consumer: /B, from: /O, slots: 0}
+        - {kind: grant, consumer: /O, slots: 0}
+`)
+}
