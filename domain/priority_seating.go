@@ -39,6 +39,8 @@ type roundSeating struct {
 	first []int32 // by host id: firstPartOf the host (firstOn)
 	room  []Slots
 	rest  [][]holding
+	left  []Slots // by leaf: the sum of its rest (a leaf with none has nothing to seat)
+	held  int     // the leaves' holdings, counted (about as many seats are recorded)
 	inX   []Slots // scratch of one pool, by node id: what a leaf sits on in it
 	// sat: what each leaf sits on in each owner's part of each host (the
 	// placement reads it: seatedOn).
@@ -76,8 +78,8 @@ func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 	for _, l := range t.sortedLeaves {
 		held += len(t.nodes[l].holdings)
 	}
-	s := &roundSeating{t: t, parts: parts, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes)),
-		sat: make(map[seatKey]Slots, held), classOf: map[int32]int{}, ownSat: make([]Slots, len(t.nodes))}
+	s := &roundSeating{t: t, parts: parts, held: held, room: make([]Slots, len(parts)), rest: make([][]holding, len(t.nodes)), inX: make([]Slots, len(t.nodes)),
+		sat: make(map[seatKey]Slots, held), classOf: map[int32]int{}, ownSat: make([]Slots, len(t.nodes)), left: make([]Slots, len(t.nodes))}
 	for i, pt := range parts {
 		s.room[i] = pt.slots
 	}
@@ -92,6 +94,9 @@ func newRoundSeating(t *tree, parts []hostPart) *roundSeating {
 		at := len(backing)
 		backing = append(backing, t.nodes[l].holdings...)
 		s.rest[l] = backing[at:len(backing):len(backing)]
+		for _, h := range s.rest[l] {
+			s.left[l] += h.slots
+		}
 		for j := range s.rest[l] {
 			h := &s.rest[l][j]
 			if k := s.partOf(h.host, l); k >= 0 {
@@ -119,6 +124,7 @@ func (s *roundSeating) sit(l int32, k int, h *holding, n Slots) {
 		return
 	}
 	h.slots -= n
+	s.left[l] -= n
 	s.room[k] -= n
 	s.sat[seatKey{host: s.parts[k].host, owner: s.parts[k].owner, leaf: l}] += n
 }
@@ -350,7 +356,7 @@ func (s *roundSeating) seatPool(f *layeredFold, x int32, pc *poolClasses, d *hel
 // -1) on pool x's classes it may use, in the pool's class order, up to
 // bound slots in the pool.
 func (s *roundSeating) seatLeaf(f *layeredFold, x int32, pc *poolClasses, l, host int32, bound Slots) {
-	if s.inX[l] >= bound {
+	if s.inX[l] >= bound || s.left[l] == 0 {
 		return
 	}
 	// The parts of the tier on the hosts where l has slots to seat, in the

@@ -21,10 +21,14 @@ func layeredFoldOf(t *tree, in layeredInput) *layeredFold {
 	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount, priorityPerPool: in.priorityPerPool, releaseOrder: in.releaseOrder, seat: in.seat,
 		remDemand: make([]Slots, n), remMax: make([]Slots, n), excess: make([]Slots, n), inbox: make([][]lentSlots, n),
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
-	if f.held == nil {
-		f.held = map[heldKey]Slots{}
+	size := len(in.held.keys)
+	if in.seat != nil { // held is filled as the seating seats each pool
+		size = in.seat.held
 	}
-	f.heldBy = make(map[poolLeaf][]int32, len(in.held.keys))
+	if f.held == nil {
+		f.held = make(map[heldKey]Slots, size)
+	}
+	f.heldBy = make(map[poolLeaf][]int32, size)
 	for _, k := range in.held.keys {
 		pl := poolLeaf{k.pool, k.leaf}
 		f.heldBy[pl] = append(f.heldBy[pl], k.lender)
