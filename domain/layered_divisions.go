@@ -212,13 +212,16 @@ func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, kind splitKind) 
 	out[id] = q
 	f.split(id, q, kind)
 	kids := f.t.nodes[id].children
-	parts := make([]Slots, len(kids))
-	for i, k := range kids {
-		parts[i] = f.got[k]
+	// The children's parts, kept on a stack while the splits below
+	// overwrite got (one array for the whole walk).
+	at := len(f.parts)
+	for _, k := range kids {
+		f.parts = append(f.parts, f.got[k])
 	}
 	for i, k := range kids {
-		f.splitDown(k, parts[i], out, kind)
+		f.splitDown(k, f.parts[at+i], out, kind)
 	}
+	f.parts = f.parts[:at]
 }
 
 // dividePriority is reclaim: priority (docs/rules.md#priority) inside the

@@ -161,6 +161,8 @@ type layeredFold struct {
 	// (dividePriorityOnce).
 	keptBuf []classSlots
 	esBuf   []Slots
+	// parts: splitDown's stack of the children's parts.
+	parts []Slots
 }
 
 // computeLayeredTargets divides every layer.
