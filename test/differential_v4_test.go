@@ -124,7 +124,7 @@ var v4ScenarioRatchet = map[string]int{
 // only by the order of decisions within an event (-v4.anyorder), and the
 // rest by what is decided, not adjudicated yet (test/refmodel/AMBIGUITIES.md,
 // "The differential test of rules 4"; the engine disputes 01-12 are
-// settled, testdata/settled-*.yaml; 13-16, under priority, are open in
+// settled, testdata/settled-*.yaml, 13-16 by #341; 17 and 18 are open in
 // test/refmodel/testdata/engine-disputes). The readings the model took where the
 // spec is open are docs/decisions.md #232-#234 and #235.
 //
