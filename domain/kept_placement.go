@@ -70,8 +70,25 @@ func (p *Pool) placeKept() []placeMove {
 			k.noteHeld(l)
 		}
 	}
-	for _, l := range p.inc.dueMoved.take() {
+	moved := p.inc.dueMoved.take()
+	for _, l := range moved {
 		k.noteHeld(l)
+	}
+	var forced []int32
+	if p.returnsFromKeepers() {
+		// A quiet leaf seated on a part whose owner's due moved may give
+		// the owner a return though it keeps its slots elsewhere on the
+		// host (returnFromKeepers): it takes part in the run.
+		parts, _ := p.hostParts()
+		for _, l := range moved {
+			for _, h := range p.ownerHosts(parts, l) {
+				for _, s := range p.sittingsOn(parts, h) {
+					if o := parts[s.part].owner; s.leaf != l && o != noNode && (o == l || p.t.contains(o, l)) {
+						forced = append(forced, s.leaf)
+					}
+				}
+			}
+		}
 	}
 	var run []int32
 	for _, l := range k.redo.take() {
@@ -79,7 +96,15 @@ func (p *Pool) placeKept() []placeMove {
 			run = append(run, l)
 		}
 	}
+	for _, l := range forced {
+		if k.quiet[l] {
+			k.addQuiet(idx, l, -1)
+			k.quiet[l] = false
+			run = append(run, l)
+		}
+	}
 	slices.Sort(run)
+	run = slices.Compact(run)
 	if k.over == 0 {
 		if moves, ok := k.placeRun(p, idx, run); ok {
 			for _, l := range run {
@@ -97,6 +122,18 @@ func (p *Pool) placeKept() []placeMove {
 	pl := p.place(idx, p.keptEveryLeaf(idx), &k.bufs)
 	pl.release()
 	return pl.moves
+}
+
+// ownerHosts lists the hosts where leaf l or one of its ancestors owns a
+// part, in host order.
+func (p *Pool) ownerHosts(parts []hostPart, l int32) []int32 {
+	var hs []int32
+	for _, pt := range parts {
+		if pt.owner != noNode && (pt.owner == l || p.t.contains(pt.owner, l)) && (len(hs) == 0 || hs[len(hs)-1] != pt.host) {
+			hs = append(hs, pt.host)
+		}
+	}
+	return hs
 }
 
 // keptEveryLeaf is a placement of every leaf on the kept fold's due

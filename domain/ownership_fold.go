@@ -262,6 +262,17 @@ func (p *Pool) holders() [][]leafSlots {
 	return out
 }
 
+// returnsFromKeepers: rules 4's share_ratio with preemption, not on
+// totals, pairs an owner's gain with the borrowers seated on its part
+// whom step 1 kept elsewhere on the host (docs/decisions.md #342). With
+// reclaim_for_preference false ruling 9 swaps such a return with the
+// borrower's compensation, which is what step 1's keep already comes to:
+// the owner is given the other slot, the borrower stays.
+func (p *Pool) returnsFromKeepers() bool {
+	return p.mode.behaviour.returnsFromKeepers && p.mode.shareRatio && p.mode.preempt && !p.onTotals() &&
+		p.plan.Policy.ReclaimForPreferenceOrDefault()
+}
+
 // placeRules are the pool's policy's choices for the placement.
 func (p *Pool) placeRules() placeRules {
 	r := placeRules{grant: RuleShareRatioGrant, borrow: RuleShareRatioGrant, reclaim: RuleShareRatioReclaim,
@@ -270,7 +281,8 @@ func (p *Pool) placeRules() placeRules {
 		keepSeating: (p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt) || p.onTotals(),
 		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
 		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore, swapDues: p.mode.behaviour.swapDues,
-		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast}
+		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast,
+		returnsFromKeepers: p.returnsFromKeepers()}
 	switch {
 	case p.seatsByRounds() && p.seats != nil:
 		r.seated, r.returnSeated = p.seats.seatedOn, p.seatedOn

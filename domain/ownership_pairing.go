@@ -51,9 +51,11 @@ func (pl *placement) pair() {
 	}
 	// unnet gives back to leaf v's gains on host h up to k of what was
 	// netted against its loss there, and returns how much.
+	// Only the gains placed before the returns were netted (relabeled):
+	// those returnFromKeepers appends never are.
 	unnet := func(v, h int32, k Slots) Slots {
 		done := Slots(0)
-		for g := range gains {
+		for g := range relabeled {
 			if x := &gains[g]; x.leaf == v && pl.parts[x.part].host == h && relabeled[g] > 0 && done < k {
 				n := minSlots(relabeled[g], k-done)
 				relabeled[g] -= n
@@ -65,7 +67,7 @@ func (pl *placement) pair() {
 	}
 	netted := func(v, h int32) Slots {
 		n := Slots(0)
-		for g := range gains {
+		for g := range relabeled {
 			if gains[g].leaf == v && pl.parts[gains[g].part].host == h {
 				n += relabeled[g]
 			}
@@ -131,6 +133,9 @@ func (pl *placement) pair() {
 				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: owner})
 				pl.takeIneligible(h, v, owner, n)
 			}
+		}
+		if x.slots > 0 && seatedLeft != nil && pl.rules.returnsFromKeepers {
+			gains = pl.returnFromKeepers(g, gains, hl, seatedLeft, netted)
 		}
 	}
 	if pl.ineligible != nil {
@@ -314,6 +319,54 @@ func (pl *placement) giveBackOrder(lost map[int32]Slots, a, b int32) int {
 		return cmpDesc(lost[a], lost[b])
 	}
 	return cmp.Compare(a, b)
+}
+
+// returnFromKeepers is rules 4's return from a borrower seated on the
+// owner's part of the host that step 1 kept on the host, on another part
+// (docs/decisions.md #342; ruling 11: the owner's gain is paired only with
+// the slots leaves are seated on in its part). The borrower gives the
+// owner what it sits on there, up to what is left of gains[g], and is
+// given as much on the part it kept, a placing appended to gains and paired
+// like the others (free slots, then what others give up on the host), so
+// nobody's count changes: return /p from /w, then reclaim /w from /v
+// where the engine recorded reclaim /p from /v. Only under share_ratio
+// with preemption, where a leaf below its target takes from those above.
+func (pl *placement) returnFromKeepers(g int, gains []placing, hl *hostLoss, seatedLeft map[seatKey]Slots, netted func(v, h int32) Slots) []placing {
+	x := gains[g]
+	h, owner := pl.parts[x.part].host, pl.parts[x.part].owner
+	i0, i1 := pl.partsOfHost(h)
+	for _, b := range pl.holders[h] {
+		if gains[g].slots == 0 {
+			break
+		}
+		v := b.leaf
+		if v == x.leaf || hl.lost[v] > 0 || netted(v, h) > 0 || !pl.isReturn(x.leaf, v, owner) {
+			continue
+		}
+		k := seatKey{h, owner, v}
+		seated, ok := seatedLeft[k]
+		if !ok {
+			seated = pl.rules.returnSeated(h, owner, v)
+		}
+		// the part it is given its slots back on: another part of the
+		// host it may hold, its nearest tier first (tierOf: its own, its
+		// ancestors' private parts, public, then parts lent to it)
+		at := -1
+		for i := i0; i < i1; i++ {
+			if o := pl.parts[i].owner; o != owner && pl.t.mayUse(v, o) && (at < 0 || pl.tierOf(v, o) < pl.tierOf(v, pl.parts[at].owner)) {
+				at = i
+			}
+		}
+		n := minSlots(gains[g].slots, seated)
+		if n <= 0 || at < 0 {
+			continue
+		}
+		seatedLeft[k] = seated - n
+		gains[g].slots -= n
+		pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: owner})
+		gains = append(gains, placing{leaf: v, part: at, slots: n, rule: pl.rules.grant})
+	}
+	return gains
 }
 
 // gain records what a placing gains: taken from what leaves above their

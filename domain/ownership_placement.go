@@ -113,6 +113,11 @@ type placeRules struct {
 	// keepMore, under rules 4: step 1 keeps along augmenting paths what
 	// its greedy pass could not (ownership_keep_more.go).
 	keepMore bool
+	// returnsFromKeepers, under rules 4's share_ratio with preemption on
+	// the layered targets: an owner's gain is paired as a return with a
+	// borrower seated on its part that step 1 kept elsewhere on the host
+	// (returnFromKeepers).
+	returnsFromKeepers bool
 	// swapDues, under rules 4 with preemption: the last keep swaps dues
 	// between two leaves that may both hold both parts rather than move
 	// one (keepInstead, swapDues).

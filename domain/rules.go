@@ -174,6 +174,12 @@ type behaviour struct {
 	// may hold the holder's other due parts, rather than moving it
 	// (ownership_keep.go swapDues; docs/decisions.md #340).
 	swapDues bool
+	// returnsFromKeepers: under share_ratio with preemption an owner's
+	// gain is a return from the borrower seated on its part though step 1
+	// kept that borrower on the host, which then takes its slots from the
+	// others (ownership_pairing.go returnFromKeepers; docs/decisions.md
+	// #342).
+	returnsFromKeepers bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -181,7 +187,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
-		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4}
+		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

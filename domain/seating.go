@@ -167,6 +167,8 @@ func (s *seating) privatePools() {
 				tier := width * int(t.maxDepth-t.nodes[x].depth)
 				switch {
 				case x != o && s.restrictiveFirst && t.restrictiveFor(s.held[hk].host, o):
+				case x != o && s.restrictiveFirst:
+					continue // rules 4: after the public part (lentParts; docs/decisions.md #332)
 				case x != o:
 					tier += width - 1
 				case s.restrictiveFirst:
