@@ -104,6 +104,19 @@ func (m *model) pool(name string) *domain.Pool {
 // publish appends one event and folds it into the model.
 func (m *model) publish(pool string, p events.Payload) {
 	m.t.Helper()
+	env, data := m.next(pool, p)
+	at := env.Time
+	ack, err := m.js.Publish(context.Background(), stream.Subject(pool, p.EventType()), data, jetstream.WithMsgID(env.ID))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.fold(pool, ack.Sequence, at, p)
+}
+
+// next is the model's next event for pool, as its envelope and the bytes
+// appended: a new id, the model's clock a second on.
+func (m *model) next(pool string, p events.Payload) (events.Envelope, []byte) {
+	m.t.Helper()
 	m.n++
 	at := m.clock
 	m.clock = m.clock.Add(time.Second)
@@ -115,11 +128,7 @@ func (m *model) publish(pool string, p events.Payload) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	ack, err := m.js.Publish(context.Background(), stream.Subject(pool, p.EventType()), data, jetstream.WithMsgID(env.ID))
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.fold(pool, ack.Sequence, at, p)
+	return env, data
 }
 
 func (m *model) fold(pool string, seq uint64, at time.Time, p events.Payload) {

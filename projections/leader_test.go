@@ -26,17 +26,8 @@ import (
 // append was acknowledged.
 func (m *model) publishAcked(pool string, p events.Payload) time.Time {
 	m.t.Helper()
-	m.n++
-	at := m.clock
-	m.clock = m.clock.Add(time.Second)
-	env, err := events.New(fmt.Sprintf("ev-%d", m.n), pool, "test", at, p)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	data, err := jsonMarshal(env)
-	if err != nil {
-		m.t.Fatal(err)
-	}
+	env, data := m.next(pool, p)
+	at := env.Time
 	for begin := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		ack, err := m.js.Publish(ctx, stream.Subject(pool, p.EventType()), data, jetstream.WithMsgID(env.ID))
