@@ -20,15 +20,24 @@ type classGroup struct {
 }
 
 // subtreeGraces lists the distinct reclaim_grace values of x's leaves,
-// ascending.
-func (f *layeredFold) subtreeGraces(x int32) []time.Duration {
-	n := &f.t.nodes[x]
-	var gs []time.Duration
-	for _, l := range f.t.leaves[n.lo:n.hi] {
-		gs = append(gs, f.t.nodes[l].reclaimGrace)
+// ascending: a property of the plan, kept on the tree once made (the
+// caller does not modify it).
+func (t *tree) subtreeGraces(x int32) []time.Duration {
+	if t.graces == nil {
+		t.graces = make([][]time.Duration, len(t.nodes))
+	}
+	if gs := t.graces[x]; gs != nil {
+		return gs
+	}
+	n := &t.nodes[x]
+	gs := make([]time.Duration, 0, n.hi-n.lo)
+	for _, l := range t.leaves[n.lo:n.hi] {
+		gs = append(gs, t.nodes[l].reclaimGrace)
 	}
 	slices.Sort(gs)
-	return slices.Compact(gs)
+	gs = slices.Clip(slices.Compact(gs))
+	t.graces[x] = gs
+	return gs
 }
 
 // classGroups groups a pool's slots by the set of leaves that may use

@@ -266,7 +266,7 @@ func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
 			f.excess[l] = max(0, sits-f.remDemand[l])
 		}
 	}
-	graces := f.subtreeGraces(x)
+	graces := f.t.subtreeGraces(x)
 	groups := f.classGroups(lent, unrestricted, graces)
 	var leftover []lentSlots
 	if f.priorityPerPool && !f.policy.shareRatio && (len(groups) > 1 || f.seat != nil) {

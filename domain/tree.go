@@ -92,6 +92,9 @@ type tree struct {
 	// byEntitled, byBorrow: every leaf in the entitled and the borrow
 	// orders as last sorted (inEntitledOrder, inBorrowOrder).
 	byEntitled, byBorrow []int32
+	// graces: by node id, the distinct reclaim_grace values of its leaves
+	// ascending, made when first asked (subtreeGraces).
+	graces [][]time.Duration
 	tops                 []int32
 	byPath               map[string]int32
 	hasMax               bool // some consumer has a max: share_ratio/leaf may re-split
