@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,12 +32,37 @@ func ledgerBinary(t *testing.T) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
+
+// handedOut is every port freePort gave this test binary: the port a
+// closed listener had is often the next one the kernel gives, so two
+// calls in a row (a deployment's HTTP and NATS addresses) could get the
+// same one, and `ledger dev` failed with "address already in use".
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePort is a loopback port nobody listens on now, never one it gave
+// before in this test binary.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		handedOut.Lock()
+		seen := handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if !seen {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // devProcess is a running `ledger dev`.
