@@ -94,12 +94,12 @@ type tree struct {
 	byEntitled, byBorrow []int32
 	// graces: by node id, the distinct reclaim_grace values of its leaves
 	// ascending, made when first asked (subtreeGraces).
-	graces [][]time.Duration
-	tops                 []int32
-	byPath               map[string]int32
-	hasMax               bool // some consumer has a max: share_ratio/leaf may re-split
-	hasPins              bool // rules 4: some leaf is not preemptable (yarn.go)
-	maxDepth             int32
+	graces   [][]time.Duration
+	tops     []int32
+	byPath   map[string]int32
+	hasMax   bool // some consumer has a max: share_ratio/leaf may re-split
+	hasPins  bool // rules 4: some leaf is not preemptable (yarn.go)
+	maxDepth int32
 }
 
 func (t *tree) lookup(path string) (int32, bool) {
