@@ -79,12 +79,15 @@ func (p *Pool) placeKept() []placeMove {
 		// A quiet leaf seated on a part whose owner's due moved may give
 		// the owner a return though it keeps its slots elsewhere on the
 		// host (returnFromKeepers): it takes part in the run.
+		// The owners are l and its ancestors, their parts from the index.
 		parts, _ := p.hostParts()
 		for _, l := range moved {
-			for _, h := range p.ownerHosts(parts, l) {
-				for _, s := range p.sittingsOn(parts, h) {
-					if o := parts[s.part].owner; s.leaf != l && o != noNode && (o == l || p.t.contains(o, l)) {
-						forced = append(forced, s.leaf)
+			for o := l; o != noNode; o = p.t.nodes[o].parent {
+				for _, i := range idx.byOwner[o] {
+					for _, s := range p.sittingsOn(parts, idx.parts[i].host) {
+						if s.leaf != l && parts[s.part].owner == o {
+							forced = append(forced, s.leaf)
+						}
 					}
 				}
 			}
@@ -122,18 +125,6 @@ func (p *Pool) placeKept() []placeMove {
 	pl := p.place(idx, p.keptEveryLeaf(idx), &k.bufs)
 	pl.release()
 	return pl.moves
-}
-
-// ownerHosts lists the hosts where leaf l or one of its ancestors owns a
-// part, in host order.
-func (p *Pool) ownerHosts(parts []hostPart, l int32) []int32 {
-	var hs []int32
-	for _, pt := range parts {
-		if pt.owner != noNode && (pt.owner == l || p.t.contains(pt.owner, l)) && (len(hs) == 0 || hs[len(hs)-1] != pt.host) {
-			hs = append(hs, pt.host)
-		}
-	}
-	return hs
 }
 
 // keptEveryLeaf is a placement of every leaf on the kept fold's due
