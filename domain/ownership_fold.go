@@ -232,6 +232,9 @@ func (p *Pool) rebalanceOwned() {
 	if p.mode.behaviour.swapReturns && !p.plan.Policy.ReclaimForPreferenceOrDefault() {
 		moves = p.swapReturns(moves)
 	}
+	if p.mode.behaviour.noIdleMoves {
+		moves = p.keepIdleMoves(moves)
+	}
 	for _, m := range moves {
 		switch m.kind {
 		case KindReclaim, KindReturn:

@@ -180,6 +180,10 @@ type behaviour struct {
 	// others (ownership_pairing.go returnFromKeepers; docs/decisions.md
 	// #342).
 	returnsFromKeepers bool
+	// noIdleMoves: a move is made only when the slots it frees are taken
+	// in the same event; a leaf is not moved off slots that would stay
+	// free (idle_moves.go; docs/decisions.md #347).
+	noIdleMoves bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -187,7 +191,8 @@ func behaviourOf(v RulesVersion) behaviour {
 		moveGrace: v >= RulesV4, lendRevoked: v >= RulesV4, seatedReturns: v >= RulesV4, priorityPerPool: v >= RulesV4,
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
-		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4}
+		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
+		noIdleMoves: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

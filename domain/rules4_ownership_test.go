@@ -226,6 +226,52 @@ func TestRules4NoMoveWithoutPreemption(t *testing.T) {
 	t.Logf("rules 3 moved or reclaimed %d times without preemption; rules 4 never", movedV3)
 }
 
+// TestRules4NoIdleMove: under rules 4 a leaf is not moved off slots that
+// stay free (ruling 7, docs/decisions.md #347): no release.moved leaves
+// its host with free slots while the same leaf gains by the share rules
+// on another host in the event. Rules 3 made such moves.
+func TestRules4NoIdleMove(t *testing.T) {
+	idleV3 := 0
+	foldOwnedLogs(t, 64000, nil, func(p *domain.Pool, v domain.RulesVersion, r domain.Result, seed uint64, i int, _ events.Payload, _ time.Time) {
+		free := map[string]int64{}
+		for _, h := range p.Hosts() {
+			if h.Up {
+				free[h.Name] = h.Slots - h.Allocated
+			}
+		}
+		ownElse := map[string]int64{} // what a leaf's own use gains: ruling 5 moves it there
+		for _, g := range r.Decisions {
+			if g.Kind == domain.KindGrant && g.Rule == domain.RuleOwnUse {
+				ownElse[g.Consumer] += g.Slots
+			}
+		}
+		for _, d := range r.Decisions {
+			if d.Rule != domain.RuleMoved || free[d.Host] == 0 {
+				continue
+			}
+			own := min(d.Slots, ownElse[d.Consumer])
+			ownElse[d.Consumer] -= own
+			if own == d.Slots {
+				continue
+			}
+			for _, g := range r.Decisions {
+				if g.Consumer != d.Consumer || g.Host == d.Host || g.Rule == domain.RuleOwnUse || (g.Kind != domain.KindGrant && g.Kind != domain.KindLend) {
+					continue
+				}
+				if v == domain.RulesV4 {
+					t.Fatalf("seed %d event %d, rules 4: %s moved off %s, which keeps %d slots free: %+v", seed, i, d.Consumer, d.Host, free[d.Host], r.Decisions)
+				}
+				idleV3++
+				break
+			}
+		}
+	})
+	if idleV3 == 0 {
+		t.Fatal("rules 3 made no idle move either: the logs do not exercise the ruling")
+	}
+	t.Logf("rules 3 made %d idle moves; rules 4 none", idleV3)
+}
+
 // foldOwnedLogs folds 300 random ownership logs (60 with -short), seeds
 // from base, under rules 3 and then under rules 4, every plan stamped with
 // the version and changed by tweak (when not nil), and calls check after
