@@ -477,6 +477,49 @@ func (f *fold) placedOrder(start int, orders ...[]string) {
 		}
 		return a.Kind != "reclaim" && b.Kind == "reclaim"
 	})
+	// Within one leaf's turn of a phase, section 17's step 2 places the
+	// leaf's gains "on that owner's part with most room left, then host
+	// name, again and again", and step 5 records them "leaf by leaf in the
+	// order placed": its free slots on every host it gains on, then "the
+	// rest of each gain from the host's losers". A part filled up to its
+	// room gains its room and the last one placed gains the least, so the
+	// reclaims come in the order of the hosts by what the leaf gains there
+	// in its turn, most first, then name (byGain). The model takes a
+	// victim's slots in its own order (ruling 4's fold order, #320's free
+	// slots at the start), which says which slots, not the order of the
+	// rows. (Its grants keep the order the model made them: the engine's
+	// rooms there also count what others place before, and ordering them
+	// by gain agreed less often.)
+	for i := 0; i < len(g); {
+		j := i + 1
+		for j < len(g) && phase(g[j]) == phase(g[i]) && g[j].Consumer == g[i].Consumer {
+			j++
+		}
+		byGain(g[i:j])
+		i = j
+	}
+}
+
+// byGain orders the reclaims of one leaf's turn (after its grants and
+// lends, placedOrder) by the hosts where the leaf gains most in the turn,
+// then host name; the victims on one host keep the order made.
+func byGain(turn []Decision) {
+	gain := map[string]int64{}
+	for _, d := range turn {
+		gain[d.Host] += d.Slots
+	}
+	i := 0
+	for i < len(turn) && turn[i].Kind != "reclaim" {
+		i++
+	}
+	rs := turn[i:]
+	sort.SliceStable(rs, func(a, b int) bool {
+		x, y := rs[a], rs[b]
+		if gain[x.Host] != gain[y.Host] {
+			return gain[x.Host] > gain[y.Host]
+		}
+		return x.Host < y.Host
+	})
 }
 
 // ownLayer4 is the own layer (rulings 5, 8, 11): owners by rank take their
