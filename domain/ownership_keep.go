@@ -205,6 +205,10 @@ func (pl *placement) keepSeated(h int32, left []Slots, budget map[int32]Slots) {
 			if l != p.owner {
 				room -= pl.reserved[i]
 			}
+			outsider := p.owner != noNode && pl.outsiderRoom != nil && !pl.t.contains(p.owner, l)
+			if r, ok := pl.outsiderRoom[i]; ok && outsider {
+				room = minSlots(room, r) // a parent's part its subtree takes back from (reserveTakeBacks)
+			}
 			seated := minSlots(left[j], pl.rules.seated(h, p.owner, l))
 			own := Slots(0)
 			if p.owner == l { // its own part: within its own layer's use first
@@ -215,6 +219,9 @@ func (pl *placement) keepSeated(h int32, left []Slots, budget map[int32]Slots) {
 				continue
 			}
 			budget[l] -= k - own
+			if _, ok := pl.outsiderRoom[i]; ok && outsider {
+				pl.outsiderRoom[i] -= k
+			}
 			pl.takeDue(l, p.owner, k)
 			pl.keepOnPart(i, l, k, &left[j], &kept[j])
 		}
@@ -400,6 +407,130 @@ func (pl *placement) reserve() {
 			pl.touch(i)
 			pl.reserved[i] += r
 			want -= r
+		}
+	}
+}
+
+// reserveTakeBacks is ruling 8 without preemption (docs/decisions.md
+// #353): a descendant of a parent owner X takes X's private slots back
+// from a leaf outside X's subtree by a return, under every policy, so a
+// slot of X is used outside X's subtree only while no descendant of X
+// with unmet demand could use it. Each of X's leaves is short of X's
+// parts by what it is still due of them beyond what it holds on their
+// hosts, and beyond what it sits on elsewhere above its dues there (step
+// 1 counts that against its other dues, takeDue), at most its deficit.
+// When outsiders sit on X's parts, those shorts are placed on X's parts
+// now, X's leaves in the entitled order, part by part in the part index's
+// order, on the part's free slots
+// first and then on the slots outsiders sit on, which they give back
+// (step 1 keeps outsiders there only within the rest, outsiderRoom, and
+// the pairing makes the returns). Placed now, the slots go to X's leaves,
+// not to another claimant of a class X lends. Leaf owners reserve their
+// own parts (reserve).
+func (pl *placement) reserveTakeBacks() {
+	var sitsBy map[int32]Slots // one member's seated slots, by part owner
+	type short struct {
+		leaf  int32
+		slots Slots
+	}
+	var shorts []short
+	for x := range pl.t.nodes {
+		owner := int32(x)
+		parts := pl.idx.byOwner[owner]
+		if pl.t.nodes[owner].leaf || len(parts) == 0 {
+			continue
+		}
+		outside, free := make([]Slots, len(parts)), make([]Slots, len(parts))
+		anyOutside := false
+		for k, i := range parts {
+			p := pl.parts[i]
+			seated := Slots(0)
+			for _, x := range pl.holders[p.host] {
+				seated += pl.rules.seated(p.host, owner, x.leaf)
+				if !pl.t.contains(owner, x.leaf) {
+					// who gives slots back is read as the pairing
+					// reads it (returnSeated), so they are returns
+					s := pl.rules.returnSeated(p.host, owner, x.leaf)
+					outside[k] += s
+					anyOutside = anyOutside || s > 0
+				}
+			}
+			free[k] = maxSlots(p.slots-seated, 0)
+		}
+		if !anyOutside {
+			continue
+		}
+		shorts = shorts[:0]
+		on := &pl.t.nodes[owner]
+		for _, l := range pl.t.leaves[on.lo:on.hi] {
+			w := pl.want(l, owner)
+			if w <= 0 {
+				continue
+			}
+			if sitsBy == nil {
+				sitsBy = map[int32]Slots{}
+			}
+			clear(sitsBy)
+			sitsAll := Slots(0)
+			for _, hs := range pl.t.nodes[l].holdings {
+				i0, i1 := pl.partsOfHost(hs.host)
+				for i := i0; i < i1; i++ {
+					s := pl.rules.seated(hs.host, pl.parts[i].owner, l)
+					sitsBy[pl.parts[i].owner] += s
+					sitsAll += s
+				}
+			}
+			// What it holds on X's hosts is X's whichever part of the
+			// host the seating puts it in.
+			onX := Slots(0)
+			for _, i := range parts {
+				onX += minSlots(pl.holdOn(l, pl.parts[i].host), pl.parts[i].slots)
+			}
+			n := w - maxSlots(sitsBy[owner], onX)
+			sitsDue := sitsBy[owner] // what it sits on where it is due slots
+			for _, d := range pl.due[l] {
+				if d.owner != owner {
+					n -= maxSlots(sitsBy[d.owner]-d.want, 0)
+					sitsDue += sitsBy[d.owner]
+				}
+			}
+			n -= sitsAll - sitsDue // and where it is due nothing
+			if n = minSlots(n, pl.deficit[l]); n > 0 {
+				shorts = append(shorts, short{l, n})
+			}
+		}
+		// The shorts are served in the entitled order (section 4).
+		slices.SortStableFunc(shorts, func(a, b short) int { return pl.t.entitledOrder(a.leaf, b.leaf) })
+		for k, i := range parts {
+			room := free[k] + outside[k]
+			for j := range shorts {
+				if room == 0 {
+					break
+				}
+				m := &shorts[j]
+				n := minSlots(m.slots, room)
+				if n == 0 {
+					continue
+				}
+				if r := n - minSlots(n, free[k]); r > 0 {
+					if pl.outsiderRoom == nil {
+						pl.outsiderRoom = map[int]Slots{}
+					}
+					outside[k] -= r
+					pl.outsiderRoom[i] = outside[k]
+				}
+				free[k] -= minSlots(n, free[k])
+				room -= n
+				m.slots -= n
+				d := pl.dueOf(m.leaf, owner)
+				if e := minSlots(n, d.ent); e > 0 {
+					pl.put(m.leaf, owner, i, e, pl.rules.grant)
+					n -= e
+				}
+				if n > 0 {
+					pl.put(m.leaf, owner, i, n, pl.rules.borrow)
+				}
+			}
 		}
 	}
 }

@@ -156,9 +156,13 @@ type placement struct {
 	// owner's own use (no one else keeps them); ownOrder: by owner, its
 	// parts in the order it uses them.
 	reserved []Slots
-	ownOrder map[int32][]int
-	byOwner  map[int32]*partHeap // the parts of each owner, roomiest first
-	hostAt   []int               // by host: index of its first part (len(parts) when none)
+	// outsiderRoom: by part of a parent owner whose subtree takes slots
+	// back, what the leaves outside the subtree may still keep there
+	// (reserveTakeBacks).
+	outsiderRoom map[int]Slots
+	ownOrder     map[int32][]int
+	byOwner      map[int32]*partHeap // the parts of each owner, roomiest first
+	hostAt       []int               // by host: index of its first part (len(parts) when none)
 	// owed: by claimant, what the layered fold moved to it from each
 	// victim (lookups only), paired first with what it gains.
 	owed map[int32][]transfer
@@ -375,6 +379,9 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 		pl.owed[tr.claimant] = append(pl.owed[tr.claimant], tr)
 	}
 	pl.reserve()
+	if rules.keepSeating && !rules.onTotals {
+		pl.reserveTakeBacks()
+	}
 	pl.keep()
 	pl.place()
 	pl.pair()
