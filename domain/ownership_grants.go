@@ -30,6 +30,9 @@ func (pl *placement) place() {
 				}
 			}
 		}
+		for _, x := range pl.placed { // a branch's take-backs (reserveTakeBacks)
+			pl.hold(pl.cur, x.leaf, x.slots)
+		}
 	}
 	if !pl.rules.phased {
 		leaves := pl.byRank()

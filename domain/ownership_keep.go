@@ -429,6 +429,7 @@ func (pl *placement) reserve() {
 // own parts (reserve).
 func (pl *placement) reserveTakeBacks() {
 	var sitsBy map[int32]Slots // one member's seated slots, by part owner
+	var cur []Slots            // under a max: what each node holds, with what is placed here
 	type short struct {
 		leaf  int32
 		slots Slots
@@ -499,8 +500,18 @@ func (pl *placement) reserveTakeBacks() {
 				shorts = append(shorts, short{l, n})
 			}
 		}
-		// The shorts are served in the entitled order (section 4).
+		// The shorts are served in the entitled order (section 4), each
+		// within what its ancestors' max leave it over what every leaf
+		// holds now (#247; step 2 counts these placings, place).
 		slices.SortStableFunc(shorts, func(a, b short) int { return pl.t.entitledOrder(a.leaf, b.leaf) })
+		if pl.t.hasMax && cur == nil {
+			cur = make([]Slots, len(pl.t.nodes))
+			for _, h := range pl.hosts0 {
+				for _, x := range pl.holders[h] {
+					pl.hold(cur, x.leaf, x.slots)
+				}
+			}
+		}
 		for k, i := range parts {
 			room := free[k] + outside[k]
 			for j := range shorts {
@@ -509,6 +520,9 @@ func (pl *placement) reserveTakeBacks() {
 				}
 				m := &shorts[j]
 				n := minSlots(m.slots, room)
+				if cur != nil {
+					n = minSlots(n, pl.headroom(m.leaf, cur))
+				}
 				if n == 0 {
 					continue
 				}
@@ -522,6 +536,9 @@ func (pl *placement) reserveTakeBacks() {
 				free[k] -= minSlots(n, free[k])
 				room -= n
 				m.slots -= n
+				if cur != nil {
+					pl.hold(cur, m.leaf, n)
+				}
 				d := pl.dueOf(m.leaf, owner)
 				if e := minSlots(n, d.ent); e > 0 {
 					pl.put(m.leaf, owner, i, e, pl.rules.grant)

@@ -272,6 +272,38 @@ func TestRules4NoIdleMove(t *testing.T) {
 	t.Logf("rules 3 made %d idle moves; rules 4 none", idleV3)
 }
 
+// TestRules4TakeBackWithinMax: a branch's take-back of its parent's
+// private slots without preemption (docs/decisions.md #353) fits under
+// every max with what every leaf holds. The logs are those of the
+// no-input property's 30,000 (TestRules4NoInputNoDecision with
+// -noinput.runs 30000) where a first version of the take-back lifted a
+// parent above its max.
+func TestRules4TakeBackWithinMax(t *testing.T) {
+	for _, seed := range []uint64{2599, 3279, 6129, 7534, 8397, 8537, 9654} {
+		sc := gen.GenerateOwned(gen.NewRand(seed), 40)
+		p := domain.NewPool("max", domain.WithDevelopmentRules())
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		seq := uint64(0)
+		for i, ev := range sc.Events {
+			at = at.Add(time.Second)
+			if pc, ok := ev.(*events.PlanChange); ok {
+				stamped := *pc
+				stamped.Plan.Rules = int(domain.RulesV4)
+				ev = &stamped
+			}
+			if _, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
+				continue
+			}
+			seq++
+			for _, c := range p.Consumers() {
+				if c.MaxSlots != nil && c.Allocated > *c.MaxSlots {
+					t.Fatalf("seed %d event %d (%s): %s holds %d above its max %d", seed, i, ev.EventType(), c.Path, c.Allocated, *c.MaxSlots)
+				}
+			}
+		}
+	}
+}
+
 // foldOwnedLogs folds 300 random ownership logs (60 with -short), seeds
 // from base, under rules 3 and then under rules 4, every plan stamped with
 // the version and changed by tweak (when not nil), and calls check after
