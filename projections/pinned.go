@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -378,23 +377,25 @@ func (p *Projector) fill(ctx context.Context, b *batch, to uint64, bg *budget) e
 		return p.fillFiltered(ctx, b, to, bg) // the partition's own subjects only
 	}
 	from := b.to + 1
+	// The fold's own error goes to process as it is, as any fold's: a
+	// fatal one stays fatal, and a pool's load cut short by the
+	// projector's stop is the stop (made fatal here, it ended Run with
+	// an error, its pools unsaved).
+	var folding error
 	err := p.readDecoded(ctx, "ledger.>", from, to-1, func(m *Decoded) error {
 		if m.Seq != b.to+1 {
 			return fmt.Errorf("read the stream from %d: message %d came after %d", from, m.Seq, b.to)
 		}
-		if err := p.take(ctx, b, bg, m, true); err != nil {
-			if errors.Is(err, signing.ErrHistory) {
-				return err // read again, not fatal
-			}
-			return fatal(err)
+		if folding = p.take(ctx, b, bg, m, true); folding != nil {
+			return folding
 		}
 		b.to = m.Seq
 		return nil
 	})
+	if folding != nil {
+		return folding
+	}
 	if err != nil {
-		if isFatal(err) {
-			return err
-		}
 		return fmt.Errorf("read the stream from %d: %w", from, err)
 	}
 	if b.to+1 < to {

@@ -348,7 +348,10 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		default:
 			// A partition consumer is shared: fill the gap from the stream.
 			if stop = p.fill(ctx, b, seq, bg); stop != nil {
-				fillUnread = !isFatal(stop) && errors.Is(stop, stream.ErrRead)
+				// No answer, or no server answering direct gets (while
+				// the stream elects a leader or its replicas catch up),
+				// as a pool's rebuild retries it.
+				fillUnread = !isFatal(stop) && (errors.Is(stop, stream.ErrRead) || errors.Is(stop, stream.ErrNoDirect))
 				break
 			}
 		}

@@ -3,14 +3,12 @@ package projections
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -164,10 +162,7 @@ func (p *Projector) fillFiltered(ctx context.Context, b *batch, to uint64, bg *b
 				continue // two filters cannot match one subject; never twice all the same
 			}
 			if err := p.take(ctx, b, bg, &dec[i], true); err != nil {
-				if errors.Is(err, signing.ErrHistory) {
-					return err // read again, not fatal
-				}
-				return fatal(err)
+				return err // the fold's own: as any fold's (fill)
 			}
 			b.to = dec[i].Seq
 		}
