@@ -235,6 +235,9 @@ func (p *Pool) rebalanceOwned() {
 	if p.mode.behaviour.noIdleMoves {
 		moves = p.keepIdleMoves(moves)
 	}
+	if p.mode.behaviour.reclaimsUnderMax {
+		moves = p.reclaimsUnderMax(moves, p.placeRules())
+	}
 	for _, m := range moves {
 		switch m.kind {
 		case KindReclaim, KindReturn:

@@ -184,6 +184,10 @@ type behaviour struct {
 	// in the same event; a leaf is not moved off slots that would stay
 	// free (idle_moves.go; docs/decisions.md #347).
 	noIdleMoves bool
+	// reclaimsUnderMax: a claimant's free grant its ancestors' max allows
+	// only because a sibling's slot is released is a reclaim from that
+	// sibling (capped_reclaims.go; docs/decisions.md #354).
+	reclaimsUnderMax bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -192,7 +196,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
-		noIdleMoves: v >= RulesV4}
+		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:
