@@ -257,16 +257,6 @@ type placeInput struct {
 	ineligible [][]ineligibleSlots
 }
 
-// placeOwned computes the placement of every leaf. parts must list every
-// up host's parts; holders lists, by host, the leaves holding slots there
-// now, in path order.
-func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
-	idx := newPartIndex(t, len(hosts), parts)
-	pl := place(t, hosts, idx, lt.everyLeaf(t, idx, holders), rules, &placeBufs{})
-	pl.release()
-	return pl.moves
-}
-
 // everyLeaf is a placement of every leaf on the layered targets of a full
 // fold, on the whole room of every part.
 func (lt layeredTargets) everyLeaf(t *tree, idx *partIndex, holders [][]leafSlots) placeInput {

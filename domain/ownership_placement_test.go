@@ -321,3 +321,13 @@ func eventsPlan(paths ...string) events.Plan {
 	}
 	return p
 }
+
+// placeOwned computes the placement of every leaf. parts must list every
+// up host's parts; holders lists, by host, the leaves holding slots there
+// now, in path order.
+func placeOwned(t *tree, hosts []host, parts []hostPart, lt layeredTargets, holders [][]leafSlots, rules placeRules) []placeMove {
+	idx := newPartIndex(t, len(hosts), parts)
+	pl := place(t, hosts, idx, lt.everyLeaf(t, idx, holders), rules, &placeBufs{})
+	pl.release()
+	return pl.moves
+}

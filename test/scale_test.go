@@ -186,11 +186,6 @@ func scalePool(i int) string { return fmt.Sprintf("site-%05d", i) }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
 // waitConsumers waits until the stream's consumers are back to steady.
 func waitConsumers(t *testing.T, js jetstream.JetStream, steady int) {
 	t.Helper()

@@ -144,16 +144,6 @@ func (l *Listener) Accept() (net.Conn, error) {
 	return c, nil
 }
 
-// forget takes c out of the unauthenticated list, if it is there.
-func (l *Listener) forget(c *Conn) {
-	l.mu.Lock()
-	if c.elem != nil {
-		l.unauth.Remove(c.elem)
-		c.elem = nil
-	}
-	l.mu.Unlock()
-}
-
 // Conn is a connection of a Listener.
 type Conn struct {
 	net.Conn

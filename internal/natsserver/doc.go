@@ -11,8 +11,8 @@
 // may lose acknowledged writes in a power loss).
 //
 // A server with [WithNkeyUsers] closes a client connection that has not
-// authenticated within [DefaultAuthTimeout] ([WithAuthTimeout]): each
-// counts against max_connections ([WithMaxConns]) from its accept, so a
+// authenticated within [DefaultAuthTimeout]: each counts against
+// max_connections ([DefaultMaxConns]) from its accept, so a
 // connection without credentials holds a slot that long at most.
 //
 // A server may be a member of a JetStream cluster ([WithCluster]); its

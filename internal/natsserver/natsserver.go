@@ -70,16 +70,6 @@ type config struct {
 	authTimeout  time.Duration
 }
 
-// WithAuthTimeout sets how long a client connection may stay without
-// authenticating before the server closes it (default
-// DefaultAuthTimeout); it applies with WithNkeyUsers.
-func WithAuthTimeout(d time.Duration) Option { return func(c *config) { c.authTimeout = d } }
-
-// WithMaxConns bounds the server's client connections (default
-// DefaultMaxConns); past it nats-server refuses new clients ("maximum
-// connections exceeded").
-func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
-
 // WithStoreDir sets the JetStream file store directory (required). It is
 // created when missing and kept: a later server on the same directory
 // sees the same streams and messages.

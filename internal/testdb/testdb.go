@@ -28,21 +28,6 @@ type DB struct {
 	Projector, API, Reporting string
 }
 
-// URL is the URL of role (migrations.RoleOwner or one of migrations.Roles).
-func (d DB) URL(role string) string {
-	switch role {
-	case migrations.RoleOwner:
-		return d.Owner
-	case migrations.RoleProjector:
-		return d.Projector
-	case migrations.RoleAPI:
-		return d.API
-	case migrations.RoleReporting:
-		return d.Reporting
-	}
-	return ""
-}
-
 // New returns a fresh database, owned by migrations.RoleOwner and
 // migrated by it, dropped when the test ends.
 func New(t testing.TB) DB {

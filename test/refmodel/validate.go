@@ -100,11 +100,6 @@ type policy struct {
 	pins bool
 }
 
-// buildPlan validates a plan and returns its tree (root included) and policy.
-func buildPlan(pl events.Plan) (map[string]*node, policy, error) {
-	return buildPlanUpTo(pl, rulesV2)
-}
-
 // buildPlanUpTo is buildPlan for a model that implements the rules
 // versions 1..newest.
 func buildPlanUpTo(pl events.Plan, newest int) (map[string]*node, policy, error) {
