@@ -30,8 +30,9 @@
 // layered_targets.go, layered_classes.go and layered_divisions.go (each
 // leaf's part of each layer, computed in full), seating.go and
 // seating_cache.go (which part of a host each held slot sits in),
-// ownership_placement.go, ownership_keep.go, ownership_grants.go and ownership_pairing.go
-// (the placement's three steps: keep, place, pair into decisions),
+// ownership_placement.go, ownership_reserve.go, ownership_keep.go,
+// ownership_grants.go and ownership_pairing.go (the placement's steps:
+// reserve, keep, place, pair into decisions),
 // ownership_fold.go (the layered fold's steps), ownership_views.go and
 // ownership_figures.go (the figures the views and the Result report).
 // Rules 4's rulings on ownership (in development, docs/rules.md#version-4):
