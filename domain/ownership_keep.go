@@ -1,8 +1,8 @@
 package domain
 
-// The placement's step 1 (docs/rules.md#ownership-placement): what an
-// owner reserves of its own parts, and what every holder keeps where it
-// is (by the division's parts, or under rules 4 the seating).
+// The placement's step 1 (docs/rules.md#ownership-placement): what every
+// holder keeps where it is (by the division's parts, or under rules 4 the
+// seating), after what owners reserve (ownership_reserve.go).
 
 import (
 	"cmp"
