@@ -1002,6 +1002,13 @@ func (m *Model) layeredT0(d *derived, ly layers, e0 map[string]int64) map[string
 // may hold; for a matched slot the borrower keeps the owner's slot and
 // the owner is given the borrower's (grant, own.use). Decisions are then
 // the net change: a return and its compensation that cancel leave none.
+// A descendant taking an ancestor's private part back (ruling 8) is
+// swapped too, as decision #219 says the project does; its stand-in slot
+// is the borrower's, with the borrower's kind and rule (it owns no part:
+// withOwnership seed 61, event 8).
+//
+// swapReclaims: whether a slot the borrower reclaims from a third leaf is
+// compensation too (open: test/refmodel/AMBIGUITIES.md, item 41).
 var swapReclaims = false
 
 func (f *fold) swap4(start int) {
@@ -1014,10 +1021,25 @@ func (f *fold) swap4(start int) {
 	changed := false
 	for i := range out {
 		r := &out[i]
-		if r.Kind != "return" || r.Slots == 0 || !m.isLeaf(r.Consumer) || m.parts(r.Host)[r.Consumer] == 0 {
-			continue // only an owner's own-layer return (not a pool's take-back)
+		if r.Kind != "return" || r.Slots == 0 || !m.isLeaf(r.Consumer) {
+			continue
 		}
-		if !m.mayHold(r.From, r.Consumer) {
+		// the part taken back: the leaf's own, or (ruling 8) the private
+		// part of its nearest ancestor on the host, which #219 swaps as
+		// it swaps an owner's return ("an owner (or a descendant taking a
+		// parent's private slots back, ruling 8) is given a borrower's
+		// compensation slot instead of its own slot back")
+		owner := ""
+		for _, p := range chain(r.Consumer) {
+			if m.parts(r.Host)[p] > 0 {
+				owner = p
+				break
+			}
+		}
+		if owner == "" {
+			continue
+		}
+		if !m.mayHold(r.From, owner) {
 			continue // an ineligible holding (ruling 10) cannot stay
 		}
 		for j := range out {
@@ -1052,6 +1074,12 @@ func (f *fold) swap4(start int) {
 				continue
 			}
 			// appended after the loops: r and g point into out
+			if owner != r.Consumer {
+				// a descendant's stand-in slot is the share slot the
+				// borrower was given, with its rule (it owns no part)
+				add = append(add, Decision{Kind: g.Kind, Consumer: r.Consumer, From: g.From, Host: g.Host, Slots: n, Rule: g.Rule})
+				continue
+			}
 			add = append(add, Decision{Kind: "grant", Consumer: r.Consumer, Host: g.Host, Slots: n, Rule: "own.use"})
 		}
 	}
