@@ -134,8 +134,10 @@ var v4ScenarioRatchet = map[string]int{
 // rest by what is decided, not adjudicated yet (test/refmodel/AMBIGUITIES.md,
 // "The differential test of rules 4"; the engine disputes 01-12 are
 // settled, testdata/settled-*.yaml, 13-17 by #341 and #342, 18 and 20 by
-// #353; 19, 21 and 22 are open in test/refmodel/testdata/engine-disputes). The readings the model took where the
-// spec is open are docs/decisions.md #232-#234 and #235.
+// #353; 19, 21, 22 and 23 are open in
+// test/refmodel/testdata/engine-disputes). The readings the model took
+// where the spec is open are docs/decisions.md #232-#234, #235, #348 and
+// #349.
 //
 // Part D's plan fields (priority_bands, preemptable, share: 0) are not
 // drawn: events.Plan does not carry them yet; once it does, refmodel's
