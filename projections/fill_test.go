@@ -87,7 +87,7 @@ func newGapRig(t *testing.T, seed uint64, gap []string, bLogs *syncLog, opts ...
 		r.m.randomEvents(r.rng, pool, r.plan, r.leaves, 2, 1)
 	}
 	r.gapTo = r.m.lastSeq
-	time.Sleep(300 * time.Millisecond) // delivered to a, which folds the first of them
+	time.Sleep(time.Second) // delivered to a, which waits at the first of them
 	close(published)
 	if err := a.waitDone(); !errors.Is(err, died) {
 		t.Fatalf("instance a: %v, want it to die before its commit\n%s", err, aLogs.String())

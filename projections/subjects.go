@@ -162,7 +162,7 @@ func (p *Projector) fillFiltered(ctx context.Context, b *batch, to uint64, bg *b
 				continue // two filters cannot match one subject; never twice all the same
 			}
 			if err := p.take(ctx, b, bg, &dec[i], true); err != nil {
-				return err // the fold's own: as any fold's (fill)
+				return err // the fold's own, as it is (fill says why)
 			}
 			b.to = dec[i].Seq
 		}

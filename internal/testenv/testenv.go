@@ -506,17 +506,24 @@ func As(t testing.TB, js jetstream.JetStream, role natsauth.Role) jetstream.JetS
 	credsMu.Lock()
 	url, ok := "", false
 	for _, c := range candidates {
-		if c == "" {
-			continue
+		if _, exact := credsDirs[c]; exact && c != "" {
+			url, ok = c, true
+			break
+		}
+	}
+	// A cluster's member by the cluster's URL. Only after the exact
+	// look-up: the URLs of a cluster a test shut down stay here, and a
+	// server started later on one of its ports would otherwise be given
+	// the credentials of that cluster, whose files are gone.
+	for _, c := range candidates {
+		if ok || c == "" {
+			break
 		}
 		for u := range credsDirs {
-			if u == c || strings.Contains(","+u+",", ","+c+",") {
+			if strings.Contains(","+u+",", ","+c+",") {
 				url, ok = u, true
 				break
 			}
-		}
-		if ok {
-			break
 		}
 	}
 	credsMu.Unlock()
