@@ -562,6 +562,26 @@ func (f *fold) ownLayer4(ly layers) {
 				}
 			}
 		}
+		// a leaf seated on the part that may no longer hold it (ruling
+		// 10) gives back first (#241): its slots leave the part anyway,
+		// and "what cannot be re-seated is taken from it: by a return,
+		// when the part's owner ... takes it in this event"; ruling 11
+		// pairs the owner's gain with the leaves seated there before the
+		// part's free slots
+		backBad := func(k hp) {
+			for _, b := range f.seatedOn(k, l) {
+				if need <= 0 || m.mayHold(b, k.part) {
+					return // seatedOn lists the ineligible first
+				}
+				if n := min(need, f.seat[b][k]); n > 0 {
+					f.returnOn(l, b, k, n)
+					need -= n
+				}
+			}
+		}
+		for _, k := range parts {
+			backBad(k)
+		}
 		if m.pol.reclaimForPreference {
 			for _, k := range parts {
 				free(k)
