@@ -268,14 +268,15 @@ func (p *Pool) holders() [][]leafSlots {
 	return out
 }
 
-// returnsFromKeepers: rules 4's share_ratio with preemption, not on
-// totals, pairs an owner's gain with the borrowers seated on its part
-// whom step 1 kept elsewhere on the host (docs/decisions.md #342). With
+// returnsFromKeepers: rules 4 with preemption, not on totals, pairs an
+// owner's gain with the borrowers seated on its part whom step 1 kept
+// elsewhere on the host (docs/decisions.md #342; under priority too,
+// #355). With
 // reclaim_for_preference false ruling 9 swaps such a return with the
 // borrower's compensation, which is what step 1's keep already comes to:
 // the owner is given the other slot, the borrower stays.
 func (p *Pool) returnsFromKeepers() bool {
-	return p.mode.behaviour.returnsFromKeepers && p.mode.shareRatio && p.mode.preempt && !p.onTotals() &&
+	return p.mode.behaviour.returnsFromKeepers && p.mode.preempt && !p.onTotals() &&
 		p.plan.Policy.ReclaimForPreferenceOrDefault()
 }
 
