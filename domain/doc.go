@@ -45,7 +45,8 @@
 // returns swapped with its borrowers' compensation, ruling 9); the
 // placement's keepSeated (no move without preemption, ruling 7);
 // idle_moves.go (no move off slots that would stay free, ruling 7);
-// capped_reclaims.go (a reclaim inside a capped branch, section 4).
+// capped_reclaims.go (a reclaim inside a capped branch, section 4);
+// ownership_excess.go (an owner's excess in the release order, ruling 5).
 // The fold and the placement kept between events where the plan allows
 // (docs/decisions.md #116): kept_fold.go (the kept state and what marks a
 // pool for a visit), kept_share_ratio.go and kept_priority.go (a kept

@@ -39,6 +39,9 @@ func (pl *placement) keep() {
 		}
 		return
 	}
+	if pl.rules.excessByReleaseOrder && pl.rules.seated != nil {
+		pl.releaseExcessFirst(withParts, left)
+	}
 	// Leaves that keep all they hold first, host by host; then those
 	// giving slots up keep on the hosts a claimant would use last (least
 	// free, then name descending), so what they give up is where the

@@ -128,6 +128,10 @@ type placeRules struct {
 	// victimOwnLast, under rules 4: the T0 restore takes a victim's slots
 	// on its own parts last (fill_on_totals.go reclaimFrom).
 	victimOwnLast bool
+	// excessByReleaseOrder, under rules 4 with preemption: what a leaf
+	// holds beyond E less its own layer is given back in section 5's
+	// release order before step 1 keeps the rest (releaseExcessFirst).
+	excessByReleaseOrder bool
 }
 
 // placement is one run's state.

@@ -188,6 +188,11 @@ type behaviour struct {
 	// only because a sibling's slot is released is a reclaim from that
 	// sibling (capped_reclaims.go; docs/decisions.md #354).
 	reclaimsUnderMax bool
+	// excessByReleaseOrder: with preemption, the placement gives an
+	// owner's excess above E back in section 5's release order (tiers,
+	// then the host holding most of its slots), not where claimants go
+	// first (ownership_excess.go; docs/decisions.md #356).
+	excessByReleaseOrder bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -196,7 +201,8 @@ func behaviourOf(v RulesVersion) behaviour {
 		swapReturns: v >= RulesV4, noMoveWithoutPreemption: v >= RulesV4,
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
-		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4}
+		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
+		excessByReleaseOrder: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -1,0 +1,98 @@
+package domain
+
+import "cmp"
+
+// An owner's excess under rules 4 with preemption (rules-v4 ruling 5,
+// docs/decisions.md #356). Ruling 5: an owner takes its own slots whatever
+// it holds elsewhere, and if that takes it above E it "gives back the
+// excess at once, in the release order of 'Placement with ownership'":
+// slots lent by others first, then public, then private pools (farthest
+// ancestor first), its own last; within a tier, the host holding most of
+// its slots, then name, measured as the release goes (#234). Step 1 keeps
+// a losing leaf's slots on the hosts a claimant would use last, which is
+// the order for what claimants take from it, not for what it gives back
+// of its own accord.
+
+// releaseExcessFirst takes, before step 1 keeps anything, what each leaf
+// holds beyond E less its own layer's use out of what it may keep (left,
+// by host then holder), in the release order; the pairing releases it
+// (rule release.moved: its work moves onto its own slots).
+func (pl *placement) releaseExcessFirst(withParts []int32, left map[int32][]Slots) {
+	type entry struct {
+		h     int32
+		j     int // the holder's index on h
+		owner int32
+		slots Slots
+	}
+	var es []entry
+	for _, l := range pl.leaves {
+		own := pl.want(l, l) // its own layer: what it is due of its own parts
+		es = es[:0]
+		held := Slots(0)
+		for _, h := range withParts {
+			i0, i1 := pl.partsOfHost(h)
+			for j, x := range pl.holders[h] {
+				if x.leaf != l {
+					continue
+				}
+				for i := i0; i < i1; i++ {
+					o := pl.parts[i].owner
+					if s := pl.rules.seated(h, o, l); s > 0 {
+						if o == l {
+							own -= minSlots(s, own) // what it already sits on of its own
+							continue
+						}
+						es = append(es, entry{h: h, j: j, owner: o, slots: s})
+						held += s
+					}
+				}
+			}
+		}
+		excess := held - maxSlots(pl.t.nodes[l].eff-pl.want(l, l), 0)
+		// own: what its own layer still gains now; without such a gain it
+		// gives nothing back of its own accord here (a fall of E is the
+		// release of section 4, made before the rebalance).
+		if excess <= 0 || own <= 0 {
+			continue
+		}
+		for excess > 0 {
+			best := -1
+			for k := range es {
+				e := &es[k]
+				if e.slots == 0 || left[e.h][e.j] == 0 {
+					continue
+				}
+				if best < 0 || pl.releasesBefore(l, e.owner, e.h, left[e.h][e.j], es[best].owner, es[best].h, left[es[best].h][es[best].j]) {
+					best = k
+				}
+			}
+			if best < 0 {
+				break
+			}
+			e := &es[best]
+			k := minSlots(minSlots(excess, e.slots), left[e.h][e.j])
+			e.slots -= k
+			left[e.h][e.j] -= k
+			excess -= k
+		}
+	}
+}
+
+// releasesBefore reports whether leaf l gives back its slots of owner a's
+// part on host ha (holding la of its slots there now) before those of
+// owner b's on hb: lent by others, public, private pools farthest
+// ancestor first, its own last; then the host holding most; then name.
+func (pl *placement) releasesBefore(l, a, ha int32, la Slots, b, hb int32, lb Slots) bool {
+	tier := func(o int32) int64 { // section 5's release tiers, first given back largest
+		switch {
+		case o == l:
+			return 0
+		case o == noNode:
+			return 1 << 40
+		case pl.t.contains(o, l):
+			return int64(pl.t.nodes[l].depth - pl.t.nodes[o].depth)
+		}
+		return 1 << 41
+	}
+	return cmp.Or(cmp.Compare(tier(b), tier(a)), cmp.Compare(lb, la), cmp.Compare(pl.hosts[ha].name, pl.hosts[hb].name)) < 0
+}
