@@ -562,6 +562,18 @@ type fold struct {
 	// free0: each host's free slots as a priority rebalance of version 4
 	// starts (#320: the hosts a victim gives up first)
 	free0 map[string]int64
+	// revoked: the release.lend_revoked decisions (their index in out) of
+	// holdings on a parent's private part, per (host, part), that a
+	// descendant taking the part in the same rebalance turns into its
+	// return (ruling 10; v4.go grantOn)
+	revoked map[hp][]revokedAt
+}
+
+// revokedAt is one release of an ineligible holding: the holder and the
+// index of its decision in the fold's out.
+type revokedAt struct {
+	from string
+	idx  int
 }
 
 // applyAt folds one event of time at into m (a clone: Apply discards it

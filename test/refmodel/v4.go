@@ -45,6 +45,26 @@ func (f *fold) room(k hp) int64 {
 func (f *fold) grantOn(l string, k hp, n int64, rule string) {
 	f.addAlloc(l, k.host, n)
 	f.seat.add(l, k, n)
+	// a descendant taking its ancestor's private part where a leaf that
+	// could no longer hold it was released this rebalance takes the
+	// holding by a return (ruling 10: "by a return, when the part's owner
+	// (for a parent's private part, a descendant) takes it in this
+	// event"; decision #351): the release shrinks by what the return takes
+	if k.part != root && !f.m.isLeaf(k.part) && under(l, k.part) {
+		for _, r := range f.revoked[k] {
+			rel := &f.out[r.idx]
+			if t := min(n, rel.Slots); t > 0 {
+				rel.Slots -= t
+				n -= t
+				f.emit(Decision{Kind: "return", Consumer: l, From: r.from, Host: k.host, Slots: t, Rule: "own.return",
+					Deadline: f.at.Add(f.m.nodes[k.part].lendGrace)})
+				f.track()
+			}
+		}
+		if n == 0 {
+			return
+		}
+	}
 	d := Decision{Kind: "grant", Consumer: l, Host: k.host, Slots: n, Rule: rule}
 	if k.part != root && k.part != l && !under(l, k.part) {
 		d.Kind, d.From = "lend", k.part
@@ -336,6 +356,7 @@ func (f *fold) rebalance4() {
 			since[l] = s
 		}
 		f.priority4(ly)
+		f.dropEmpty(start)
 		f.swap4(start)
 		f.engineOrder(start)
 		f.placedOrderPriority(start, since)
@@ -360,6 +381,7 @@ func (f *fold) rebalance4() {
 	} else {
 		f.totals4(ly)
 	}
+	f.dropEmpty(start)
 	f.swap4(start)
 	f.engineOrder(start)
 	if m.pol.preemption && m.pol.balance {
@@ -368,6 +390,20 @@ func (f *fold) rebalance4() {
 		// 4) the model keeps its own order (the engine's differs, #238)
 		f.placedOrder(start, placed)
 	}
+}
+
+// dropEmpty removes the decisions (from start on) that a later one took
+// all the slots of (a release of an ineligible holding turned into a
+// return, grantOn), and forgets the releases' indexes.
+func (f *fold) dropEmpty(start int) {
+	out := f.out[:start]
+	for _, d := range f.out[start:] {
+		if d.Slots > 0 {
+			out = append(out, d)
+		}
+	}
+	f.out = out
+	f.revoked = nil
 }
 
 // engineOrder puts the rebalance's decisions (from start on) in the
@@ -643,6 +679,12 @@ func (f *fold) revoke4() {
 			n := f.seat[l][k]
 			f.addAlloc(l, k.host, -n)
 			f.seat.add(l, k, -n)
+			if k.part != root && !m.isLeaf(k.part) {
+				if f.revoked == nil {
+					f.revoked = map[hp][]revokedAt{}
+				}
+				f.revoked[k] = append(f.revoked[k], revokedAt{from: l, idx: len(f.out)})
+			}
 			f.emit(Decision{Kind: "release", Consumer: l, Host: k.host, Slots: n, Rule: "release.lend_revoked",
 				Deadline: f.at.Add(m.nodes[k.part].lendGrace)})
 			f.track()
