@@ -79,6 +79,7 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 	if f.seat != nil { // ruling 12: the pool's tier is seated by rounds now
 		f.seat.seatPool(f, x, pc, d)
 	}
+	aside := f.heldAbove(x, pc)
 	f.keepPerClass(x, d, pc)
 	kept := make(map[int32][]classSlots, len(pc.hold)) // by leaf: what it keeps where it sits, by class (none: nothing)
 	f.keptBuf = f.keptBuf[:0]
@@ -141,6 +142,9 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		}
 		f.esBuf = es
 		f.give(l, k)
+	}
+	if aside.slots > 0 {
+		pc.free[aside.class] += aside.slots // they go up: held there
 	}
 	var left []lentSlots
 	for i, c := range pc.classes {
@@ -286,4 +290,51 @@ func (f *layeredFold) reclaimPerClass(x int32, d *heldDivision, pc *poolClasses,
 		f.out.transfers = append(f.out.transfers, transfer{claimant: l, victim: v, slots: give})
 		need -= give
 	}
+}
+
+// heldAbove is, under rules 4 without preemption (docs/decisions.md
+// #357), the slots of private pool x's own parts that the pool's rounds
+// did not seat and that x's own leaves hold there (within what each may
+// still hold, and beyond the room of the host's other parts, where they
+// may sit instead): ruling 12 counts them
+// in the pool above (lent upward, a leaf of the branch seated there in
+// round 3), and without preemption no leaf of the pool can take them (no
+// reclaim, and a return takes back from outside the branch only). They
+// are set aside from the pool's own class while it divides, so it gives
+// its leaves only what they can be given, and passed upward with its
+// leftover, where their holders sit on them. Under preemption the pool
+// divides them as its own (a reclaim or a move brings them down).
+func (f *layeredFold) heldAbove(x int32, pc *poolClasses) classSlots {
+	if f.policy.preempt || f.seat == nil || x == 0 { // f.seat: rules 4 under priority
+		return classSlots{}
+	}
+	own := slices.IndexFunc(pc.classes, func(c lentSlots) bool { return c.lender == noNode })
+	if own < 0 || pc.free[own] == 0 {
+		return classSlots{}
+	}
+	s := f.seat
+	xn := &s.t.nodes[x]
+	members := s.t.leaves[xn.lo:xn.hi]
+	n := Slots(0)
+	for k := range s.parts {
+		if s.parts[k].owner != x || s.room[k] == 0 {
+			continue
+		}
+		h, on := s.parts[k].host, Slots(0)
+		for _, l := range members {
+			// within what it may still hold above (E' less what it
+			// sits on here): the rest it gives back
+			on += minSlots(s.restOn(l, h), maxSlots(f.eff[l]-s.inX[l], 0))
+		}
+		// what the rest of the host's room cannot seat sits on x's part
+		for j := s.firstOn(h); j < len(s.parts) && s.parts[j].host == h; j++ {
+			if j != k {
+				on -= s.room[j]
+			}
+		}
+		n += minSlots(maxSlots(on, 0), s.room[k])
+	}
+	n = minSlots(n, pc.free[own])
+	pc.free[own] -= n
+	return classSlots{class: own, slots: n}
 }
