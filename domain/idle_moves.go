@@ -13,8 +13,9 @@ package domain
 
 // keepIdleMoves cancels, from the placement's moves, each move's part
 // that frees slots still free after the event: a release.moved of leaf
-// l on host h, less what l's own use gains elsewhere (ruling 5 takes an
-// owner's own slots whatever it holds elsewhere), is cut by what h has
+// l on host h, less what l's own use gains elsewhere for slots it gives
+// up off its own parts (ruling 5 takes an owner's own slots whatever it
+// holds elsewhere; its own slots leave last), is cut by what h has
 // free once every move is made, and as much of l's share-rule gains on
 // other hosts (grants and lends) is cut with it, the latest first. l's
 // count is unchanged.
@@ -52,16 +53,26 @@ func (p *Pool) keepIdleMoves(moves []placeMove) []placeMove {
 			continue
 		}
 		// Its own use takes what it gives up first (ruling 5): that much is
-		// no idle move.
-		own := minSlots(m.slots, ownElse[m.leaf])
+		// no idle move, unless what it gives up is its own slots (own last
+		// in the release order): an owner on its own part is not moved to
+		// another of its own parts to leave it free.
+		onOwn := p.seatedOn(m.host, m.leaf, m.leaf)
+		fromElse := minSlots(m.slots, maxSlots(p.t.holdingOn(m.leaf, m.host)-onOwn, 0))
+		own := minSlots(fromElse, ownElse[m.leaf])
 		ownElse[m.leaf] -= own
 		idle := minSlots(m.slots-own, free[m.host])
+		ownToOwn := m.slots - fromElse // own slots given up: an own use gain elsewhere is cut with them
 		for j := len(moves) - 1; j >= 0 && idle > 0; j-- {
 			g := &moves[j]
-			if (g.kind != KindGrant && g.kind != KindLend) || g.leaf != m.leaf || g.host == m.host || g.rule == RuleOwnUse || g.slots == 0 {
+			if (g.kind != KindGrant && g.kind != KindLend) || g.leaf != m.leaf || g.host == m.host || g.slots == 0 ||
+				(g.rule == RuleOwnUse && ownToOwn == 0) {
 				continue
 			}
 			k := minSlots(idle, g.slots)
+			if g.rule == RuleOwnUse {
+				k = minSlots(k, ownToOwn)
+				ownToOwn -= k
+			}
 			g.slots -= k
 			m.slots -= k
 			free[m.host] -= k
