@@ -81,18 +81,8 @@ func (pl *placement) releaseExcessFirst(withParts []int32, left map[int32][]Slot
 // releasesBefore reports whether leaf l gives back its slots of owner a's
 // part on host ha (holding la of its slots there now) before those of
 // owner b's on hb: lent by others, public, private pools farthest
-// ancestor first, its own last; then the host holding most; then name.
+// ancestor first, its own last (the reverse of the grants' tiers,
+// tierOfPart); then the host holding most; then name.
 func (pl *placement) releasesBefore(l, a, ha int32, la Slots, b, hb int32, lb Slots) bool {
-	tier := func(o int32) int64 { // section 5's release tiers, first given back largest
-		switch {
-		case o == l:
-			return 0
-		case o == noNode:
-			return 1 << 40
-		case pl.t.contains(o, l):
-			return int64(pl.t.nodes[l].depth - pl.t.nodes[o].depth)
-		}
-		return 1 << 41
-	}
-	return cmp.Or(cmp.Compare(tier(b), tier(a)), cmp.Compare(lb, la), cmp.Compare(pl.hosts[ha].name, pl.hosts[hb].name)) < 0
+	return cmp.Or(cmp.Compare(pl.tierOfPart(l, b), pl.tierOfPart(l, a)), cmp.Compare(lb, la), cmp.Compare(pl.hosts[ha].name, pl.hosts[hb].name)) < 0
 }

@@ -434,6 +434,12 @@ func (pl *placement) tierOf(l, owner int32) int64 {
 	if pl.rules.restrictiveFirst {
 		return pl.tierOf4(l, owner)
 	}
+	return pl.tierOfPart(l, owner)
+}
+
+// tierOfPart is tierOf without rules 4's restrictive classes; section 5's
+// release order is its reverse (ownership_excess.go).
+func (pl *placement) tierOfPart(l, owner int32) int64 {
 	switch {
 	case owner == l:
 		return 0

@@ -280,27 +280,13 @@ func TestRules4NoIdleMove(t *testing.T) {
 // parent above its max.
 func TestRules4TakeBackWithinMax(t *testing.T) {
 	for _, seed := range []uint64{2599, 3279, 6129, 7534, 8397, 8537, 9654} {
-		sc := gen.GenerateOwned(gen.NewRand(seed), 40)
-		p := domain.NewPool("max", domain.WithDevelopmentRules())
-		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		seq := uint64(0)
-		for i, ev := range sc.Events {
-			at = at.Add(time.Second)
-			if pc, ok := ev.(*events.PlanChange); ok {
-				stamped := *pc
-				stamped.Plan.Rules = int(domain.RulesV4)
-				ev = &stamped
-			}
-			if _, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev}); err != nil {
-				continue
-			}
-			seq++
+		foldOwnedLog(t, seed, domain.RulesV4, nil, func(p *domain.Pool, _ domain.Result, i int, ev events.Payload, _ time.Time) {
 			for _, c := range p.Consumers() {
 				if c.MaxSlots != nil && c.Allocated > *c.MaxSlots {
 					t.Fatalf("seed %d event %d (%s): %s holds %d above its max %d", seed, i, ev.EventType(), c.Path, c.Allocated, *c.MaxSlots)
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -316,29 +302,39 @@ func foldOwnedLogs(t *testing.T, base uint64, tweak func(*events.Plan),
 		runs = 60
 	}
 	for seed := range uint64(runs) {
-		sc := gen.GenerateOwned(gen.NewRand(seed+base), 40)
 		for _, v := range []domain.RulesVersion{domain.RulesV3, domain.RulesV4} {
-			p := domain.NewPool("rules4", domain.WithDevelopmentRules())
-			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			seq := uint64(0)
-			for i, ev := range sc.Events {
-				at = at.Add(time.Second)
-				if pc, ok := ev.(*events.PlanChange); ok {
-					stamped := *pc
-					stamped.Plan.Rules = int(v)
-					if tweak != nil {
-						tweak(&stamped.Plan)
-					}
-					ev = &stamped
-				}
-				r, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev})
-				if err != nil {
-					continue
-				}
-				seq++
+			foldOwnedLog(t, seed+base, v, tweak, func(p *domain.Pool, r domain.Result, i int, ev events.Payload, at time.Time) {
 				check(p, v, r, seed, i, ev, at)
-			}
+			})
 		}
+	}
+}
+
+// foldOwnedLog folds the random ownership log of seed under rules v, as
+// foldOwnedLogs does, calling check after every event folded.
+func foldOwnedLog(t *testing.T, seed uint64, v domain.RulesVersion, tweak func(*events.Plan),
+	check func(p *domain.Pool, r domain.Result, i int, ev events.Payload, at time.Time)) {
+	t.Helper()
+	sc := gen.GenerateOwned(gen.NewRand(seed), 40)
+	p := domain.NewPool("rules4", domain.WithDevelopmentRules())
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := uint64(0)
+	for i, ev := range sc.Events {
+		at = at.Add(time.Second)
+		if pc, ok := ev.(*events.PlanChange); ok {
+			stamped := *pc
+			stamped.Plan.Rules = int(v)
+			if tweak != nil {
+				tweak(&stamped.Plan)
+			}
+			ev = &stamped
+		}
+		r, err := p.Apply(domain.Event{Seq: seq + 1, Time: at, Payload: ev})
+		if err != nil {
+			continue
+		}
+		seq++
+		check(p, r, i, ev, at)
 	}
 }
 
