@@ -138,7 +138,7 @@ var v4ScenarioRatchet = map[string]int{
 // rest by what is decided, not adjudicated yet (test/refmodel/AMBIGUITIES.md,
 // "The differential test of rules 4"; the engine disputes 01-12 are
 // settled, testdata/settled-*.yaml, 13-17 by #341 and #342, 18 and 20 by
-// #353, 19, 21 and 22 by #354 to #356; 23 is open in
+// #353, 19, 21 and 22 by #354 to #356, 23 by #357; 24 is open in
 // test/refmodel/testdata/engine-disputes). The readings the model took
 // where the spec is open are docs/decisions.md #232-#234, #235 and
 // #348-#351.
