@@ -1,6 +1,9 @@
 package domain
 
-import "cmp"
+import (
+	"cmp"
+	"slices"
+)
 
 // An owner's excess under rules 4 with preemption (rules-v4 ruling 5,
 // docs/decisions.md #356). Ruling 5: an owner takes its own slots whatever
@@ -17,7 +20,7 @@ import "cmp"
 // holds beyond E less its own layer's use out of what it may keep (left,
 // by host then holder), in the release order; the pairing releases it
 // (rule release.moved: its work moves onto its own slots).
-func (pl *placement) releaseExcessFirst(withParts []int32, left map[int32][]Slots) {
+func (pl *placement) releaseExcessFirst(left map[int32][]Slots) {
 	type entry struct {
 		h     int32
 		j     int // the holder's index on h
@@ -27,24 +30,30 @@ func (pl *placement) releaseExcessFirst(withParts []int32, left map[int32][]Slot
 	var es []entry
 	for _, l := range pl.leaves {
 		own := pl.want(l, l) // its own layer: what it is due of its own parts
+		if own == 0 {
+			continue // no own layer, or none gained: nothing of its own accord
+		}
 		es = es[:0]
 		held := Slots(0)
-		for _, h := range withParts {
+		for _, hs := range pl.t.nodes[l].holdings {
+			h := hs.host
+			if _, ok := left[h]; !ok { // down, or no parts
+				continue
+			}
+			j := slices.IndexFunc(pl.holders[h], func(x leafSlots) bool { return x.leaf == l })
+			if j < 0 {
+				continue
+			}
 			i0, i1 := pl.partsOfHost(h)
-			for j, x := range pl.holders[h] {
-				if x.leaf != l {
-					continue
-				}
-				for i := i0; i < i1; i++ {
-					o := pl.parts[i].owner
-					if s := pl.rules.seated(h, o, l); s > 0 {
-						if o == l {
-							own -= minSlots(s, own) // what it already sits on of its own
-							continue
-						}
-						es = append(es, entry{h: h, j: j, owner: o, slots: s})
-						held += s
+			for i := i0; i < i1; i++ {
+				o := pl.parts[i].owner
+				if s := pl.rules.seated(h, o, l); s > 0 {
+					if o == l {
+						own -= minSlots(s, own) // what it already sits on of its own
+						continue
 					}
+					es = append(es, entry{h: h, j: j, owner: o, slots: s})
+					held += s
 				}
 			}
 		}

@@ -40,7 +40,7 @@ func (pl *placement) keep() {
 		return
 	}
 	if pl.rules.excessByReleaseOrder && pl.rules.seated != nil {
-		pl.releaseExcessFirst(withParts, left)
+		pl.releaseExcessFirst(left)
 	}
 	// Leaves that keep all they hold first, host by host; then those
 	// giving slots up keep on the hosts a claimant would use last (least
