@@ -1,5 +1,7 @@
 package domain
 
+import "slices"
+
 // Rules 4's moves that free nothing anyone takes (rules-v4 ruling 7,
 // docs/decisions.md #347). With preemption a move stops work on one host
 // and starts it on another so that every leaf reaches its share of the
@@ -20,6 +22,9 @@ package domain
 // other hosts (grants and lends) is cut with it, the latest first. l's
 // count is unchanged.
 func (p *Pool) keepIdleMoves(moves []placeMove) []placeMove {
+	if !slices.ContainsFunc(moves, func(m placeMove) bool { return m.kind == KindRelease && m.rule == RuleMoved }) {
+		return moves // most events move nothing
+	}
 	free := make(map[int32]Slots) // by host a move leaves: free after the event
 	for _, m := range moves {
 		if _, ok := free[m.host]; !ok && m.kind == KindRelease && m.rule == RuleMoved {
