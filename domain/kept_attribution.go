@@ -147,7 +147,7 @@ func (f *incFold) keeps(pl *incPool, l int32, left []Slots) []lenderSlots {
 	slices.SortFunc(sits, func(a, b classSitting) int { return cmp.Compare(a.at, b.at) })
 	out := f.keepBuf[:0]
 	budget := Slots(0)
-	if f.releaseOrder { // one class group: the pool is the group
+	if f.rules4Classes { // one class group: the pool is the group
 		budget = Unlimited
 	}
 	keepSittings(sits, pl.part[i], pl.eff[i], budget, func(at int, n Slots) Slots {
@@ -216,7 +216,7 @@ func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
 		}
 	}
 	pl.restSet = kept
-	handOutRest(t, takers, left, func(r restTaker, at int, n Slots) {
+	handOutRest(t, takers, left, f.rules4Classes && !f.priority, func(r restTaker, at int, n Slots) {
 		pl.restTakes[r.of] = append(pl.restTakes[r.of], lenderSlots{lender: pl.classes[at].lender, slots: n})
 		f.noteDue(r.leaf)
 	})

@@ -74,8 +74,8 @@ type incFold struct {
 	targetMoved, dueMoved leafSet
 
 	sp splitter
-	// releaseOrder: layeredFold's (keepSittings).
-	releaseOrder bool
+	// rules4Classes: layeredFold's (keepSittings, handOutRest).
+	rules4Classes bool
 	// Scratch of one leaf's attribution (keeps) and of one
 	// host's new sittings (noteResit).
 	sitBuf   []classSitting
@@ -296,7 +296,7 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	}
 	walk(0, 0)
 	f.parentEnf, f.priority, f.preempt = p.mode.parent, !p.mode.shareRatio, p.mode.preempt
-	f.releaseOrder = p.mode.behaviour.excessInReleaseOrder
+	f.rules4Classes = p.mode.behaviour.excessInReleaseOrder
 	f.owned, f.ownUse, f.eff = tot.owned, make([]Slots, n), make([]Slots, n)
 	f.targetMoved.reset(n)
 	f.dueMoved.reset(n)
@@ -434,7 +434,7 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 		if delta == 0 {
 			continue
 		}
-		if f.releaseOrder { // its keeps depend on what it brings (keepSittings)
+		if f.rules4Classes { // its keeps depend on what it brings (keepSittings)
 			f.markAttr(pl.x, l)
 		}
 		for a := l; ; a = t.nodes[a].parent {

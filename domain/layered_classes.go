@@ -118,7 +118,7 @@ func (f *layeredFold) attribute(x int32, classes []lentSlots, used []poolTake) [
 		})
 		rest[ui] = restTaker{of: ui, leaf: u.leaf, part: u.slots, rest: k}
 	}
-	handOutRest(f.t, rest, left, func(r restTaker, i int, n Slots) { take(r.of, i, n) })
+	handOutRest(f.t, rest, left, f.rules4Classes && f.policy.shareRatio, func(r restTaker, i int, n Slots) { take(r.of, i, n) })
 	var leftover []lentSlots
 	for i, c := range classes {
 		if left[i] > 0 {
@@ -201,11 +201,19 @@ type restTaker struct {
 // slots, then path descending), each from the classes in order, so the
 // pool's own slots go to them first and the leaves sitting on lent
 // slots, which an owner takes back, are those that give back first
-// (decisions.md #98). With one class the order decides nothing, and is
-// path order. takers is sorted here; take(r, at, n) gives taker r n
-// slots of a class.
-func handOutRest(t *tree, takers []restTaker, left []Slots, take func(r restTaker, at int, n Slots)) {
-	if len(left) > 1 {
+// (decisions.md #98). Under rules 4's share_ratio (byClaim) the leaves come in the
+// claimant order instead, the largest rest per unit of share first, then
+// priority descending, then path (docs/decisions.md #358): the pool's own
+// slots go first to the leaf the placement serves first. With one class
+// the order decides nothing, and is path order. takers is sorted here;
+// take(r, at, n) gives taker r n slots of a class.
+func handOutRest(t *tree, takers []restTaker, left []Slots, byClaim bool, take func(r restTaker, at int, n Slots)) {
+	if byClaim && len(left) > 1 {
+		slices.SortFunc(takers, func(a, b restTaker) int {
+			x, y := &t.nodes[a.leaf], &t.nodes[b.leaf]
+			return cmp.Or(cmpDesc(int64(a.rest)*y.share, int64(b.rest)*x.share), cmpDesc(x.priority, y.priority), cmp.Compare(a.leaf, b.leaf))
+		})
+	} else if len(left) > 1 {
 		slices.SortFunc(takers, func(a, b restTaker) int { return t.keeperOrder(a.leaf, a.part, b.leaf, b.part) })
 	} else {
 		slices.SortFunc(takers, func(a, b restTaker) int { return cmp.Compare(a.leaf, b.leaf) })

@@ -109,9 +109,11 @@ type layeredInput struct {
 	// priorityPerPool: rules 4's priority divides a pool with several
 	// class groups once (ruling 1, priority_per_pool.go).
 	priorityPerPool bool
-	// releaseOrder: a leaf gives what it sits on beyond its demand back in
-	// section 5's release order (rules 4, ruling 5; keepSittings).
-	releaseOrder bool
+	// rules4Classes: rules 4's class attribution: a leaf gives what it
+	// sits on beyond its demand back in section 5's release order (ruling
+	// 5; keepSittings), and the parts not kept are handed out in the
+	// claimant order (handOutRest; docs/decisions.md #358).
+	rules4Classes bool
 	// seat, under rules 4's priority (ruling 12, priority_seating.go):
 	// held is empty and each pool's tier is seated by rounds as the fold
 	// reaches it; nil otherwise.
@@ -129,9 +131,9 @@ type layeredFold struct {
 	parentEnf bool
 	policy    divisionPolicy
 	lend      func(id int32) bool
-	// priorityPerPool, releaseOrder and seat: layeredInput's.
+	// priorityPerPool, rules4Classes and seat: layeredInput's.
 	priorityPerPool bool
-	releaseOrder    bool
+	rules4Classes   bool
 	seat            *roundSeating
 	// record, when set, keeps each pool's slots as divided (by node id);
 	// fixed, when set, divides each pool over those slots instead and lends
@@ -141,7 +143,7 @@ type layeredFold struct {
 	heldBy        map[poolLeaf][]int32 // the lenders of held's entries, by (pool, leaf)
 	heldDiv       heldDivision
 	remDemand     []Slots // by node id: E less what earlier layers gave (leaves)
-	// excess, by node id, under releaseOrder: what a leaf sits on in the
+	// excess, by node id, under rules4Classes: what a leaf sits on in the
 	// pool being divided beyond the demand it brings there, not yet given
 	// back (keepSittings).
 	excess []Slots
@@ -256,7 +258,7 @@ func (f *layeredFold) dividePool(x int32, unrestricted Slots) {
 	if unrestricted == 0 && len(lent) == 0 {
 		return
 	}
-	if f.releaseOrder {
+	if f.rules4Classes {
 		n := &f.t.nodes[x]
 		for _, l := range f.t.leaves[n.lo:n.hi] {
 			sits := Slots(0)
