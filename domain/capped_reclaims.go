@@ -42,24 +42,9 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 	}
 	cur := make([]Slots, len(p.t.nodes)) // what each node holds before the moves, with the gains taken so far
 	for _, l := range p.t.leaves {
-		for a := l; a > 0; a = p.t.nodes[a].parent {
-			cur[a] += p.t.nodes[l].alloc
-		}
+		p.t.hold(cur, l, p.t.nodes[l].alloc)
 	}
-	hold := func(l int32, k Slots) {
-		for a := l; a > 0; a = p.t.nodes[a].parent {
-			cur[a] += k
-		}
-	}
-	room := func(l, from int32) Slots {
-		r := Unlimited
-		for a := p.t.nodes[l].parent; a > 0 && (from == noNode || !p.t.contains(a, from)); a = p.t.nodes[a].parent {
-			if n := &p.t.nodes[a]; n.maxCap != Unlimited {
-				r = minSlots(r, maxSlots(n.maxCap-cur[a], 0))
-			}
-		}
-		return r
-	}
+	room := func(l, from int32) Slots { return p.t.headroomFrom(l, from, cur) }
 	var reclaims []placeMove
 	for gi := range moves {
 		g := &moves[gi]
@@ -75,7 +60,7 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 			if v.kind != KindRelease || v.rule != RuleMoved || v.slots == 0 || v.host == g.host || v.leaf == g.leaf || gains[v.leaf] {
 				continue
 			}
-			k := minSlots(minSlots(blocked, v.slots), minSlots(p.seatedIn(v.leaf, v.host, g.part), room(g.leaf, v.leaf)))
+			k := minSlots(minSlots(blocked, v.slots), minSlots(p.seatedOn(v.host, g.part, v.leaf), room(g.leaf, v.leaf)))
 			if k <= 0 {
 				continue
 			}
@@ -96,7 +81,7 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 				continue
 			}
 			k := minSlots(minSlots(blocked, r.slots), g.slots)
-			k = minSlots(k, minSlots(p.seatedIn(r.from, r.host, g.part), room(g.leaf, r.from)))
+			k = minSlots(k, minSlots(p.seatedOn(r.host, g.part, r.from), room(g.leaf, r.from)))
 			k = minSlots(k, room(r.leaf, noNode))
 			if k <= 0 {
 				continue
@@ -105,10 +90,10 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 			r.slots -= k
 			blocked -= k
 			reclaims = append(reclaims, placeMove{kind: KindReclaim, leaf: g.leaf, from: r.from, host: r.host, slots: k, rule: rules.reclaim, graceOf: r.from})
-			reclaims = append(reclaims, p.gainMove(r.leaf, g.part, g.host, k, rules.grant))
-			hold(r.leaf, k)
+			reclaims = append(reclaims, freeGain(p.t, r.leaf, g.part, g.host, k, rules.grant))
+			p.t.hold(cur, r.leaf, k)
 		}
-		hold(g.leaf, g.slots)
+		p.t.hold(cur, g.leaf, g.slots)
 	}
 	if len(reclaims) == 0 {
 		return moves
@@ -120,31 +105,4 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 		}
 	}
 	return out
-}
-
-// seatedIn is how many slots victim sits on at host in owner's part (the
-// seating): the part the claimant's grant is in, so the reclaim takes
-// the slots the claimant is due.
-func (p *Pool) seatedIn(victim, host, owner int32) Slots {
-	parts, _ := p.hostParts()
-	n := Slots(0)
-	for _, s := range p.sittingsOn(parts, host) {
-		if s.leaf == victim && parts[s.part].owner == owner {
-			n += s.slots
-		}
-	}
-	return n
-}
-
-// gainMove is leaf l given k free slots of owner's part on host under
-// rule: a grant on its own, an ancestor's or the public part, a lend on
-// a part another consumer owns (as the placement's grant records them).
-func (p *Pool) gainMove(l, owner, host int32, k Slots, rule Rule) placeMove {
-	switch {
-	case owner == l:
-		return placeMove{kind: KindGrant, leaf: l, from: noNode, host: host, slots: k, rule: RuleOwnUse, graceOf: noNode, part: owner}
-	case owner == noNode || p.t.contains(owner, l):
-		return placeMove{kind: KindGrant, leaf: l, from: noNode, host: host, slots: k, rule: rule, graceOf: noNode, part: owner}
-	}
-	return placeMove{kind: KindLend, leaf: l, from: owner, host: host, slots: k, rule: rule, graceOf: noNode, part: owner}
 }

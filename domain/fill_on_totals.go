@@ -226,10 +226,12 @@ func (pl *placement) headroom(l int32, cur []Slots) Slots { return pl.headroomFr
 // headroomFrom is what leaf l may still take from leaf v (noNode: from
 // free slots) under its ancestors' max: the ancestors l shares with v do
 // not count, since what moves from v to l stays inside them.
-func (pl *placement) headroomFrom(l, v int32, cur []Slots) Slots {
+func (pl *placement) headroomFrom(l, v int32, cur []Slots) Slots { return pl.t.headroomFrom(l, v, cur) }
+
+func (t *tree) headroomFrom(l, v int32, cur []Slots) Slots {
 	room := Unlimited
-	for a := pl.t.nodes[l].parent; a > 0 && (v == noNode || !pl.t.contains(a, v)); a = pl.t.nodes[a].parent {
-		if n := &pl.t.nodes[a]; n.maxCap != Unlimited {
+	for a := t.nodes[l].parent; a > 0 && (v == noNode || !t.contains(a, v)); a = t.nodes[a].parent {
+		if n := &t.nodes[a]; n.maxCap != Unlimited {
 			room = minSlots(room, maxSlots(n.maxCap-cur[a], 0))
 		}
 	}
@@ -238,8 +240,10 @@ func (pl *placement) headroomFrom(l, v int32, cur []Slots) Slots {
 
 // hold adds k to what leaf l holds in cur, and to each of its ancestors'
 // sums there (headroom).
-func (pl *placement) hold(cur []Slots, l int32, k Slots) {
-	for a := l; a > 0; a = pl.t.nodes[a].parent {
+func (pl *placement) hold(cur []Slots, l int32, k Slots) { pl.t.hold(cur, l, k) }
+
+func (t *tree) hold(cur []Slots, l int32, k Slots) {
+	for a := l; a > 0; a = t.nodes[a].parent {
 		cur[a] += k
 	}
 }

@@ -403,15 +403,21 @@ func (pl *placement) gain(x placing, losers []int32, lost map[int32]Slots) {
 // leaf's own part (own.use), its ancestors' or the public part; a lend on
 // a part another consumer owns.
 func (pl *placement) grant(x placing, k Slots) {
-	l, p := x.leaf, pl.parts[x.part]
+	p := pl.parts[x.part]
+	pl.moves = append(pl.moves, freeGain(pl.t, x.leaf, p.owner, p.host, k, x.rule))
+}
+
+// freeGain is leaf l given k free slots of owner's part on host under
+// rule: a grant on its own part (own.use), its ancestors' or the public
+// part; a lend on a part another consumer owns.
+func freeGain(t *tree, l, owner, host int32, k Slots, rule Rule) placeMove {
 	switch {
-	case p.owner == l:
-		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: RuleOwnUse, graceOf: noNode, part: p.owner})
-	case p.owner == noNode || pl.t.contains(p.owner, l):
-		pl.moves = append(pl.moves, placeMove{kind: KindGrant, leaf: l, from: noNode, host: p.host, slots: k, rule: x.rule, graceOf: noNode, part: p.owner})
-	default:
-		pl.moves = append(pl.moves, placeMove{kind: KindLend, leaf: l, from: p.owner, host: p.host, slots: k, rule: x.rule, graceOf: noNode, part: p.owner})
+	case owner == l:
+		return placeMove{kind: KindGrant, leaf: l, from: noNode, host: host, slots: k, rule: RuleOwnUse, graceOf: noNode, part: owner}
+	case owner == noNode || t.contains(owner, l):
+		return placeMove{kind: KindGrant, leaf: l, from: noNode, host: host, slots: k, rule: rule, graceOf: noNode, part: owner}
 	}
+	return placeMove{kind: KindLend, leaf: l, from: owner, host: host, slots: k, rule: rule, graceOf: noNode, part: owner}
 }
 
 // isReturn reports whether leaf l taking slots of owner's part from v is
