@@ -27,6 +27,9 @@ type Client struct {
 	hc       *http.Client
 	failFast bool
 	wait     time.Duration
+	// misconfigured says why no request can be sent (ErrMisconfigured),
+	// or is nil.
+	misconfigured error
 }
 
 // Option configures a Client.
@@ -58,6 +61,7 @@ func New(baseURL string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.misconfigured = checkSendable(c.base, c.token)
 	return c
 }
 
@@ -222,14 +226,41 @@ func (c *Client) call(ctx context.Context, method, path string, body []byte, out
 	})
 }
 
+// checkSendable says why no request to base with token could ever be
+// sent, or nil: net/http refuses such a request before any I/O, the same
+// way at every attempt.
+func checkSendable(base, token string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		shown := base
+		if at := strings.LastIndex(base, "@"); at >= 0 {
+			// What comes before it may be a password the URL does not
+			// mark as one (user:password@host, without a scheme).
+			shown = "..." + base[at:]
+		}
+		return fmt.Errorf("%w: the ledger's address %q is not an http:// or https:// URL (want http://host:port)", ErrMisconfigured, shown)
+	}
+	for _, r := range token {
+		// net/http's rule for a header value: no control character but
+		// the tab.
+		if (r < 0x20 && r != '\t') || r == 0x7f {
+			return fmt.Errorf("%w: the token holds a control character (%U; a line end left from the file it was read from?)", ErrMisconfigured, r)
+		}
+	}
+	return nil
+}
+
 func (c *Client) request(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
+	if c.misconfigured != nil {
+		return nil, c.misconfigured
+	}
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrMisconfigured, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -241,7 +272,8 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte) 
 // answering 5xx, 429 (the token over its limits) or 408 (the body arrived
 // too slowly: nothing was stored), a connection lost
 // midway and (unless FailFastWhenDown) a connection refused are retried
-// after Retry-After, or the retry wait.
+// after Retry-After, or the retry wait. A request that cannot be sent
+// (ErrMisconfigured) is not: it would fail the same way until ctx ends.
 func (c *Client) retry(ctx context.Context, f func() error) error {
 	for {
 		err := f()
@@ -251,7 +283,7 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 			return nil
 		case errors.As(err, &e) && e.Refused():
 			return err
-		case c.failFast && errors.Is(err, ErrNoLedger):
+		case c.failFast && errors.Is(err, ErrNoLedger), errors.Is(err, ErrMisconfigured):
 			return err
 		case ctx.Err() != nil:
 			return err

@@ -16,6 +16,11 @@
 // (Appended.Duplicate) and never stored twice; the same id with other
 // content is refused (CodeIDConflict).
 //
+// A client whose address is not an http:// or https:// URL, or whose
+// token holds a control character (a CR left from a file with CRLF line
+// ends), fails every call at once with ErrMisconfigured: nothing can be
+// sent, so nothing is retried.
+//
 // Refusals. Every answer other than 200 is an *Error with the HTTP status
 // and the ledger's stable Code (the same codes as docs/rules.md, section
 // 13, and the API's own). A Code is itself an error, so callers branch

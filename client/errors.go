@@ -102,6 +102,14 @@ const (
 // (connection refused): a wrong address, or a ledger that is not running.
 var ErrNoLedger = errors.New("no ledger listening")
 
+// ErrMisconfigured is wrapped by the error of a request that cannot be
+// sent as the client is configured: a base URL that is not an http:// or
+// https:// URL with a host (LEDGER_URL without its scheme), or a token a
+// header cannot carry (a control character, such as the CR of a file with
+// CRLF line ends). Sending it again cannot help, so every call returns it
+// at once, without retrying.
+var ErrMisconfigured = errors.New("ledger client misconfigured")
+
 // Error is an answer other than 200.
 type Error struct {
 	// Status is the HTTP status.

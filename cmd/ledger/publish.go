@@ -34,7 +34,9 @@ them, appended all or nothing.
 A refused event (unknown consumer, release of more than is held, ...) exits
 with status 1 and the ledger's reason. While the ledger answers 503 (NATS
 unavailable) publish retries, with the same event ids, until --timeout;
-when nothing listens at --ledger-url it fails at once.
+when nothing listens at --ledger-url, when it is not an http:// or
+https:// URL, or when the token holds a control character (a CR from a
+file with CRLF line ends) it fails at once.
 
 Requests carry the bearer token of LEDGER_TOKEN (or --ledger-token); the
 ledger records the token's name as the events' producer.`,

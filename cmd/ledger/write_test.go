@@ -200,6 +200,38 @@ func TestPublishFailsFast(t *testing.T) {
 	}
 }
 
+// publish and load fail at once, saying why, when --ledger-url is not an
+// http:// URL (the scheme left out) or the token carries a line end:
+// nothing can be sent, so there is nothing to retry until --timeout.
+func TestPublishMisconfiguredFailsFast(t *testing.T) {
+	svc := startService(t)
+	hostPort := strings.TrimPrefix(svc.ledgerURL, "http://")
+	seed, _ := filepath.Glob("../../test/scenarios/seed/*.yaml")
+	for _, tc := range []struct{ name, url, token, says string }{
+		{"no scheme", hostPort, svc.token, "is not an http:// or https:// URL"},
+		{"CRLF token", svc.ledgerURL, svc.token + "\r\n", "control character"},
+	} {
+		for _, args := range [][]string{
+			{"publish", "--pool", "p", "--type", "demand", "--data", `{"demands":{"/a":1}}`},
+			{"load", "--fresh-pool", seed[0]},
+		} {
+			start := time.Now()
+			out, errOut, err := runLedger(t, "", append(args, "--ledger-url", tc.url, "--ledger-token", tc.token)...)
+			took := time.Since(start)
+			all := out + errOut
+			if err != nil {
+				all += err.Error()
+			}
+			if err == nil || !strings.Contains(all, tc.says) || took > 5*time.Second {
+				t.Errorf("%s %s: %v after %v\n%s", tc.name, args[0], err, took, all)
+			}
+			if strings.Contains(all, svc.token) {
+				t.Errorf("%s %s shows the token", tc.name, args[0])
+			}
+		}
+	}
+}
+
 func TestLoadCheck(t *testing.T) {
 	svc := startService(t)
 	files, _ := filepath.Glob("../../test/scenarios/*/*.yaml")
