@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,5 +110,23 @@ func TestSimulateRulesDevelopment(t *testing.T) {
 	out, _, err = runLedger(t, "", "simulate", files[0])
 	if exitCode(err) != 1 || !strings.Contains(out, "FAIL setup event refused") || !strings.Contains(out, "in development") {
 		t.Errorf("simulate without the switch: exit %d\n%s", exitCode(err), out)
+	}
+}
+
+// A scenario file of two YAML documents fails, naming the file and the
+// second document, instead of simulating the first and passing it.
+func TestSimulateRefusesTwoDocuments(t *testing.T) {
+	seed, err := os.ReadFile("../../test/scenarios/seed/seed-000-priority-reclaim.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "two.yaml")
+	if err := os.WriteFile(file, append(append(seed, "---\n"...), seed...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = simulate(&out, []string{file}, false)
+	if err == nil || !strings.Contains(out.String(), "FAIL "+file) || !strings.Contains(out.String(), "more than one YAML document") {
+		t.Errorf("simulate of two documents: %v\n%s", err, out.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -96,8 +97,8 @@ func ParseFile(path string) (*Scenario, error) {
 
 // Parse parses a scenario from YAML. Unknown fields are errors.
 func Parse(b []byte) (*Scenario, error) {
-	var doc any
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	doc, err := unmarshalOne(b)
+	if err != nil {
 		return nil, fmt.Errorf("yaml: %w", err)
 	}
 	js, err := json.Marshal(doc)
@@ -139,6 +140,31 @@ func Parse(b []byte) (*Scenario, error) {
 	return s, nil
 }
 
+// unmarshalOne decodes the one YAML document of b (nil when b has none).
+// A file of several, separated by --- lines, is refused: yaml.Unmarshal
+// reads the first and drops the rest without a word, so a second scenario
+// (or the events after a ---) would be passed over as if it were not
+// there. Empty documents after the first (a closing ---) are nothing.
+func unmarshalOne(b []byte) (any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var doc any
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	for n := 2; ; n++ {
+		var more any
+		err := dec.Decode(&more)
+		switch {
+		case errors.Is(err, io.EOF):
+			return doc, nil
+		case err != nil:
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		case more != nil:
+			return nil, fmt.Errorf("the file holds more than one YAML document (document %d follows a --- line): a file holds one scenario, or one list of events; put each in a file of its own", n)
+		}
+	}
+}
+
 // ParseEventsFile reads a list of events in the format of a step's
 // `events:` (a file with an `events:` list, or the list alone), as
 // `ledger what-if --file` takes them.
@@ -157,8 +183,8 @@ func ParseEventsFile(path string) ([]Event, error) {
 // ParseEvents parses a list of events from YAML (or JSON): a document
 // holding an `events:` list and nothing else, or the list itself.
 func ParseEvents(b []byte) ([]Event, error) {
-	var doc any
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	doc, err := unmarshalOne(b)
+	if err != nil {
 		return nil, fmt.Errorf("yaml: %w", err)
 	}
 	js, err := json.Marshal(doc)
