@@ -358,6 +358,8 @@ func (f *fold) rebalance4() {
 		f.priority4(ly)
 		f.dropEmpty(start)
 		f.swap4(start)
+		f.netReclaims(start)
+		f.dropEmpty(start)
 		f.engineOrder(start)
 		f.placedOrderPriority(start, since)
 		return
@@ -383,6 +385,8 @@ func (f *fold) rebalance4() {
 	}
 	f.dropEmpty(start)
 	f.swap4(start)
+	f.netReclaims(start)
+	f.dropEmpty(start)
 	f.engineOrder(start)
 	if m.pol.preemption && m.pol.balance {
 		// section 17's step 2 under share_ratio: the leaves by largest
@@ -1184,4 +1188,71 @@ func (f *fold) grantPart(l, h string) string {
 		}
 	}
 	return ""
+}
+
+// netReclaims cancels, per host, a victim's reclaimed slots against what
+// the same victim is granted or lent there in the same rebalance: its
+// allocation on the host does not change, and section 7 records "every
+// change of an allocation" (allocations are per consumer and host,
+// section 5), so a leaf giving slots up on a host and gaining as many
+// there keeps them where they run (docs/rules.md section 17, step 3.1,
+// #99). The claimant is then given the slots the victim was granted (the
+// same part: a grant, or a lend from its owner; its own part an own.use)
+// with the rule it takes free slots by. Returns are not netted (ruling
+// 11, #328, #342), nor releases of ineligible holdings (#330). (Decision
+// #363; withOwnership seed 217, event 4.)
+func (f *fold) netReclaims(start int) {
+	m := f.m
+	out := append([]Decision(nil), f.out[start:]...)
+	var res []Decision
+	for i := range out {
+		r := out[i]
+		if r.Kind != "reclaim" || r.Slots == 0 {
+			res = append(res, r)
+			continue
+		}
+		for j := range out {
+			g := &out[j]
+			if r.Slots == 0 {
+				break
+			}
+			if (g.Kind != "grant" && g.Kind != "lend") || g.Consumer != r.From || g.Host != r.Host || g.Slots == 0 {
+				continue
+			}
+			k := min(r.Slots, g.Slots)
+			r.Slots -= k
+			g.Slots -= k
+			if j < i {
+				for q := range res { // already emitted: shrink it there
+					if res[q] == (Decision{Kind: g.Kind, Consumer: g.Consumer, From: g.From, Host: g.Host, Slots: g.Slots + k, Rule: g.Rule, Deadline: g.Deadline}) {
+						res[q].Slots -= k
+						break
+					}
+				}
+			}
+			d := Decision{Kind: g.Kind, Consumer: r.Consumer, From: g.From, Host: g.Host, Slots: k, Rule: "share_ratio.grant"}
+			if m.pol.reclaim == events.ReclaimPriority {
+				d.Rule = "priority.entitled"
+			}
+			switch {
+			case g.Rule == "own.use": // the victim's own part: lent to the claimant
+				d.Kind, d.From = "lend", g.Consumer
+			case d.From == d.Consumer:
+				d.Kind, d.From, d.Rule = "grant", "", "own.use"
+			}
+			merged := false
+			for q := range res { // one row per kind, consumer, from, host and rule
+				if e := &res[q]; e.Kind == d.Kind && e.Consumer == d.Consumer && e.From == d.From && e.Host == d.Host && e.Rule == d.Rule && e.Deadline.Equal(d.Deadline) {
+					e.Slots += k
+					merged = true
+					break
+				}
+			}
+			if !merged {
+				res = append(res, d)
+			}
+		}
+		res = append(res, r)
+	}
+	f.out = append(f.out[:start], res...)
 }

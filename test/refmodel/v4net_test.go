@@ -1,0 +1,41 @@
+package refmodel
+
+import "testing"
+
+// TestRules4ReclaimNettedOnTheHost: under priority (rules 4) a leaf
+// reclaimed from in its private pool and given as many slots in the public
+// pool on the same host keeps its slots where they run: its allocation on
+// the host does not change, so no decision names it (section 7: "every
+// change of an allocation is a decision row", allocations per consumer and
+// host; docs/rules.md section 17, step 3.1, #99), and the claimant is
+// granted the free slot (decision #363; withOwnership seed 217, event 4,
+// shrunk).
+func TestRules4ReclaimNettedOnTheHost(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority, enforcement: parent}
+  consumers:
+    - {path: /a, own: [{host: h1, slots: 4}]}
+    - {path: /a/a, share: 4}
+    - {path: /a/b}
+hosts:
+  - {name: h1, slots: 5}
+steps:
+  # pool /a (S 4): G /a/a 3, /a/b 1; /a/b takes 1 entitled and 1 borrowed.
+  - events: [{type: demand, demands: {/a/b: 2}}]
+    expect:
+      allocations: {/a/b: 2}
+  # /a/a is entitled to 3 in pool /a: 2 free, 1 reclaimed from /a/b (2 >
+  # G 1), which the public pool gives its public slot on h1: /a/b's count
+  # on h1 stays 2, so /a/a is granted 3 and /a/b is not named.
+  - events: [{type: demand, demands: {/a/a: 3}}]
+    expect:
+      allocations: {/a/a: 3, /a/b: 2}
+      placed: {/a/a: {h1: 3}, /a/b: {h1: 2}}
+      decisions:
+        - {kind: grant, consumer: /a/a, host: h1, slots: 3, rule: priority.entitled}
+        - {kind: reclaim, consumer: /a/a, from: /a/b, slots: 0}
+        - {kind: grant, consumer: /a/b, slots: 0}
+`)
+}
