@@ -162,6 +162,10 @@ func (p *Pool) Apply(ev Event) (Result, error) {
 		return Result{}, err
 	}
 	p.begin(ev)
+	ownedBefore := false // whether some consumer owned slots before a plan event (canonicalRows)
+	if _, ok := ev.Payload.(*events.PlanChange); ok {
+		ownedBefore = p.plan.OwnsAny()
+	}
 	switch e := ev.Payload.(type) {
 	case *events.Demand:
 		p.applyDemand(e)
@@ -178,6 +182,10 @@ func (p *Pool) Apply(ev Event) (Result, error) {
 	p.settle()
 	if p.mode.owned && p.mode.behaviour.foldToRest && len(p.decisions) > begin {
 		p.settleToRest(begin)
+	}
+	// Under rules 4 mode.owned is "some consumer owns slots" (layerWhenOwning).
+	if p.mode.behaviour.canonicalRows && (ownedBefore || p.mode.owned) {
+		p.canonicalRows()
 	}
 	return p.result(), nil
 }

@@ -193,6 +193,11 @@ type behaviour struct {
 	// then the host holding most of its slots), not where claimants go
 	// first (ownership_excess.go; docs/decisions.md #356).
 	excessByReleaseOrder bool
+	// canonicalRows: with ownership, an event's rows are merged per (kind,
+	// consumer, from, host, rule, deadline) and written in one canonical
+	// order (canonical_rows.go; docs/decisions.md #377); before, in the
+	// order the fold made them.
+	canonicalRows bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -202,7 +207,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
 		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
-		excessByReleaseOrder: v >= RulesV4}
+		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -476,7 +476,11 @@ func (m *Model) Apply(seq uint64, at time.Time, p events.Payload) ([]Decision, e
 	if err != nil {
 		return nil, err
 	}
+	ownedBefore := m.hasOwnership()
 	*m = *c
+	if m.planned && m.pol.rules >= rulesV4 && (ownedBefore || m.hasOwnership()) {
+		return canonicalOrder(f.out), nil
+	}
 	return f.out, nil
 }
 
