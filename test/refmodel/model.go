@@ -730,6 +730,9 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		// Version 4 with ownership settles until the pool is at rest
 		// (#236); each settle is version 2's steps and the rebalance.
 		f.settleToRest(reassign)
+		// a move whose freed slots stay free is no move (#347, #364)
+		f.cancelIdleMoves(0)
+		f.dropEmpty(0)
 		return f, nil
 	} else {
 		// Version 2 (docs/rules.md#fold): slots on down hosts are lost first;

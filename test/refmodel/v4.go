@@ -1256,3 +1256,44 @@ func (f *fold) netReclaims(start int) {
 	}
 	f.out = append(f.out[:start], res...)
 }
+
+// cancelIdleMoves cuts each move of an event (a release.moved beside the
+// leaf's share-rule grants or lends on other hosts) as far as the slots it
+// frees are still free once the event has settled, with as much of those
+// gains, the latest first: such a move helps no leaf towards its target and
+// stops running work (ruling 7's move, seed 004's "minimize the impact to
+// existing workload"; docs/decisions.md #347, which the engine follows,
+// and the model's own #242: a move only when a claimant needs the slot).
+// An owner's own use is no share-rule gain: its excess released after
+// taking its own slots back stays (ruling 5). It runs once the event's
+// settles are done (#236): the model's public pool gives up what a deeper
+// pool now gives a leaf after its own grants (#318), so a claimant takes
+// the freed slot only in the next settle. (Decision #364; withOwnership
+// seed 185, event 3.)
+func (f *fold) cancelIdleMoves(start int) {
+	m := f.m
+	out := f.out[start:]
+	free := map[string]int64{}
+	for _, h := range m.hostNames() {
+		free[h] = m.hostFree(h)
+	}
+	for i := range out {
+		r := &out[i]
+		if r.Kind != "release" || r.Rule != "release.moved" || r.Slots == 0 {
+			continue
+		}
+		for j := len(out) - 1; j >= 0 && r.Slots > 0 && free[r.Host] > 0; j-- {
+			g := &out[j]
+			if (g.Kind != "grant" && g.Kind != "lend") || g.Consumer != r.Consumer || g.Host == r.Host || g.Rule == "own.use" || g.Slots == 0 {
+				continue
+			}
+			k := min(r.Slots, g.Slots, free[r.Host])
+			r.Slots -= k
+			g.Slots -= k
+			free[r.Host] -= k
+			free[g.Host] += k
+			f.addAlloc(r.Consumer, r.Host, k)
+			f.addAlloc(g.Consumer, g.Host, -k)
+		}
+	}
+}

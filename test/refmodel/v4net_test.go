@@ -39,3 +39,36 @@ steps:
         - {kind: grant, consumer: /a/b, slots: 0}
 `)
 }
+
+// TestRules4NoIdleMove: under priority (rules 4) a leaf holding public
+// slots whose share now lies in its branch's private pool (a host of the
+// parent's came up) is not moved there when the public slot it would
+// leave stays free: such a move helps nobody and stops running work
+// (ruling 7, seed 004's "minimize the impact to existing workload";
+// decisions #347 and #364; withOwnership seed 185, event 3, shrunk). The
+// private slot stays idle, lent up to the public pool.
+func TestRules4NoIdleMove(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority}
+  consumers:
+    - {path: /b, own: [{host: h8}]}
+    - {path: /b/b}
+    - {path: /b/b/b}
+hosts:
+  - {name: h2, slots: 1}
+steps:
+  - events: [{type: demand, demands: {/b/b/b: 1}}]
+    expect:
+      allocations: {/b/b/b: 1}
+      placed: {/b/b/b: {h2: 1}}
+  - events: [{type: host_up, host: h8, slots: 1}]
+    expect:
+      allocations: {/b/b/b: 1}
+      placed: {/b/b/b: {h2: 1}}
+      decisions:
+        - {kind: release, consumer: /b/b/b, slots: 0}
+        - {kind: grant, consumer: /b/b/b, slots: 0}
+`)
+}
