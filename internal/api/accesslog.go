@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // accessRecord is what the access log line of a request says that only
@@ -48,10 +50,17 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 		if err != nil {
 			remote = r.RemoteAddr
 		}
+		// The pool as the client wrote it only when it is a pool's name:
+		// anything else (up to the header bound, 64 KiB; or a token
+		// pasted where the pool goes) is not the log's to keep.
+		pool := r.PathValue("pool")
+		if stream.ValidatePool(pool) != nil {
+			pool = ""
+		}
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
 			slog.String("request_id", w.Header().Get(RequestIDHeader)),
 			slog.String("token", rec.token),
-			slog.String("pool", r.PathValue("pool")),
+			slog.String("pool", pool),
 			slog.String("method", r.Method),
 			slog.String("route", route),
 			slog.Int("status", aw.status),

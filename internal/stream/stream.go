@@ -25,10 +25,21 @@ var ErrInvalidPool = events.NewRefusal("invalid_pool", "invalid pool name")
 
 var poolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
-// ValidatePool checks that a pool name is one subject token.
+// tokenShaped matches a bearer token of the ledger (internal/auth: its
+// prefix "ldg_" and 32 random bytes in unpadded base64url), which fits
+// poolName: a token pasted where the pool goes (a producer's two strings
+// swapped) would otherwise be logged, counted in /metrics' pool labels
+// and, appended, be a pool's name in the log forever (decision #372).
+var tokenShaped = regexp.MustCompile(`^ldg_[A-Za-z0-9_-]{43}$`)
+
+// ValidatePool checks that a pool name is one subject token, and not a
+// bearer token's shape (whose name the error does not repeat).
 func ValidatePool(pool string) error {
 	if !poolName.MatchString(pool) {
 		return fmt.Errorf("%w: %q (letters, digits, '-' and '_', 1 to 128 characters)", ErrInvalidPool, pool)
+	}
+	if tokenShaped.MatchString(pool) {
+		return fmt.Errorf("%w: the name has the shape of a bearer token (ldg_ and 43 characters), not shown: a token goes in the Authorization header, never in the URL", ErrInvalidPool)
 	}
 	return nil
 }
