@@ -635,18 +635,35 @@ func (f *fold) ownLayer4(ly layers) {
 				back(k)
 			}
 		}
-		// the excess is work moving onto its own slots (ruling 5: "rule
-		// release.moved, its work moving onto its own slots"): a move,
-		// whose release carries the mover's grace (ruling 13), under every
-		// policy (decision #232)
-		moved := f.at.Add(m.nodes[l].reclaimGrace)
-		if x := m.held(l) - f.d.E[l]; x > 0 {
-			f.releaseSeated(l, x, "release.moved", moved)
+	}
+	// then each owner's excess (decision #365): an owner's gain on its
+	// part is paired with the borrowers seated there "at the start of the
+	// rebalance" (ruling 11), so a borrower that is an owner taking its
+	// own part back elsewhere gives a return before anyone's excess is
+	// released; owner by owner, the first owner's excess would free the
+	// later owner's slot and turn its return into an own.use
+	for _, l := range ls {
+		if len(f.ownParts(l)) > 0 {
+			f.ownExcess(l)
 		}
-		for _, a := range chain(l)[1:] {
-			if x := min(m.allocOf(a)-f.d.maxS[a], m.held(l)); x > 0 {
-				f.releaseSeated(l, x, "release.moved", moved)
-			}
+	}
+}
+
+// ownExcess gives back what owner l holds above E (or under an ancestor
+// above its max) after the own layer's takes.
+func (f *fold) ownExcess(l string) {
+	m := f.m
+	// the excess is work moving onto its own slots (ruling 5: "rule
+	// release.moved, its work moving onto its own slots"): a move,
+	// whose release carries the mover's grace (ruling 13), under every
+	// policy (decision #232)
+	moved := f.at.Add(m.nodes[l].reclaimGrace)
+	if x := m.held(l) - f.d.E[l]; x > 0 {
+		f.releaseSeated(l, x, "release.moved", moved)
+	}
+	for _, a := range chain(l)[1:] {
+		if x := min(m.allocOf(a)-f.d.maxS[a], m.held(l)); x > 0 {
+			f.releaseSeated(l, x, "release.moved", moved)
 		}
 	}
 }

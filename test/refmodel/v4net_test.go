@@ -72,3 +72,49 @@ steps:
         - {kind: grant, consumer: /b/b/b, slots: 0}
 `)
 }
+
+// TestRules4OwnersTakeBeforeExcess: two owners each sitting on the other's
+// part (a plan swapped their hosts) take their parts back by returns, each
+// from the other (ruling 11: an owner's gain is paired with the borrowers
+// seated on its part at the start of the rebalance, and the return names
+// the lender the borrower's lend named); the owners' excess is given back
+// only after every owner's take (ruling 5's "after its returns"), so
+// neither is recorded as a move and an own.use (decision #365).
+func TestRules4OwnersTakeBeforeExcess(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /a}
+    - {path: /b}
+hosts:
+  - {name: h1, slots: 1}
+  - {name: h2, slots: 1}
+steps:
+  - events: [{type: demand, demands: {/a: 1}}]
+    expect:
+      allocations: {/a: 1}
+      placed: {/a: {h1: 1}}
+  - events: [{type: demand, demands: {/b: 1}}]
+    expect:
+      allocations: {/a: 1, /b: 1}
+      placed: {/a: {h1: 1}, /b: {h2: 1}}
+  - events:
+      - type: plan
+        plan:
+          rules: 4
+          policy: {reclaim: share_ratio}
+          consumers:
+            - {path: /a, own: [{host: h2}]}
+            - {path: /b, own: [{host: h1}]}
+    expect:
+      allocations: {/a: 1, /b: 1}
+      placed: {/a: {h2: 1}, /b: {h1: 1}}
+      decisions:
+        - {kind: return, consumer: /a, from: /b, slots: 1, rule: own.return, deadline: "+0s"}
+        - {kind: return, consumer: /b, from: /a, slots: 1, rule: own.return, deadline: "+0s"}
+        - {kind: release, consumer: /a, slots: 0}
+        - {kind: grant, consumer: /b, slots: 0}
+`)
+}
