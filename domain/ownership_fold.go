@@ -289,7 +289,8 @@ func (p *Pool) placeRules() placeRules {
 		noReclaim:   p.mode.behaviour.noMoveWithoutPreemption && !p.mode.preempt,
 		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore, swapDues: p.mode.behaviour.swapDues,
 		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast,
-		returnsFromKeepers: p.returnsFromKeepers(), excessByReleaseOrder: p.mode.behaviour.excessByReleaseOrder}
+		returnsFromKeepers: p.returnsFromKeepers(), excessByReleaseOrder: p.mode.behaviour.excessByReleaseOrder,
+		freeFirst: p.mode.behaviour.freeFirst && p.mode.preempt}
 	switch {
 	case p.seatsByRounds() && p.seats != nil:
 		r.seated, r.returnSeated = p.seats.seatedOn, p.seatedOn

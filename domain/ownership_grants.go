@@ -110,7 +110,7 @@ func (pl *placement) placeWants(l int32, rule Rule, due func(*dueShare) Slots) {
 	for _, owner := range pl.wants[l] {
 		d := pl.dueOf(l, owner)
 		for k := due(d); k > 0; k = due(d) {
-			best := pl.roomiest(owner)
+			best, room := pl.nextPart(owner)
 			if best < 0 {
 				break
 			}
@@ -119,9 +119,67 @@ func (pl *placement) placeWants(l int32, rule Rule, due func(*dueShare) Slots) {
 					break
 				}
 			}
-			pl.put(l, owner, best, minSlots(k, pl.capRem[best]), rule)
+			pl.put(l, owner, best, minSlots(k, room), rule)
 		}
 	}
+}
+
+// nextPart is the owner's part step 2 places in next, and the most it
+// places there in one go: the roomiest part (room left, then host name);
+// under rules 4 first the parts on hosts with slots free as the placement
+// started, most of them first, up to those (freeFirst).
+func (pl *placement) nextPart(owner int32) (int, Slots) {
+	if pl.rules.freeFirst {
+		if i := pl.freest(owner); i >= 0 {
+			return i, pl.freeRoom(i)
+		}
+	}
+	i := pl.roomiest(owner)
+	if i < 0 {
+		return -1, 0
+	}
+	return i, pl.capRem[i]
+}
+
+// freeRoom is what part i may still take of the slots free on its host as
+// the placement started (freeFirst).
+func (pl *placement) freeRoom(i int) Slots {
+	h := pl.parts[i].host
+	free, ok := pl.freeLeft[h]
+	if !ok {
+		free = pl.hostFree(h)
+	}
+	return minSlots(pl.capRem[i], free)
+}
+
+// freest returns the owner's part with most freeRoom, then host name; -1
+// when none has any. Its heap is keyed lazily: a part's freeRoom only
+// falls during step 2, so an entry whose key is stale is pushed again
+// with its current one.
+func (pl *placement) freest(owner int32) int {
+	h := pl.freeByOwner[owner]
+	if h == nil {
+		h = &partHeap{pl: pl}
+		for _, i := range pl.idx.byOwner[owner] {
+			if r := pl.freeRoom(i); r > 0 {
+				h.items = append(h.items, partRoom{part: i, room: r})
+			}
+		}
+		heap.Init(h)
+		pl.freeByOwner[owner] = h
+	}
+	for h.Len() > 0 {
+		top := h.items[0]
+		r := pl.freeRoom(top.part)
+		if r == top.room {
+			return top.part
+		}
+		heap.Pop(h)
+		if r > 0 {
+			heap.Push(h, partRoom{part: top.part, room: r})
+		}
+	}
+	return -1
 }
 
 // put places k slots of leaf l's due share of owner's parts in part i.
@@ -130,6 +188,14 @@ func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
 	d.want -= k
 	d.ent -= minSlots(k, d.ent)
 	pl.touch(i)
+	if pl.rules.freeFirst {
+		h := pl.parts[i].host
+		free, ok := pl.freeLeft[h]
+		if !ok {
+			free = pl.hostFree(h)
+		}
+		pl.freeLeft[h] = free - minSlots(k, free)
+	}
 	pl.capRem[i] -= k
 	pl.placed = append(pl.placed, placing{leaf: l, part: i, slots: k, rule: rule})
 	if pl.cur != nil {

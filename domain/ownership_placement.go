@@ -132,6 +132,13 @@ type placeRules struct {
 	// holds beyond E less its own layer is given back in section 5's
 	// release order before step 1 keeps the rest (releaseExcessFirst).
 	excessByReleaseOrder bool
+	// freeFirst, under rules 4 with preemption: step 2 places each
+	// leaf's due on hosts with slots free as the placement started before
+	// on slots others give up, so a claimant served first takes free
+	// slots and the next reclaims (section 4: "Free slots are used
+	// first"; nextPart). Without preemption nothing is reclaimed, and
+	// the placement keeps where it placed before (ruling 7).
+	freeFirst bool
 }
 
 // placement is one run's state.
@@ -166,7 +173,12 @@ type placement struct {
 	outsiderRoom map[int]Slots
 	ownOrder     map[int32][]int
 	byOwner      map[int32]*partHeap // the parts of each owner, roomiest first
-	hostAt       []int               // by host: index of its first part (len(parts) when none)
+	// freeFirst: freeLeft, by host, what step 2 has not placed yet of the
+	// slots free as the placement started (absent: all of them), and
+	// freeByOwner, each owner's parts on such hosts (freest).
+	freeLeft    map[int32]Slots
+	freeByOwner map[int32]*partHeap
+	hostAt      []int // by host: index of its first part (len(parts) when none)
 	// owed: by claimant, what the layered fold moved to it from each
 	// victim (lookups only), paired first with what it gains.
 	owed map[int32][]transfer
@@ -344,6 +356,9 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 		due: bufs.due, wants: bufs.wants, deficit: bufs.deficit, kept: map[int32][]Slots{}, over: map[int32]Slots{},
 		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: in.room, b: bufs,
 		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse, ineligible: in.ineligible}
+	if rules.freeFirst {
+		pl.freeLeft, pl.freeByOwner = map[int32]Slots{}, map[int32]*partHeap{}
+	}
 	pl.hosts0, pl.target, pl.t0, pl.keptAt, pl.reclaimed = in.hosts, in.target, in.target0, map[partLeaf]Slots{}, map[seatKey]Slots{}
 	if pl.hosts0 == nil {
 		for h, hs := range in.holders {

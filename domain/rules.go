@@ -198,6 +198,11 @@ type behaviour struct {
 	// order (canonical_rows.go; docs/decisions.md #377); before, in the
 	// order the fold made them.
 	canonicalRows bool
+	// freeFirst: with ownership, the placement serves each claimant from
+	// the slots free as it started before the slots others give up
+	// (ownership_grants.go nextPart; docs/decisions.md #378); before, the
+	// roomiest part, counting what others give up there.
+	freeFirst bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -207,7 +212,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
 		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
-		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4}
+		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

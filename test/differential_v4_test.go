@@ -40,19 +40,19 @@ var v4Disputes []int
 // or the model changed what it decides. Priority logs are expected to move
 // while the engine builds ruling 12 (the seating under priority).
 var v4Ratchet = map[string]int{
-	"gen.GenerateOwned share_ratio": 588, // 84 of 142 (300 logs), 270 of 459 (1,000) with the canonical rows of #377; 73 and 239 before (with the engine's #355 to #358) with the model's reclaim rows in section 17's order (#348), a descendant's take-back swapped (#349), an owner's or a descendant's return from an ineligible holder (#350, #351), and the engine's #353 and #354; 66 and 218 before them
-	"gen.GenerateOwned priority":    604, // 98 of 158, 327 of 541 with #377; 88 and 282 before it, 84 and 261 before #348
-	"withOwnership share_ratio":     633, // 93 of 142, 291 of 459 with #377; 84 and 267 before it, 78 and 251 before #348
-	"withOwnership priority":        550, // 87 of 158, 319 of 541 with #377; 78 and 287 before it, 73 and 266 before #348
+	"gen.GenerateOwned share_ratio": 590, // 86 of 142 (300 logs), 271 of 459 (1,000) with the free slots first of #378 and the canonical rows of #377; 73 and 239 before #377 (with the engine's #355 to #358)
+	"gen.GenerateOwned priority":    611, // 103 of 158, 331 of 541 with #377 and #378; 88 and 282 before them, 84 and 261 before #348
+	"withOwnership share_ratio":     636, // 94 of 142, 292 of 459 with #377 and #378; 84 and 267 before them, 78 and 251 before #348
+	"withOwnership priority":        569, // 90 of 158, 320 of 541 with #377 and #378; 78 and 287 before them, 73 and 266 before #348
 }
 
 // v4ScenarioRatchet is the same for the logs that agree as a scenario file
 // compares them (v4Options.asScenario), from 2026-11-27 (#332).
 var v4ScenarioRatchet = map[string]int{
-	"gen.GenerateOwned share_ratio": 626, // 89 of 142, 296 of 459 with the model's #348 to #351 and the engine's #353 to #358; 81 and 278 before them
-	"gen.GenerateOwned priority":    643, // 106 of 158, 348 of 541; 100 and 329 before
-	"withOwnership share_ratio":     668, // 97 of 142, 307 of 459; 95 and 296 before
-	"withOwnership priority":        582, // 92 of 158, 337 of 541; 88 and 327 before
+	"gen.GenerateOwned share_ratio": 640, // 91 of 142, 299 of 459 with the engine's #378 and the model's #363; 89 and 296 before them (with the model's #348 to #351 and the engine's #353 to #358)
+	"gen.GenerateOwned priority":    658, // 111 of 158, 356 of 541; 106 and 348 before #363 and #378
+	"withOwnership share_ratio":     675, // 100 of 142, 310 of 459; 97 and 307 before
+	"withOwnership priority":        601, // 95 of 158, 339 of 541; 92 and 337 before
 }
 
 // TestDifferentialV4 is the differential test of rules version 4 (issue
@@ -78,10 +78,15 @@ var v4ScenarioRatchet = map[string]int{
 //
 //	generator, first plan's reclaim   agree (300)   agree (1,000)   as a scenario (300, 1,000)
 //	gen.Generate (no ownership)       300 of 300    1,000 of 1,000  300, 1,000
-//	GenerateOwned share_ratio          84 of 142      270 of 459     89, 296
-//	GenerateOwned priority             98 of 158      327 of 541    106, 348
-//	withOwnership share_ratio          93 of 142      291 of 459     97, 307
-//	withOwnership priority             87 of 158      319 of 541     92, 337
+//	GenerateOwned share_ratio          86 of 142      271 of 459     91, 299
+//	GenerateOwned priority            103 of 158      331 of 541    111, 356
+//	withOwnership share_ratio          94 of 142      292 of 459    100, 310
+//	withOwnership priority             90 of 158      320 of 541     95, 339
+//
+// (with the engine's #378, the claimant served first takes the free
+// slots, and the model's #363; before them 98, 84, 87 and 93 of 300 and
+// 327, 270, 319 and 291 of 1,000 exactly, 106, 89, 92 and 97 and 348,
+// 296, 337 and 307 as a scenario file compares them)
 //
 // (with an event's rows merged and in the canonical order of #377, in the
 // engine and the model; before it, with the engine's #357 and #358, 73,
