@@ -290,7 +290,7 @@ func (p *Pool) placeRules() placeRules {
 		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore, swapDues: p.mode.behaviour.swapDues,
 		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast,
 		returnsFromKeepers: p.returnsFromKeepers(), excessByReleaseOrder: p.mode.behaviour.excessByReleaseOrder,
-		freeFirst: p.mode.behaviour.freeFirst && p.mode.preempt}
+		freeFirst: p.mode.behaviour.freeFirst && p.mode.preempt, freeBeforeKeepers: p.mode.behaviour.freeBeforeKeepers}
 	switch {
 	case p.seatsByRounds() && p.seats != nil:
 		r.seated, r.returnSeated = p.seats.seatedOn, p.seatedOn

@@ -104,6 +104,13 @@ func (pl *placement) pair() {
 		x := &gains[g]
 		h, owner := pl.parts[x.part].host, pl.parts[x.part].owner
 		hl := lossOn(h)
+		// most: what the owner may still take back from borrowers that
+		// keep slots on the host (netted, or kept by step 1). Under rules 4
+		// it takes the free slots of its part first (ruling 5; #379).
+		most := Unlimited
+		if pl.rules.freeBeforeKeepers && seatedLeft != nil {
+			most = maxSlots(x.slots-pl.freeAtStart(x.part), 0)
+		}
 		for _, v := range hl.losers {
 			if x.slots == 0 {
 				break
@@ -121,13 +128,16 @@ func (pl *placement) pair() {
 				if !ok {
 					left = pl.rules.returnSeated(h, owner, v)
 				}
-				n = minSlots(minSlots(x.slots, hl.lost[v]+netted(v, h)), left)
+				n = minSlots(minSlots(x.slots, hl.lost[v]+minSlots(netted(v, h), maxSlots(most-hl.lost[v], 0))), left)
 				if n > hl.lost[v] {
 					hl.lost[v] += unnet(v, h, n-hl.lost[v])
 				}
 				seatedLeft[k] = left - n
 			}
 			if n > 0 && pl.isReturn(x.leaf, v, owner) {
+				if most != Unlimited {
+					most = maxSlots(most-n, 0)
+				}
 				hl.lost[v] -= n
 				x.slots -= n
 				pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: owner})
@@ -135,7 +145,7 @@ func (pl *placement) pair() {
 			}
 		}
 		if x.slots > 0 && seatedLeft != nil && pl.rules.returnsFromKeepers {
-			gains = pl.returnFromKeepers(g, gains, hl, seatedLeft, netted)
+			gains = pl.returnFromKeepers(g, gains, hl, seatedLeft, netted, most)
 		}
 	}
 	if pl.ineligible != nil {
@@ -331,12 +341,14 @@ func (pl *placement) giveBackOrder(lost map[int32]Slots, a, b int32) int {
 // nobody's count changes: return /p from /w, then reclaim /w from /v
 // where the engine recorded reclaim /p from /v. Only under share_ratio
 // with preemption, where a leaf below its target takes from those above.
-func (pl *placement) returnFromKeepers(g int, gains []placing, hl *hostLoss, seatedLeft map[seatKey]Slots, netted func(v, h int32) Slots) []placing {
+// most bounds what it takes back so (freeBeforeKeepers: what the free
+// slots of the part do not cover, #379).
+func (pl *placement) returnFromKeepers(g int, gains []placing, hl *hostLoss, seatedLeft map[seatKey]Slots, netted func(v, h int32) Slots, most Slots) []placing {
 	x := gains[g]
 	h, owner := pl.parts[x.part].host, pl.parts[x.part].owner
 	i0, i1 := pl.partsOfHost(h)
 	for _, b := range pl.holders[h] {
-		if gains[g].slots == 0 {
+		if gains[g].slots == 0 || most == 0 {
 			break
 		}
 		v := b.leaf
@@ -357,16 +369,37 @@ func (pl *placement) returnFromKeepers(g int, gains []placing, hl *hostLoss, sea
 				at = i
 			}
 		}
-		n := minSlots(gains[g].slots, seated)
+		n := minSlots(minSlots(gains[g].slots, seated), most)
 		if n <= 0 || at < 0 {
 			continue
 		}
+		most -= n
 		seatedLeft[k] = seated - n
 		gains[g].slots -= n
 		pl.moves = append(pl.moves, placeMove{kind: KindReturn, leaf: x.leaf, from: v, host: h, slots: n, rule: RuleOwnReturn, graceOf: owner})
 		gains = append(gains, placing{leaf: v, part: at, slots: n, rule: pl.rules.grant})
 	}
 	return gains
+}
+
+// freeAtStart is how many slots of part i nobody sat on as the placement
+// started: its room (what the leaves not taking part leave of it) less
+// what the leaves taking part sat on there, by the return seating.
+func (pl *placement) freeAtStart(i int) Slots {
+	room := pl.capRem[i]
+	if pl.b.mark[i] { // touched: its room as the run found it
+		for _, t := range pl.b.touched {
+			if t.part == i {
+				room = t.slots
+				break
+			}
+		}
+	}
+	h, owner := pl.parts[i].host, pl.parts[i].owner
+	for _, b := range pl.holders[h] {
+		room -= pl.rules.returnSeated(h, owner, b.leaf)
+	}
+	return maxSlots(room, 0)
 }
 
 // gain records what a placing gains: taken from what leaves above their

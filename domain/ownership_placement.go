@@ -139,6 +139,10 @@ type placeRules struct {
 	// first"; nextPart). Without preemption nothing is reclaimed, and
 	// the placement keeps where it placed before (ruling 7).
 	freeFirst bool
+	// freeBeforeKeepers, under rules 4: returnFromKeepers takes from the
+	// borrowers seated on an owner's part only what the part's free slots
+	// do not cover (ruling 5; docs/decisions.md #379).
+	freeBeforeKeepers bool
 }
 
 // placement is one run's state.

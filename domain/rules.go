@@ -203,6 +203,11 @@ type behaviour struct {
 	// (ownership_grants.go nextPart; docs/decisions.md #378); before, the
 	// roomiest part, counting what others give up there.
 	freeFirst bool
+	// freeBeforeKeepers: an owner's gain on its part takes the part's free
+	// slots before a return from a borrower step 1 kept on the host
+	// (ownership_pairing.go returnFromKeepers; docs/decisions.md #379);
+	// before, the seated borrowers first (#342).
+	freeBeforeKeepers bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -212,7 +217,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
 		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
-		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4}
+		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:
