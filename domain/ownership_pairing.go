@@ -199,10 +199,34 @@ func (pl *placement) pair() {
 			free[h] -= hs[h].lost[v]
 		}
 	}
+	var partFree map[int]Slots // freeByPart: by part, its slots free as the rebalance started not granted yet
+	if pl.rules.freeByPart && pl.rules.returnSeated != nil {
+		partFree = map[int]Slots{}
+	}
 	for i := 0; i < len(gains); {
 		j := i
 		for j < len(gains) && gains[j].leaf == gains[i].leaf {
 			j++
+		}
+		if partFree != nil {
+			// Rules 4: a leaf's free slots on a host are those of the parts
+			// that had them, so a free slot of a lent part is a lend even
+			// when the leaf also reclaims on the host (#380).
+			for g := i; g < j; g++ {
+				x := &gains[g]
+				h := pl.parts[x.part].host
+				left, ok := partFree[x.part]
+				if !ok {
+					left = pl.freeAtStart(x.part)
+				}
+				if n := minSlots(minSlots(x.slots, free[h]), left); n > 0 {
+					pl.grant(*x, n)
+					x.slots -= n
+					free[h] -= n
+					left -= n
+				}
+				partFree[x.part] = left
+			}
 		}
 		for g := i; g < j; g++ {
 			x := &gains[g]

@@ -143,6 +143,11 @@ type placeRules struct {
 	// borrowers seated on an owner's part only what the part's free slots
 	// do not cover (ruling 5; docs/decisions.md #379).
 	freeBeforeKeepers bool
+	// freeByPart, under rules 4: the pairing gives a leaf the free slots
+	// of a host from the parts that had them as the rebalance started
+	// first, so the grant or lend names the part the slot is in
+	// (docs/decisions.md #380).
+	freeByPart bool
 }
 
 // placement is one run's state.

@@ -208,6 +208,11 @@ type behaviour struct {
 	// (ownership_pairing.go returnFromKeepers; docs/decisions.md #379);
 	// before, the seated borrowers first (#342).
 	freeBeforeKeepers bool
+	// freeByPart: the pairing gives a leaf a host's free slots from the
+	// parts that had them first, so a free slot of a lent part is a lend
+	// beside a reclaim (ownership_pairing.go pair; docs/decisions.md
+	// #380); before, in the order the leaf's gains were placed.
+	freeByPart bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -217,7 +222,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
 		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
-		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4}
+		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4, freeByPart: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:
