@@ -586,7 +586,18 @@ func (f *fold) ownLayer4(ly layers) {
 			// is in E, and ruling 5 takes u first and gives back what is
 			// above E after ("If that takes it above E ..., it gives back
 			// the excess at once ... rule release.moved")
-			if n := min(need, f.room(k), m.hostFree(k.host), f.ancestorsRoom(l)); n > 0 {
+			room := f.ancestorsRoom(l)
+			if room < inf {
+				// beyond the room, what it holds off its own parts: it
+				// gives that back after, its work moving onto its own
+				// slots (ruling 5; decision #366 amends #244)
+				var own int64
+				for _, q := range parts {
+					own += f.seat[l][q]
+				}
+				room += max(0, m.held(l)-own)
+			}
+			if n := min(need, f.room(k), m.hostFree(k.host), room); n > 0 {
 				f.grantOn(l, k, n, "own.use")
 				need -= n
 			}

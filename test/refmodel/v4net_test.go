@@ -118,3 +118,45 @@ steps:
         - {kind: grant, consumer: /b, slots: 0}
 `)
 }
+
+// TestRules4OwnerMovesOntoItsOwnSlotUnderAMax: an owner whose capped
+// parent holds its max on the owner's public slot still takes its own free
+// slot (its own-layer use u) and gives the public slot back, its work
+// moving onto its own slot (ruling 5: "If that takes it ... an ancestor
+// above its max, it gives back the excess at once, in the release order
+// ... rule release.moved, its work moving onto its own slots"), under every
+// policy, without preemption too (ruling 7 keeps an owner's excess release
+// apart from the moves). Decision #366, amending #244 (withOwnership seed
+// 813, event 4, shrunk).
+func TestRules4OwnerMovesOntoItsOwnSlotUnderAMax(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority, preemption: false}
+  consumers:
+    - {path: /a, max: 1}
+    - {path: /a/a}
+hosts:
+  - {name: h2, slots: 2}
+steps:
+  - events: [{type: demand, demands: {/a/a: 1}}]
+    expect:
+      allocations: {/a/a: 1}
+      placed: {/a/a: {h2: 1}}
+  - events:
+      - type: plan
+        plan:
+          rules: 4
+          policy: {reclaim: priority, preemption: false}
+          consumers:
+            - {path: /a, max: 1, own: [{host: h1}]}
+            - {path: /a/a, own: [{host: h1, slots: 1}]}
+      - {type: host_up, host: h1, slots: 1}
+    expect:
+      allocations: {/a/a: 1}
+      placed: {/a/a: {h1: 1}}
+      decisions:
+        - {kind: grant, consumer: /a/a, host: h1, slots: 1, rule: own.use}
+        - {kind: release, consumer: /a/a, host: h2, slots: 1, rule: release.moved, deadline: "+0s"}
+`)
+}
