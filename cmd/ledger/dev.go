@@ -157,12 +157,30 @@ them): keep such a DATA directory for development.`,
 	root.AddCommand(cmd)
 }
 
+// checkRanges refuses a flag out of its range, naming it, before
+// anything is created or started (the projector and the stream would
+// take such a value as their default without a word).
+func (cfg devConfig) checkRanges() error {
+	switch {
+	case cfg.snapshotEvery < 1:
+		return fmt.Errorf("--snapshot-every %d: want 1 or more events", cfg.snapshotEvery)
+	case cfg.duplicateWindow <= 0:
+		return fmt.Errorf("--duplicate-window %v: want a positive duration", cfg.duplicateWindow)
+	case cfg.replicas < 0:
+		return fmt.Errorf("--replicas %d: want 0 (one per server) or more", cfg.replicas)
+	}
+	return checkHTTPLimits(cfg.conns, cfg.tokenLimits)
+}
+
 func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {
 	log, err := logging.New(os.Stderr, cfg.log)
 	if err != nil {
 		return err
 	}
 	if err := cfg.checkCluster(); err != nil {
+		return err
+	}
+	if err := cfg.checkRanges(); err != nil {
 		return err
 	}
 	data, err := filepath.Abs(cfg.data)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/internal/api"
@@ -18,4 +20,24 @@ func addHTTPLimitFlags(cmd *cobra.Command, conns *api.ConnLimits, tokens *api.To
 	fs.IntVar(&tokens.Concurrent, "token-concurrency", tokens.Concurrent, "requests of one token in progress at once (0: no limit); past it 429 too_many_requests")
 	fs.IntVar(&tokens.Streams, "token-streams", tokens.Streams, "live streams (console pages following a pool) one token may hold open (0: no limit); past it 429 too_many_streams")
 	fs.IntVar(&tokens.Conns, "token-conns", tokens.Conns, "keep-alive connections one token may hold (0: no limit); past it a connection the token authenticates is closed after its answer and may be evicted for a newer one")
+}
+
+// checkHTTPLimits refuses a bound below zero, naming its flag: 0 leaves a
+// bound to its default or off, as each flag says, and a negative value
+// would be taken as the same without a word (a negative --token-rate
+// turned the per-token rate limit off).
+func checkHTTPLimits(conns api.ConnLimits, tokens api.TokenLimits) error {
+	for _, f := range []struct {
+		name  string
+		value float64
+	}{
+		{"--max-conns", float64(conns.Max)}, {"--max-unauthenticated-conns", float64(conns.Unauthenticated)},
+		{"--token-rate", tokens.Rate}, {"--token-burst", float64(tokens.Burst)}, {"--token-concurrency", float64(tokens.Concurrent)},
+		{"--token-streams", float64(tokens.Streams)}, {"--token-conns", float64(tokens.Conns)},
+	} {
+		if f.value < 0 {
+			return fmt.Errorf("%s %v: want 0 or more (0: as the flag's help says)", f.name, f.value)
+		}
+	}
+	return nil
 }

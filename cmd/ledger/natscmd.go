@@ -107,8 +107,16 @@ change, purge or delete the stream.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
+			// Out of range, these were taken as "leave it" while the
+			// answer said the window was set to them.
+			if window <= 0 {
+				return fmt.Errorf("--duplicate-window %v: want a positive duration", window)
+			}
 			set := stream.Settings{Window: window}
 			if cmd.Flags().Changed("replicas") {
+				if replicas < 1 {
+					return fmt.Errorf("--replicas %d: want 1 or more", replicas)
+				}
 				set.Replicas = replicas
 			}
 			if cmd.Flags().Changed("partitions") {

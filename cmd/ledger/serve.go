@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,6 +71,15 @@ cleanly on SIGINT or SIGTERM.`,
        -d '{"type":"demand","data":{"demands":{"/A":4}}}' http://127.0.0.1:8080/v1/pools/gpu/events`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkHTTPLimits(cfg.Conns, tokenLimits); err != nil {
+				return err
+			}
+			switch {
+			case readTimeout <= 0:
+				return fmt.Errorf("--read-timeout %v: want a positive duration", readTimeout)
+			case cfg.ConnectWait < 0:
+				return fmt.Errorf("--connect-timeout %v: want 0 (until stopped) or a positive duration", cfg.ConnectWait)
+			}
 			if tokensFile == "" {
 				return errors.New("serve needs --tokens FILE: the API is never open to anyone (create one with 'ledger token add')")
 			}

@@ -232,6 +232,59 @@ func TestPublishMisconfiguredFailsFast(t *testing.T) {
 	}
 }
 
+// dev and serve refuse a flag out of its range, naming it, before they
+// create or start anything, rather than take it as "no limit" or the
+// default without a word (a negative --token-rate turned the per-token
+// rate limit off).
+func TestServerFlagsOutOfRangeRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--token-rate", "-1"}, {"--token-burst", "-1"}, {"--token-concurrency", "-1"}, {"--token-streams", "-3"},
+		{"--token-conns", "-1"}, {"--max-conns", "-5"}, {"--max-unauthenticated-conns", "-1"},
+	} {
+		for _, cmd := range []string{"dev", "serve"} {
+			data := filepath.Join(t.TempDir(), "data")
+			full := []string{cmd}
+			if cmd == "dev" {
+				full = append(full, "--data", data, "--http", "127.0.0.1:0", "--nats", "127.0.0.1:0")
+			} else {
+				full = append(full, "--tokens", filepath.Join(t.TempDir(), "none.jsonl"), "--nats-url", "nats://127.0.0.1:1")
+			}
+			start := time.Now()
+			_, _, err := runLedger(t, "", append(full, args...)...)
+			if err == nil || !strings.Contains(err.Error(), args[0]) || time.Since(start) > 2*time.Second {
+				t.Errorf("%s %v: %v after %v, want an error naming %s at once", cmd, args, err, time.Since(start), args[0])
+			}
+			if _, serr := os.Stat(data); cmd == "dev" && serr == nil {
+				t.Errorf("dev %v created its data directory before refusing", args)
+			}
+		}
+	}
+	for _, args := range [][]string{{"--snapshot-every", "0"}, {"--snapshot-every", "-1"}, {"--duplicate-window", "0s"}, {"--duplicate-window", "-1s"}, {"--replicas", "-1"}} {
+		data := filepath.Join(t.TempDir(), "data")
+		_, _, err := runLedger(t, "", append([]string{"dev", "--data", data, "--http", "127.0.0.1:0", "--nats", "127.0.0.1:0"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("dev %v: %v, want an error naming %s", args, err, args[0])
+		}
+		if _, serr := os.Stat(data); serr == nil {
+			t.Errorf("dev %v created its data directory before refusing", args)
+		}
+	}
+	// nats setup answered "stream LEDGER ready (duplicate window -1s)"
+	// and left the window as it was.
+	for _, args := range [][]string{{"--duplicate-window", "-1s"}, {"--duplicate-window", "0s"}, {"--replicas", "0"}} {
+		_, _, err := runLedger(t, "", append([]string{"nats", "setup", "--nats-url", "nats://127.0.0.1:1"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("nats setup %v: %v, want an error naming %s", args, err, args[0])
+		}
+	}
+	for _, args := range [][]string{{"--read-timeout", "0s"}, {"--connect-timeout", "-1s"}} {
+		_, _, err := runLedger(t, "", append([]string{"serve", "--tokens", filepath.Join(t.TempDir(), "none.jsonl"), "--nats-url", "nats://127.0.0.1:1"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("serve %v: %v, want an error naming %s", args, err, args[0])
+		}
+	}
+}
+
 func TestLoadCheck(t *testing.T) {
 	svc := startService(t)
 	files, _ := filepath.Glob("../../test/scenarios/*/*.yaml")

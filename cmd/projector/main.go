@@ -182,6 +182,22 @@ func (f flags) check() error {
 		return fmt.Errorf("--partitions %d: want 0 (unpartitioned) or 1 to %d", f.partitions, projections.MaxPartitions)
 	case f.pinnedTTL < 2*time.Second:
 		return fmt.Errorf("--pinned-ttl %v: want 2s or more", f.pinnedTTL)
+	// Out of range, these were taken as something else without a word:
+	// --stuck-after 0 made /healthz answer down for a healthy projector
+	// (no failure lasts 0s, and 0s >= 0s), --ready-lag 0 or less made
+	// /readyz never ready, the counts fell back to their defaults.
+	case f.stuckAfter <= 0:
+		return fmt.Errorf("--stuck-after %v: want a positive duration", f.stuckAfter)
+	case f.readyLag <= 0:
+		return fmt.Errorf("--ready-lag %v: want a positive duration", f.readyLag)
+	case f.connectWait < 0:
+		return fmt.Errorf("--connect-timeout %v: want 0 (until stopped) or a positive duration", f.connectWait)
+	case f.batch < 1:
+		return fmt.Errorf("--batch %d: want 1 or more events", f.batch)
+	case f.snapshotEvery < 1:
+		return fmt.Errorf("--snapshot-every %d: want 1 or more events", f.snapshotEvery)
+	case f.resident < 1:
+		return fmt.Errorf("--resident-pools %d: want 1 or more pools", f.resident)
 	case f.metricsListen != "" && f.metricsTokens == "":
 		return errors.New("--metrics-listen needs --metrics-tokens FILE: /metrics is never open to anyone (create a token with 'ledger token add --scopes metrics')")
 	}

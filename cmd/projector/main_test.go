@@ -226,6 +226,30 @@ func TestPartitionFlagsRefused(t *testing.T) {
 	}
 }
 
+// A flag out of its range is refused, naming it, before anything starts,
+// rather than taken silently as something else: --stuck-after 0 made
+// /healthz answer "down, stuck" for a healthy projector (no failure is 0s
+// long, and 0s >= 0s), so an orchestrator would restart it forever;
+// --ready-lag -1s made /readyz never ready; the others fell back to the
+// default without a word.
+func TestFlagsOutOfRangeRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--stuck-after", "0s"}, {"--stuck-after", "-1s"},
+		{"--ready-lag", "0s"}, {"--ready-lag", "-1s"},
+		{"--connect-timeout", "-1s"},
+		{"--batch", "0"}, {"--batch", "-5"},
+		{"--snapshot-every", "0"}, {"--snapshot-every", "-1"},
+		{"--resident-pools", "0"}, {"--resident-pools", "-1"},
+	} {
+		var buf bytes.Buffer
+		start := time.Now()
+		err := run(context.Background(), append([]string{"--nats-url", "nats://127.0.0.1:1", "--database-url", "postgres://x@127.0.0.1:1/x"}, args...), &buf)
+		if err == nil || !strings.Contains(err.Error(), args[0]) || time.Since(start) > time.Second {
+			t.Errorf("run %v: %v after %v, want an error naming %s at once", args, err, time.Since(start), args[0])
+		}
+	}
+}
+
 // Two commands with --partitions share the pools with the projector's own
 // NATS identity (which may create partition consumers and unpin them).
 func TestTwoPartitionedProjectors(t *testing.T) {
