@@ -186,6 +186,10 @@ PostgreSQL database, with the projector's own code.`,
 var errStop = errors.New("stop")
 
 func runReplay(ctx context.Context, out, errOut io.Writer, f logFlags, from, to uint64, pool string, asJSON bool) error {
+	if to != 0 && to < from {
+		// It replayed and printed nothing, with exit status 0.
+		return fmt.Errorf("--to %d is before --from %d: nothing to replay", to, from)
+	}
 	js, closeNATS, err := f.openLog()
 	if err != nil {
 		return err

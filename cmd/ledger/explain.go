@@ -85,12 +85,21 @@ func parseAt(at string) (limit, error) {
 	if at == "" {
 		return limit{}, nil
 	}
+	// 0 and the zero time are the limit's "not given" (the end): taken
+	// as such they answered about the end of the pool when asked about
+	// before its first event, so they are refused.
 	if seq, err := strconv.ParseUint(at, 10, 64); err == nil {
+		if seq == 0 {
+			return limit{}, fmt.Errorf("--at 0: sequences start at 1 (leave --at out for the end)")
+		}
 		return limit{seq: seq}, nil
 	}
 	t, err := time.Parse(time.RFC3339, at)
 	if err != nil {
 		return limit{}, fmt.Errorf("--at %q: want a sequence number or an RFC 3339 time like 2026-11-21T12:00:00Z", at)
+	}
+	if t.IsZero() {
+		return limit{}, fmt.Errorf("--at %q: before every event of every pool (leave --at out for the end)", at)
 	}
 	return limit{t: t}, nil
 }

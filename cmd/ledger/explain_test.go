@@ -40,3 +40,29 @@ func TestExplainRulesDevelopment(t *testing.T) {
 		t.Errorf("explain without the switch: %v, want the plan's refusal", err)
 	}
 }
+
+// A point or a range that names nothing is refused, naming the flag,
+// before any connection: --at 0 and --at 0001-01-01T00:00:00Z (the
+// zero time) were read as "not given" and explained or forked the end of
+// the pool, while asking for before its first event; replay --from 5
+// --to 2 replayed and printed nothing, with exit status 0.
+func TestAtAndRangeOutOfRangeRefused(t *testing.T) {
+	seed := "../../test/scenarios/seed/seed-000-priority-reclaim.yaml"
+	nowhere := []string{"--nats-url", "nats://127.0.0.1:1", "--ledger-url", "http://127.0.0.1:1"}
+	for _, at := range []string{"0", "0001-01-01T00:00:00Z"} {
+		for _, args := range [][]string{
+			{"explain", "--file", seed, "--consumer", "/A", "--at", at},
+			{"explain", "--pool", "p", "--consumer", "/A", "--nats-url", "nats://127.0.0.1:1", "--at", at},
+			{"what-if", "--pool", "p", "--file", seed, "--ledger-url", "http://127.0.0.1:1", "--at", at},
+		} {
+			_, _, err := runLedger(t, "", args...)
+			if err == nil || !strings.Contains(err.Error(), "--at") {
+				t.Errorf("%v: %v, want a refusal naming --at", args, err)
+			}
+		}
+	}
+	_, _, err := runLedger(t, "", "replay", "--from", "5", "--to", "2", nowhere[0], nowhere[1])
+	if err == nil || !strings.Contains(err.Error(), "--to 2") {
+		t.Errorf("replay --from 5 --to 2: %v, want a refusal naming --to", err)
+	}
+}
