@@ -104,6 +104,14 @@ func parseAt(at string) (limit, error) {
 	return limit{t: t}, nil
 }
 
+// String is the limit as --at gave it.
+func (l limit) String() string {
+	if l.seq > 0 {
+		return strconv.FormatUint(l.seq, 10)
+	}
+	return l.t.Format(time.RFC3339Nano)
+}
+
 func (l limit) past(seq uint64, at time.Time) bool {
 	return (l.seq > 0 && seq > l.seq) || (!l.t.IsZero() && at.After(l.t))
 }
@@ -139,6 +147,9 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 	})
 	if err != nil && !errors.Is(err, errStop) {
 		return nil, nil, err
+	}
+	if last == nil && errors.Is(err, errStop) {
+		return nil, nil, fmt.Errorf("pool %s has no event at or before --at %s", pool, lim)
 	}
 	if last == nil {
 		return nil, nil, fmt.Errorf("pool %s has no events in the log", pool)

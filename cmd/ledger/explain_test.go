@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/cluster-ledger/ledger/internal/explain"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
 // TestExplainScenarioWithOwnership: `ledger explain --file` folds a
@@ -64,5 +66,25 @@ func TestAtAndRangeOutOfRangeRefused(t *testing.T) {
 	_, _, err := runLedger(t, "", "replay", "--from", "5", "--to", "2", nowhere[0], nowhere[1])
 	if err == nil || !strings.Contains(err.Error(), "--to 2") {
 		t.Errorf("replay --from 5 --to 2: %v, want a refusal naming --to", err)
+	}
+}
+
+// explain --at a time before a pool's first event says so, not that the
+// pool has no events in the log. As the auditor, whose identity `ledger
+// dev` prints.
+func TestExplainBeforeTheFirstEvent(t *testing.T) {
+	svc := startService(t)
+	if out, errOut, err := runLedger(t, "", "publish", "--ledger-url", svc.ledgerURL, "--ledger-token", svc.token, "--pool", "early", "--type", "plan",
+		"--data", `{"plan":{"consumers":[{"path":"/x"}]}}`); err != nil {
+		t.Fatalf("publish: %v\n%s\n%s", err, out, errOut)
+	}
+	logArgs := []string{"--nats-url", svc.natsURL, "--nats-creds", testenv.Creds(t, svc.natsURL, natsauth.Auditor), "--trusted-keys", svc.trustedKeys}
+	_, _, err := runLedger(t, "", append([]string{"explain", "--pool", "early", "--consumer", "/x", "--at", "2020-01-01T00:00:00Z"}, logArgs...)...)
+	if err == nil || !strings.Contains(err.Error(), "no event at or before --at 2020-01-01T00:00:00Z") {
+		t.Errorf("explain before the first event: %v", err)
+	}
+	_, _, err = runLedger(t, "", append([]string{"explain", "--pool", "never", "--consumer", "/x"}, logArgs...)...)
+	if err == nil || !strings.Contains(err.Error(), "pool never has no events in the log") {
+		t.Errorf("explain of a pool without events: %v", err)
 	}
 }
