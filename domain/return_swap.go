@@ -9,8 +9,9 @@ package domain
 // return order with the slots b is given in the same event (its
 // compensation, in the order placed) that the owner may hold: for every
 // matched slot b keeps the owner's slot and the owner is given b's slot
-// instead (grant, rule own.use, on that slot's host). Only the unmatched
-// rest is returned. Decisions record the net change per leaf and host: a
+// instead (grant, rule own.use, on that slot's host), on the return's
+// own host too (docs/decisions.md #381). Only the unmatched rest is
+// returned. Decisions record the net change per leaf and host: a
 // return and a compensation that cancel leave none, so an owner already
 // on such slots stays there and the next event decides nothing.
 
@@ -27,7 +28,7 @@ func (p *Pool) swapReturns(moves []placeMove) []placeMove {
 			if r.slots == 0 {
 				break
 			}
-			if (g.kind != KindGrant && g.kind != KindLend) || g.leaf != b || g.slots == 0 || g.host == r.host || !p.mayUse(owner, g.part) {
+			if (g.kind != KindGrant && g.kind != KindLend) || g.leaf != b || g.slots == 0 || !p.mayUse(owner, g.part) {
 				continue
 			}
 			m := minSlots(r.slots, g.slots)
