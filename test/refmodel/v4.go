@@ -372,6 +372,7 @@ func (f *fold) rebalance4() {
 	f.seat = m.seatKeeper()
 	f.ownLayer4(ly)
 	f.revoke4()
+	f.ownExcessAll()
 	if m.pol.preemption && m.pol.balance {
 		for round := 0; round < rebalanceRounds; round++ {
 			n := len(f.out)
@@ -564,8 +565,9 @@ func byGain(turn []Decision) {
 
 // ownLayer4 is the own layer (rulings 5, 8, 11): owners by rank take their
 // own-layer use u, first from the free slots of their parts, then from the
-// leaves seated there (returns); then an owner above E (or under an
-// ancestor above its max) gives back the excess (release.moved).
+// leaves seated there (returns). An owner then above E (or under an
+// ancestor above its max) gives back the excess (release.moved) in
+// ownExcessAll, after revoke4.
 func (f *fold) ownLayer4(ly layers) {
 	m := f.m
 	ls := m.leaves()
@@ -647,12 +649,24 @@ func (f *fold) ownLayer4(ly layers) {
 			}
 		}
 	}
-	// then each owner's excess (decision #365): an owner's gain on its
-	// part is paired with the borrowers seated there "at the start of the
+	// each owner's excess is given back after every owner's take
+	// (ownExcessAll, decision #365): an owner's gain on its part is
+	// paired with the borrowers seated there "at the start of the
 	// rebalance" (ruling 11), so a borrower that is an owner taking its
 	// own part back elsewhere gives a return before anyone's excess is
 	// released; owner by owner, the first owner's excess would free the
 	// later owner's slot and turn its return into an own.use
+}
+
+// ownExcessAll gives back each owner's excess, in rank order, after the
+// own layer's takes (#365) and after what no return took of the holdings
+// made ineligible is released (revoke4, ruling 10): a slot a leaf may no
+// longer hold is released with the lender's grace ("The lending out grace
+// period is enforced and may override the grace period of borrowers"),
+// never as the owner's excess moving onto its own slots (decision #367).
+func (f *fold) ownExcessAll() {
+	ls := f.m.leaves()
+	f.m.rankOrder(ls)
 	for _, l := range ls {
 		if len(f.ownParts(l)) > 0 {
 			f.ownExcess(l)

@@ -160,3 +160,46 @@ steps:
         - {kind: release, consumer: /a/a, host: h2, slots: 1, rule: release.moved, deadline: "+0s"}
 `)
 }
+
+// TestRules4IneligibleReleasedBeforeTheOwnersExcess: a plan makes the
+// slot an owner holds on another's part one it may no longer hold (the
+// part's owner does not lend) and gives it an own slot elsewhere: the owner
+// takes its own slot, and the slot it may not hold is released with the
+// lender's grace (ruling 10: release.lend_revoked, "The lending out grace
+// period is enforced and may override the grace period of borrowers"),
+// not given back as its excess moving onto its own slots (release.moved
+// with its own reclaim_grace). Decision #367 (gen.GenerateOwned seed 371,
+// event 4, shrunk).
+func TestRules4IneligibleReleasedBeforeTheOwnersExcess(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /a, reclaim_grace: 5m}
+    - {path: /c}
+hosts:
+  - {name: h5, slots: 1}
+steps:
+  - events: [{type: demand, demands: {/a: 1}}]
+    expect:
+      allocations: {/a: 1}
+      placed: {/a: {h5: 1}}
+  - events:
+      - {type: host_up, host: h4, slots: 1}
+      - type: plan
+        plan:
+          rules: 4
+          policy: {reclaim: share_ratio}
+          consumers:
+            - {path: /a, reclaim_grace: 5m, own: [{host: h4}]}
+            - {path: /c, lend: false, lend_grace: 30s, own: [{host: h5}]}
+    expect:
+      allocations: {/a: 1}
+      placed: {/a: {h4: 1}}
+      decisions:
+        - {kind: grant, consumer: /a, host: h4, slots: 1, rule: own.use}
+        - {kind: release, consumer: /a, host: h5, slots: 1, rule: release.lend_revoked, deadline: "+30s"}
+        - {kind: release, consumer: /a, slots: 0, rule: release.moved}
+`)
+}

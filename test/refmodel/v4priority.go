@@ -141,6 +141,7 @@ func (f *fold) priority4(ly layers) {
 	f.seat = m.seatKeeper()
 	f.ownLayer4(ly)
 	f.revoke4()
+	f.ownExcessAll()
 	// who sits on a pool's private part as the pools are reached: the
 	// keeper seating after the own layer (ruling 11 pairs a return only
 	// with the borrowers seated on the part)
