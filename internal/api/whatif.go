@@ -88,7 +88,9 @@ func (w *whatIfs) acquire(pool string) (release func(), ok bool) {
 // whatIfBody is the request of a what-if (client.WhatIfRequest), its
 // events decoded one by one.
 type whatIfBody struct {
-	AtSeq  uint64            `json:"at_seq,omitempty"`
+	// AtSeq is a pointer so that an at_seq of 0, which names no point,
+	// is told from one left out (now).
+	AtSeq  *uint64           `json:"at_seq,omitempty"`
 	AtTime *time.Time        `json:"at_time,omitempty"`
 	Events []json.RawMessage `json:"events"`
 }
@@ -166,13 +168,22 @@ func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event
 	if aerr := trailing(dec); aerr != nil {
 		return whatif.Point{}, nil, aerr
 	}
-	if rq.AtSeq > 0 && rq.AtTime != nil {
+	switch {
+	case rq.AtSeq != nil && rq.AtTime != nil:
 		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "at_seq and at_time: give one point, or none for now")
+	case rq.AtSeq != nil && *rq.AtSeq == 0:
+		// Taken as "not given" it forked the present.
+		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "at_seq 0: sequences start at 1 (leave at_seq out for now)")
+	case rq.AtTime != nil && rq.AtTime.IsZero():
+		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "at_time %s: before every event of every pool (leave at_time out for now)", rq.AtTime.Format(time.RFC3339))
 	}
 	if len(rq.Events) > MaxWhatIfEvents {
 		return whatif.Point{}, nil, badRequest(ReasonTooManyEvents, "%d events: a what-if folds at most %d", len(rq.Events), MaxWhatIfEvents)
 	}
-	point := whatif.Point{Seq: rq.AtSeq}
+	var point whatif.Point
+	if rq.AtSeq != nil {
+		point.Seq = *rq.AtSeq
+	}
 	if rq.AtTime != nil {
 		point.Time = *rq.AtTime
 	}

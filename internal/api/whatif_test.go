@@ -108,6 +108,10 @@ func TestWhatIfBounds(t *testing.T) {
 		{"too many events", many, nil, 400, "too_many_events"},
 		{"too large", `{"events": [` + ev + `], "x": "` + strings.Repeat("x", api.MaxBody) + `"}`, nil, 413, "too_large"},
 		{"two points", `{"at_seq": 1, "at_time": "2026-01-01T00:00:00Z", "events": []}`, nil, 400, "bad_request"},
+		// Sequence 0 and the zero time named no point and forked the
+		// present (decision 374).
+		{"at_seq 0", `{"at_seq": 0, "events": []}`, nil, 400, "bad_request"},
+		{"the zero time", `{"at_time": "0001-01-01T00:00:00Z", "events": []}`, nil, 400, "bad_request"},
 		{"unknown field", `{"events": [], "at": 3}`, nil, 400, "unknown_field"},
 		{"trailing data", `{"events": []} {}`, nil, 400, "trailing_data"},
 		{"unknown type", `{"events": [{"type": "nope", "data": {}}]}`, nil, 400, "unknown_type"},
