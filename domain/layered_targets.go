@@ -107,8 +107,10 @@ type layeredInput struct {
 	// The computation consumes it (it counts down what it attributed).
 	held heldSlots
 	// priorityPerPool: rules 4's priority divides a pool with several
-	// class groups once (ruling 1, priority_per_pool.go).
-	priorityPerPool bool
+	// class groups once (ruling 1, priority_per_pool.go); underLender:
+	// there, a leaf under a class's lender may take it whatever its
+	// reclaim_grace (docs/decisions.md #382).
+	priorityPerPool, underLender bool
 	// rules4Classes: rules 4's class attribution: a leaf gives what it
 	// sits on beyond its demand back in section 5's release order (ruling
 	// 5; keepSittings), and the parts not kept are handed out in the
@@ -131,10 +133,10 @@ type layeredFold struct {
 	parentEnf bool
 	policy    divisionPolicy
 	lend      func(id int32) bool
-	// priorityPerPool, rules4Classes and seat: layeredInput's.
-	priorityPerPool bool
-	rules4Classes   bool
-	seat            *roundSeating
+	// priorityPerPool, underLender, rules4Classes and seat: layeredInput's.
+	priorityPerPool, underLender bool
+	rules4Classes                bool
+	seat                         *roundSeating
 	// record, when set, keeps each pool's slots as divided (by node id);
 	// fixed, when set, divides each pool over those slots instead and lends
 	// nothing upward (rules 4's T0, totals.go).

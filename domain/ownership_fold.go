@@ -127,7 +127,7 @@ func (p *Pool) fullLayered() layeredTargets {
 	}
 	in := layeredInput{parentEnf: p.mode.parent, own: tot, lend: func(id int32) bool { return p.t.nodes[id].lend },
 		policy: policy, guarantees: guarantees, alloc: func(l int32) Slots { return p.t.nodes[l].alloc },
-		priorityPerPool: p.mode.behaviour.priorityPerPool, rules4Classes: p.mode.behaviour.excessInReleaseOrder}
+		priorityPerPool: p.mode.behaviour.priorityPerPool, underLender: p.mode.behaviour.underLender, rules4Classes: p.mode.behaviour.excessInReleaseOrder}
 	if p.seatsByRounds() {
 		in.seat = newRoundSeating(p.t, parts)
 		// as the placement keeps them (keepSwapped): with preemption

@@ -29,6 +29,8 @@ type poolClasses struct {
 	eligible []time.Duration // by class: the largest reclaim_grace that may use it (-1: none)
 	free     []Slots         // by class: not given yet
 	hold     map[int32][]classSlots
+	// underLender: rules 4's mayUse (docs/decisions.md #382).
+	underLender bool
 }
 
 // classSlots is a number of slots of the class at index class of a pool.
@@ -40,8 +42,16 @@ type classSlots struct {
 	slots Slots
 }
 
-// mayUse reports whether leaf l may take slots of class i.
+// mayUse reports whether leaf l may take slots of class i: by its
+// reclaim_grace, and under rules 4 a leaf under the class's lender in any
+// case (its ancestor's private slots lent upward: ruling 8's "may hold"
+// sets no grace for an ancestor's private part; docs/decisions.md #382).
 func (pc *poolClasses) mayUse(t *tree, l int32, i int) bool {
+	if pc.underLender {
+		if o := pc.classes[i].lender; o != noNode && o != l && t.contains(o, l) {
+			return true
+		}
+	}
 	return pc.eligible[i] >= 0 && t.nodes[l].reclaimGrace <= pc.eligible[i]
 }
 
@@ -60,7 +70,7 @@ func (pc *poolClasses) give(l int32, i int, k Slots) {
 // records each leaf's part by class as given, and returns what is left of
 // each class, in the pool's class order.
 func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlots {
-	pc := &poolClasses{hold: map[int32][]classSlots{}}
+	pc := &poolClasses{hold: map[int32][]classSlots{}, underLender: f.underLender}
 	size := Slots(0)
 	for _, g := range groups {
 		for _, s := range g.slots {

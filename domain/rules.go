@@ -213,6 +213,11 @@ type behaviour struct {
 	// beside a reclaim (ownership_pairing.go pair; docs/decisions.md
 	// #380); before, in the order the leaf's gains were placed.
 	freeByPart bool
+	// underLender: under priority a leaf under a class's lender may take
+	// the class's slots in an upper pool whatever its reclaim_grace (an
+	// ancestor's private slots lent upward; priority_per_pool.go mayUse;
+	// docs/decisions.md #382); before, by grace alone.
+	underLender bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -222,7 +227,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
 		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
-		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4, freeByPart: v >= RulesV4}
+		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4, freeByPart: v >= RulesV4, underLender: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

@@ -18,7 +18,7 @@ package domain
 // layeredFoldOf is a fold of in over t, ready to divide.
 func layeredFoldOf(t *tree, in layeredInput) *layeredFold {
 	n := len(t.nodes)
-	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount, priorityPerPool: in.priorityPerPool, rules4Classes: in.rules4Classes, seat: in.seat,
+	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount, priorityPerPool: in.priorityPerPool, underLender: in.underLender, rules4Classes: in.rules4Classes, seat: in.seat,
 		remDemand: make([]Slots, n), remMax: make([]Slots, n), excess: make([]Slots, n), inbox: make([][]lentSlots, n),
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
 	size := len(in.held.keys)
