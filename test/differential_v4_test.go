@@ -40,19 +40,19 @@ var v4Disputes []int
 // or the model changed what it decides. Priority logs are expected to move
 // while the engine builds ruling 12 (the seating under priority).
 var v4Ratchet = map[string]int{
-	"gen.GenerateOwned share_ratio": 599, // 88 of 142 (300 logs), 275 of 459 (1,000) with the model's #364 and #365; 86 and 271 with the free slots first of #378 and the canonical rows of #377; 73 and 239 before #377 (with the engine's #355 to #358)
-	"gen.GenerateOwned priority":    617, // 105 of 158, 334 of 541 with #364 and #365; 103 and 331 with #377 and #378; 88 and 282 before them, 84 and 261 before #348
-	"withOwnership share_ratio":     638, // 94 of 142, 293 of 459 with #364 and #365; 94 and 292 with #377 and #378; 84 and 267 before them, 78 and 251 before #348
-	"withOwnership priority":        575, // 91 of 158, 322 of 541 with #364 and #365; 90 and 320 with #377 and #378; 78 and 287 before them, 73 and 266 before #348
+	"gen.GenerateOwned share_ratio": 614, // 90 of 142 (300 logs), 282 of 459 (1,000) with the model's #366 and #367 and the engine's #379 to #382; 88 and 275 with the model's #364 and #365; 86 and 271 with the free slots first of #378 and the canonical rows of #377; 73 and 239 before #377 (with the engine's #355 to #358)
+	"gen.GenerateOwned priority":    630, // 108 of 158, 341 of 541 with #366, #367 and #379 to #382; 105 and 334 with #364 and #365; 103 and 331 with #377 and #378; 88 and 282 before them, 84 and 261 before #348
+	"withOwnership share_ratio":     649, // 94 of 142, 298 of 459 with #366, #367 and #379 to #382; 94 and 293 with #364 and #365; 94 and 292 with #377 and #378; 84 and 267 before them, 78 and 251 before #348
+	"withOwnership priority":        582, // 92 of 158, 325 of 541 with #366, #367 and #379 to #382; 91 and 322 with #364 and #365; 90 and 320 with #377 and #378; 78 and 287 before them, 73 and 266 before #348
 }
 
 // v4ScenarioRatchet is the same for the logs that agree as a scenario file
 // compares them (v4Options.asScenario), from 2026-11-27 (#332).
 var v4ScenarioRatchet = map[string]int{
-	"gen.GenerateOwned share_ratio": 654, // 93 of 142, 303 of 459 with the model's #364 and #365; 91 and 299 with the engine's #378 and the model's #363; 89 and 296 before them (with the model's #348 to #351 and the engine's #353 to #358)
-	"gen.GenerateOwned priority":    663, // 113 of 158, 359 of 541 with #364 and #365; 111 and 356 before them; 106 and 348 before #363 and #378
-	"withOwnership share_ratio":     677, // 100 of 142, 311 of 459 with #364 and #365; 100 and 310 before them; 97 and 307 before #363 and #378
-	"withOwnership priority":        607, // 96 of 158, 341 of 541 with #364 and #365; 95 and 339 before them; 92 and 337 before #363 and #378
+	"gen.GenerateOwned share_ratio": 669, // 95 of 142, 310 of 459 with the model's #366 and #367 and the engine's #379 to #382; 93 and 303 with the model's #364 and #365; 91 and 299 with the engine's #378 and the model's #363; 89 and 296 before them (with the model's #348 to #351 and the engine's #353 to #358)
+	"gen.GenerateOwned priority":    676, // 116 of 158, 366 of 541 with #366, #367 and #379 to #382; 113 and 359 with #364 and #365; 111 and 356 before them; 106 and 348 before #363 and #378
+	"withOwnership share_ratio":     694, // 102 of 142, 319 of 459 with #366, #367 and #379 to #382; 100 and 311 with #364 and #365; 100 and 310 before them; 97 and 307 before #363 and #378
+	"withOwnership priority":        620, // 98 of 158, 345 of 541 with #366, #367 and #379 to #382; 96 and 341 with #364 and #365; 95 and 339 before them; 92 and 337 before #363 and #378
 }
 
 // TestDifferentialV4 is the differential test of rules version 4 (issue
@@ -78,10 +78,17 @@ var v4ScenarioRatchet = map[string]int{
 //
 //	generator, first plan's reclaim   agree (300)   agree (1,000)   as a scenario (300, 1,000)
 //	gen.Generate (no ownership)       300 of 300    1,000 of 1,000  300, 1,000
-//	GenerateOwned share_ratio          88 of 142      275 of 459     93, 303
-//	GenerateOwned priority            105 of 158      334 of 541    113, 359
-//	withOwnership share_ratio          94 of 142      293 of 459    100, 311
-//	withOwnership priority             91 of 158      322 of 541     96, 341
+//	GenerateOwned share_ratio          90 of 142      282 of 459     95, 310
+//	GenerateOwned priority            108 of 158      341 of 541    116, 366
+//	withOwnership share_ratio          94 of 142      298 of 459    102, 319
+//	withOwnership priority             92 of 158      325 of 541     98, 345
+//
+// (with the model's #366, an owner under a capped ancestor moves onto its
+// own free slot, and #367, an ineligible holding is released before an
+// owner's excess, and the engine's #379 to #382 (engine disputes 25 to 30,
+// 34 and 35 settled); before them 88, 105, 94 and 91 of 300 and 275, 334,
+// 293 and 322 of 1,000 exactly, 93, 113, 100 and 96 and 303, 359, 311 and
+// 341 as a scenario file compares them)
 //
 // (with the model's #364, a move whose freed slots stay free is cut, and
 // #365, every owner takes its part back before any owner's excess goes;
@@ -155,10 +162,11 @@ var v4ScenarioRatchet = map[string]int{
 // (test/refmodel/AMBIGUITIES.md, "The differential test of rules 4"; the
 // engine disputes 01-12 are settled, testdata/settled-*.yaml, 13-17 by
 // #341 and #342, 18 and 20 by #353, 19, 21 and 22 by #354 to #356, 23 by
-// #357, 24 by #358, 32 and 33 by #378; open ones, 25 to 31, 34 and 35 on
-// 2026-11-27, are in test/refmodel/testdata/engine-disputes). The readings
+// #357, 24 by #358, 32 and 33 by #378, 25 to 30, 34 and 35 by #379 to
+// #382; open ones, 31 and 36 to 39 on 2026-11-27, are in
+// test/refmodel/testdata/engine-disputes). The readings
 // the model took where the spec is open are docs/decisions.md #232-#234,
-// #235, #348-#351 and #363-#365.
+// #235, #348-#351 and #363-#367.
 //
 // Part D's plan fields (priority_bands, preemptable, share: 0) are not
 // drawn: events.Plan does not carry them yet; once it does, refmodel's
