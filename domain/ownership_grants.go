@@ -144,12 +144,16 @@ func (pl *placement) nextPart(owner int32) (int, Slots) {
 // freeRoom is what part i may still take of the slots free on its host as
 // the placement started (freeFirst).
 func (pl *placement) freeRoom(i int) Slots {
-	h := pl.parts[i].host
-	free, ok := pl.freeLeft[h]
-	if !ok {
-		free = pl.hostFree(h)
+	return minSlots(pl.capRem[i], pl.freeLeftOn(pl.parts[i].host))
+}
+
+// freeLeftOn is what step 2 has not placed yet of the slots free on host h
+// as the placement started (freeFirst).
+func (pl *placement) freeLeftOn(h int32) Slots {
+	if free, ok := pl.freeLeft[h]; ok {
+		return free
 	}
-	return minSlots(pl.capRem[i], free)
+	return pl.hostFree(h)
 }
 
 // freest returns the owner's part with most freeRoom, then host name; -1
@@ -190,10 +194,7 @@ func (pl *placement) put(l, owner int32, i int, k Slots, rule Rule) {
 	pl.touch(i)
 	if pl.rules.freeFirst {
 		h := pl.parts[i].host
-		free, ok := pl.freeLeft[h]
-		if !ok {
-			free = pl.hostFree(h)
-		}
+		free := pl.freeLeftOn(h)
 		pl.freeLeft[h] = free - minSlots(k, free)
 	}
 	pl.capRem[i] -= k
