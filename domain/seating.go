@@ -69,7 +69,10 @@ type seating struct {
 	pool           [][]int32
 	may            [][]bool
 	tiers          [][]seat
-	// restrictiveFirst: rules 4's order (behaviour.restrictiveFirst).
+	// restrictiveFirst: rules 4's order (behaviour.restrictiveFirst),
+	// but under priority with preemption, where the division seats by
+	// rounds and this seating pairs returns (ruling 11): ruling 8's
+	// passes as written (docs/decisions.md #383).
 	restrictiveFirst bool
 
 	amtFlat  []Slots
@@ -84,7 +87,7 @@ type seat struct{ k, hk int }
 func (c *sitCache) seating(p *Pool, parts []hostPart, held []holding) *seating {
 	s := &c.scratch
 	s.p, s.parts, s.held, s.n = p, parts, held, len(parts)
-	s.restrictiveFirst = p.mode.behaviour.restrictiveFirst
+	s.restrictiveFirst = p.mode.behaviour.restrictiveFirst && (p.mode.shareRatio || !p.mode.preempt)
 	n, m := len(parts), len(held)
 	s.left, s.order = s.left[:0], s.order[:0]
 	for k, pt := range parts {
