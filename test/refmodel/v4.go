@@ -899,7 +899,11 @@ func (f *fold) balanced4(ly layers) {
 				break
 			}
 			if give := min(need, m.held(v)-t[v], f.headroom(c, v)); give > 0 {
-				need -= f.takeFrom(c, v, give, "share_ratio.reclaim", false, false)
+				got := f.takeFrom(c, v, give, "share_ratio.reclaim", false, false)
+				need -= got
+				if got < give && f.headroom(c, v) > f.headroom(c, "") {
+					need -= f.reclaimAcross(c, v, give-got, "share_ratio.reclaim")
+				}
 			}
 		}
 		if need > 0 {
@@ -1338,4 +1342,53 @@ func (f *fold) cancelIdleMoves(start int) {
 			f.addAlloc(g.Consumer, g.Host, -k)
 		}
 	}
+}
+
+// reclaimAcross is a claimant's reclaim from a victim inside an ancestor
+// whose max blocks the claimant's free slots (balance: true), where the
+// claimant may not hold the victim's part: the victim gives up its slot on
+// a host where the claimant may take a free slot of another part, and the
+// claimant takes that one. The ancestor's total is as it was (section 1:
+// a reclaim within the branch), the end state is the layered targets
+// (section 5, share_ratio: a = T for every leaf), and the decision is the
+// claimant's reclaim from the victim on that host, where the victim's
+// slot was (section 5: "a reclaim takes the victim's slots"). (Decision
+// #368; gen.GenerateOwned seed 703, event 3.)
+func (f *fold) reclaimAcross(c, v string, want int64, rule string) int64 {
+	m := f.m
+	var vs []hp
+	for k, n := range f.seat[v] {
+		if n > 0 {
+			vs = append(vs, k)
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool {
+		if vs[i].host != vs[j].host {
+			return vs[i].host < vs[j].host
+		}
+		return vs[i].part < vs[j].part
+	})
+	var got int64
+	for _, k := range vs {
+		for _, k2 := range f.foldOrder(c) {
+			if got >= want || f.seat[v][k] == 0 {
+				break
+			}
+			if k2.host != k.host || k2 == k || !m.mayHold(c, k2.part) {
+				continue
+			}
+			n := min(want-got, f.seat[v][k], f.room(k2), m.hostFree(k.host))
+			if n <= 0 {
+				continue
+			}
+			f.addAlloc(v, k.host, -n)
+			f.seat.add(v, k, -n)
+			f.addAlloc(c, k.host, n)
+			f.seat.add(c, k2, n)
+			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: rule})
+			f.track()
+			got += n
+		}
+	}
+	return got
 }

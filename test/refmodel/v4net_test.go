@@ -203,3 +203,36 @@ steps:
         - {kind: release, consumer: /a, slots: 0, rule: release.moved}
 `)
 }
+
+// TestRules4ReclaimInsideAMaxAcrossParts: under share_ratio with balance,
+// where a parent's max binds, the owner ranked first under it is given its
+// own slot by a reclaim from the sibling above its target, though it may
+// not hold the sibling's part (lend false): the sibling gives up its slot
+// and the claimant takes its free own slot on the same host (section 1: a
+// reclaim within the branch leaves the parent's total as it is; section 5:
+// the end state is the layered targets, and the own layer takes leaves by
+// rank where a max binds). Decision #368 (gen.GenerateOwned seed 703,
+// event 17, shrunk).
+func TestRules4ReclaimInsideAMaxAcrossParts(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio, enforcement: parent}
+  consumers:
+    - {path: /c, max: 1, own: [{host: h2}]}
+    - {path: /c/a, lend: false, own: [{host: h2, slots: 1}]}
+    - {path: /c/b, priority: 1, own: [{host: h2, slots: 2}]}
+hosts:
+  - {name: h2, slots: 3}
+steps:
+  - events: [{type: demand, demands: {/c/a: 1}}]
+    expect:
+      allocations: {/c/a: 1}
+  - events: [{type: demand, demands: {/c/b: 1}}]
+    expect:
+      allocations: {/c/b: 1}
+      placed: {/c/b: {h2: 1}}
+      decisions:
+        - {kind: reclaim, consumer: /c/b, from: /c/a, host: h2, slots: 1, rule: share_ratio.reclaim, deadline: "+0s"}
+`)
+}
