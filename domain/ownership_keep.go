@@ -280,7 +280,7 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 	// first, so what it gains on a lender's part is recorded as lent.
 	passes := []int{1, 2}
 	if pl.rules.restrictiveFirst {
-		passes = []int{0, 1, 2}
+		passes = []int{-1, 0, 1, 2}
 	}
 	for _, pass := range passes {
 		for i := i0; i < i1; i++ {
@@ -326,9 +326,13 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 
 // keepPass is the pass of step 1 in which leaf l keeps on owner's parts:
 // its own tiers (1), then parts others lend it (2); under rules 4 parts
-// lent in a restrictive class first (0; tree.restrictiveFor).
+// lent in a restrictive class first (0; tree.restrictiveFor), after the
+// leaf's own part (-1): what an owner runs is its own use first (section
+// 5's own layer; docs/decisions.md #384).
 func (pl *placement) keepPass(l, owner int32) int {
 	switch {
+	case owner == l && pl.rules.restrictiveFirst:
+		return -1
 	case !pl.lentTo(l, owner):
 		return 1
 	case pl.rules.restrictiveFirst && pl.t.restrictiveFor(l, owner):
