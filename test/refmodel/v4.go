@@ -359,6 +359,7 @@ func (f *fold) rebalance4() {
 		f.dropEmpty(start)
 		f.swap4(start)
 		f.netReclaims(start)
+		f.netReclaimsAcross(start)
 		f.dropEmpty(start)
 		f.engineOrder(start)
 		f.placedOrderPriority(start, since)
@@ -387,6 +388,7 @@ func (f *fold) rebalance4() {
 	f.dropEmpty(start)
 	f.swap4(start)
 	f.netReclaims(start)
+	f.netReclaimsAcross(start)
 	f.dropEmpty(start)
 	f.engineOrder(start)
 	if m.pol.preemption && m.pol.balance {
@@ -1301,6 +1303,104 @@ func (f *fold) netReclaims(start int) {
 		res = append(res, r)
 	}
 	f.out = append(f.out[:start], res...)
+}
+
+// netReclaimsAcross is netReclaims across hosts, the lead's decision on
+// reading (c) (AMBIGUITIES.md rounds 4 and 5; decision #385): a victim V
+// reclaimed from for a claimant C and compensated in the same rebalance on
+// another host (a grant or lend to V there, or V's reclaim from a third
+// leaf W there) is not reclaimed from; C is given the compensation instead,
+// slot for slot, where C may hold that part (a grant or lend with C's
+// placing rule, or C's reclaim from W with the reclaim rule and W's
+// reclaim_grace), and V keeps its slots (seed 004's "minimize the impact
+// to existing workload"; ruling 7: no move nobody needs). A reclaim from W
+// where W is C itself is a swap: both keep where they run. Returns stay
+// unnetted (ruling 11), as in #363. (withOwnership seeds 240, event 6, and
+// 642, event 7.)
+func (f *fold) netReclaimsAcross(start int) {
+	m := f.m
+	out := f.out[start:]
+	var add []Decision
+	placing := "share_ratio.grant"
+	if m.pol.reclaim == events.ReclaimPriority {
+		placing = "priority.entitled"
+	}
+	for i := range out {
+		r := &out[i]
+		if r.Kind != "reclaim" || r.Slots == 0 {
+			continue
+		}
+		c, v := r.Consumer, r.From
+		for j := range out {
+			if r.Slots == 0 {
+				break
+			}
+			g := &out[j]
+			if g.Consumer != v || g.Host == r.Host || g.Slots == 0 {
+				continue
+			}
+			var d Decision
+			switch g.Kind {
+			case "grant", "lend":
+				if g.Rule == "own.use" {
+					continue // an owner's own use is ruling 5's, no share-rule compensation (#364, #385)
+				}
+				part := g.From
+				if g.Kind == "grant" {
+					part = f.grantPart(v, g.Host)
+				}
+				if part == "" || !m.mayHold(c, part) {
+					continue
+				}
+				d = Decision{Kind: "grant", Consumer: c, Host: g.Host, Rule: placing}
+				switch {
+				case part == c:
+					d.Rule = "own.use"
+				case part != root && !under(c, part):
+					d.Kind, d.From = "lend", part
+				}
+			case "reclaim":
+				w := g.From
+				if w != c {
+					part := f.grantPart(v, g.Host)
+					if part == "" || !m.mayHold(c, part) {
+						continue
+					}
+					d = Decision{Kind: "reclaim", Consumer: c, From: w, Host: g.Host, Rule: r.Rule,
+						Deadline: f.at.Add(m.nodes[w].reclaimGrace)}
+				}
+			default:
+				continue
+			}
+			k := min(r.Slots, g.Slots)
+			r.Slots -= k
+			g.Slots -= k
+			// V keeps its slot on r's host and does not take g's; C takes
+			// g's instead of V's
+			f.addAlloc(v, r.Host, k)
+			f.addAlloc(v, g.Host, -k)
+			f.addAlloc(c, r.Host, -k)
+			f.addAlloc(c, g.Host, k)
+			if d.Kind == "" {
+				continue // a swap: nothing moves
+			}
+			d.Slots = k
+			add = append(add, d)
+		}
+	}
+	for _, d := range add {
+		merged := false
+		for q := start; q < len(f.out); q++ { // one row per kind, consumer, from, host and rule
+			if e := &f.out[q]; e.Kind == d.Kind && e.Consumer == d.Consumer && e.From == d.From && e.Host == d.Host && e.Rule == d.Rule && e.Deadline.Equal(d.Deadline) {
+				e.Slots += d.Slots
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			f.out = append(f.out, d)
+		}
+	}
 }
 
 // cancelIdleMoves cuts each move of an event (a release.moved beside the

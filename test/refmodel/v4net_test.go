@@ -236,3 +236,82 @@ steps:
         - {kind: reclaim, consumer: /c/b, from: /c/a, host: h2, slots: 1, rule: share_ratio.reclaim, deadline: "+0s"}
 `)
 }
+
+// TestRules4ReclaimNettedAcrossHosts: under priority (rules 4) a leaf
+// reclaimed from in its private pool that reclaims as much from a third
+// leaf in the public pool on another host in the same rebalance is not
+// reclaimed from: the claimant takes the third leaf's slot instead, and the
+// leaf keeps where it runs (the lead's decision on reading (c),
+// docs/decisions.md #385, #363 across hosts; withOwnership seed 240, event
+// 6, shrunk; AMBIGUITIES.md round 4).
+func TestRules4ReclaimNettedAcrossHosts(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority, enforcement: parent}
+  consumers:
+    - {path: /a, own: [{group: default, slots: 6}]}
+    - {path: /a/a, share: 5}
+    - {path: /a/b, priority: 1}
+    - {path: /a/c, share: 3}
+hosts:
+  - {name: h1, group: gpu, slots: 2}
+  - {name: h2, slots: 7}
+steps:
+  - events: [{type: demand, demands: {/a/a: 4, /a/c: 4}}]
+    expect:
+      allocations: {/a/a: 4, /a/c: 4}
+      placed: {/a/a: {h2: 4}, /a/c: {h1: 2, h2: 2}}
+  # pool /a (S 6): G 3, 1, 2; /a/b's entitled slot is /a/a's fourth (4 >
+  # G 3); in the public pool /a/a reclaims as much from /a/c (2 > G 1) on
+  # h1. /a/a's reclaim on h2 and its gain on h1 net: /a/b takes /a/c's h1
+  # slot, /a/a keeps its 4 on h2.
+  - events: [{type: demand, demands: {/a/b: 16, /a/c: 7}}]
+    expect:
+      allocations: {/a/a: 4, /a/b: 2, /a/c: 3}
+      placed: {/a/a: {h2: 4}, /a/b: {h1: 1, h2: 1}, /a/c: {h1: 1, h2: 2}}
+      decisions:
+        - {kind: grant, consumer: /a/b, host: h2, slots: 1, rule: priority.entitled}
+        - {kind: reclaim, consumer: /a/b, from: /a/c, host: h1, slots: 1, rule: priority.reclaim, deadline: "+0s"}
+        - {kind: reclaim, consumer: /a/b, from: /a/a, slots: 0}
+        - {kind: reclaim, consumer: /a/a, slots: 0}
+`)
+}
+
+// TestRules4ReclaimNettedAgainstAGrantAcrossHosts: under priority (rules
+// 4) a leaf reclaimed from in its branch's private pool and granted as
+// many public slots on another host in the same rebalance is not
+// reclaimed from: the claimant is granted the public slots instead, and
+// the leaf keeps its private slots (the lead's decision on reading (c),
+// docs/decisions.md #385; withOwnership seed 642, event 7: `grant /a/a/b
+// 3` and `reclaim /a/a/a from /a/a/b 3` became `grant /a/a/a 3`;
+// AMBIGUITIES.md round 5).
+func TestRules4ReclaimNettedAgainstAGrantAcrossHosts(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority, enforcement: leaf, reclaim_for_preference: true}
+  consumers:
+    - {path: /a, share: 2, priority: 2, lend_grace: 5m, own: [{group: gpu, slots: 7}]}
+    - {path: /a/a, priority: 2, own: [{group: gpu, slots: 1, preference: 3}]}
+    - {path: /a/a/a, share: 4, priority: 1, reclaim_grace: 1m}
+    - {path: /a/a/b, share: 3, priority: 2, lend_grace: 5m}
+hosts:
+  - {name: h1, group: gpu, slots: 11}
+  - {name: h2, slots: 8}
+steps:
+  - events: [{type: demand, demands: {/a/a/a: 1, /a/a/b: 8}}]
+  # pool /a/a's division takes 3 of /a/a/b's slots on h1 for /a/a/a while
+  # the public pool grants /a/a/b 3 on h2: /a/a/a is granted those 3
+  # public slots instead and /a/a/b is not named.
+  - events: [{type: demand, demands: {/a/a/a: 17}}]
+    expect:
+      allocations: {/a/a/a: 11, /a/a/b: 8}
+      placed: {/a/a/a: {h1: 5, h2: 6}, /a/a/b: {h1: 6, h2: 2}}
+      decisions:
+        - {kind: grant, consumer: /a/a/a, host: h1, slots: 4, rule: priority.entitled}
+        - {kind: grant, consumer: /a/a/a, host: h2, slots: 6, rule: priority.entitled}
+        - {kind: reclaim, consumer: /a/a/a, from: /a/a/b, slots: 0}
+        - {kind: grant, consumer: /a/a/b, slots: 0}
+`)
+}
