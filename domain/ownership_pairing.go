@@ -107,9 +107,15 @@ func (pl *placement) pair() {
 		// most: what the owner may still take back from borrowers that
 		// keep slots on the host (netted, or kept by step 1). Under rules 4
 		// it takes the free slots of its part first (ruling 5; #379).
-		most := Unlimited
-		if pl.rules.freeBeforeKeepers && seatedLeft != nil {
-			most = maxSlots(x.slots-pl.freeAtStart(x.part), 0)
+		// Worked out when a return first needs it: most gains are no
+		// owner's take-back.
+		most, mostKnown := Unlimited, !(pl.rules.freeBeforeKeepers && seatedLeft != nil)
+		gain := x.slots
+		mostNow := func() Slots {
+			if !mostKnown {
+				most, mostKnown = maxSlots(gain-pl.freeAtStart(x.part), 0), true
+			}
+			return most
 		}
 		for _, v := range hl.losers {
 			if x.slots == 0 {
@@ -128,14 +134,14 @@ func (pl *placement) pair() {
 				if !ok {
 					left = pl.rules.returnSeated(h, owner, v)
 				}
-				n = minSlots(minSlots(x.slots, hl.lost[v]+minSlots(netted(v, h), maxSlots(most-hl.lost[v], 0))), left)
+				n = minSlots(minSlots(x.slots, hl.lost[v]+minSlots(netted(v, h), maxSlots(mostNow()-hl.lost[v], 0))), left)
 				if n > hl.lost[v] {
 					hl.lost[v] += unnet(v, h, n-hl.lost[v])
 				}
 				seatedLeft[k] = left - n
 			}
 			if n > 0 && pl.isReturn(x.leaf, v, owner) {
-				if most != Unlimited {
+				if mostKnown && most != Unlimited {
 					most = maxSlots(most-n, 0)
 				}
 				hl.lost[v] -= n
@@ -145,7 +151,7 @@ func (pl *placement) pair() {
 			}
 		}
 		if x.slots > 0 && seatedLeft != nil && pl.rules.returnsFromKeepers {
-			gains = pl.returnFromKeepers(g, gains, hl, seatedLeft, netted, most)
+			gains = pl.returnFromKeepers(g, gains, hl, seatedLeft, netted, mostNow())
 		}
 	}
 	if pl.ineligible != nil {
@@ -215,6 +221,9 @@ func (pl *placement) pair() {
 			for g := i; g < j; g++ {
 				x := &gains[g]
 				h := pl.parts[x.part].host
+				if x.slots == 0 || free[h] == 0 {
+					continue // nothing free to name a part for
+				}
 				left, ok := partFree[x.part]
 				if !ok {
 					left = pl.freeAtStart(x.part)
