@@ -55,7 +55,7 @@ func startDevNATS(ctx context.Context, log *slog.Logger, cfg devConfig, data str
 			return "", nil, fmt.Errorf("%s holds the log of a NATS cluster: run dev with --nats-cluster 3, or use another --data", cluster)
 		}
 		ns, err := natsserver.Start(ctx, natsserver.WithStoreDir(single), natsserver.WithListen(cfg.natsAddr),
-			natsserver.WithNkeyUsers(natsauth.Users(keys)), natsserver.WithSync(cfg.natsSync))
+			natsserver.WithUsers(natsauth.Users(keys)), natsserver.WithSync(cfg.natsSync))
 		if err != nil {
 			return "", nil, fmt.Errorf("start NATS: %w", err)
 		}
@@ -76,7 +76,7 @@ func startDevNATS(ctx context.Context, log *slog.Logger, cfg devConfig, data str
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := natsserver.StartCluster(sctx, natsserver.ClusterSpec{Name: natsserver.DefaultName, Size: cfg.natsCluster, Dir: cluster, Listen: listen},
-		natsserver.WithNkeyUsers(natsauth.Users(keys)), natsserver.WithSync(cfg.natsSync),
+		natsserver.WithUsers(natsauth.Users(keys)), natsserver.WithSync(cfg.natsSync),
 		natsserver.WithRouteAuth(route.User, route.Password))
 	if err != nil {
 		return "", nil, fmt.Errorf("start the NATS cluster: %w", err)

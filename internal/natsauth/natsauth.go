@@ -180,7 +180,7 @@ func Connect(url, credsPath string, opts ...nats.Option) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if errors.Is(err, nats.ErrAuthorization) {
-		return nil, fmt.Errorf("NATS %s refused the connection (%w): give the credentials with LEDGER_NATS_CREDS or --nats-creds (`ledger dev` prints them)", redact.URL(url), err)
+		return nil, fmt.Errorf("NATS %s refused the connection (%w): give the credentials with LEDGER_NATS_CREDS or --nats-creds (`ledger dev` prints them); with the right ones, the identity holds its most connections at once (natsauth.MaxConnections)", redact.URL(url), err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("NATS %s: %w", redact.URL(url), redact.Error(err, url))
@@ -317,16 +317,25 @@ func PermissionsFor(r Role, pub string, l Layout) *server.Permissions {
 	}
 }
 
+// MaxConnections is the most connections each role may hold at once on
+// the embedded server (natsserver.User). Together they stay below
+// natsserver.DefaultMaxConns, with room left for connections that have
+// not yet authenticated, so no identity's connections can keep another
+// out. The bounds are far above what each role uses: a `ledger serve`
+// or projector instance holds one or two connections (tests and a busy
+// site run many instances), an audit or backup tool one.
+var MaxConnections = map[Role]int{Admin: 64, Ledger: 256, Projector: 256, Auditor: 128}
+
 // Users are the server-side users for keys, each with its role's rights
-// (the projector's consumers being DefaultLayout's).
-func Users(keys Keys) []*server.NkeyUser { return UsersFor(keys, DefaultLayout) }
+// (the projector's consumers being DefaultLayout's) and connection bound.
+func Users(keys Keys) []natsserver.User { return UsersFor(keys, DefaultLayout) }
 
 // UsersFor is Users with the projector's consumers of l.
-func UsersFor(keys Keys, l Layout) []*server.NkeyUser {
-	users := make([]*server.NkeyUser, 0, len(Roles))
+func UsersFor(keys Keys, l Layout) []natsserver.User {
+	users := make([]natsserver.User, 0, len(Roles))
 	for _, r := range Roles {
 		if pub, ok := keys[r]; ok {
-			users = append(users, &server.NkeyUser{Nkey: pub, Permissions: PermissionsFor(r, pub, l)})
+			users = append(users, natsserver.User{Nkey: pub, Permissions: PermissionsFor(r, pub, l), MaxConnections: MaxConnections[r]})
 		}
 	}
 	return users

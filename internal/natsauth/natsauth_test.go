@@ -30,7 +30,7 @@ func start(t *testing.T) (url, dir string) {
 		t.Fatal(err)
 	}
 	s, err := natsserver.Start(context.Background(), natsserver.WithStoreDir(t.TempDir()),
-		natsserver.WithListen("127.0.0.1:-1"), natsserver.WithNkeyUsers(natsauth.Users(keys)))
+		natsserver.WithListen("127.0.0.1:-1"), natsserver.WithUsers(natsauth.Users(keys)))
 	if err != nil {
 		t.Fatal(err)
 	}

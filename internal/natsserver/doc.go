@@ -10,10 +10,12 @@
 // [ParseSync] choose a background interval instead, which is faster but
 // may lose acknowledged writes in a power loss).
 //
-// A server with [WithNkeyUsers] closes a client connection that has not
+// A server with [WithUsers] closes a client connection that has not
 // authenticated within [DefaultAuthTimeout]: each counts against
 // max_connections ([DefaultMaxConns]) from its accept, so a
-// connection without credentials holds a slot that long at most.
+// connection without credentials holds a slot that long at most. Each
+// user holds at most its [User.MaxConnections] at once, so no identity's
+// connections can take the slots of another.
 //
 // A server may be a member of a JetStream cluster ([WithCluster]); its
 // routes are then always authenticated ([WithRouteAuth]; a route without
@@ -23,5 +25,5 @@
 // member back on its store and ports.
 //
 // Errors match [ErrNoStoreDir], [ErrBadListen], [ErrBadSync], [ErrStart],
-// [ErrNotReady], [ErrNoRouteAuth] and [ErrBadCluster] with errors.Is.
+// [ErrNotReady], [ErrNoRouteAuth], [ErrBadCluster] and [ErrBadUsers] with errors.Is.
 package natsserver

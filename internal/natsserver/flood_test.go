@@ -3,14 +3,19 @@ package natsserver_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cluster-ledger/ledger/internal/connect"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
@@ -156,5 +161,91 @@ func TestUnauthenticatedFlood(t *testing.T) {
 	}
 	if _, err := before.Request("$JS.API.INFO", nil, 2*time.Second); err != nil {
 		t.Errorf("the ledger's connection made before the flood, during the refilling flood: %v", err)
+	}
+}
+
+// TestIdentityFlood: a process holding the auditor's credentials (which
+// `ledger dev` prints for audit tools) opens authenticated connections
+// as fast as it can. It gets natsauth.MaxConnections[Auditor] of them and
+// no more; the ledger's connection made before keeps working; a
+// projector and a ledger starting meanwhile connect at once; another
+// auditor connection is admitted as soon as one of the flood's closes.
+// Someone presenting the auditor's public key without its seed gets
+// nothing.
+func TestIdentityFlood(t *testing.T) {
+	s := testenv.StartNATS(t, t.TempDir(), "127.0.0.1:-1")
+	url := s.URL()
+	before := testenv.Connect(t, url, natsauth.Ledger)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	auditor, err := natsauth.Option(testenv.Creds(t, url, natsauth.Auditor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := natsauth.MaxConnections[natsauth.Auditor]
+	var held []*nats.Conn
+	defer func() {
+		for _, nc := range held {
+			nc.Close()
+		}
+	}()
+	var refused error
+	for range natsserver.DefaultMaxConns {
+		nc, err := nats.Connect(url, auditor, nats.NoReconnect())
+		if err != nil {
+			refused = err
+			break
+		}
+		held = append(held, nc)
+	}
+	if len(held) != bound {
+		t.Fatalf("the auditor holds %d connections, want its bound %d", len(held), bound)
+	}
+	if !errors.Is(refused, nats.ErrAuthorization) {
+		t.Errorf("connection %d of the auditor: %v, want an authorization violation", bound+1, refused)
+	}
+	if _, err := before.Request("$JS.API.INFO", nil, 2*time.Second); err != nil {
+		t.Errorf("the ledger's connection made before the flood: %v", err)
+	}
+	if took := connectProjector(t, ctx, url); took > time.Second {
+		t.Errorf("with the auditor at its bound the projector took %v to connect, want at once", took)
+	}
+	nc := testenv.Connect(t, url, natsauth.Ledger)
+	if _, err := nc.Request("$JS.API.INFO", nil, 2*time.Second); err != nil {
+		t.Errorf("a ledger starting during the flood: %v", err)
+	}
+	// Each held connection works: the bound refuses the next, not these.
+	if _, err := held[bound-1].Request("$JS.API.INFO", nil, 2*time.Second); err != nil {
+		t.Errorf("the auditor's last admitted connection: %v", err)
+	}
+
+	// One closes: the next is admitted (the bound counts open
+	// connections, not those ever made).
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		nc, err := nats.Connect(url, auditor, nats.NoReconnect())
+		if err == nil {
+			held[0] = nc
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after one of its connections closed, the auditor still cannot connect: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The auditor's public key with another key's signature.
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditorPub, err := natsauth.Load(filepath.Dir(testenv.Creds(t, url, natsauth.Auditor)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect(url, nats.Nkey(auditorPub[natsauth.Auditor], kp.Sign), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Error("a connection presenting the auditor's public key, signed with another key, was admitted")
 	}
 }

@@ -38,7 +38,7 @@ type Cluster struct {
 }
 
 // StartCluster starts spec.Size servers with authenticated routes to one
-// another, each with opts (WithRouteAuth is required; WithNkeyUsers and
+// another, each with opts (WithRouteAuth is required; WithUsers and
 // WithSync apply to all), and waits until JetStream has elected a meta
 // leader that sees every member. Clients connect with URL, the
 // comma-joined list of the members' client URLs.

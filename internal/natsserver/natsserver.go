@@ -61,7 +61,7 @@ type config struct {
 	name         string
 	logging      bool
 	readyTimeout time.Duration
-	users        []*server.NkeyUser
+	users        []User
 	sync         Sync
 	cluster      *clusterConfig
 	routeUser    string
@@ -89,14 +89,6 @@ func WithLogging(on bool) Option { return func(c *config) { c.logging = on } }
 // WithReadyTimeout bounds the wait for the server to accept connections
 // (default 10s).
 func WithReadyTimeout(d time.Duration) Option { return func(c *config) { c.readyTimeout = d } }
-
-// WithNkeyUsers makes the server require authentication: only these
-// nkey users may connect, each with its permissions (see
-// internal/natsauth for the ledger's roles). Without it the server
-// accepts anonymous connections (benchmarks on a private port only).
-func WithNkeyUsers(users []*server.NkeyUser) Option {
-	return func(c *config) { c.users = users }
-}
 
 // Server is a running embedded nats-server.
 type Server struct {
@@ -152,11 +144,19 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		// Seconds; nats-server takes 0 for its default.
 		AuthTimeout: cfg.authTimeout.Seconds(),
 		NoSigs:      true,
-		Nkeys:       cfg.users,
 		// As nats-server's own "sync_interval: always" sets them: the
 		// interval stays for the background flush of other files.
 		SyncAlways:   cfg.sync.Always,
 		SyncInterval: cmp.Or(cfg.sync.Interval, 2*time.Minute),
+	}
+	var auth *userAuth
+	if len(cfg.users) > 0 {
+		if auth, err = newUserAuth(cfg.users); err != nil {
+			return nil, err
+		}
+		// The nonce the clients sign, which nats-server sends by itself
+		// only when it checks nkeys itself.
+		sopts.CustomClientAuthentication, sopts.AlwaysEnableNonce = auth, true
 	}
 	if err := cfg.applyCluster(sopts); err != nil {
 		return nil, err
@@ -164,6 +164,9 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	ns, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	if auth != nil {
+		auth.srv.Store(ns)
 	}
 	if cfg.logging {
 		ns.ConfigureLogger()

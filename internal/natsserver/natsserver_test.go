@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 func TestRestartKeepsJetStreamMessages(t *testing.T) {
@@ -87,5 +88,31 @@ func TestErrors(t *testing.T) {
 	_, err = Start(ctx, WithStoreDir(t.TempDir()), WithListen(l.Addr().String()), WithReadyTimeout(time.Second), WithLogging(true))
 	if !errors.Is(err, ErrStart) {
 		t.Errorf("port in use: %v", err)
+	}
+}
+
+func TestStartRefusesBadUsers(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	for name, users := range map[string][]User{
+		"a seed, not a public key": {{Nkey: string(seed)}},
+		"an account key":           {{Nkey: "A" + pub[1:]}},
+		"twice":                    {{Nkey: pub}, {Nkey: pub, MaxConnections: 2}},
+		"a negative bound":         {{Nkey: pub, MaxConnections: -1}},
+	} {
+		s, err := Start(context.Background(), WithStoreDir(t.TempDir()), WithListen("127.0.0.1:-1"), WithUsers(users))
+		if err == nil {
+			s.Shutdown()
+		}
+		if !errors.Is(err, ErrBadUsers) {
+			t.Errorf("%s: %v, want ErrBadUsers", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), string(seed)) {
+			t.Errorf("%s: the error shows the seed", name)
+		}
 	}
 }

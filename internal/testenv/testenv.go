@@ -333,7 +333,7 @@ func RunNATS(ctx context.Context, dir, listen string, opts ...natsserver.Option)
 		natsserver.WithStoreDir(filepath.Join(dir, "store")),
 		natsserver.WithListen(listen),
 		natsserver.WithName("test"),
-		natsserver.WithNkeyUsers(natsauth.Users(keys))}, opts...)...)
+		natsserver.WithUsers(natsauth.Users(keys))}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func NATSCluster(t testing.TB, n int, opts ...natsserver.Option) *natsserver.Clu
 		// A member of a cluster waits for its routes; with every test
 		// package running at once on two cores that can take longer than
 		// the default 10 s (the context bounds it at 30 s).
-		append([]natsserver.Option{natsserver.WithNkeyUsers(natsauth.Users(keys)),
+		append([]natsserver.Option{natsserver.WithUsers(natsauth.Users(keys)),
 			natsserver.WithRouteAuth(route.User, route.Password), natsserver.WithReadyTimeout(25 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("testenv.NATSCluster: %v", err)
