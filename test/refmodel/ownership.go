@@ -437,15 +437,33 @@ func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next
 			}
 			// 1. what it was assigned before, most held first, then name
 			hs := inGroup()
+			// what k held before on h beyond what its host entries claim
+			// there: under rules 4 the slots a host entry claims are that
+			// entry's in every step (ruling 6), so they are not the group
+			// entry's to come back to; counting them "hands the group
+			// entry back the slots its host entry held, and ownership can
+			// drift by one slot per event" (ruling 6's reason, #91;
+			// decision #388). What the group entry took here so far is
+			// got less what the host entries took.
+			prevG := func(h string) int64 {
+				if c, ok := claimed[h]; ok {
+					return max(0, prev[k][h]-c)
+				}
+				return prev[k][h]
+			}
+			gotG := func(h string) int64 { return got[h] - byHost[h] }
 			held := func(h string) int64 {
 				if m.pol.rules >= rulesV4 { // only what the group entry may take
-					return min(prev[k][h], groupRem(h))
+					return min(prevG(h), groupRem(h))
 				}
 				return prev[k][h]
 			}
 			sort.SliceStable(hs, func(a, b int) bool { return held(hs[a]) > held(hs[b]) })
 			for _, h := range hs {
 				amt := min(need, groupRem(h), max(0, prev[k][h]-got[h]))
+				if m.pol.rules >= rulesV4 {
+					amt = min(need, groupRem(h), max(0, prevG(h)-gotG(h)))
+				}
 				take(h, amt, e.pref)
 				need -= max(amt, 0)
 			}

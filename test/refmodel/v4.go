@@ -650,6 +650,9 @@ func (f *fold) ownLayer4(ly layers) {
 				back(k)
 			}
 		}
+		if need > 0 && m.pol.reclaim == events.ReclaimPriority && m.pol.preemption {
+			f.ownReclaimUnderMax(l, parts, need)
+		}
 	}
 	// each owner's excess is given back after every owner's take
 	// (ownExcessAll, decision #365): an owner's gain on its part is
@@ -658,6 +661,109 @@ func (f *fold) ownLayer4(ly layers) {
 	// own part back elsewhere gives a return before anyone's excess is
 	// released; owner by owner, the first owner's excess would free the
 	// later owner's slot and turn its return into an own.use
+}
+
+// ownReclaimUnderMax completes owner l's own use, under priority with
+// preemption, where an ancestor's max binds and no borrower sits on l's
+// parts: a leaf inside the capped branch that holds share slots there
+// gives them up, a reclaim (decision #387). Section 5's property "an
+// owner with demand holds at least min(E(l), owned(l))" (E counts every
+// ancestor's max) and the own layer's "before any share rule applies"
+// put l's own use ahead of a sibling's share slots under the same max;
+// section 1 lets a reclaim inside the branch leave the ancestor's total
+// as it is (#354). share_ratio reaches the same end state by its
+// targets (a = T), and without preemption nothing is reclaimed (section
+// 4). Victims: the lowest priority, then most share slots held, then
+// path (section 4's victim order); a victim's slot goes on l's own part
+// where it has room (l's work runs on its own slots).
+func (f *fold) ownReclaimUnderMax(l string, parts []hp, need int64) {
+	m := f.m
+	var capped string
+	for _, a := range chain(l)[1:] {
+		if f.d.maxS[a] < inf && f.d.maxS[a]-m.allocOf(a) <= 0 {
+			capped = a // the farthest binding ancestor holds every victim
+		}
+	}
+	if capped == "" {
+		return
+	}
+	shareHeld := func(v string) int64 {
+		var s int64
+		for k, n := range f.seat[v] {
+			if k.part != v {
+				s += n
+			}
+		}
+		return s
+	}
+	var vs []string
+	for _, v := range m.leaves() {
+		if v != l && under(v, capped) && m.nodes[v].preemptable && shareHeld(v) > 0 {
+			vs = append(vs, v)
+		}
+	}
+	sort.SliceStable(vs, func(i, j int) bool {
+		a, b := vs[i], vs[j]
+		if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+			return pa < pb
+		}
+		if sa, sb := shareHeld(a), shareHeld(b); sa != sb {
+			return sa > sb
+		}
+		return a < b
+	})
+	ownRoom := func(h string) (hp, int64) {
+		for _, k := range parts {
+			if k.host == h && f.room(k) > 0 {
+				return k, f.room(k)
+			}
+		}
+		return hp{}, 0
+	}
+	for _, v := range vs {
+		var ks []hp
+		for k, n := range f.seat[v] {
+			if k.part != v && n > 0 {
+				ks = append(ks, k)
+			}
+		}
+		// the host the claimant would use first: where its own part has
+		// room, then most free slots as the rebalance started, then name
+		sort.Slice(ks, func(i, j int) bool {
+			_, ra := ownRoom(ks[i].host)
+			_, rb := ownRoom(ks[j].host)
+			if (ra > 0) != (rb > 0) {
+				return ra > 0
+			}
+			if fa, fb := f.free0[ks[i].host], f.free0[ks[j].host]; fa != fb {
+				return fa > fb
+			}
+			if ks[i].host != ks[j].host {
+				return ks[i].host < ks[j].host
+			}
+			return ks[i].part < ks[j].part
+		})
+		for _, k := range ks {
+			n := min(need, f.seat[v][k], f.headroom(l, v))
+			if n <= 0 {
+				continue
+			}
+			f.addAlloc(v, k.host, -n)
+			f.seat.add(v, k, -n)
+			f.addAlloc(l, k.host, n)
+			onto := k
+			if ok, r := ownRoom(k.host); r >= n {
+				onto = ok
+			}
+			f.seat.add(l, onto, n)
+			f.emit(Decision{Kind: "reclaim", Consumer: l, From: v, Host: k.host, Slots: n, Rule: "priority.reclaim"})
+			f.track()
+			need -= n
+			if need == 0 {
+				return
+			}
+		}
+	}
 }
 
 // ownExcessAll gives back each owner's excess, in rank order, after the

@@ -1,0 +1,79 @@
+package refmodel
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Round 6 of the differential's adjudication (test/refmodel/AMBIGUITIES.md,
+// "Round 6"): each test is a shrunk log whose first difference the spec,
+// worked by hand, decided against the model.
+
+// TestRules4OwnerReclaimsItsUseInsideAMax: under priority with
+// preemption, /a (max 2) owns h1's 3 slots, 2 of them for /a/b; /a/a holds
+// /a's private slot. /a/b asks 2: it takes its free own slot, /a is then
+// at its max, and /a/a (on /a's private part, not /a/b's) gives up its
+// slot by a reclaim, so /a/b holds min(E, owned) = 2 (section 5's
+// property; decision #387; withOwnership seed 184, event 26, shrunk).
+// Without preemption nothing is reclaimed and /a/b holds 1.
+func TestRules4OwnerReclaimsItsUseInsideAMax(t *testing.T) {
+	const plan = `
+plan:
+  rules: 4
+  policy: {reclaim: priority, preemption: %s}
+  consumers:
+    - {path: /a, max: 2, own: [{host: h1}]}
+    - {path: /a/a, reclaim_grace: 1m}
+    - {path: /a/b, own: [{host: h1, slots: 2}]}
+hosts:
+  - {name: h1, slots: 3}
+steps:
+  - events: [{type: demand, demands: {/a/a: 1}}]
+    expect:
+      allocations: {/a/a: 1}
+  - events: [{type: demand, demands: {/a/b: 2}}]
+    expect:
+`
+	runYAML(t, fmt.Sprintf(plan, "true")+`
+      allocations: {/a/a: 0, /a/b: 2}
+      placed: {/a/b: {h1: 2}}
+      decisions:
+        - {kind: grant, consumer: /a/b, host: h1, slots: 1, rule: own.use}
+        - {kind: reclaim, consumer: /a/b, from: /a/a, host: h1, slots: 1, rule: priority.reclaim, deadline: "+1m"}
+`)
+	runYAML(t, fmt.Sprintf(plan, "false")+`
+      allocations: {/a/a: 1, /a/b: 1}
+      decisions:
+        - {kind: grant, consumer: /a/b, host: h1, slots: 1, rule: own.use}
+        - {kind: reclaim, consumer: /a/b, from: /a/a, slots: 0}
+`)
+}
+
+// TestRules4GroupEntryDoesNotComeBackToItsHostEntrysSlots: /b/c's group
+// entry (g2, 1, listed first) holds h1's slot and its host entry h3's 2
+// slots; a g1 host coming up changes nothing of g2. Step 1 of the
+// assignment ("the slots the consumer was assigned before ..., the host
+// where it held most first") counts on h3 only what /b/c held beyond its
+// host entry's claim (ruling 6: a group entry never takes a host entry's
+// slots, "and ownership can drift by one slot per event" otherwise), so
+// the group entry stays on h1 (decision #388; gen.GenerateOwned seed 936,
+// event 4, shrunk).
+func TestRules4GroupEntryDoesNotComeBackToItsHostEntrysSlots(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /b, own: [{host: h3}, {group: g2, slots: 2}]}
+    - {path: /b/c, own: [{group: g2, slots: 1}, {host: h3, slots: 2}]}
+hosts:
+  - {name: h1, group: g2, slots: 1}
+  - {name: h3, group: g2, slots: 4}
+steps:
+  - events: [{type: host_up, host: h4, group: g1, slots: 1}]
+    expect:
+      owned: {/b/c: {h1: 1, h3: 2}}
+      decisions:
+        - {kind: own, consumer: /b/c, slots: 0}
+`)
+}
