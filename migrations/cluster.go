@@ -39,12 +39,17 @@ var ReportingSettings = map[string]string{
 
 // What ledger dev's guard (pgcluster.SessionBounds) holds a reporting
 // session to, whatever it SETs: the two timeouts of ReportingSettings,
-// and a transaction of at most ReportingTransaction, however busy (its
-// snapshot holds back VACUUM on every table). Decision 253.
+// a transaction of at most ReportingTransaction, however busy (its
+// snapshot holds back VACUUM on every table), decision 253; and at most
+// ReportingMemory of private memory per backend (a session may SET
+// work_mem as high as it likes and grow a hash table until the OOM
+// killer restarts the server under every session; a report with the
+// default work_mem of 4MB holds a few tens of MiB), decision 394.
 const (
 	ReportingStatement         = 5 * time.Minute
 	ReportingIdleInTransaction = time.Minute
 	ReportingTransaction       = 15 * time.Minute
+	ReportingMemory            = 512 << 20
 )
 
 // ClusterSQL runs as the superuser in the ledger's database, after the

@@ -416,6 +416,7 @@ func devPGPolicy(reporting pgcluster.SessionBounds) []pgcluster.Option {
 				Statement:         cmp.Or(reporting.Statement, migrations.ReportingStatement),
 				IdleInTransaction: cmp.Or(reporting.IdleInTransaction, migrations.ReportingIdleInTransaction),
 				Transaction:       cmp.Or(reporting.Transaction, migrations.ReportingTransaction),
+				Memory:            cmp.Or(reporting.Memory, migrations.ReportingMemory),
 			}
 		}
 		opts = append(opts, pgcluster.WithRolePolicy(role, p))

@@ -24,7 +24,11 @@ import (
 // ends with its session CancelGrace later, a session idle in a
 // transaction is ended, and so is a transaction kept open by short
 // statements (its snapshot would hold VACUUM back). A session that
-// behaves is left alone.
+// behaves is left alone. A session that SETs work_mem and
+// hash_mem_multiplier sky-high and grows a hash table is ended at its
+// memory bound (512 MiB, shortened here to 256), before the OOM killer
+// would restart the server under every session; the server goes on
+// (decision 394).
 func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -36,7 +40,7 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 	if err := os.Chmod(parent, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bounds := pgcluster.SessionBounds{Statement: 2 * time.Second, IdleInTransaction: 2 * time.Second, Transaction: 8 * time.Second}
+	bounds := pgcluster.SessionBounds{Statement: 2 * time.Second, IdleInTransaction: 2 * time.Second, Transaction: 8 * time.Second, Memory: 256 << 20}
 	cfg := devConfig{data: filepath.Join(parent, "data"), httpAddr: "127.0.0.1:0", natsAddr: "127.0.0.1:0", natsCluster: 1,
 		duplicateWindow: stream.DuplicateWindow, snapshotEvery: 100, reportingBounds: bounds}
 	cfg.natsSync.Always = true
@@ -143,6 +147,30 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 					time.Sleep(500 * time.Millisecond)
 				}
 			})
+		})
+		t.Run("a session past its memory bound is ended", func(t *testing.T) {
+			t.Parallel()
+			c := session(t)
+			for _, q := range []string{"SET work_mem = '100GB'", "SET hash_mem_multiplier = 1000"} {
+				if _, err := c.Exec(ctx, q); err != nil {
+					t.Fatalf("%s: %v (PostgreSQL lets any role do it)", q, err)
+				}
+			}
+			// Five million distinct groups held in one hash table: about
+			// 1 GiB of the backend's memory, ten seconds on the shared
+			// machine, when nothing stops it.
+			var groups int64
+			err := within(t, "a hash aggregate of 5,000,000 groups in memory", 0, bounds.Statement, func() error {
+				return c.QueryRow(ctx, "SELECT count(*) FROM (SELECT g, md5(g::text) FROM generate_series(1, 5000000) g GROUP BY 1, 2) t").Scan(&groups)
+			})
+			if code(err) != "57P01" { // admin_shutdown: pg_terminate_backend
+				t.Errorf("the hash aggregate: %d groups, %v; want its session ended at %d MiB", groups, err, bounds.Memory>>20)
+			}
+			// The server went on: another session of the role works.
+			other := session(t)
+			if _, err := other.Exec(ctx, "SELECT count(*) FROM events"); err != nil {
+				t.Errorf("another session after the memory bound: %v", err)
+			}
 		})
 		t.Run("a session that behaves is left alone", func(t *testing.T) {
 			t.Parallel()

@@ -2,8 +2,10 @@ package pgcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -55,8 +57,22 @@ type RolePolicy struct {
 // Transaction, however busy: an open transaction's snapshot keeps
 // VACUUM from removing the rows the projector's updates leave behind,
 // so every table of the projection would grow without bound.
+//
+// Memory bounds the private memory one backend of the role may hold (its
+// heap, as /proc tells it: the shared buffers every backend maps are
+// not counted), in bytes. A session may SET work_mem and
+// hash_mem_multiplier as high as it likes (user settings, PostgreSQL 15
+// cannot deny the SET) and grow one hash table until the kernel's OOM
+// killer ends a backend, which makes PostgreSQL restart every session,
+// the projector's and the API's included. GuardRoles ends the session
+// (pg_terminate_backend; a cancel would leave its SETs, and the memory
+// with the C library, in place) of a backend found past it: every
+// interval, so a backend may pass it by what it allocates in one
+// interval, and by what a hash table's last doubling takes before the
+// backend next looks at its interrupts.
 type SessionBounds struct {
 	Statement, IdleInTransaction, Transaction time.Duration
+	Memory                                    int64
 }
 
 // CancelGrace is how long a cancelled statement may take to end before
@@ -130,6 +146,45 @@ func endOverruns(ctx context.Context, conn *pgx.Conn, role string, b SessionBoun
 		}
 	}
 	return still, nil
+}
+
+// roleBackends lists the backends working for role's sessions: their
+// own, and the parallel workers of their statements (each holds its own
+// memory).
+const roleBackends = `SELECT pid FROM pg_stat_activity
+WHERE usename = $1::text AND backend_type IN ('client backend', 'parallel worker') AND pid <> pg_backend_pid()`
+
+// errMemoryUnknown: the guard cannot read a backend's memory (not Linux,
+// or /proc is not readable): the memory bound is not enforced.
+var errMemoryUnknown = errors.New("the backends' memory cannot be read from /proc")
+
+// endMemoryOverruns ends the session of every backend of role that holds
+// more than limit bytes of private memory, and tells ended of each.
+func endMemoryOverruns(ctx context.Context, conn *pgx.Conn, role string, limit int64, ended func(role string, pid int, what string)) error {
+	rows, err := conn.Query(ctx, roleBackends, role)
+	if err != nil {
+		return err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return err
+	}
+	if _, ok := processAnonMemory(os.Getpid()); !ok && len(pids) > 0 {
+		return errMemoryUnknown
+	}
+	for _, pid := range pids {
+		held, ok := processAnonMemory(int(pid))
+		if !ok || held <= limit { // gone since, or within its bound
+			continue
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+			return err
+		}
+		if ended != nil {
+			ended(role, int(pid), fmt.Sprintf("session ended: memory past its bound (%d MiB held, %d MiB allowed)", held>>20, limit>>20))
+		}
+	}
+	return nil
 }
 
 // applyPolicy gives role exactly policy's connection limit and settings:
@@ -325,6 +380,9 @@ func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restor
 		for _, role := range roles {
 			if b := c.policies[role].Bounds; !b.zero() {
 				cancelled[role], err = endOverruns(ctx, conn, role, b, cancelled[role], ended)
+				if err == nil && b.Memory > 0 {
+					err = endMemoryOverruns(ctx, conn, role, b.Memory, ended)
+				}
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return ctx.Err()

@@ -39,3 +39,24 @@ func processGone(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return errors.Is(err, syscall.ESRCH)
 }
+
+// processAnonMemory is the private memory pid holds (RssAnon of
+// /proc/PID/status: its heap and anonymous mappings, not the shared
+// buffers every backend maps nor its files), in bytes; ok is false where
+// /proc cannot tell it (not Linux, or the process is gone).
+func processAnonMemory(pid int) (bytes int64, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, found := strings.CutPrefix(line, "RssAnon:"); found {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			return kb << 10, true
+		}
+	}
+	return 0, false
+}
