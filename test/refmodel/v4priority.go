@@ -336,7 +336,8 @@ func (f *fold) pool4(x string) {
 	}
 	// section 4's procedure on the pool
 	give := func(l string, want int64, rule string) {
-		for _, k := range f.tierParts(l, x) {
+		parts := f.tierParts(l, x)
+		for _, k := range parts {
 			if want <= 0 {
 				return
 			}
@@ -350,6 +351,14 @@ func (f *fold) pool4(x string) {
 				inX[l] += n
 				want -= n
 			}
+		}
+		// then, what the pool's free slots on every host did not give,
+		// back from the outsiders on x's private part: the free slots of
+		// the pool come first, on whatever host (section 4: free slots,
+		// then a reclaim "if entitled leaves remain short"; ruling 5's
+		// "first takes the free slots of its parts ..., then takes the
+		// rest back"; #379; decision #389)
+		for _, k := range parts {
 			if want <= 0 || k.part == root || m.isLeaf(k.part) || !under(l, k.part) || x != k.part {
 				continue
 			}

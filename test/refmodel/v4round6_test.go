@@ -77,3 +77,40 @@ steps:
         - {kind: own, consumer: /b/c, slots: 0}
 `)
 }
+
+// TestRules4BranchTakesEveryFreePrivateSlotBeforeAReturn: /b owns h1's 8
+// slots and 1 of h3's; /c/b borrows one of /b's h1 slots. /b/a asks 8:
+// pool /b has 7 free slots on h1 and 1 on h3, so /b/a takes all 8
+// (priority.entitled) and /c/b keeps its slot; the model took h1's 7, then
+// a return from /c/b on h1 swapped with /c/b's compensation, a lend of
+// /b's h3 slot as priority.borrow (decision #389: the pool's free slots on
+// every host before a return; section 4, ruling 5, #379; gen.GenerateOwned
+// seed 461, event 10, shrunk).
+func TestRules4BranchTakesEveryFreePrivateSlotBeforeAReturn(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority, enforcement: parent}
+  consumers:
+    - {path: /b, own: [{group: g2, slots: 1}, {host: h1, preference: 4}]}
+    - {path: /b/a}
+    - {path: /c}
+    - {path: /c/b}
+hosts:
+  - {name: h1, group: g2, slots: 8}
+  - {name: h3, group: g2, slots: 6}
+steps:
+  - events: [{type: demand, demands: {/c/b: 6}}]
+    expect:
+      owned: {/b: {h1: 8, h3: 1}}
+      placed: {/c/b: {h1: 1, h3: 5}}
+  - events: [{type: demand, demands: {/b/a: 8}}]
+    expect:
+      allocations: {/b/a: 8, /c/b: 6}
+      placed: {/b/a: {h1: 7, h3: 1}, /c/b: {h1: 1, h3: 5}}
+      decisions:
+        - {kind: grant, consumer: /b/a, slots: 8, rule: priority.entitled}
+        - {kind: return, consumer: /b/a, from: /c/b, slots: 0}
+        - {kind: lend, consumer: /b/a, slots: 0}
+`)
+}
