@@ -44,12 +44,16 @@ var ReportingSettings = map[string]string{
 // ReportingMemory of private memory per backend (a session may SET
 // work_mem as high as it likes and grow a hash table until the OOM
 // killer restarts the server under every session; a report with the
-// default work_mem of 4MB holds a few tens of MiB), decision 394.
+// default work_mem of 4MB holds a few tens of MiB), decision 394; and
+// the server's notification queue at most ReportingNotifyQueue full
+// while it has sessions (1% of 8 GB: the ledger sends no notifications;
+// a listener that does not read keeps every one on disk), decision 395.
 const (
 	ReportingStatement         = 5 * time.Minute
 	ReportingIdleInTransaction = time.Minute
 	ReportingTransaction       = 15 * time.Minute
 	ReportingMemory            = 512 << 20
+	ReportingNotifyQueue       = 0.01
 )
 
 // ClusterSQL runs as the superuser in the ledger's database, after the

@@ -417,6 +417,7 @@ func devPGPolicy(reporting pgcluster.SessionBounds) []pgcluster.Option {
 				IdleInTransaction: cmp.Or(reporting.IdleInTransaction, migrations.ReportingIdleInTransaction),
 				Transaction:       cmp.Or(reporting.Transaction, migrations.ReportingTransaction),
 				Memory:            cmp.Or(reporting.Memory, migrations.ReportingMemory),
+				NotifyQueue:       cmp.Or(reporting.NotifyQueue, migrations.ReportingNotifyQueue),
 			}
 		}
 		opts = append(opts, pgcluster.WithRolePolicy(role, p))

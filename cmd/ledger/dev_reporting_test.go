@@ -28,7 +28,10 @@ import (
 // hash_mem_multiplier sky-high and grows a hash table is ended at its
 // memory bound (512 MiB, shortened here to 256), before the OOM killer
 // would restart the server under every session; the server goes on
-// (decision 394).
+// (decision 394). A session that LISTENs and reads nothing while
+// another fills the notification queue has every session of the role
+// ended once the queue passes its bound (1% of its 8 GB, shortened here
+// to 0.2%), and the queue is emptied (decision 395).
 func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -40,7 +43,7 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 	if err := os.Chmod(parent, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bounds := pgcluster.SessionBounds{Statement: 2 * time.Second, IdleInTransaction: 2 * time.Second, Transaction: 8 * time.Second, Memory: 256 << 20}
+	bounds := pgcluster.SessionBounds{Statement: 2 * time.Second, IdleInTransaction: 2 * time.Second, Transaction: 8 * time.Second, Memory: 256 << 20, NotifyQueue: 0.002}
 	cfg := devConfig{data: filepath.Join(parent, "data"), httpAddr: "127.0.0.1:0", natsAddr: "127.0.0.1:0", natsCluster: 1,
 		duplicateWindow: stream.DuplicateWindow, snapshotEvery: 100, reportingBounds: bounds}
 	cfg.natsSync.Always = true
@@ -181,5 +184,39 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 				}
 			}
 		})
+	})
+	// After the group: past the queue's bound every session of the role
+	// is ended, the group's too.
+	t.Run("a listener holding the notification queue is ended", func(t *testing.T) {
+		usage := func() float64 {
+			var u float64
+			c := session(t)
+			if err := c.QueryRow(ctx, "SELECT pg_notification_queue_usage()").Scan(&u); err != nil {
+				t.Fatal(err)
+			}
+			c.Close(ctx)
+			return u
+		}
+		listener := session(t)
+		if _, err := listener.Exec(ctx, "LISTEN flood"); err != nil {
+			t.Fatalf("LISTEN: %v (PostgreSQL lets any role do it)", err)
+		}
+		// The listener now reads nothing; another session sends 40 MB of
+		// notifications (0.5% of the queue), which stay on disk for it.
+		sender := session(t)
+		start := time.Now()
+		if _, err := sender.Exec(ctx, `DO $$ BEGIN FOR i IN 1..5000 LOOP PERFORM pg_notify('flood', i || repeat('x', 7990)); END LOOP; END $$`); err != nil {
+			t.Fatalf("pg_notify: %v (PostgreSQL lets any role do it)", err)
+		}
+		// Any statement of the listener would read the notifications and
+		// free the queue: it is left alone until the guard has looked.
+		time.Sleep(slack + time.Second)
+		u := usage()
+		if _, err := listener.Exec(ctx, "SELECT 1"); err == nil {
+			t.Errorf("the listener holding %.3f%% of the notification queue still runs after %v", u*100, time.Since(start))
+		}
+		if u > bounds.NotifyQueue {
+			t.Errorf("the notification queue is %.3f%% full %v after it was filled, want at most %.3f%%", u*100, time.Since(start), bounds.NotifyQueue*100)
+		}
 	})
 }

@@ -70,9 +70,22 @@ type RolePolicy struct {
 // interval, so a backend may pass it by what it allocates in one
 // interval, and by what a hash table's last doubling takes before the
 // backend next looks at its interrupts.
+//
+// NotifyQueue bounds the server's queue of notifications (NOTIFY,
+// pg_notify) while the role has sessions, as the fraction of its 8 GB
+// on disk that pg_notification_queue_usage() reports. Any session may
+// LISTEN and any may NOTIFY (neither needs a privilege), and one
+// listener that does not read (its client stops reading the socket, or
+// it sits in a statement or a transaction) keeps every notification
+// sent after it on disk: a second session fills the 8 GB in under a
+// minute, and nothing ends an idle session. The ledger uses no
+// notifications, so past the bound GuardRoles ends every session of
+// the role (the listener holding the queue is one of them; PostgreSQL
+// does not tell which).
 type SessionBounds struct {
 	Statement, IdleInTransaction, Transaction time.Duration
 	Memory                                    int64
+	NotifyQueue                               float64
 }
 
 // CancelGrace is how long a cancelled statement may take to end before
@@ -182,6 +195,37 @@ func endMemoryOverruns(ctx context.Context, conn *pgx.Conn, role string, limit i
 		}
 		if ended != nil {
 			ended(role, int(pid), fmt.Sprintf("session ended: memory past its bound (%d MiB held, %d MiB allowed)", held>>20, limit>>20))
+		}
+	}
+	return nil
+}
+
+// endNotifyQueueHolders ends every session of role while the server's
+// notification queue is fuller than limit (a fraction), and tells ended
+// of each.
+func endNotifyQueueHolders(ctx context.Context, conn *pgx.Conn, role string, limit float64, ended func(role string, pid int, what string)) error {
+	var usage float64
+	if err := conn.QueryRow(ctx, "SELECT pg_notification_queue_usage()").Scan(&usage); err != nil {
+		return err
+	}
+	if usage <= limit {
+		return nil
+	}
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
+WHERE usename = $1::text AND backend_type = 'client backend' AND pid <> pg_backend_pid()`, role)
+	if err != nil {
+		return err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+			return err
+		}
+		if ended != nil {
+			ended(role, int(pid), fmt.Sprintf("session ended: the notification queue past its bound (%.2f%% of its 8 GB held, %.2f%% allowed)", usage*100, limit*100))
 		}
 	}
 	return nil
@@ -382,6 +426,9 @@ func (c *Cluster) GuardRoles(ctx context.Context, interval time.Duration, restor
 				cancelled[role], err = endOverruns(ctx, conn, role, b, cancelled[role], ended)
 				if err == nil && b.Memory > 0 {
 					err = endMemoryOverruns(ctx, conn, role, b.Memory, ended)
+				}
+				if err == nil && b.NotifyQueue > 0 {
+					err = endNotifyQueueHolders(ctx, conn, role, b.NotifyQueue, ended)
 				}
 				switch {
 				case err != nil && ctx.Err() != nil:
