@@ -3,10 +3,10 @@ package api
 import "testing"
 
 // HoldWhatIfSlots takes the slot of a what-if of pool, as a running one
-// does, until the returned function is called (TestWhatIfSlots).
-func (s *Server) HoldWhatIfSlots(t testing.TB, pool string) (release func()) {
+// of token does, until the returned function is called (TestWhatIfSlots).
+func (s *Server) HoldWhatIfSlots(t testing.TB, pool, token string) (release func()) {
 	t.Helper()
-	release, ok := s.whatIf.acquire(pool)
+	release, ok := s.whatIf.acquire(pool, token)
 	if !ok {
 		t.Fatalf("no what-if slot free for pool %s", pool)
 	}

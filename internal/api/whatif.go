@@ -38,8 +38,8 @@ const (
 const ReasonWhatIfTimeout = "what_if_timeout"
 
 // WithWhatIfLimits sets a what-if's time budget and how many run at once
-// (defaults DefaultWhatIfTimeout, DefaultWhatIfConcurrency); each pool
-// has at most one running.
+// (defaults DefaultWhatIfTimeout, DefaultWhatIfConcurrency); each pool,
+// and each token, has at most one running.
 func WithWhatIfLimits(timeout time.Duration, concurrent int) Option {
 	return func(s *Server) {
 		if timeout > 0 {
@@ -57,18 +57,25 @@ type whatIfs struct {
 	slots   chan struct{} // one token per running what-if
 	mu      sync.Mutex
 	pools   map[string]bool // the pools with one running
+	holders map[string]bool // the bearer tokens (by name) with one running
 }
 
 func newWhatIfs() *whatIfs {
-	return &whatIfs{timeout: DefaultWhatIfTimeout, slots: make(chan struct{}, DefaultWhatIfConcurrency), pools: map[string]bool{}}
+	return &whatIfs{timeout: DefaultWhatIfTimeout, slots: make(chan struct{}, DefaultWhatIfConcurrency),
+		pools: map[string]bool{}, holders: map[string]bool{}}
 }
 
-// acquire takes a slot for a what-if of pool without waiting: the caller
-// is answered 503 busy when every slot, or the pool's, is taken.
-func (w *whatIfs) acquire(pool string) (release func(), ok bool) {
+// acquire takes a slot for a what-if (or a time travel) of pool asked
+// with token holder without waiting: the caller is answered 503 busy
+// when every slot, the pool's, or the token's is taken. One at a time
+// per token: a token that reads two pools would otherwise hold both of
+// the default two slots, one what-if after another, and every other
+// token's what-ifs and time travel would be answered busy (decision
+// 396).
+func (w *whatIfs) acquire(pool, holder string) (release func(), ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.pools[pool] {
+	if w.pools[pool] || w.holders[holder] {
 		return nil, false
 	}
 	select {
@@ -77,12 +84,23 @@ func (w *whatIfs) acquire(pool string) (release func(), ok bool) {
 		return nil, false
 	}
 	w.pools[pool] = true
+	w.holders[holder] = true
 	return func() {
 		w.mu.Lock()
 		delete(w.pools, pool)
+		delete(w.holders, holder)
 		w.mu.Unlock()
 		<-w.slots
 	}, true
+}
+
+// forkHolder names the token of a request for the what-ifs' bound ("" for
+// a server without tokens: one holder).
+func forkHolder(ctx context.Context) string {
+	if id, ok := IdentityFrom(ctx); ok && id != nil {
+		return id.Name
+	}
+	return ""
 }
 
 // whatIfBody is the request of a what-if (client.WhatIfRequest), its
@@ -120,10 +138,10 @@ func (s *Server) whatIfRequest(w http.ResponseWriter, r *http.Request) (*client.
 	if aerr != nil {
 		return nil, aerr
 	}
-	release, ok := s.whatIf.acquire(pool)
+	release, ok := s.whatIf.acquire(pool, forkHolder(r.Context()))
 	if !ok {
 		return nil, &apiError{status: http.StatusServiceUnavailable, reason: ReasonBusy, retryAfter: time.Second,
-			msg: fmt.Sprintf("as many what-ifs as this ledger runs at once are running (or one of pool %s): retry", pool)}
+			msg: fmt.Sprintf("as many what-ifs as this ledger runs at once are running (or one of pool %s, or one of this token): retry", pool)}
 	}
 	defer release()
 	if !s.nc.IsConnected() {
@@ -221,12 +239,12 @@ func (s *Server) validateOne(p *domain.Pool, payload events.Payload) error {
 // forkAt is the pool's engine state just after its event seq, for the
 // console's time travel: the fork a what-if makes (internal/whatif: the
 // nearest snapshot, then the log through the projector's fold), under
-// the same bounds (one at a time per pool, the what-ifs' slots, their
+// the same bounds (one at a time per pool and per token, the what-ifs' slots, their
 // time budget), so time travel cannot starve the ledger either.
 func (s *Server) forkAt(ctx context.Context, pool string, seq uint64) (*domain.Pool, error) {
-	release, ok := s.whatIf.acquire(pool)
+	release, ok := s.whatIf.acquire(pool, forkHolder(ctx))
 	if !ok {
-		return nil, fmt.Errorf("%w (pool %s has one running, or every slot is taken)", console.ErrBusy, pool)
+		return nil, fmt.Errorf("%w (pool %s or this token has one running, or every slot is taken)", console.ErrBusy, pool)
 	}
 	defer release()
 	if !s.nc.IsConnected() {

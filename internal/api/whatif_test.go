@@ -169,7 +169,7 @@ func TestWhatIfSlots(t *testing.T) {
 	for _, pool := range []string{"p", "q", "r"} {
 		setup(l, pool)
 	}
-	release := l.srv.HoldWhatIfSlots(t, "p") // a what-if of p is running
+	release := l.srv.HoldWhatIfSlots(t, "p", "another") // a what-if of p is running, another token's
 	for _, c := range []struct {
 		pool   string
 		status int
@@ -179,7 +179,7 @@ func TestWhatIfSlots(t *testing.T) {
 			t.Errorf("what-if of %s while one of p runs: %d %+v, want %d", c.pool, code, bad, c.status)
 		}
 	}
-	release2 := l.srv.HoldWhatIfSlots(t, "q") // both slots taken
+	release2 := l.srv.HoldWhatIfSlots(t, "q", "a third") // both slots taken
 	if code, _, bad := l.whatIf("r", `{"events": []}`, nil); code != 503 || bad.Reason != "busy" {
 		t.Errorf("what-if of r with every slot taken: %d %+v, want 503 busy", code, bad)
 	}
@@ -187,5 +187,43 @@ func TestWhatIfSlots(t *testing.T) {
 	release2()
 	if code, _, bad := l.whatIf("r", `{"events": []}`, nil); code != 200 {
 		t.Errorf("what-if of r once the slots are free: %d %+v", code, bad)
+	}
+}
+
+// TestWhatIfOneAtATimePerToken: a token runs one what-if (or time travel,
+// which takes the same slots) at a time. An operator's token that reads
+// two pools held both of the default two slots, one what-if after
+// another, and every other token's what-ifs and time travel were
+// answered busy for as long as it went on (decision 396); now its second
+// is busy and the team's goes through.
+func TestWhatIfOneAtATimePerToken(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	admin, ae := mustToken(t, "admin", auth.Scopes, auth.AllPools)
+	operator, oe := mustToken(t, "operator", []auth.Scope{auth.ScopeRead}, "p", "q")
+	team, te := mustToken(t, "team", []auth.Scope{auth.ScopeRead}, "r")
+	tokens, err := auth.New(ae, oe, te)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger(t, natsURL, api.WithTokens(tokens)) // the default slots
+	l.token = admin
+	for _, pool := range []string{"p", "q", "r"} {
+		setup(l, pool)
+	}
+	as := func(token, pool string) (int, client.ErrorBody) {
+		t.Helper()
+		code, _, bad := l.whatIf(pool, `{"events": []}`, map[string]string{"Authorization": "Bearer " + token})
+		return code, bad
+	}
+	release := l.srv.HoldWhatIfSlots(t, "p", "operator") // the operator's what-if of p is running
+	if code, bad := as(operator, "q"); code != 503 || bad.Reason != "busy" {
+		t.Errorf("the operator's what-if of q while its what-if of p runs: %d %+v, want 503 busy", code, bad)
+	}
+	if code, bad := as(team, "r"); code != 200 {
+		t.Errorf("the team's what-if of r while the operator's runs: %d %+v, want 200", code, bad)
+	}
+	release()
+	if code, bad := as(operator, "q"); code != 200 {
+		t.Errorf("the operator's what-if of q once its other ended: %d %+v, want 200", code, bad)
 	}
 }
