@@ -560,6 +560,9 @@ type fold struct {
 	// seat: the seating of a version 4 rebalance with ownership
 	// (seating.go), kept as slots move; nil outside one.
 	seat seats
+	// reseat: the release works the seating out again after each host
+	// (releaseV4, outside a rebalance)
+	reseat bool
 	// sat: under priority, the keeper seating after the own layer, whom
 	// a pool's return takes its private part back from (v4priority.go)
 	sat seats

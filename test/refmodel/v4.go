@@ -145,6 +145,15 @@ func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Tim
 		f.seat.add(l, k, -n)
 		amt -= n
 		f.emit(Decision{Kind: "release", Consumer: l, Host: k.host, Slots: n, Rule: rule, Deadline: deadline})
+		if f.reseat && amt > 0 {
+			f.seat = m.seatKeeper()
+			ks = ks[:0]
+			for k, v := range f.seat[l] {
+				if v > 0 {
+					ks = append(ks, k)
+				}
+			}
+		}
 	}
 	if f.d != nil {
 		f.track()
@@ -155,8 +164,14 @@ func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Tim
 // consumer) under version 4 with ownership: from the seating of now.
 func (f *fold) releaseV4(l string, amt int64, rule string) {
 	if f.seat == nil {
+		// outside a rebalance the seating is not stored: it is derived
+		// from what each leaf holds per host (ruling 8, "Seating"), so
+		// it is worked out again after each host the release gives back
+		// on (docs/rules.md section 17, "Releases by tier": "the seating
+		// is worked out again before the next host"; #234; decision #390)
 		f.seat = f.m.seatKeeper()
-		defer func() { f.seat = nil }()
+		f.reseat = true
+		defer func() { f.seat, f.reseat = nil, false }()
 	}
 	f.releaseSeated(l, amt, rule, time.Time{})
 }

@@ -114,3 +114,39 @@ steps:
         - {kind: lend, consumer: /b/a, slots: 0}
 `)
 }
+
+// TestRules4ReleaseSeatsAgainAfterEachHost: /b/b holds h2's two slots (one
+// of /b/a's part, lent into /b's pool, and one public) and h1's two public
+// slots, and releases 3. It gives back the lent slot on h2 first; seated
+// again (the seating is derived from what it holds per host, ruling 8),
+// its other h2 slot sits on /b/a's part, lent again, so it goes next, then
+// one of h1's (docs/rules.md section 17, "Releases by tier": "the seating
+// is worked out again before the next host"; decision #390;
+// gen.GenerateOwned seed 240, event 20, shrunk).
+func TestRules4ReleaseSeatsAgainAfterEachHost(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio, balance: false}
+  consumers:
+    - {path: /a}
+    - {path: /b, own: [{group: g1, slots: 1}]}
+    - {path: /b/a, reclaim_grace: 1m, own: [{group: g1, slots: 1}]}
+    - {path: /b/b}
+hosts:
+  - {name: h1, group: g2, slots: 2}
+  - {name: h2, group: g1, slots: 2}
+steps:
+  - events: [{type: demand, demands: {/b/b: 4}}]
+    expect:
+      allocations: {/b/b: 4}
+      placed: {/b/b: {h1: 2, h2: 2}}
+  - events: [{type: release, consumer: /b/b, slots: 3}]
+    expect:
+      allocations: {/b/b: 1}
+      placed: {/b/b: {h1: 1}}
+      decisions:
+        - {kind: release, consumer: /b/b, host: h2, slots: 2, rule: release.finished}
+        - {kind: release, consumer: /b/b, host: h1, slots: 1, rule: release.finished}
+`)
+}
