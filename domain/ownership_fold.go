@@ -238,6 +238,9 @@ func (p *Pool) rebalanceOwned() {
 	if p.mode.behaviour.reclaimsUnderMax {
 		moves = p.reclaimsUnderMax(moves, p.placeRules())
 	}
+	if p.mode.behaviour.compensatedVictims && p.mode.preempt {
+		moves = p.netCompensatedVictims(moves, p.placeRules())
+	}
 	for _, m := range moves {
 		switch m.kind {
 		case KindReclaim, KindReturn:

@@ -218,6 +218,11 @@ type behaviour struct {
 	// ancestor's private slots lent upward; priority_per_pool.go mayUse;
 	// docs/decisions.md #382); before, by grace alone.
 	underLender bool
+	// compensatedVictims: a leaf losing slots on one host for a claimant
+	// and given as many on another in the same rebalance keeps its slots;
+	// the claimant takes the compensation (compensated_victims.go;
+	// docs/decisions.md #385, #401).
+	compensatedVictims bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -227,7 +232,8 @@ func behaviourOf(v RulesVersion) behaviour {
 		countsOnTotals: v >= RulesV4, seatByRounds: v >= RulesV4, keepMore: v >= RulesV4, restrictiveFirst: v >= RulesV4, victimOwnLast: v >= RulesV4, foldToRest: v >= RulesV4,
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
 		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
-		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4, freeByPart: v >= RulesV4, underLender: v >= RulesV4}
+		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4, freeByPart: v >= RulesV4, underLender: v >= RulesV4,
+		compensatedVictims: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:

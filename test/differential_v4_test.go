@@ -198,7 +198,7 @@ var v4ScenarioRatchet = map[string]int{
 // engine disputes 01-12 are settled, testdata/settled-*.yaml, 13-17 by
 // #341 and #342, 18 and 20 by #353, 19, 21 and 22 by #354 to #356, 23 by
 // #357, 24 by #358, 32 and 33 by #378, 25 to 30, 34 and 35 by #379 to
-// #382; open ones, 31 and 36 to 39 on 2026-11-27, are in
+// #382, 38 and 39 by #401; open ones, 31 and 36 on 2026-11-27, are in
 // test/refmodel/testdata/engine-disputes). The readings
 // the model took where the spec is open are docs/decisions.md #232-#234,
 // #235, #348-#351, #363-#368 and #385.

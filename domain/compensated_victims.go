@@ -1,0 +1,154 @@
+package domain
+
+// Rules 4's victims compensated on another host (docs/decisions.md #385,
+// the lead's reading (c)): a leaf V that loses slots on a host H for a
+// claimant C and is given as many on another host H' in the same
+// rebalance keeps its slots on H; C is given V's compensation on H'
+// instead, where C may hold that part. The end state on totals is the
+// same, and no running work is stopped for it (seed 004: minimize the
+// impact to existing workload; ruling 7: no move nobody needs). The
+// placement states the pair either as C's reclaim from V on H, or, when
+// it released V's excess before anyone gained, as V's release.moved on
+// H beside C's gain there of slots that were not free before the event.
+// An owner's own use is no compensation (ruling 5's own layer, not a
+// share rule's gain), and returns are not netted (ruling 11).
+
+// netCompensatedVictims applies the netting to the placement's moves.
+func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []placeMove {
+	// taken: by host, the slots gained there beyond those free before the
+	// event (what the placement's releases made room for).
+	var taken map[int32]Slots
+	var given []placeMove
+	// net: each leaf's change per host over all the moves. Only a net
+	// loss is netted against a net gain elsewhere: a release and a gain
+	// of the same leaf on one host are one row (canonical_rows.go), no
+	// loss.
+	net := map[leafHost]Slots{}
+	for _, m := range moves {
+		switch m.kind {
+		case KindGrant, KindLend:
+			net[leafHost{m.leaf, m.host}] += m.slots
+		case KindReclaim, KindReturn:
+			net[leafHost{m.leaf, m.host}] += m.slots
+			net[leafHost{m.from, m.host}] -= m.slots
+		case KindRelease:
+			net[leafHost{m.leaf, m.host}] -= m.slots
+		}
+	}
+	for i := range moves {
+		lost := &moves[i]
+		switch {
+		case lost.kind == KindReclaim:
+		case lost.kind == KindRelease && lost.rule == RuleMoved:
+			if taken == nil {
+				taken = p.takenBeyondFree(moves)
+			}
+		default:
+			continue
+		}
+		victim := lost.from
+		if lost.kind == KindRelease {
+			victim = lost.leaf
+		}
+		for j := range moves {
+			if lost.slots == 0 {
+				break
+			}
+			comp := &moves[j]
+			if (comp.kind != KindGrant && comp.kind != KindLend) || comp.leaf != victim || comp.host == lost.host ||
+				comp.rule == RuleOwnUse || comp.slots == 0 {
+				continue
+			}
+			lossAt, gainAt := leafHost{victim, lost.host}, leafHost{victim, comp.host}
+			if net[lossAt] >= 0 || net[gainAt] <= 0 {
+				continue
+			}
+			if lost.kind == KindReclaim {
+				if !p.mayUse(lost.leaf, comp.part) {
+					continue
+				}
+				k := minSlots(minSlots(lost.slots, comp.slots), minSlots(-net[lossAt], net[gainAt]))
+				lost.slots -= k
+				comp.slots -= k
+				net[lossAt] += k
+				net[gainAt] -= k
+				net[leafHost{lost.leaf, lost.host}] -= k
+				net[leafHost{lost.leaf, comp.host}] += k
+				given = append(given, freeGain(p.t, lost.leaf, comp.part, comp.host, k, rules.grant))
+				continue
+			}
+			// A move: the claimants are those gaining on the host it
+			// leaves, as far as they took slots that were not free, by
+			// the rule that may reclaim (under priority an entitled
+			// gain: a borrower takes what a move frees, it reclaims
+			// nothing, and such a move stays).
+			for c := range moves {
+				if lost.slots == 0 || comp.slots == 0 || taken[lost.host] <= 0 {
+					break
+				}
+				gain := &moves[c]
+				if (gain.kind != KindGrant && gain.kind != KindLend) || gain.host != lost.host || gain.leaf == victim ||
+					gain.rule != rules.grant || gain.slots == 0 || !p.mayUse(gain.leaf, comp.part) ||
+					net[leafHost{gain.leaf, lost.host}] <= 0 || net[lossAt] >= 0 || net[gainAt] <= 0 {
+					continue
+				}
+				k := minSlots(minSlots(lost.slots, comp.slots), minSlots(gain.slots, taken[lost.host]))
+				k = minSlots(k, minSlots(minSlots(-net[lossAt], net[gainAt]), net[leafHost{gain.leaf, lost.host}]))
+				lost.slots -= k
+				comp.slots -= k
+				gain.slots -= k
+				taken[lost.host] -= k
+				net[lossAt] += k
+				net[gainAt] -= k
+				net[leafHost{gain.leaf, lost.host}] -= k
+				net[leafHost{gain.leaf, comp.host}] += k
+				given = append(given, freeGain(p.t, gain.leaf, comp.part, comp.host, k, gain.rule))
+			}
+		}
+	}
+	if len(given) == 0 {
+		return moves
+	}
+	// A claimant given slots on a host where the placement released its
+	// own (the two would have swapped hosts) keeps them: the given slots
+	// cancel that release, and nothing moves (ruling 12: a release and a
+	// gain of one leaf on one host would be a decision that changes
+	// nothing, made again at every event).
+	for gi := range given {
+		x := &given[gi]
+		for j := range moves {
+			if m := &moves[j]; m.kind == KindRelease && m.leaf == x.leaf && m.host == x.host && m.slots > 0 {
+				k := minSlots(m.slots, x.slots)
+				m.slots -= k
+				x.slots -= k
+			}
+		}
+	}
+	out := moves[:0]
+	for _, m := range append(moves, given...) {
+		if m.slots > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// takenBeyondFree is, by host a move leaves, what the event's gains take
+// there beyond the slots free before it.
+func (p *Pool) takenBeyondFree(moves []placeMove) map[int32]Slots {
+	taken := map[int32]Slots{}
+	for _, m := range moves {
+		if m.kind == KindRelease && m.rule == RuleMoved {
+			taken[m.host] = -(p.hosts[m.host].slots - p.hosts[m.host].used)
+		}
+	}
+	for _, m := range moves {
+		if _, ok := taken[m.host]; ok && (m.kind == KindGrant || m.kind == KindLend) {
+			taken[m.host] += m.slots
+		}
+	}
+	return taken
+}
+
+// leafHost is a leaf on a host.
+type leafHost struct{ leaf, host int32 }
