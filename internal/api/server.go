@@ -210,7 +210,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 		streamAuth = func(h http.Handler) http.Handler { return s.AuthorizeStream(auth.ScopeRead, h) }
 	}
 	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, StreamAuth: streamAuth, Allowed: readable, ReadTimeout: s.readTimeout,
-		Halted: s.halted, Fork: s.forkAt, Logger: s.log, Replay: s.replayOpts})
+		Halted: s.halted, Fork: s.forkAt, Slot: s.forkSlot, Logger: s.log, Replay: s.replayOpts})
 	s.console.Register(s.mux)
 	s.handler = requestIDs(boundBody(s.accessLog(noFraming(noKeepAlive(s.cors(jsonErrors(s.mountMetrics(s.mux))))))))
 	return s, nil

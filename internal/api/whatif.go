@@ -242,9 +242,9 @@ func (s *Server) validateOne(p *domain.Pool, payload events.Payload) error {
 // the same bounds (one at a time per pool and per token, the what-ifs' slots, their
 // time budget), so time travel cannot starve the ledger either.
 func (s *Server) forkAt(ctx context.Context, pool string, seq uint64) (*domain.Pool, error) {
-	release, ok := s.whatIf.acquire(pool, forkHolder(ctx))
-	if !ok {
-		return nil, fmt.Errorf("%w (pool %s or this token has one running, or every slot is taken)", console.ErrBusy, pool)
+	release, err := s.forkSlot(ctx, pool)
+	if err != nil {
+		return nil, err
 	}
 	defer release()
 	if !s.nc.IsConnected() {
@@ -257,6 +257,17 @@ func (s *Server) forkAt(ctx context.Context, pool string, seq uint64) (*domain.P
 		return nil, err
 	}
 	return fork.Pool(), nil
+}
+
+// forkSlot takes a what-if's slot for the request of ctx on pool, for a
+// time travel or an explain story (the console's Config.Slot): they fold
+// the pool's log as a what-if does, under its bounds.
+func (s *Server) forkSlot(ctx context.Context, pool string) (release func(), err error) {
+	release, ok := s.whatIf.acquire(pool, forkHolder(ctx))
+	if !ok {
+		return nil, fmt.Errorf("%w (pool %s or this token has one running, or every slot is taken)", console.ErrBusy, pool)
+	}
+	return release, nil
 }
 
 // logReader reads a what-if's log with the ledger's identity.

@@ -59,7 +59,13 @@ type Config struct {
 	// what-if); time travel (as-of) shows it. It answers ErrBusy when as
 	// many forks as the ledger runs at once are running. Nil answers
 	// as-of with 503.
-	Fork   func(ctx context.Context, pool string, seq uint64) (*domain.Pool, error)
+	Fork func(ctx context.Context, pool string, seq uint64) (*domain.Pool, error)
+	// Slot takes one of the same slots for the explain stories, which
+	// re-fold the pool's log from its nearest snapshot as a fork does
+	// (up to a second or two of a core each): it answers ErrBusy when
+	// none is free, and release gives it back. Nil: explains are not
+	// bounded but by the token's requests in progress.
+	Slot   func(ctx context.Context, pool string) (release func(), err error)
 	Logger *slog.Logger
 	// Replay configures the re-folds of the explain stories (the rules
 	// version in development for ledger dev --rules-development).

@@ -23,7 +23,10 @@ var errFound = errors.New("found")
 
 // getExplain re-folds the pool's log from its nearest snapshot before the
 // decision's event up to that event, as `ledger explain --at` does, and
-// tells the decision and its consumer's story in words.
+// tells the decision and its consumer's story in words. The re-fold takes
+// one of the fork slots (Config.Slot; 503 busy when none is free): 64
+// explains of a large pool at once, one token's requests in progress,
+// held the two cores for seconds (decision 397).
 func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
 	pool, ok := pathPool(w, r)
 	if !ok {
@@ -60,6 +63,15 @@ func (c *Console) getExplain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	consumer := d.Consumer
+	if c.cfg.Slot != nil {
+		release, err := c.cfg.Slot(r.Context(), pool)
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, reasonBusy, err)
+			return
+		}
+		defer release()
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	res, err := c.explain(ctx, pool, seq, ord, consumer)
