@@ -10,7 +10,9 @@ package domain
 // compensation, in the order placed) that the owner may hold: for every
 // matched slot b keeps the owner's slot and the owner is given b's slot
 // instead (grant, rule own.use, on that slot's host), on the return's
-// own host too (docs/decisions.md #381). Only the unmatched rest is
+// own host too (docs/decisions.md #381); a descendant taking its parent's
+// private slots back is given it by the compensation's rule, a grant or a
+// lend as the part is (#349, #402). Only the unmatched rest is
 // returned. Decisions record the net change per leaf and host: a
 // return and a compensation that cancel leave none, so an owner already
 // on such slots stays there and the next event decides nothing.
@@ -34,7 +36,14 @@ func (p *Pool) swapReturns(moves []placeMove) []placeMove {
 			m := minSlots(r.slots, g.slots)
 			r.slots -= m
 			g.slots -= m
-			given = append(given, placeMove{kind: KindGrant, leaf: owner, from: noNode, host: g.host, slots: m, rule: RuleOwnUse, graceOf: noNode, part: g.part})
+			if r.graceOf == owner {
+				given = append(given, placeMove{kind: KindGrant, leaf: owner, from: noNode, host: g.host, slots: m, rule: RuleOwnUse, graceOf: noNode, part: g.part})
+			} else {
+				// A descendant taking its parent's private slots back
+				// (ruling 8) owns nothing: its stand-in keeps the
+				// compensation's rule (#349, #402).
+				given = append(given, freeGain(p.t, owner, g.part, g.host, m, g.rule))
+			}
 		}
 	}
 	if len(given) == 0 {
