@@ -62,7 +62,10 @@ func (pl *placement) fillOnTotals() {
 		})
 		return out
 	}
-	if t0 := pl.t0; t0 != nil { // balance: false with reclaim: restore T0 first
+	if pl.t0 != nil { // balance: false with reclaim: restore T0 first
+		// Ruling 4: E0 reads a after the event's releases, trims and
+		// the own layer's returns, which are made above (#403).
+		t0 := pl.t0.compute(func(l int32) Slots { return cur[l] })
 		victims := pl.victimWalk(t0, cur)
 		for _, l := range order(func(l int32) Slots { return t0[l] - cur[l] }) {
 			need := t0[l] - cur[l]

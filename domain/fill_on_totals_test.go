@@ -72,7 +72,7 @@ func TestRules4BalanceFalseOnTotals(t *testing.T) {
 	reclaims := 0
 	yes, no := true, false
 	foldRules4Logs(t, 65000, events.Policy{Reclaim: "share_ratio", Preemption: &yes, Balance: &no}, func(p *Pool, r Result, seed uint64, i int, ev events.Payload) {
-		if !p.HasOwnership() || p.layered.t0 == nil {
+		if !p.HasOwnership() || p.layered.t0 == nil || p.layered.t0.made == nil {
 			return
 		}
 		free := map[string]Slots{} // by consumer: what free slots gave it (the fill toward T comes after T0)
@@ -87,11 +87,11 @@ func TestRules4BalanceFalseOnTotals(t *testing.T) {
 			}
 			reclaims++
 			c, v := p.t.byPath[d.Consumer], p.t.byPath[d.From]
-			if a := p.t.nodes[c].alloc - free[d.Consumer]; a > p.layered.t0[c] {
-				t.Fatalf("seed %d event %d: reclaims lift %s to %d (without free slots) above its T0 %d", seed, i, d.Consumer, a, p.layered.t0[c])
+			if a := p.t.nodes[c].alloc - free[d.Consumer]; a > p.layered.t0.made[c] {
+				t.Fatalf("seed %d event %d: reclaims lift %s to %d (without free slots) above its T0 %d", seed, i, d.Consumer, a, p.layered.t0.made[c])
 			}
-			if a := p.t.nodes[v].alloc; a < p.layered.t0[v] {
-				t.Fatalf("seed %d event %d: a reclaim takes %s to %d below its T0 %d", seed, i, d.From, a, p.layered.t0[v])
+			if a := p.t.nodes[v].alloc; a < p.layered.t0.made[v] {
+				t.Fatalf("seed %d event %d: a reclaim takes %s to %d below its T0 %d", seed, i, d.From, a, p.layered.t0.made[v])
 			}
 		}
 	})

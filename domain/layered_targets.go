@@ -78,8 +78,8 @@ type layeredTargets struct {
 	// order, its branch floor included).
 	transfers []transfer
 	// t0: rules 4's T0 for share_ratio with balance: false (ruling 4,
-	// totals.go), by node id; nil otherwise.
-	t0 []Slots
+	// totals.go); nil otherwise.
+	t0 *guarantees
 }
 
 // poolSlots is a pool's slots in one fold: its own and those lent in.
@@ -177,7 +177,12 @@ func computeLayeredTargets(t *tree, in layeredInput) layeredTargets {
 	}
 	out := f.run(in.own)
 	if in.guarantees {
-		out.t0 = guaranteeTargets(t, in, f.record, out)
+		tf, record := out, f.record
+		out.t0 = &guarantees{of: func(alloc func(l int32) Slots) []Slots {
+			at := in
+			at.alloc = alloc
+			return guaranteeTargets(t, at, record, tf)
+		}}
 	}
 	return out
 }

@@ -196,7 +196,7 @@ type placement struct {
 	deficit []Slots
 	// target: in's (the leaves' layered targets T); t0: in's.
 	target func(l int32) Slots
-	t0     []Slots
+	t0     *guarantees
 	// keptAt: under keepSeating, what each leaf kept in each part;
 	// reclaimed: on totals, what the T0 restore took from each victim on
 	// each host (the only losses the pairing may record as reclaims).
@@ -274,8 +274,8 @@ type placeInput struct {
 	room      []Slots
 	transfers []transfer
 	// target0: rules 4's T0 (balance: false on totals, totals.go; nil
-	// otherwise).
-	target0 []Slots
+	// otherwise), from the allocations after the own layer's returns.
+	target0 *guarantees
 	hosts   []int32 // the hosts where the leaves hold slots, in host order (nil: those of holders)
 	// ineligible, by host: what leaves sit on in parts they may no longer
 	// hold (rules 4 after a plan or host event; nil otherwise).

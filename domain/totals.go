@@ -58,6 +58,20 @@ func (f *layeredFold) run(own ownTotals) layeredTargets {
 	return f.out
 }
 
+// guarantees is T0 of one fold, worked out by the placement once it has
+// made the own layer's returns: ruling 4 reads E0's allocation after the
+// event's releases, trims and returns (docs/decisions.md #403).
+type guarantees struct {
+	of   func(alloc func(l int32) Slots) []Slots
+	made []Slots // the T0 the placement restored, by node id
+}
+
+// compute is T0 from each leaf's allocation alloc.
+func (g *guarantees) compute(alloc func(l int32) Slots) []Slots {
+	g.made = g.of(alloc)
+	return g.made
+}
+
 // guaranteeTargets computes T0 from T's fold (its pools' slots, pools;
 // its layered targets t).
 func guaranteeTargets(t *tree, in layeredInput, pools []poolSlots, tf layeredTargets) []Slots {
