@@ -1457,7 +1457,15 @@ func (f *fold) netReclaimsAcross(start int) {
 				break
 			}
 			g := &out[j]
-			if g.Consumer != v || g.Host == r.Host || g.Slots == 0 {
+			if g.Consumer != v || g.Slots == 0 {
+				continue
+			}
+			// on r's own host a grant or lend to V is #363's netting
+			// (netReclaims, run before); V's reclaim from W there is
+			// netted here as on another host: V's allocation there does
+			// not change either (section 7, "every change of an
+			// allocation"; decision #391)
+			if g.Host == r.Host && g.Kind != "reclaim" {
 				continue
 			}
 			var d Decision

@@ -150,3 +150,41 @@ steps:
         - {kind: release, consumer: /b/b, host: h1, slots: 1, rule: release.finished}
 `)
 }
+
+// TestRules4ReclaimNettedAgainstAReclaimOnTheSameHost: /a owns 2 of h2's 7
+// slots; /a/c holds 3 (2 of /a's), /b/c 3 public. /a/a asks 2: pool /a
+// reclaims one of /a/c's slots for it, and the public pool grants /a/a the
+// free slot and has /a/c reclaim one from /b/c, all on h2. /a/c's
+// allocation on h2 does not change, so it is not named: /a/a reclaims
+// from /b/c (#385's netting on the victim's own host, decision #391;
+// gen.GenerateOwned seed 58, event 15, shrunk).
+func TestRules4ReclaimNettedAgainstAReclaimOnTheSameHost(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority, enforcement: parent}
+  consumers:
+    - {path: /a, own: [{host: h2, slots: 2}]}
+    - {path: /a/a}
+    - {path: /a/c}
+    - {path: /b}
+    - {path: /b/c, reclaim_grace: 1m}
+hosts:
+  - {name: h2, group: g1, slots: 7}
+steps:
+  - events: [{type: demand, demands: {/a/c: 3}}]
+    expect:
+      allocations: {/a/c: 3}
+  - events: [{type: demand, demands: {/b/c: 3}}]
+    expect:
+      allocations: {/a/c: 3, /b/c: 3}
+  - events: [{type: demand, demands: {/a/a: 2}}]
+    expect:
+      allocations: {/a/a: 2, /a/c: 3, /b/c: 2}
+      decisions:
+        - {kind: grant, consumer: /a/a, slots: 1, rule: priority.entitled}
+        - {kind: reclaim, consumer: /a/a, from: /b/c, slots: 1, rule: priority.reclaim, deadline: "+1m"}
+        - {kind: reclaim, consumer: /a/a, from: /a/c, slots: 0}
+        - {kind: reclaim, consumer: /a/c, from: /b/c, slots: 0}
+`)
+}
