@@ -293,7 +293,8 @@ func (p *Pool) placeRules() placeRules {
 		onTotals:    p.onTotals(), keepMore: p.mode.behaviour.keepMore, swapDues: p.mode.behaviour.swapDues,
 		restrictiveFirst: p.mode.behaviour.restrictiveFirst, victimOwnLast: p.mode.behaviour.victimOwnLast,
 		returnsFromKeepers: p.returnsFromKeepers(), excessByReleaseOrder: p.mode.behaviour.excessByReleaseOrder,
-		freeFirst: p.mode.behaviour.freeFirst && p.mode.preempt, freeBeforeKeepers: p.mode.behaviour.freeBeforeKeepers,
+		excessWithoutPreemption: p.mode.behaviour.excessWithoutPreemption,
+		freeFirst:               p.mode.behaviour.freeFirst && p.mode.preempt, freeBeforeKeepers: p.mode.behaviour.freeBeforeKeepers,
 		freeByPart: p.mode.behaviour.freeByPart}
 	switch {
 	case p.seatsByRounds() && p.seats != nil:

@@ -26,6 +26,11 @@ func (pl *placement) keep() {
 		withParts = append(withParts, h)
 	}
 	if pl.rules.keepSeating {
+		if pl.rules.excessWithoutPreemption && pl.rules.seated != nil {
+			// Ruling 5 under every policy: the owner's excess leaves in
+			// the release order, not the last hosts (#404).
+			pl.releaseExcessFirst(left)
+		}
 		// By leaf: what it may still keep beyond its own layer, E less
 		// its own layer's use (ruling 5: the owner takes its own slots
 		// back whatever it holds elsewhere, and gives back its excess

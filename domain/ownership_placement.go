@@ -132,6 +132,11 @@ type placeRules struct {
 	// holds beyond E less its own layer is given back in section 5's
 	// release order before step 1 keeps the rest (releaseExcessFirst).
 	excessByReleaseOrder bool
+	// excessWithoutPreemption: the same where step 1 keeps what each
+	// holder sits on (without preemption, or on totals): ruling 5 gives
+	// the owner's excess back in the release order under every policy
+	// (docs/decisions.md #404).
+	excessWithoutPreemption bool
 	// freeFirst, under rules 4 with preemption: step 2 places each
 	// leaf's due on hosts with slots free as the placement started before
 	// on slots others give up, so a claimant served first takes free

@@ -223,6 +223,10 @@ type behaviour struct {
 	// the claimant takes the compensation (compensated_victims.go;
 	// docs/decisions.md #385, #401).
 	compensatedVictims bool
+	// excessWithoutPreemption: excessByReleaseOrder where step 1 keeps
+	// what each holder sits on (ownership_keep.go; docs/decisions.md
+	// #404); before, the excess went on the last hosts.
+	excessWithoutPreemption bool
 }
 
 func behaviourOf(v RulesVersion) behaviour {
@@ -233,7 +237,7 @@ func behaviourOf(v RulesVersion) behaviour {
 		layerWhenOwning: v >= RulesV4, excessInReleaseOrder: v >= RulesV4, swapDues: v >= RulesV4, returnsFromKeepers: v >= RulesV4,
 		noIdleMoves: v >= RulesV4, reclaimsUnderMax: v >= RulesV4,
 		excessByReleaseOrder: v >= RulesV4, canonicalRows: v >= RulesV4, freeFirst: v >= RulesV4, freeBeforeKeepers: v >= RulesV4, freeByPart: v >= RulesV4, underLender: v >= RulesV4,
-		compensatedVictims: v >= RulesV4}
+		compensatedVictims: v >= RulesV4, excessWithoutPreemption: v >= RulesV4}
 }
 
 // validateRules refuses a plan naming a version this pool does not fold:
