@@ -299,3 +299,93 @@ func parseExport(line string) (name, value string, ok bool) {
 	}
 	return name, strings.ReplaceAll(quoted[1:len(quoted)-1], `'\''`, "'"), true
 }
+
+// TestDevKilledDuringInitdbStartsAgain: the first start of a data
+// directory killed (kill -9, a power cut) while initdb runs. Its initdb,
+// orphaned, went on and finished, with a superuser password no file
+// kept; every later start then waited forever for a server that refused
+// it, printing nothing (decision 399). Now initdb writes beside the data
+// directory and its cluster is moved in only once the password is kept:
+// the next start initialises again and is ready, and the next after
+// that keeps it.
+func TestDevKilledDuringInitdbStartsAgain(t *testing.T) {
+	bin := ledgerBinary(t)
+	data := testenv.DataDir(t)
+	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(bin, "dev", "--data", data, "--http", httpAddr, "--nats", natsAddr)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	initdb := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "pgcluster: initdb ") {
+				initdb <- true
+				break
+			}
+		}
+		initdb <- false
+		for sc.Scan() {
+		}
+	}()
+	select {
+	case ok := <-initdb:
+		if !ok {
+			t.Fatal("ledger dev ended before it ran initdb")
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("ledger dev did not run initdb within 60s")
+	}
+	// Killed once initdb has begun to write the cluster (past its
+	// start, where a write to its closed output would end it).
+	begun := func() bool {
+		m, _ := filepath.Glob(filepath.Join(data, "pg*", "PG_VERSION"))
+		return len(m) > 0
+	}
+	for start := time.Now(); !begun(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			_ = cmd.Process.Kill()
+			t.Fatal("initdb wrote no PG_VERSION within 30s of its log line")
+		}
+	}
+	_ = cmd.Process.Kill() // as kill -9: initdb, its child, goes on
+	_ = cmd.Wait()
+	// Wait for the orphaned initdb to finish, as it would.
+	deadline := time.Now().Add(60 * time.Second)
+	for initdbRunning(t, data) {
+		if time.Now().After(deadline) {
+			t.Fatal("the orphaned initdb still runs after 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	dev := startDev(t, bin, data, httpAddr, natsAddr)
+	dev.stop(t)
+	dev = startDev(t, bin, data, httpAddr, natsAddr)
+	dev.stop(t)
+}
+
+// initdbRunning reports whether an initdb writing under data runs.
+func initdbRunning(t *testing.T, data string) bool {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "initdb" && strings.Contains(string(b), data) {
+			return true
+		}
+	}
+	return false
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cluster-ledger/ledger/internal/redact"
 )
@@ -266,20 +267,73 @@ func (c *Cluster) initdb(ctx context.Context, fsync bool, pw string) error {
 		return err
 	}
 	defer done()
-	args := []string{"-D", c.dataDir, "-U", Superuser, "--auth=scram-sha-256", "--pwfile=" + pwPath, "-E", "UTF8", "--locale=C"}
+	// initdb writes into a directory of its own beside the data
+	// directory, renamed onto it once initdb has finished and the
+	// superuser's password file is written. A start killed meanwhile
+	// (its initdb, orphaned, may even finish, with a password nobody
+	// kept) leaves the data directory empty, and the next start
+	// initialises it again; written in place, it left a cluster whose
+	// superuser's password was lost, and every later start waited for
+	// it forever (decision 399).
+	tmp, err := c.initDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // gone once renamed; what a failure left
+	args := []string{"-D", tmp, "-U", Superuser, "--auth=scram-sha-256", "--pwfile=" + pwPath, "-E", "UTF8", "--locale=C"}
 	if !fsync {
 		args = append(args, "--no-sync")
 	}
 	fmt.Fprintf(c.log, "pgcluster: initdb %s\n", strings.Join(args, " "))
 	out, err := c.run(ctx, "initdb", args...)
 	if err != nil {
-		return &Error{Kind: ErrInitdb, Detail: "initdb -D " + c.dataDir, Output: out, Err: err}
+		return &Error{Kind: ErrInitdb, Detail: "initdb -D " + tmp, Output: out, Err: err}
 	}
 	if err := c.writePassword(Superuser, pw); err != nil {
 		return err
 	}
+	// The data directory is empty (prepareDataDir made it, no
+	// PG_VERSION): removed (os.Remove takes only an empty one) and
+	// replaced. A crash between the two leaves no data directory, which
+	// the next start makes again.
+	if err := os.Remove(c.dataDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return newErr(ErrInitdb, err, "make room for the new cluster at %s", c.dataDir)
+	}
+	if err := os.Rename(tmp, c.dataDir); err != nil {
+		return newErr(ErrInitdb, err, "move the new cluster from %s to %s", tmp, c.dataDir)
+	}
 	c.superPW = pw
 	return nil
+}
+
+// initDirPattern names the directories initdb writes into beside the
+// data directory (os.MkdirTemp's pattern).
+func (c *Cluster) initDirPattern() string { return filepath.Base(c.dataDir) + ".initdb-*" }
+
+// initDir removes what earlier starts killed during initdb left beside
+// the data directory and makes a new directory for initdb there, with
+// the data directory's owner and mode.
+func (c *Cluster) initDir() (string, error) {
+	parent := filepath.Dir(c.dataDir)
+	stale, _ := filepath.Glob(filepath.Join(parent, c.initDirPattern()))
+	for _, dir := range stale {
+		if err := os.RemoveAll(dir); err != nil {
+			return "", newErr(ErrPrepare, err, "remove %s, left by a start killed during initdb", dir)
+		}
+	}
+	dir, err := os.MkdirTemp(parent, c.initDirPattern())
+	if err != nil {
+		return "", newErr(ErrPrepare, err, "create a directory for initdb beside %s", c.dataDir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return "", newErr(ErrPrepare, err, "chmod 0700 %s", dir)
+	}
+	if err := c.cred.chownAll(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", newErr(ErrPrepare, err, "chown -R %s to %s", dir, c.cred)
+	}
+	return dir, nil
 }
 
 func (c *Cluster) makeSocketDir() error {
@@ -469,6 +523,12 @@ func (c *Cluster) waitReady(ctx context.Context, pid int) error {
 		if err == nil {
 			return nil
 		}
+		if code := pgCode(err); code == "28P01" || code == "28000" {
+			// The server runs and refuses the superuser's password: no
+			// wait changes that.
+			return fmt.Errorf("it refuses the password of %s in %s (was the cluster in %s made by another run?): %w",
+				Superuser, filepath.Join(c.authDir, PasswordFile(Superuser)), c.dataDir, redact.Error(err, c.URLFor("postgres")))
+		}
 		last = err
 		select {
 		case <-ctx.Done():
@@ -609,4 +669,13 @@ func tailFrom(path string, offset int64, max int64) string {
 	}
 	b, _ := io.ReadAll(io.NewSectionReader(f, offset, fi.Size()-offset))
 	return string(b)
+}
+
+// pgCode is the SQLSTATE of a server's error, "" for any other error.
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
