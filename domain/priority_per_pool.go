@@ -90,6 +90,9 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		f.seat.seatPool(f, x, pc, d)
 	}
 	aside := f.heldAbove(x, pc)
+	if f.seat != nil && !f.policy.preempt && x != 0 {
+		f.keptAbove(d) // after heldAbove, which reads the demand each leaf brings
+	}
 	f.keepPerClass(x, d, pc)
 	kept := make(map[int32][]classSlots, len(pc.hold)) // by leaf: what it keeps where it sits, by class (none: nothing)
 	f.keptBuf = f.keptBuf[:0]
@@ -299,6 +302,20 @@ func (f *layeredFold) reclaimPerClass(x int32, d *heldDivision, pc *poolClasses,
 		f.addCur(x, d, l, give)
 		f.out.transfers = append(f.out.transfers, transfer{claimant: l, victim: v, slots: give})
 		need -= give
+	}
+}
+
+// keptAbove: under rules 4 without preemption a leaf keeps what it sits
+// on in the pools above private pool x (nothing moves, ruling 7), so x
+// gives it at most its demand less that, never less than what it sits on
+// in x; the pools above see the rest of its demand (#357's principle:
+// a pool does not count as given what it cannot give; docs/decisions.md
+// #405).
+func (f *layeredFold) keptAbove(d *heldDivision) {
+	for _, l := range d.leaves {
+		if above := f.seat.left[l]; above > 0 {
+			f.eff[l] = maxSlots(f.eff[l]-above, minSlots(f.eff[l], f.seat.inX[l]))
+		}
 	}
 }
 
