@@ -341,7 +341,7 @@ func (f *fold) pool4(x string) {
 			if want <= 0 {
 				return
 			}
-			n := min(want, f.room(k), m.hostFree(k.host), f.headroom(l, ""), unmet(l))
+			n := min(want, f.room(k), m.hostFree(k.host), f.layerHeadroom(l), unmet(l))
 			if n > 0 && m.seatsIneligible(k.host, l, n) {
 				n = 0 // the host's free slots are on parts l may not hold
 			}
@@ -490,6 +490,36 @@ func (f *fold) pool4(x string) {
 	}
 }
 
+// layerHeadroom is what l's ancestors' max leave it in the pool being
+// divided: ruling 1 runs each pool "with ... every max reduced by what
+// they [the earlier layers] gave", so with preemption what the subtree's
+// leaves hold but no pool has seated yet (their holdings in the pools
+// above, which move when a deeper pool serves them, #318) does not count;
+// without preemption nothing moves and the bound is the total (decision
+// #392).
+func (f *fold) layerHeadroom(l string) int64 {
+	m := f.m
+	if !m.pol.preemption {
+		return f.headroom(l, "")
+	}
+	h := inf
+	for _, n := range chain(l) {
+		if f.d.maxS[n] == inf {
+			continue
+		}
+		held := m.allocOf(n)
+		for _, q := range m.leaves() {
+			if under(q, n) {
+				for hh := range m.alloc[q] {
+					held -= max(0, f.unseated(q, hh))
+				}
+			}
+		}
+		h = min(h, f.d.maxS[n]-held)
+	}
+	return h
+}
+
 // seatsIneligible reports whether giving l n more slots on host h would
 // leave a slot of h that no seating (ruling 8, with its augmenting paths)
 // can put on a part its leaf may hold, while none is now.
@@ -554,6 +584,64 @@ func (f *fold) moveBeyond(x string, members []string, eP, inX map[string]int64, 
 			inX[l] -= n
 			over -= n
 			f.emit(Decision{Kind: "release", Consumer: l, Host: best.host, Slots: n, Rule: "release.moved",
+				Deadline: f.at.Add(m.nodes[l].reclaimGrace)})
+			f.track()
+		}
+	}
+	// a deeper pool's grants within a max reduced only by what the
+	// earlier layers gave (layerHeadroom, #392) can leave a capped
+	// ancestor above its max while its leaves still sit on slots of this
+	// pool: they move (the same release.moved), lowest priority first,
+	// then largest allocation, then path (section 1's release.max order),
+	// so no max is exceeded (section 1)
+	order := m.preorder()
+	for i := len(order) - 1; i >= 0; i-- {
+		n := order[i]
+		if n == root || f.d.maxS[n] == inf {
+			continue
+		}
+		for over := m.allocOf(n) - f.d.maxS[n]; over > 0; {
+			var ls []string
+			for _, l := range members {
+				if under(l, n) {
+					for _, v := range mine[l] {
+						if v > 0 {
+							ls = append(ls, l)
+							break
+						}
+					}
+				}
+			}
+			if len(ls) == 0 {
+				break
+			}
+			sort.SliceStable(ls, func(i, j int) bool {
+				a, b := ls[i], ls[j]
+				if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
+					return pa < pb
+				}
+				if ha, hb := m.held(a), m.held(b); ha != hb {
+					return ha > hb
+				}
+				return a < b
+			})
+			l := ls[0]
+			best, found := hp{}, false
+			for k, v := range mine[l] {
+				if v <= 0 {
+					continue
+				}
+				if !found || m.hostFree(k.host) > m.hostFree(best.host) || m.hostFree(k.host) == m.hostFree(best.host) && (k.host < best.host || k.host == best.host && k.part < best.part) {
+					best, found = k, true
+				}
+			}
+			k := min(over, mine[l][best])
+			f.addAlloc(l, best.host, -k)
+			f.seat.add(l, best, -k)
+			mine.add(l, best, -k)
+			inX[l] -= k
+			over -= k
+			f.emit(Decision{Kind: "release", Consumer: l, Host: best.host, Slots: k, Rule: "release.moved",
 				Deadline: f.at.Add(m.nodes[l].reclaimGrace)})
 			f.track()
 		}

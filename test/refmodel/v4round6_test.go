@@ -2,6 +2,7 @@ package refmodel
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -186,5 +187,47 @@ steps:
         - {kind: reclaim, consumer: /a/a, from: /b/c, slots: 1, rule: priority.reclaim, deadline: "+1m"}
         - {kind: reclaim, consumer: /a/a, from: /a/c, slots: 0}
         - {kind: reclaim, consumer: /a/c, from: /b/c, slots: 0}
+`)
+}
+
+// TestRules4PoolMaxReducedOnlyByEarlierLayers: /a/a (max 1) runs on a
+// public slot of h1 when /a comes to own h2's 2 slots; /a/b asks 2. Pool
+// /a's division runs "with ... every max reduced by what they [the earlier
+// layers] gave" (ruling 1): /a/a's max is not reduced by its public slot,
+// so the pool gives /a/a its G of 1 and /a/b its G of 1, and /a/b's second
+// slot is its G in the public pool (h1), not a borrow of the pool's last
+// slot; /a/a's move onto h2 is cut, its h1 slot staying free otherwise
+// (#364). Decision #392 (gen.GenerateOwned seed 407, event 11, shrunk).
+func TestRules4PoolMaxReducedOnlyByEarlierLayers(t *testing.T) {
+	const plan = `
+  rules: 4
+  policy: {reclaim: priority, enforcement: parent}
+  consumers:
+    - {path: /a%s}
+    - {path: /a/a, max: 1}
+    - {path: /a/b}
+`
+	runYAML(t, `
+plan:`+fmt.Sprintf(plan, "")+`
+hosts:
+  - {name: h1, group: g2, slots: 3}
+  - {name: h2, group: g1, slots: 2}
+steps:
+  - events: [{type: demand, demands: {/a/a: 1}}]
+    expect:
+      placed: {/a/a: {h1: 1}}
+  - events:
+      - type: plan
+        plan:`+strings.ReplaceAll(fmt.Sprintf(plan, ", own: [{host: h2}]"), "\n  ", "\n          ")+`
+    expect:
+      allocations: {/a/a: 1}
+  - events: [{type: demand, demands: {/a/b: 2}}]
+    expect:
+      allocations: {/a/a: 1, /a/b: 2}
+      placed: {/a/a: {h1: 1}, /a/b: {h1: 1, h2: 1}}
+      decisions:
+        - {kind: grant, consumer: /a/b, slots: 2, rule: priority.entitled}
+        - {kind: grant, consumer: /a/b, slots: 0, rule: priority.borrow}
+        - {kind: release, consumer: /a/a, slots: 0}
 `)
 }
