@@ -40,19 +40,19 @@ var v4Disputes []int
 // or the model changed what it decides. Priority logs are expected to move
 // while the engine builds ruling 12 (the seating under priority).
 var v4Ratchet = map[string]int{
-	"gen.GenerateOwned share_ratio": 666, // 97 of 142, 306 of 459 with the model's #392; 92 of 142, 289 of 459 with the model's #390; 90 of 142, 284 of 459 with the engine's #384; 90 of 142 (300 logs), 283 of 459 (1,000) with the model's #368 and the engine's #383; 90 and 282 with the model's #366 and #367 and the engine's #379 to #382; 88 and 275 with the model's #364 and #365; 86 and 271 with the free slots first of #378 and the canonical rows of #377; 73 and 239 before #377 (with the engine's #355 to #358)
-	"gen.GenerateOwned priority":    667, // 112 of 158, 361 of 541 with the model's #392; 109 of 158, 350 of 541 with the model's #391; 109 of 158, 349 of 541 with the model's #390; 108 of 158, 346 of 541 with the model's #389; 108 of 158, 345 of 541 with the model's #388; 108 of 158, 344 of 541 with #384; 108 of 158, 343 of 541 with #368 and #383; 108 and 341 with #366, #367 and #379 to #382; 105 and 334 with #364 and #365; 103 and 331 with #377 and #378; 88 and 282 before them, 84 and 261 before #348
-	"withOwnership share_ratio":     681, // 102 of 142, 313 of 459 with the model's #392; 97 of 142, 306 of 459 with the model's #391; 96 of 142, 304 of 459 with the model's #390; 94 of 142, 300 of 459 with the model's #388; 94 of 142, 299 of 459 with #384; 94 of 142, 298 of 459 with #366, #367 and #379 to #382; 94 and 293 with #364 and #365; 94 and 292 with #377 and #378; 84 and 267 before them, 78 and 251 before #348
-	"withOwnership priority":        626, // 99 of 158, 349 of 541 with the model's #392; 97 of 158, 338 of 541 with the model's #391; 96 of 158, 336 of 541 with the model's #390; 95 of 158, 334 of 541 with the model's #389; 94 of 158, 333 of 541 with the model's #387; 93 of 158, 332 of 541 with the model's #385; 93 of 158, 331 of 541 with #384; 92 of 158, 325 of 541 with #366, #367 and #379 to #382; 91 and 322 with #364 and #365; 90 and 320 with #377 and #378; 78 and 287 before them, 73 and 266 before #348
+	"gen.GenerateOwned share_ratio": 671, // 99 of 142, 308 of 459 with the engine's #401 to #405; 97 of 142, 306 of 459 with the model's #392; 92 of 142, 289 of 459 with the model's #390; 90 of 142, 284 of 459 with the engine's #384; 90 of 142 (300 logs), 283 of 459 (1,000) with the model's #368 and the engine's #383; 90 and 282 with the model's #366 and #367 and the engine's #379 to #382; 88 and 275 with the model's #364 and #365; 86 and 271 with the free slots first of #378 and the canonical rows of #377; 73 and 239 before #377 (with the engine's #355 to #358)
+	"gen.GenerateOwned priority":    674, // 112 of 158, 365 of 541 with the engine's #401 to #405; 112 of 158, 361 of 541 with the model's #392; 109 of 158, 350 of 541 with the model's #391; 109 of 158, 349 of 541 with the model's #390; 108 of 158, 346 of 541 with the model's #389; 108 of 158, 345 of 541 with the model's #388; 108 of 158, 344 of 541 with #384; 108 of 158, 343 of 541 with #368 and #383; 108 and 341 with #366, #367 and #379 to #382; 105 and 334 with #364 and #365; 103 and 331 with #377 and #378; 88 and 282 before them, 84 and 261 before #348
+	"withOwnership share_ratio":     686, // 102 of 142, 315 of 459 with the engine's #401 to #405; 102 of 142, 313 of 459 with the model's #392; 97 of 142, 306 of 459 with the model's #391; 96 of 142, 304 of 459 with the model's #390; 94 of 142, 300 of 459 with the model's #388; 94 of 142, 299 of 459 with #384; 94 of 142, 298 of 459 with #366, #367 and #379 to #382; 94 and 293 with #364 and #365; 94 and 292 with #377 and #378; 84 and 267 before them, 78 and 251 before #348
+	"withOwnership priority":        632, // 100 of 158, 351 of 541 with the engine's #401 to #405; 99 of 158, 349 of 541 with the model's #392; 97 of 158, 338 of 541 with the model's #391; 96 of 158, 336 of 541 with the model's #390; 95 of 158, 334 of 541 with the model's #389; 94 of 158, 333 of 541 with the model's #387; 93 of 158, 332 of 541 with the model's #385; 93 of 158, 331 of 541 with #384; 92 of 158, 325 of 541 with #366, #367 and #379 to #382; 91 and 322 with #364 and #365; 90 and 320 with #377 and #378; 78 and 287 before them, 73 and 266 before #348
 }
 
 // v4ScenarioRatchet is the same for the logs that agree as a scenario file
 // compares them (v4Options.asScenario), from 2026-11-27 (#332).
 var v4ScenarioRatchet = map[string]int{
-	"gen.GenerateOwned share_ratio": 708, // 101 of 142, 325 of 459 with the model's #392; 98 of 142, 318 of 459 with the model's #390; 97 of 142, 316 of 459 with the model's #385; 97 of 142, 315 of 459 with the engine's #384; 96 of 142, 313 of 459 with the model's #368 and the engine's #383; 95 and 310 with the model's #366 and #367 and the engine's #379 to #382; 93 and 303 with the model's #364 and #365; 91 and 299 with the engine's #378 and the model's #363; 89 and 296 before them (with the model's #348 to #351 and the engine's #353 to #358)
-	"gen.GenerateOwned priority":    706, // 120 of 158, 382 of 541 with the model's #392; 118 of 158, 376 of 541 with the model's #391; 118 of 158, 375 of 541 with the model's #390; 118 of 158, 373 of 541 with the model's #389; 118 of 158, 372 of 541 with the model's #388; 118 of 158, 371 of 541 with the model's #385; 117 of 158, 370 of 541 with #384; 116 of 158, 368 of 541 with #368 and #383; 116 and 366 with #366, #367 and #379 to #382; 113 and 359 with #364 and #365; 111 and 356 before them; 106 and 348 before #363 and #378
-	"withOwnership share_ratio":     725, // 109 of 142, 333 of 459 with the model's #392; 106 of 142, 330 of 459 with the model's #391; 104 of 142, 326 of 459 with the model's #390; 102 of 142, 322 of 459 with the model's #388; 102 of 142, 321 of 459 with #384; 102 of 142, 319 of 459 with #366, #367 and #379 to #382; 100 and 311 with #364 and #365; 100 and 310 before them; 97 and 307 before #363 and #378
-	"withOwnership priority":        651, // 103 of 158, 364 of 541 with the model's #392; 103 of 158, 360 of 541 with the model's #391; 102 of 158, 357 of 541 with the model's #390; 101 of 158, 355 of 541 with the model's #389; 100 of 158, 354 of 541 with the model's #387; 99 of 158, 353 of 541 with #385; 99 of 158, 351 of 541 with #384; 98 of 158, 345 of 541 with #366, #367 and #379 to #382; 96 and 341 with #364 and #365; 95 and 339 before them; 92 and 337 before #363 and #378
+	"gen.GenerateOwned share_ratio": 714, // 103 of 142, 328 of 459 with the engine's #401 to #405; 101 of 142, 325 of 459 with the model's #392; 98 of 142, 318 of 459 with the model's #390; 97 of 142, 316 of 459 with the model's #385; 97 of 142, 315 of 459 with the engine's #384; 96 of 142, 313 of 459 with the model's #368 and the engine's #383; 95 and 310 with the model's #366 and #367 and the engine's #379 to #382; 93 and 303 with the model's #364 and #365; 91 and 299 with the engine's #378 and the model's #363; 89 and 296 before them (with the model's #348 to #351 and the engine's #353 to #358)
+	"gen.GenerateOwned priority":    711, // 120 of 158, 385 of 541 with the engine's #401 to #405; 120 of 158, 382 of 541 with the model's #392; 118 of 158, 376 of 541 with the model's #391; 118 of 158, 375 of 541 with the model's #390; 118 of 158, 373 of 541 with the model's #389; 118 of 158, 372 of 541 with the model's #388; 118 of 158, 371 of 541 with the model's #385; 117 of 158, 370 of 541 with #384; 116 of 158, 368 of 541 with #368 and #383; 116 and 366 with #366, #367 and #379 to #382; 113 and 359 with #364 and #365; 111 and 356 before them; 106 and 348 before #363 and #378
+	"withOwnership share_ratio":     729, // 109 of 142, 335 of 459 with the engine's #401 to #405; 109 of 142, 333 of 459 with the model's #392; 106 of 142, 330 of 459 with the model's #391; 104 of 142, 326 of 459 with the model's #390; 102 of 142, 322 of 459 with the model's #388; 102 of 142, 321 of 459 with #384; 102 of 142, 319 of 459 with #366, #367 and #379 to #382; 100 and 311 with #364 and #365; 100 and 310 before them; 97 and 307 before #363 and #378
+	"withOwnership priority":        658, // 104 of 158, 366 of 541 with the engine's #401 to #405; 103 of 158, 364 of 541 with the model's #392; 103 of 158, 360 of 541 with the model's #391; 102 of 158, 357 of 541 with the model's #390; 101 of 158, 355 of 541 with the model's #389; 100 of 158, 354 of 541 with the model's #387; 99 of 158, 353 of 541 with #385; 99 of 158, 351 of 541 with #384; 98 of 158, 345 of 541 with #366, #367 and #379 to #382; 96 and 341 with #364 and #365; 95 and 339 before them; 92 and 337 before #363 and #378
 }
 
 // TestDifferentialV4 is the differential test of rules version 4 (issue
@@ -78,10 +78,16 @@ var v4ScenarioRatchet = map[string]int{
 //
 //	generator, first plan's reclaim   agree (300)   agree (1,000)   as a scenario (300, 1,000)
 //	gen.Generate (no ownership)       300 of 300    1,000 of 1,000  300, 1,000
-//	GenerateOwned share_ratio          97 of 142      306 of 459    101, 325
-//	GenerateOwned priority            112 of 158      361 of 541    120, 382
-//	withOwnership share_ratio         102 of 142      313 of 459    109, 333
-//	withOwnership priority             99 of 158      349 of 541    103, 364
+//	GenerateOwned share_ratio          99 of 142      308 of 459    103, 328
+//	GenerateOwned priority            112 of 158      365 of 541    120, 385
+//	withOwnership share_ratio         102 of 142      315 of 459    109, 335
+//	withOwnership priority            100 of 158      351 of 541    104, 366
+//
+// (with the engine's #401 to #405, round 6's engine disputes 38 to 41, 43
+// and 45 settled, after the model's #392 of the same day: before them 97,
+// 112, 102 and 99 of 300 and 306, 361, 313 and 349 of 1,000 exactly, 101,
+// 120, 109 and 103 and 325, 382, 333 and 364 as a scenario file compares
+// them)
 //
 // (with the model's #392, a private pool's division under priority with
 // preemption bounds a leaf by its ancestors' max less only what earlier
@@ -210,10 +216,11 @@ var v4ScenarioRatchet = map[string]int{
 // engine disputes 01-12 are settled, testdata/settled-*.yaml, 13-17 by
 // #341 and #342, 18 and 20 by #353, 19, 21 and 22 by #354 to #356, 23 by
 // #357, 24 by #358, 32 and 33 by #378, 25 to 30, 34 and 35 by #379 to
-// #382, 38 and 39 by #401; open ones, 31 and 36 on 2026-11-27, are in
+// #382, 38 and 39 by #401, 40, 41, 43 and 45 by #402 to #405; open ones,
+// 31, 36, 42, 44 and 46 on 2026-11-27, are in
 // test/refmodel/testdata/engine-disputes). The readings
 // the model took where the spec is open are docs/decisions.md #232-#234,
-// #235, #348-#351, #363-#368 and #385.
+// #235, #348-#351, #363-#368, #385 and #387-#392.
 //
 // Part D's plan fields (priority_bands, preemptable, share: 0) are not
 // drawn: events.Plan does not carry them yet; once it does, refmodel's
