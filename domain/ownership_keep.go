@@ -267,8 +267,13 @@ func (pl *placement) takeDue(l, owner int32, k Slots) {
 		}
 		d := pl.dueOf(l, pl.wants[l][w])
 		n := minSlots(k, d.want)
+		// A slot kept elsewhere stands in for what the leaf would borrow
+		// of this due before what it is entitled to: its guarantee in
+		// each pool is its own (ruling 1), so what it is still given
+		// here is entitled as the pool's division says (#406).
+		borrowed := d.want - d.ent
 		d.want -= n
-		d.ent -= minSlots(n, d.ent)
+		d.ent -= minSlots(maxSlots(n-borrowed, 0), d.ent)
 		k -= n
 	}
 }
