@@ -98,11 +98,5 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 	if len(reclaims) == 0 {
 		return moves
 	}
-	out := moves[:0]
-	for _, m := range append(moves, reclaims...) {
-		if m.slots > 0 {
-			out = append(out, m)
-		}
-	}
-	return out
+	return dropEmpty(append(moves, reclaims...))
 }

@@ -110,27 +110,8 @@ func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []plac
 		return moves
 	}
 	// A claimant given slots on a host where the placement released its
-	// own (the two would have swapped hosts) keeps them: the given slots
-	// cancel that release, and nothing moves (ruling 12: a release and a
-	// gain of one leaf on one host would be a decision that changes
-	// nothing, made again at every event).
-	for gi := range given {
-		x := &given[gi]
-		for j := range moves {
-			if m := &moves[j]; m.kind == KindRelease && m.leaf == x.leaf && m.host == x.host && m.slots > 0 {
-				k := minSlots(m.slots, x.slots)
-				m.slots -= k
-				x.slots -= k
-			}
-		}
-	}
-	out := moves[:0]
-	for _, m := range append(moves, given...) {
-		if m.slots > 0 {
-			out = append(out, m)
-		}
-	}
-	return out
+	// own (the two would have swapped hosts) keeps them: nothing moves.
+	return withGiven(moves, given)
 }
 
 // takenBeyondFree is, by host a move leaves, what the event's gains take

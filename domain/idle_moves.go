@@ -88,11 +88,5 @@ func (p *Pool) keepIdleMoves(moves []placeMove) []placeMove {
 	if !cut {
 		return moves
 	}
-	out := moves[:0]
-	for _, m := range moves {
-		if m.slots > 0 {
-			out = append(out, m)
-		}
-	}
-	return out
+	return dropEmpty(moves)
 }

@@ -1,5 +1,7 @@
 package domain
 
+import "slices"
+
 // Rules 4's reclaim_for_preference: false (rules-v4 ruling 9,
 // docs/rules.md#version-4): an owner uses idle slots, its own parts' and
 // the share pools', before it takes lent slots back, and no consumer's
@@ -49,8 +51,15 @@ func (p *Pool) swapReturns(moves []placeMove) []placeMove {
 	if len(given) == 0 {
 		return moves
 	}
-	// The net change per leaf and host: what the owner is given on a host
-	// where the placement released its slots cancels that release.
+	return withGiven(moves, given)
+}
+
+// withGiven is moves with given added as net changes per leaf and host:
+// a slot given to a leaf on a host where the placement released its slots
+// cancels that release (a release and a gain of one leaf on one host would
+// be a decision that changes nothing, made again at every event: ruling
+// 12), and moves left with no slots are dropped.
+func withGiven(moves, given []placeMove) []placeMove {
 	for gi := range given {
 		x := &given[gi]
 		for j := range moves {
@@ -61,11 +70,10 @@ func (p *Pool) swapReturns(moves []placeMove) []placeMove {
 			}
 		}
 	}
-	out := moves[:0]
-	for _, m := range append(moves, given...) {
-		if m.slots > 0 {
-			out = append(out, m)
-		}
-	}
-	return out
+	return dropEmpty(append(moves, given...))
+}
+
+// dropEmpty removes, in place, the moves a netting left with no slots.
+func dropEmpty(moves []placeMove) []placeMove {
+	return slices.DeleteFunc(moves, func(m placeMove) bool { return m.slots <= 0 })
 }
