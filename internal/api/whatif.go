@@ -75,7 +75,7 @@ func newWhatIfs() *whatIfs {
 func (w *whatIfs) acquire(pool, holder string) (release func(), ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.pools[pool] || w.holders[holder] {
+	if w.pools[pool] || (holder != "" && w.holders[holder]) {
 		return nil, false
 	}
 	select {
@@ -84,18 +84,23 @@ func (w *whatIfs) acquire(pool, holder string) (release func(), ok bool) {
 		return nil, false
 	}
 	w.pools[pool] = true
-	w.holders[holder] = true
+	if holder != "" {
+		w.holders[holder] = true
+	}
 	return func() {
 		w.mu.Lock()
 		delete(w.pools, pool)
-		delete(w.holders, holder)
+		if holder != "" {
+			delete(w.holders, holder)
+		}
 		w.mu.Unlock()
 		<-w.slots
 	}, true
 }
 
-// forkHolder names the token of a request for the what-ifs' bound ("" for
-// a server without tokens: one holder).
+// forkHolder names the token of a request for the what-ifs' bound: ""
+// for a request another read middleware let in (WithReadMiddleware),
+// which names no token and is bounded per pool and in all only.
 func forkHolder(ctx context.Context) string {
 	if id, ok := IdentityFrom(ctx); ok && id != nil {
 		return id.Name

@@ -4,7 +4,9 @@
 // service touched. [Start] finds the binaries ([WithBinDir], else
 // $LEDGER_PG_BIN, else `pg_config --bindir`, else the highest
 // /usr/lib/postgresql/*/bin holding initdb), runs initdb once when the
-// data directory has no PG_VERSION, starts the server with `pg_ctl start
+// data directory has no PG_VERSION (in a directory beside it, moved in
+// once the superuser's password is kept: a start killed during initdb
+// leaves the data directory empty), starts the server with `pg_ctl start
 // -w` listening on 127.0.0.1 (a free port, or the one the data directory
 // used last time, remembered in the file pgcluster.port inside it), and
 // creates the database `ledger` owned by the application role [AppRole]
@@ -47,8 +49,10 @@
 // and template1 are closed to every other role. PostgreSQL 15 lets a
 // login role change its own password and session defaults:
 // [Cluster.GuardRoles] puts a role that did back as Start made it. A
-// session may also SET its own timeouts, which nothing denies: the guard
-// cancels and ends the sessions past their role's [SessionBounds].
+// session may also SET its own timeouts and work_mem, and LISTEN and
+// NOTIFY, which nothing denies: the guard cancels and ends the sessions
+// past their role's [SessionBounds] (time, memory, the notification
+// queue).
 //
 // Errors are of type [*Error] and match the sentinel errors of this
 // package ([ErrBinariesNotFound], [ErrInitdb], ...) with errors.Is.
