@@ -240,7 +240,15 @@ func (pl *placement) pair() {
 		for g := i; g < j; g++ {
 			x := &gains[g]
 			h := pl.parts[x.part].host
-			if n := minSlots(x.slots, free[h]); n > 0 {
+			want := x.slots
+			if partFree != nil {
+				// Rules 4: what the fold has the leaf reclaim from a victim
+				// losing slots on the host is taken from that victim, not
+				// from another part's free slots, which the leaf's pool did
+				// not have: another pool's claimant takes those (#409).
+				want -= minSlots(want, pl.owedOn(x.leaf, lossOn(h).lost))
+			}
+			if n := minSlots(want, free[h]); n > 0 {
 				pl.grant(*x, n)
 				x.slots -= n
 				free[h] -= n
@@ -261,6 +269,16 @@ func (pl *placement) pair() {
 			}
 		}
 	}
+}
+
+// owedOn is what leaf l is owed by the fold's victims that lose slots in
+// lost (one host's losses).
+func (pl *placement) owedOn(l int32, lost map[int32]Slots) Slots {
+	n := Slots(0)
+	for _, o := range pl.owed[l] {
+		n += minSlots(o.slots, lost[o.victim])
+	}
+	return n
 }
 
 // seatKey names a borrower's seat in an owner's part of a host.
