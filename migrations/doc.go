@@ -1,7 +1,10 @@
 // Package migrations holds the PostgreSQL schema of the projection as
 // golang-migrate migrations (NNNN_title.up.sql / .down.sql, embedded in
 // [FS]) and applies them: [Up] migrates a database to the latest version
-// (already up to date is success), [Version] reports where a database
+// (already up to date is success), each migration in one transaction
+// with the version it leaves, under golang-migrate's advisory lock (a
+// migrator killed midway leaves the version before, never a dirty one),
+// [Version] reports where a database
 // stands, [Latest] is the newest version shipped. Schema changes happen
 // only here; every table and column carries a COMMENT, so `\d+ table` in
 // psql documents it. Databases are named by postgres:// (or

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/redact"
+	"io"
 	"io/fs"
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/internal/redact"
 )
 
 // Errors; match with errors.Is.
@@ -45,28 +49,129 @@ func up(ctx context.Context, databaseURL string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m, err := open(databaseURL)
+	m, err := open(databaseURL) // creates the version table when missing
 	if err != nil {
 		return err
 	}
-	defer m.Close()
 	from, _, err := m.Version()
+	m.Close()
 	if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
 		return fmt.Errorf("%w: version: %w", ErrMigrate, err)
 	}
 	if err := checkRoles(ctx, databaseURL, from); err != nil {
 		return err
 	}
-	err = withContext(ctx, m, m.Up)
-	switch {
-	case err == nil, errors.Is(err, migrate.ErrNoChange):
-		return nil
-	case errors.As(err, new(migrate.ErrDirty)):
-		return fmt.Errorf("%w: %w", ErrDirty, err)
+	return applyPending(ctx, databaseURL)
+}
 
-	default:
+// versionTable is golang-migrate's table of the schema's version, in the
+// connection's current schema (its pgx driver's defaults).
+const versionTable = "schema_migrations"
+
+// applyPending applies each migration newer than the database's version,
+// each in one transaction with the version it leaves: a migrator killed
+// at any point leaves the database at the version before or after a
+// migration, never dirty. golang-migrate's Up marks the version dirty,
+// applies the migration and clears the mark in three transactions, so a
+// first ledger dev killed during its migrations left "Dirty database
+// version 1. Fix and force version." for every later start, with no
+// command of the ledger to force it (decision 400). It takes
+// golang-migrate's advisory lock, so that two migrators, an older
+// release among them, still run one after the other.
+func applyPending(ctx context.Context, databaseURL string) error {
+	url := databaseURL // postgres://, postgresql:// or DriverURL's pgx5:// (open checked it)
+	if rest, ok := strings.CutPrefix(url, "pgx5://"); ok {
+		url = "postgres://" + rest
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("%w: connect: %w", ErrMigrate, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var dbName, schema string
+	if err := conn.QueryRow(ctx, "SELECT current_database(), current_schema()").Scan(&dbName, &schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrMigrate, err)
+	}
+	lock, err := database.GenerateAdvisoryLockId(dbName, schema, versionTable)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMigrate, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1::bigint)", lock); err != nil {
+		return fmt.Errorf("%w: lock: %w", ErrMigrate, err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1::bigint)", lock)
+	table := pgx.Identifier{schema, versionTable}.Sanitize()
+	var version int64 = -1
+	var dirty bool
+	err = conn.QueryRow(ctx, "SELECT version, dirty FROM "+table+" LIMIT 1").Scan(&version, &dirty)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		version = -1
+	case err != nil:
+		return fmt.Errorf("%w: version: %w", ErrMigrate, err)
+	case dirty:
+		return fmt.Errorf("%w: %w", ErrDirty, migrate.ErrDirty{Version: int(version)})
+	}
+	src, err := iofs.New(FS, ".")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMigrate, err)
+	}
+	defer src.Close()
+	for {
+		var next uint
+		if version < 0 {
+			next, err = src.First()
+		} else {
+			next, err = src.Next(uint(version))
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // none newer
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrMigrate, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := applyOne(ctx, conn, src, table, next); err != nil {
+			return err
+		}
+		version = int64(next)
+	}
+}
+
+// applyOne applies migration v and sets the version to it, in one
+// transaction.
+func applyOne(ctx context.Context, conn *pgx.Conn, src source.Driver, table string, v uint) error {
+	r, _, err := src.ReadUp(v)
+	if err != nil {
+		return fmt.Errorf("%w: read migration %d: %w", ErrMigrate, v, err)
+	}
+	body, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("%w: read migration %d: %w", ErrMigrate, v, err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
 		return fmt.Errorf("%w: up: %w", ErrMigrate, err)
 	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// Without arguments pgx sends the file as one simple query: its
+	// statements run in order, in this transaction.
+	if _, err := tx.Exec(ctx, string(body)); err != nil {
+		return fmt.Errorf("%w: up: migration %d failed (nothing of it applied): %w", ErrMigrate, v, err)
+	}
+	if _, err := tx.Exec(ctx, "TRUNCATE "+table); err != nil {
+		return fmt.Errorf("%w: up: %w", ErrMigrate, err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, dirty) VALUES ($1, false)", int64(v)); err != nil {
+		return fmt.Errorf("%w: up: %w", ErrMigrate, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("%w: up: migration %d: %w", ErrMigrate, v, err)
+	}
+	return nil
 }
 
 // Version reports the database's schema version and whether it is dirty
@@ -147,25 +252,6 @@ func open(databaseURL string) (*migrate.Migrate, error) {
 		return nil, fmt.Errorf("%w: connect: %w", ErrMigrate, err)
 	}
 	return m, nil
-}
-
-// withContext runs f, asking m to stop gracefully when ctx ends.
-func withContext(ctx context.Context, m *migrate.Migrate, f func() error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() {
-		select {
-		case m.GracefulStop <- true:
-		default:
-		}
-	})
-	defer stop()
-	err := f()
-	if err == nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
 }
 
 // notOwner reports whether err is PostgreSQL refusing a schema change to

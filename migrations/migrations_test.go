@@ -1,9 +1,12 @@
 package migrations
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"reflect"
 	"sort"
 	"testing"
@@ -14,7 +17,22 @@ import (
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(migratorURL); url != "" {
+		// A migrator of TestKilledMigratorLeavesNoDirtyDatabase, a process
+		// of its own (this test binary again), before testenv takes
+		// anything.
+		if err := Up(context.Background(), url); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	testenv.Main(m)
+}
+
+// migratorURL names the database a migrator process migrates.
+const migratorURL = "LEDGER_TEST_MIGRATOR_URL"
 
 // schema is every table after the migrations and its columns, in order.
 var schema = map[string][]string{
@@ -318,5 +336,84 @@ func TestOwnershipDownLeaves0005(t *testing.T) {
 	}
 	if err := Up(ctx, url); err != nil {
 		t.Fatalf("up again: %v", err)
+	}
+}
+
+// TestKilledMigratorLeavesNoDirtyDatabase: a migrator killed (kill -9)
+// in the middle of a migration. golang-migrate's Up marked the version
+// dirty before the migration and clear after it, so the next start of
+// ledger dev refused for good ("Dirty database version 1. Fix and force
+// version."), and no command of the ledger forces a version (decision
+// 400). Now each migration commits with its version: the database is at
+// the version before, clean, and the next migrator goes on.
+func TestKilledMigratorLeavesNoDirtyDatabase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	url := testenv.Postgres(t)
+	m, err := open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Migrate(5); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	// A reader holds consumer_state, which migration 0006 alters: the
+	// migrator waits for it in the middle of 0006.
+	reader, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(context.Background())
+	watcher, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(context.Background())
+	tx, err := reader.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM consumer_state"); err != nil {
+		t.Fatal(err)
+	}
+	migrator := exec.Command(os.Args[0], "-test.run=^TestKilledMigratorLeavesNoDirtyDatabase$")
+	migrator.Env = append(os.Environ(), migratorURL+"="+url)
+	var out bytes.Buffer
+	migrator.Stdout, migrator.Stderr = &out, &out
+	if err := migrator.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for waiting := 0; waiting == 0; {
+		if ctx.Err() != nil {
+			_ = migrator.Process.Kill()
+			werr := migrator.Wait()
+			t.Fatalf("the migrator never waited for consumer_state (%v):\n%s", werr, out.String())
+		}
+		// Not in the reader's transaction: pg_stat_activity is read once a
+		// transaction.
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = migrator.Process.Kill()
+	_ = migrator.Wait()
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, dirty, err := Version(ctx, url); err != nil || v != 5 || dirty {
+		t.Errorf("after the migrator was killed in 0006: version %d, dirty %v, %v; want 5, clean", v, dirty, err)
+	}
+	if err := Up(ctx, url); err != nil {
+		t.Fatalf("the next migrator: %v", err)
+	}
+	latest, err := Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, dirty, err := Version(ctx, url); err != nil || v != latest || dirty {
+		t.Errorf("after the next migrator: version %d, dirty %v, %v; want %d, clean", v, dirty, err, latest)
 	}
 }
