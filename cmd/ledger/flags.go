@@ -44,7 +44,10 @@ const annotationSecretEnv = "ledger_secret_env"
 // addSecretEnvFlag registers a string flag whose value comes from env
 // when the flag is not given, without ever showing that value.
 func addSecretEnvFlag(cmd *cobra.Command, p *string, name, env, usage string) {
-	cmd.Flags().StringVar(p, name, "", usage+" (env "+env+"; its value is never shown)")
+	// The ledger never prints the value, but a value given on the command
+	// line is in /proc/PID/cmdline for every local user to read: the help
+	// says to prefer the environment variable.
+	cmd.Flags().StringVar(p, name, "", usage+" (env "+env+", preferred: a command line is visible to every local user; the ledger never shows the value)")
 	_ = cmd.Flags().SetAnnotation(name, annotationSecretEnv, []string{env})
 }
 

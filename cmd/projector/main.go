@@ -142,7 +142,7 @@ $LEDGER_NATS_CREDS (the projector's nkey seed file).`,
 	fs.StringVar(&f.trustedKeys, "trusted-keys", os.Getenv("LEDGER_TRUSTED_KEYS"), "`FILE` of PEM public keys; events none of them signed are refused as unauthenticated (env LEDGER_TRUSTED_KEYS)")
 	// A PostgreSQL URL holds its password: the flag's default is empty, so
 	// --help never shows it, and $DATABASE_URL is read after parsing.
-	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL`, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (env DATABASE_URL; its value is never shown)")
+	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL`, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (env DATABASE_URL, preferred: a command line is visible to every local user; the projector never shows the value)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
 	fs.BoolVar(&f.syncCommit, "synchronous-commit", false, "wait for PostgreSQL to flush every batch to disk before going on (default: asynchronous commit; the log is the truth and each batch's offset commits with its rows, so a batch PostgreSQL loses in a crash is folded again; set it when NATS syncs in the background on PostgreSQL's machine and the projection must heal the stream of every projected event)")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events (or sooner, once folding them again would take about a second)")
