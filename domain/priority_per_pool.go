@@ -93,6 +93,7 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 	if f.seat != nil && !f.policy.preempt && x != 0 {
 		f.keptAbove(d) // after heldAbove, which reads the demand each leaf brings
 	}
+	outside := f.heldOutside(x, pc)
 	f.keepPerClass(x, d, pc)
 	kept := make(map[int32][]classSlots, len(pc.hold)) // by leaf: what it keeps where it sits, by class (none: nothing)
 	f.keptBuf = f.keptBuf[:0]
@@ -158,6 +159,9 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 	}
 	if aside.slots > 0 {
 		pc.free[aside.class] += aside.slots // they go up: held there
+	}
+	for i, n := range outside {
+		pc.free[i] += n // they go up: held there
 	}
 	var left []lentSlots
 	for i, c := range pc.classes {
@@ -317,6 +321,56 @@ func (f *layeredFold) keptAbove(d *heldDivision) {
 			f.eff[l] = maxSlots(f.eff[l]-above, minSlots(f.eff[l], f.seat.inX[l]))
 		}
 	}
+}
+
+// heldOutside is, under rules 4 with preemption, by class of private
+// pool x, the slots lent into x that leaves outside x's subtree sit on:
+// on each host, what those leaves hold there beyond the room of the
+// host's other parts, up to the lender's part's room once x's tier is
+// seated. Such a leaf holds them in a pool above x (ruling 8), where it
+// is no victim of x's division ("a victim is a leaf with a > G in the
+// pool", ruling 1) and the lender, not x's leaves, takes them back by
+// returns; so x divides them as neither free nor reclaimable, and they
+// go up with its leftover, where their holders sit on them (engine
+// dispute 44, docs/decisions.md #412). nil when nothing is set aside.
+func (f *layeredFold) heldOutside(x int32, pc *poolClasses) []Slots {
+	if !f.policy.preempt || f.seat == nil || x == 0 {
+		return nil
+	}
+	s := f.seat
+	var out []Slots
+	for i, c := range pc.classes {
+		if c.lender == noNode || pc.free[i] == 0 {
+			continue
+		}
+		n := Slots(0)
+		for k := range s.parts {
+			if s.parts[k].owner != c.lender || s.room[k] == 0 {
+				continue
+			}
+			h := s.parts[k].host
+			held, otherRoom := Slots(0), Slots(0)
+			for _, o := range s.holdersOn(h) {
+				if !s.t.contains(x, o) {
+					held += s.restOn(o, h)
+				}
+			}
+			for j := s.firstOn(h); j < len(s.parts) && s.parts[j].host == h; j++ {
+				if j != k {
+					otherRoom += s.room[j]
+				}
+			}
+			n += minSlots(s.room[k], maxSlots(held-otherRoom, 0))
+		}
+		if n = minSlots(n, pc.free[i]); n > 0 {
+			if out == nil {
+				out = make([]Slots, len(pc.classes))
+			}
+			out[i] = n
+			pc.free[i] -= n
+		}
+	}
+	return out
 }
 
 // heldAbove is, under rules 4 without preemption (docs/decisions.md
