@@ -562,30 +562,12 @@ func (f *fold) moveBeyond(x string, members []string, eP, inX map[string]int64, 
 		return
 	}
 	for _, l := range members {
-		over := inX[l] - eP[l]
-		for over > 0 {
-			best := hp{}
-			found := false
-			for k, v := range mine[l] {
-				if v <= 0 {
-					continue
-				}
-				if !found || m.hostFree(k.host) > m.hostFree(best.host) || m.hostFree(k.host) == m.hostFree(best.host) && (k.host < best.host || k.host == best.host && k.part < best.part) {
-					best, found = k, true
-				}
-			}
-			if !found {
+		for over := inX[l] - eP[l]; over > 0; {
+			n := f.moveOne(l, over, inX, mine)
+			if n == 0 {
 				break
 			}
-			n := min(over, mine[l][best])
-			f.addAlloc(l, best.host, -n)
-			f.seat.add(l, best, -n)
-			mine.add(l, best, -n)
-			inX[l] -= n
 			over -= n
-			f.emit(Decision{Kind: "release", Consumer: l, Host: best.host, Slots: n, Rule: "release.moved",
-				Deadline: f.at.Add(m.nodes[l].reclaimGrace)})
-			f.track()
 		}
 	}
 	// a deeper pool's grants within a max reduced only by what the
@@ -625,27 +607,39 @@ func (f *fold) moveBeyond(x string, members []string, eP, inX map[string]int64, 
 				}
 				return a < b
 			})
-			l := ls[0]
-			best, found := hp{}, false
-			for k, v := range mine[l] {
-				if v <= 0 {
-					continue
-				}
-				if !found || m.hostFree(k.host) > m.hostFree(best.host) || m.hostFree(k.host) == m.hostFree(best.host) && (k.host < best.host || k.host == best.host && k.part < best.part) {
-					best, found = k, true
-				}
-			}
-			k := min(over, mine[l][best])
-			f.addAlloc(l, best.host, -k)
-			f.seat.add(l, best, -k)
-			mine.add(l, best, -k)
-			inX[l] -= k
-			over -= k
-			f.emit(Decision{Kind: "release", Consumer: l, Host: best.host, Slots: k, Rule: "release.moved",
-				Deadline: f.at.Add(m.nodes[l].reclaimGrace)})
-			f.track()
+			over -= f.moveOne(ls[0], over, inX, mine)
 		}
 	}
+}
+
+// moveOne moves up to most of what leaf l holds in the pool (mine) off
+// one seat, the one on the host a claimant would take a slot from first
+// (most free slots, then host name, then part): release.moved with l's
+// reclaim_grace (rulings 7 and 13). It says how many slots moved, 0 when
+// l holds none in the pool.
+func (f *fold) moveOne(l string, most int64, inX map[string]int64, mine seats) int64 {
+	m := f.m
+	best, found := hp{}, false
+	for k, v := range mine[l] {
+		if v <= 0 {
+			continue
+		}
+		if !found || m.hostFree(k.host) > m.hostFree(best.host) || m.hostFree(k.host) == m.hostFree(best.host) && (k.host < best.host || k.host == best.host && k.part < best.part) {
+			best, found = k, true
+		}
+	}
+	if !found {
+		return 0
+	}
+	n := min(most, mine[l][best])
+	f.addAlloc(l, best.host, -n)
+	f.seat.add(l, best, -n)
+	mine.add(l, best, -n)
+	inX[l] -= n
+	f.emit(Decision{Kind: "release", Consumer: l, Host: best.host, Slots: n, Rule: "release.moved",
+		Deadline: f.at.Add(m.nodes[l].reclaimGrace)})
+	f.track()
+	return n
 }
 
 // byFree0 orders the hosts within each class (a run of one part owner's
