@@ -174,11 +174,7 @@ var errMemoryUnknown = errors.New("the backends' memory cannot be read from /pro
 // endMemoryOverruns ends the session of every backend of role that holds
 // more than limit bytes of private memory, and tells ended of each.
 func endMemoryOverruns(ctx context.Context, conn *pgx.Conn, role string, limit int64, ended func(role string, pid int, what string)) error {
-	rows, err := conn.Query(ctx, roleBackends, role)
-	if err != nil {
-		return err
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	pids, err := backendPids(ctx, conn, roleBackends, role)
 	if err != nil {
 		return err
 	}
@@ -190,12 +186,30 @@ func endMemoryOverruns(ctx context.Context, conn *pgx.Conn, role string, limit i
 		if !ok || held <= limit { // gone since, or within its bound
 			continue
 		}
-		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		if err := endSession(ctx, conn, role, pid, fmt.Sprintf("session ended: memory past its bound (%d MiB held, %d MiB allowed)", held>>20, limit>>20), ended); err != nil {
 			return err
 		}
-		if ended != nil {
-			ended(role, int(pid), fmt.Sprintf("session ended: memory past its bound (%d MiB held, %d MiB allowed)", held>>20, limit>>20))
-		}
+	}
+	return nil
+}
+
+// backendPids lists the pids query returns for role ($1).
+func backendPids(ctx context.Context, conn *pgx.Conn, query, role string) ([]int32, error) {
+	rows, err := conn.Query(ctx, query, role)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int32])
+}
+
+// endSession ends backend pid's session (terminated, not cancelled: a
+// cancelled session keeps its SETs) and tells ended why.
+func endSession(ctx context.Context, conn *pgx.Conn, role string, pid int32, why string, ended func(role string, pid int, what string)) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		return err
+	}
+	if ended != nil {
+		ended(role, int(pid), why)
 	}
 	return nil
 }
@@ -211,21 +225,15 @@ func endNotifyQueueHolders(ctx context.Context, conn *pgx.Conn, role string, lim
 	if usage <= limit {
 		return nil
 	}
-	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
+	pids, err := backendPids(ctx, conn, `SELECT pid FROM pg_stat_activity
 WHERE usename = $1::text AND backend_type = 'client backend' AND pid <> pg_backend_pid()`, role)
 	if err != nil {
 		return err
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return err
-	}
+	why := fmt.Sprintf("session ended: the notification queue past its bound (%.2f%% of its 8 GB held, %.2f%% allowed)", usage*100, limit*100)
 	for _, pid := range pids {
-		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		if err := endSession(ctx, conn, role, pid, why, ended); err != nil {
 			return err
-		}
-		if ended != nil {
-			ended(role, int(pid), fmt.Sprintf("session ended: the notification queue past its bound (%.2f%% of its 8 GB held, %.2f%% allowed)", usage*100, limit*100))
 		}
 	}
 	return nil
