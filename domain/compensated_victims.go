@@ -1,5 +1,7 @@
 package domain
 
+import "slices"
+
 // Rules 4's victims compensated on another host (docs/decisions.md #385,
 // the lead's reading (c)): a leaf V that loses slots on a host H for a
 // claimant C and is given as many on another host H' in the same
@@ -15,6 +17,11 @@ package domain
 
 // netCompensatedVictims applies the netting to the placement's moves.
 func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []placeMove {
+	if !slices.ContainsFunc(moves, func(m placeMove) bool {
+		return m.kind == KindReclaim || m.kind == KindRelease && m.rule == RuleMoved
+	}) {
+		return moves // most events take from nobody
+	}
 	// taken: by host, the slots gained there beyond those free before the
 	// event (what the placement's releases made room for).
 	var taken map[int32]Slots

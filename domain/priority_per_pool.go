@@ -339,22 +339,30 @@ func (f *layeredFold) heldOutside(x int32, pc *poolClasses) []Slots {
 	}
 	s := f.seat
 	var out []Slots
+	var heldOn map[int32]Slots // by host: what outsiders still hold there, worked out once per pool
 	for i, c := range pc.classes {
 		if c.lender == noNode || pc.free[i] == 0 {
 			continue
 		}
+		if heldOn == nil {
+			heldOn = map[int32]Slots{}
+		}
 		n := Slots(0)
-		for k := range s.parts {
-			if s.parts[k].owner != c.lender || s.room[k] == 0 {
+		for _, k := range s.partsOwnedBy(c.lender) {
+			if s.room[k] == 0 {
 				continue
 			}
 			h := s.parts[k].host
-			held, otherRoom := Slots(0), Slots(0)
-			for _, o := range s.holdersOn(h) {
-				if !s.t.contains(x, o) {
-					held += s.restOn(o, h)
+			held, ok := heldOn[h]
+			if !ok {
+				for _, o := range s.holdersOn(h) {
+					if !s.t.contains(x, o) {
+						held += s.restOn(o, h)
+					}
 				}
+				heldOn[h] = held
 			}
+			otherRoom := Slots(0)
 			for j := s.firstOn(h); j < len(s.parts) && s.parts[j].host == h; j++ {
 				if j != k {
 					otherRoom += s.room[j]

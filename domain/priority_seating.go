@@ -57,6 +57,20 @@ type roundSeating struct {
 	// byHost: by host id, the leaves with a holding there, in path order
 	// (made on first use: holdersOn).
 	byHost [][]int32
+	// byOwner: by owner, the indexes of its parts (made on first use:
+	// partsOwnedBy; the parts do not change during a fold).
+	byOwner map[int32][]int
+}
+
+// partsOwnedBy lists the indexes of owner's parts, in the parts' order.
+func (s *roundSeating) partsOwnedBy(owner int32) []int {
+	if s.byOwner == nil {
+		s.byOwner = map[int32][]int{}
+		for k, p := range s.parts {
+			s.byOwner[p.owner] = append(s.byOwner[p.owner], k)
+		}
+	}
+	return s.byOwner[owner]
 }
 
 // swappedSeat is a borrower's slot on an owner's part that counts in the
