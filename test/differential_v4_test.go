@@ -42,8 +42,8 @@ var v4Disputes []int
 var v4Ratchet = map[string]int{
 	"gen.GenerateOwned share_ratio": 671, // 99 of 142, 308 of 459 with the engine's #406 and #409; 99 of 142, 308 of 459 with the engine's #401 to #405; 97 of 142, 306 of 459 with the model's #392; 92 of 142, 289 of 459 with the model's #390; 90 of 142, 284 of 459 with the engine's #384; 90 of 142 (300 logs), 283 of 459 (1,000) with the model's #368 and the engine's #383; 90 and 282 with the model's #366 and #367 and the engine's #379 to #382; 88 and 275 with the model's #364 and #365; 86 and 271 with the free slots first of #378 and the canonical rows of #377; 73 and 239 before #377 (with the engine's #355 to #358)
 	"gen.GenerateOwned priority":    678, // 113 of 158, 367 of 541 with the engine's #406 and #409; 112 of 158, 365 of 541 with the engine's #401 to #405; 112 of 158, 361 of 541 with the model's #392; 109 of 158, 350 of 541 with the model's #391; 109 of 158, 349 of 541 with the model's #390; 108 of 158, 346 of 541 with the model's #389; 108 of 158, 345 of 541 with the model's #388; 108 of 158, 344 of 541 with #384; 108 of 158, 343 of 541 with #368 and #383; 108 and 341 with #366, #367 and #379 to #382; 105 and 334 with #364 and #365; 103 and 331 with #377 and #378; 88 and 282 before them, 84 and 261 before #348
-	"withOwnership share_ratio":     690, // 102 of 142, 317 of 459 with the engine's #406 and #409; 102 of 142, 315 of 459 with the engine's #401 to #405; 102 of 142, 313 of 459 with the model's #392; 97 of 142, 306 of 459 with the model's #391; 96 of 142, 304 of 459 with the model's #390; 94 of 142, 300 of 459 with the model's #388; 94 of 142, 299 of 459 with #384; 94 of 142, 298 of 459 with #366, #367 and #379 to #382; 94 and 293 with #364 and #365; 94 and 292 with #377 and #378; 84 and 267 before them, 78 and 251 before #348
-	"withOwnership priority":        632, // 100 of 158, 355 of 541 with the engine's #406 and #409; 100 of 158, 351 of 541 with the engine's #401 to #405; 99 of 158, 349 of 541 with the model's #392; 97 of 158, 338 of 541 with the model's #391; 96 of 158, 336 of 541 with the model's #390; 95 of 158, 334 of 541 with the model's #389; 94 of 158, 333 of 541 with the model's #387; 93 of 158, 332 of 541 with the model's #385; 93 of 158, 331 of 541 with #384; 92 of 158, 325 of 541 with #366, #367 and #379 to #382; 91 and 322 with #364 and #365; 90 and 320 with #377 and #378; 78 and 287 before them, 73 and 266 before #348
+	"withOwnership share_ratio":     688, // 102 of 142, 316 of 459 with the model's #411 (lowered by the one log reading (h) costs, the lead's decision: seed 337 differs at event 40 on a rule label); 102 of 142, 317 of 459 with the engine's #406 and #409; 102 of 142, 315 of 459 with the engine's #401 to #405; 102 of 142, 313 of 459 with the model's #392; 97 of 142, 306 of 459 with the model's #391; 96 of 142, 304 of 459 with the model's #390; 94 of 142, 300 of 459 with the model's #388; 94 of 142, 299 of 459 with #384; 94 of 142, 298 of 459 with #366, #367 and #379 to #382; 94 and 293 with #364 and #365; 94 and 292 with #377 and #378; 84 and 267 before them, 78 and 251 before #348
+	"withOwnership priority":        639, // 101 of 158, 357 of 541 with the model's #411; 100 of 158, 355 of 541 with the engine's #406 and #409; 100 of 158, 351 of 541 with the engine's #401 to #405; 99 of 158, 349 of 541 with the model's #392; 97 of 158, 338 of 541 with the model's #391; 96 of 158, 336 of 541 with the model's #390; 95 of 158, 334 of 541 with the model's #389; 94 of 158, 333 of 541 with the model's #387; 93 of 158, 332 of 541 with the model's #385; 93 of 158, 331 of 541 with #384; 92 of 158, 325 of 541 with #366, #367 and #379 to #382; 91 and 322 with #364 and #365; 90 and 320 with #377 and #378; 78 and 287 before them, 73 and 266 before #348
 }
 
 // v4ScenarioRatchet is the same for the logs that agree as a scenario file
@@ -51,8 +51,8 @@ var v4Ratchet = map[string]int{
 var v4ScenarioRatchet = map[string]int{
 	"gen.GenerateOwned share_ratio": 714, // 103 of 142, 328 of 459 with the engine's #406 and #409; 103 of 142, 328 of 459 with the engine's #401 to #405; 101 of 142, 325 of 459 with the model's #392; 98 of 142, 318 of 459 with the model's #390; 97 of 142, 316 of 459 with the model's #385; 97 of 142, 315 of 459 with the engine's #384; 96 of 142, 313 of 459 with the model's #368 and the engine's #383; 95 and 310 with the model's #366 and #367 and the engine's #379 to #382; 93 and 303 with the model's #364 and #365; 91 and 299 with the engine's #378 and the model's #363; 89 and 296 before them (with the model's #348 to #351 and the engine's #353 to #358)
 	"gen.GenerateOwned priority":    717, // 122 of 158, 388 of 541 with the engine's #406 and #409; 120 of 158, 385 of 541 with the engine's #401 to #405; 120 of 158, 382 of 541 with the model's #392; 118 of 158, 376 of 541 with the model's #391; 118 of 158, 375 of 541 with the model's #390; 118 of 158, 373 of 541 with the model's #389; 118 of 158, 372 of 541 with the model's #388; 118 of 158, 371 of 541 with the model's #385; 117 of 158, 370 of 541 with #384; 116 of 158, 368 of 541 with #368 and #383; 116 and 366 with #366, #367 and #379 to #382; 113 and 359 with #364 and #365; 111 and 356 before them; 106 and 348 before #363 and #378
-	"withOwnership share_ratio":     736, // 110 of 142, 338 of 459 with the engine's #406 and #409; 109 of 142, 335 of 459 with the engine's #401 to #405; 109 of 142, 333 of 459 with the model's #392; 106 of 142, 330 of 459 with the model's #391; 104 of 142, 326 of 459 with the model's #390; 102 of 142, 322 of 459 with the model's #388; 102 of 142, 321 of 459 with #384; 102 of 142, 319 of 459 with #366, #367 and #379 to #382; 100 and 311 with #364 and #365; 100 and 310 before them; 97 and 307 before #363 and #378
-	"withOwnership priority":        658, // 104 of 158, 370 of 541 with the engine's #406 and #409; 104 of 158, 366 of 541 with the engine's #401 to #405; 103 of 158, 364 of 541 with the model's #392; 103 of 158, 360 of 541 with the model's #391; 102 of 158, 357 of 541 with the model's #390; 101 of 158, 355 of 541 with the model's #389; 100 of 158, 354 of 541 with the model's #387; 99 of 158, 353 of 541 with #385; 99 of 158, 351 of 541 with #384; 98 of 158, 345 of 541 with #366, #367 and #379 to #382; 96 and 341 with #364 and #365; 95 and 339 before them; 92 and 337 before #363 and #378
+	"withOwnership share_ratio":     734, // 110 of 142, 337 of 459 with the model's #411 (lowered by the one log reading (h) costs, the lead's decision); 110 of 142, 338 of 459 with the engine's #406 and #409; 109 of 142, 335 of 459 with the engine's #401 to #405; 109 of 142, 333 of 459 with the model's #392; 106 of 142, 330 of 459 with the model's #391; 104 of 142, 326 of 459 with the model's #390; 102 of 142, 322 of 459 with the model's #388; 102 of 142, 321 of 459 with #384; 102 of 142, 319 of 459 with #366, #367 and #379 to #382; 100 and 311 with #364 and #365; 100 and 310 before them; 97 and 307 before #363 and #378
+	"withOwnership priority":        664, // 105 of 158, 372 of 541 with the model's #411; 104 of 158, 370 of 541 with the engine's #406 and #409; 104 of 158, 366 of 541 with the engine's #401 to #405; 103 of 158, 364 of 541 with the model's #392; 103 of 158, 360 of 541 with the model's #391; 102 of 158, 357 of 541 with the model's #390; 101 of 158, 355 of 541 with the model's #389; 100 of 158, 354 of 541 with the model's #387; 99 of 158, 353 of 541 with #385; 99 of 158, 351 of 541 with #384; 98 of 158, 345 of 541 with #366, #367 and #379 to #382; 96 and 341 with #364 and #365; 95 and 339 before them; 92 and 337 before #363 and #378
 }
 
 // TestDifferentialV4 is the differential test of rules version 4 (issue
@@ -79,9 +79,21 @@ var v4ScenarioRatchet = map[string]int{
 //	generator, first plan's reclaim   agree (300)   agree (1,000)   as a scenario (300, 1,000)
 //	gen.Generate (no ownership)       300 of 300    1,000 of 1,000  300, 1,000
 //	GenerateOwned share_ratio          99 of 142      308 of 459    103, 328
-//	GenerateOwned priority            112 of 158      365 of 541    120, 385
-//	withOwnership share_ratio         102 of 142      315 of 459    109, 335
-//	withOwnership priority            100 of 158      351 of 541    104, 366
+//	GenerateOwned priority            113 of 158      367 of 541    122, 388
+//	withOwnership share_ratio         102 of 142      316 of 459    110, 337
+//	withOwnership priority            101 of 158      357 of 541    105, 372
+//
+// (with the model's #411, the lead's reading (h) of round 6: a leaf whose
+// demand is met but that a deeper pool serves waits from this event;
+// before it 102 and 100 of 300 and 317 and 355 of 1,000 exactly, 110 and
+// 104 and 338 and 370 as a scenario file compares them, for withOwnership
+// share_ratio and priority: the lead's decision costs withOwnership
+// share_ratio one log, seed 337, whose ratchet moved down by it)
+//
+// (with the engine's #406 and #409, before them 112 and 100 of 300 and
+// 365, 315 and 351 of 1,000 exactly, 120, 109 and 104 and 385, 335 and 366
+// as a scenario file compares them for GenerateOwned priority and
+// withOwnership)
 //
 // (with the engine's #401 to #405, round 6's engine disputes 38 to 41, 43
 // and 45 settled, after the model's #392 of the same day: before them 97,

@@ -366,9 +366,16 @@ func (f *fold) rebalance4() {
 	f.ly = &ly
 	start := len(f.out)
 	if m.pol.reclaim == events.ReclaimPriority {
+		// a leaf not waiting as the rebalance starts that is given slots
+		// waits from this event (decision 411)
 		since := map[string]uint64{}
+		for _, l := range m.leaves() {
+			since[l] = f.seq
+		}
 		for l, s := range m.since {
-			since[l] = s
+			if m.waiting[l] {
+				since[l] = s
+			}
 		}
 		f.priority4(ly)
 		f.dropEmpty(start)

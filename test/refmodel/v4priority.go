@@ -249,6 +249,16 @@ func (f *fold) pool4(x string) {
 		}
 		return g[l]
 	}
+	// waiting-since (section 4's order): a leaf whose demand is met but
+	// that this pool gives slots (it then moves up from a pool above,
+	// #318) waits from this event, after the leaves already waiting, not
+	// before them as a missing entry would put it (decision 411)
+	since := func(l string) uint64 {
+		if s, ok := m.since[l]; ok && m.waiting[l] {
+			return s
+		}
+		return f.seq
+	}
 	entCap := func(l string) int64 { return min(eP[l], g[l]) }
 	borCap := func(l string) int64 { return min(eP[l], g[l]+bl(l)) }
 	entOrder := func(ls []string) {
@@ -257,8 +267,8 @@ func (f *fold) pool4(x string) {
 			if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
 				return pa > pb
 			}
-			if m.since[a] != m.since[b] {
-				return m.since[a] < m.since[b]
+			if since(a) != since(b) {
+				return since(a) < since(b)
 			}
 			return a < b
 		})
@@ -266,8 +276,8 @@ func (f *fold) pool4(x string) {
 	borOrder := func(ls []string) {
 		sort.SliceStable(ls, func(i, j int) bool {
 			a, b := ls[i], ls[j]
-			if m.since[a] != m.since[b] {
-				return m.since[a] < m.since[b]
+			if since(a) != since(b) {
+				return since(a) < since(b)
 			}
 			if pa, pb := m.nodes[a].priority, m.nodes[b].priority; pa != pb {
 				return pa > pb

@@ -1,0 +1,45 @@
+package refmodel
+
+import "testing"
+
+// Round 7 of the differential's adjudication (test/refmodel/AMBIGUITIES.md,
+// "Round 7"): each test is a shrunk log whose first difference the spec,
+// worked by hand, or the lead's decision, decided against the model.
+
+// TestRules4MetLeafServedByADeeperPoolWaitsFromThisEvent: under priority
+// (parent enforcement) /b owns 4 of h2's 9 slots, 1 of them /b/b's; /b/a
+// asks 9 and /b/b 3 before h2 comes up. /b's pool (its 3 private slots)
+// gives /b/b 1 and /b/a 1 up to their G, then /b/a (waiting since the
+// demand, seq 2) borrows the third; /b/b takes its G of the public pool
+// and /b/a its G + borrow_limit there. /b/b's demand is then met, yet
+// /b's pool serves it: settling to rest, it waits from this event (seq 3),
+// after /b/a (decision 411, section 4's "waiting since"), so /b's borrow
+// round seats /b/a's slot again and the event ends /b/a 4, /b/b 3 with two
+// slots idle under the borrow caps. As a missing entry (0) /b/b came
+// first at the settle and /b/a ended with 5 (withOwnership seed 372,
+// event 4, shrunk).
+func TestRules4MetLeafServedByADeeperPoolWaitsFromThisEvent(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {enforcement: parent, reclaim: priority}
+  consumers:
+    - {path: /a}
+    - {path: /b, own: [{host: h2, slots: 4}]}
+    - {path: /b/a}
+    - {path: /b/b, own: [{host: h2, slots: 1}], share: 3}
+    - {path: /b/c, share: 3}
+steps:
+  - events: [{type: demand, demands: {/b/a: 9, /b/b: 3}}]
+    expect:
+      allocations: {}
+  - events: [{type: host_up, host: h2, slots: 9}]
+    expect:
+      allocations: {/b/a: 4, /b/b: 3}
+      decisions:
+        - {kind: grant, consumer: /b/a, host: h2, slots: 2, rule: priority.borrow}
+        - {kind: grant, consumer: /b/a, host: h2, slots: 2, rule: priority.entitled}
+        - {kind: grant, consumer: /b/b, host: h2, slots: 1, rule: own.use}
+        - {kind: grant, consumer: /b/b, host: h2, slots: 2, rule: priority.entitled}
+`)
+}
