@@ -1,6 +1,8 @@
 package test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cluster-ledger/ledger/internal/pgdump"
 	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -104,5 +108,71 @@ func TestDevRulesDevelopment(t *testing.T) {
 	out, err := load.CombinedOutput()
 	if want := fmt.Sprintf("%d scenarios: %d passed, 0 failed", len(files), len(files)); err != nil || !strings.Contains(string(out), want) {
 		t.Fatalf("ledger load --check through ledger dev --rules-development: %v\n%s", err, out)
+	}
+	auditDevelopmentLog(t, bin, dev)
+}
+
+// auditDevelopmentLog runs the operator's commands that fold the log
+// (audit verify, replay, replay --into, explain --pool) on the log of a
+// `ledger dev --rules-development`, with the identities it prints:
+// with --rules-development each folds it as its projector did; without,
+// each stops, saying the switch is needed, and a rebuild that halted
+// the rules-4 pools is not reported as done (exit 1, naming them:
+// decision 421).
+func auditDevelopmentLog(t *testing.T, bin string, dev *devProcess) {
+	t.Helper()
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = dev.environ()
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			return string(out), ee.ExitCode()
+		case err != nil:
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	reporting := testdb.Pool(t, dev.env["DATABASE_URL"])
+	var pool, consumer string
+	if err := reporting.QueryRow(context.Background(), `SELECT c.pool, min(s.consumer) FROM checkpoints c JOIN consumer_state s USING (pool)
+		WHERE c.rules = 4 AND s.leaf GROUP BY c.pool ORDER BY c.pool LIMIT 1`).Scan(&pool, &consumer); err != nil {
+		t.Fatalf("a pool of rules 4 in the projection: %v", err)
+	}
+	for _, args := range [][]string{{"audit", "verify"}, {"replay", "--pool", pool}, {"explain", "--pool", pool, "--consumer", consumer}} {
+		out, code := run(args...)
+		if code == 0 || !strings.Contains(out, "needs --rules-development") {
+			t.Errorf("ledger %s without --rules-development: exit %d, want a failure saying the log needs the switch\n%s", strings.Join(args, " "), code, out)
+		}
+		out, code = run(append(args, "--rules-development")...)
+		if code != 0 {
+			t.Errorf("ledger %s --rules-development: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+		if args[0] == "audit" && !strings.Contains(out, "ok:") {
+			t.Errorf("ledger audit verify --rules-development: %s", out)
+		}
+	}
+
+	// A rebuild without the switch halts the rules-4 pools: not done.
+	out, code := run("replay", "--into", testdb.Empty(t).Owner)
+	if code != 1 || !strings.Contains(out, "HALTED") || !strings.Contains(out, "pool "+pool+",") {
+		t.Errorf("ledger replay --into without --rules-development: exit %d, want 1 naming the halted pools (%s among them)\n%s", code, pool, out)
+	}
+	into := testdb.Empty(t)
+	if out, code := run("replay", "--into", into.Owner, "--rules-development"); code != 0 || !strings.Contains(out, "rebuilt") {
+		t.Fatalf("ledger replay --into --rules-development: exit %d\n%s", code, out)
+	}
+	live, err := pgdump.Tables(context.Background(), reporting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgdump.Tables(context.Background(), testdb.Pool(t, into.Owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := pgdump.Diff(live, got); d != "" {
+		t.Errorf("replay --into --rules-development differs from the live projection at %s", d)
 	}
 }

@@ -14,19 +14,53 @@ import (
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )
 
-// logFlags are the addresses of the log and (optionally) the projection.
-type logFlags struct{ natsURL, natsCreds, trustedKeys, databaseURL string }
+// logFlags are the addresses of the log and (optionally) the projection,
+// and how its pools are folded.
+type logFlags struct {
+	natsURL, natsCreds, trustedKeys, databaseURL string
+	// development folds plans naming the rules version in development, as
+	// the projector of ledger dev --rules-development does: without it a
+	// log that deployment wrote cannot be verified, replayed or explained
+	// (decision 421).
+	development bool
+}
 
 func (f *logFlags) register(cmd *cobra.Command) {
 	addNATSURLFlag(cmd, &f.natsURL)
 	addNATSCredsFlag(cmd, &f.natsCreds)
 	addTrustedKeysFlag(cmd, &f.trustedKeys)
 	addDatabaseURLFlag(cmd, &f.databaseURL)
+}
+
+// registerDevelopment adds --rules-development, for the commands that fold
+// a deployment's log (verify, replay, explain).
+func (f *logFlags) registerDevelopment(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.development, "rules-development", false, fmt.Sprintf("fold plans naming rules version %d, in development, as the projector of 'ledger dev --rules-development' does (a log that deployment wrote needs it)", int(domain.RulesDevelopment)))
+}
+
+// replayOptions make the replay's pools as the projector made them.
+func (f *logFlags) replayOptions() []audit.Option {
+	if f.development {
+		return []audit.Option{audit.WithDevelopmentRules()}
+	}
+	return nil
+}
+
+// hintDevelopment adds to a fold that stopped at a version this build does
+// not fold without the switch what an operator of ledger dev
+// --rules-development must add: the error alone says "needs a newer
+// ledger", which the newest ledger does not cure.
+func (f *logFlags) hintDevelopment(err error) error {
+	if err != nil && !f.development && errors.Is(err, projections.ErrNeedsNewer) {
+		return fmt.Errorf("%w (a log written by 'ledger dev --rules-development' needs --rules-development)", err)
+	}
+	return err
 }
 
 // openLog connects to NATS, failing fast when it is not there: an
@@ -104,6 +138,7 @@ otherwise matches: someone wrote to the log around the ledger.`,
 		},
 	}
 	f.register(cmd)
+	f.registerDevelopment(cmd)
 	cmd.Flags().Uint64Var(&from, "from", 1, "first sequence to compare")
 	cmd.Flags().StringVar(&pool, "pool", "", "only this `POOL` (default: every pool)")
 	return cmd
@@ -125,8 +160,9 @@ func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool
 	if err != nil {
 		return err
 	}
-	rep, err := audit.Verify(ctx, js, db, keys, from, pool, func(n int) { progress("verified %d events", n) })
+	rep, err := audit.Verify(ctx, js, db, keys, from, pool, func(n int) { progress("verified %d events", n) }, f.replayOptions()...)
 	clearProgress()
+	err = f.hintDevelopment(err)
 	var div *audit.Divergence
 	if errors.As(err, &div) {
 		fmt.Fprintf(out, "DIVERGENCE\n%v\n", div)
@@ -169,12 +205,13 @@ PostgreSQL database, with the projector's own code.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if into != "" {
-				return redact.Error(runRebuild(cmd.Context(), cmd.OutOrStdout(), f, into), into)
+				return redact.Error(f.hintDevelopment(runRebuild(cmd.Context(), cmd.OutOrStdout(), f, into)), into)
 			}
-			return runReplay(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, from, to, pool, asJSON)
+			return f.hintDevelopment(runReplay(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, from, to, pool, asJSON))
 		},
 	}
 	f.register(cmd)
+	f.registerDevelopment(cmd)
 	cmd.Flags().Uint64Var(&from, "from", 1, "first sequence to print")
 	cmd.Flags().Uint64Var(&to, "to", 0, "last sequence to print (default: the end of the log)")
 	cmd.Flags().StringVar(&pool, "pool", "", "only this `POOL` (default: every pool)")
@@ -202,7 +239,7 @@ func runReplay(ctx context.Context, out, errOut io.Writer, f logFlags, from, to 
 	if db != nil {
 		defer db.Close()
 	}
-	r := audit.NewReplayer(db, from)
+	r := audit.NewReplayer(db, from, f.replayOptions()...)
 	keys, err := f.keyring(js)
 	if err != nil {
 		return err

@@ -19,7 +19,6 @@ func explainCommand() *cobra.Command {
 	var f logFlags
 	var pool, consumer, at, file string
 	var keep int
-	var development bool
 	cmd := &cobra.Command{
 		Use:   "explain",
 		Short: "Tell why a consumer holds what it holds, in words",
@@ -32,9 +31,11 @@ consumer owns, where (rank among its siblings, preference), where its slots
 come from, what it lent while idle and to whom, and when it took its slots
 back (return, deadline, lend grace).
 
-With --file, --rules-development folds under the rules version in
-development (today version 4's priority bands, non-preemptable consumers
-and zero shares), as ledger simulate --rules-development does.`,
+--rules-development folds under the rules version in development (today
+version 4's priority bands, non-preemptable consumers and zero shares):
+with --file as ledger simulate --rules-development does, with --pool as
+the projector of ledger dev --rules-development does (a log that
+deployment wrote needs it).`,
 		Example: `  ledger explain --pool demo --consumer /eng/dev
   ledger explain --pool demo --consumer /C --at 1200
   ledger explain --file test/scenarios/seed/seed-000-priority-reclaim.yaml --consumer /C
@@ -50,9 +51,10 @@ and zero shares), as ledger simulate --rules-development does.`,
 			var p *domain.Pool
 			var refused []audit.Message
 			if file != "" {
-				p, err = explainScenario(file, story, limit, development)
+				p, err = explainScenario(file, story, limit, f.development)
 			} else {
 				p, refused, err = explainLog(cmd.Context(), f, pool, story, limit)
+				err = f.hintDevelopment(err)
 			}
 			if err != nil {
 				return err
@@ -69,7 +71,7 @@ and zero shares), as ledger simulate --rules-development does.`,
 	cmd.Flags().StringVar(&at, "at", "", "stop at this `SEQ|TIME`: a sequence or an RFC 3339 time (default: the end)")
 	cmd.Flags().StringVar(&file, "file", "", "explain a scenario `FILE` folded in memory instead of the log")
 	cmd.Flags().IntVar(&keep, "last", 20, "how many of the consumer's decisions to show")
-	cmd.Flags().BoolVar(&development, "rules-development", false, fmt.Sprintf("with --file: fold under rules version %d, in development and not accepted by the service (as ledger simulate --rules-development)", int(domain.RulesDevelopment)))
+	cmd.Flags().BoolVar(&f.development, "rules-development", false, fmt.Sprintf("fold under rules version %d, in development: --file as ledger simulate --rules-development does, --pool as the projector of 'ledger dev --rules-development' (a log that deployment wrote needs it)", int(domain.RulesDevelopment)))
 	_ = cmd.MarkFlagRequired("consumer")
 	return cmd
 }
@@ -124,7 +126,7 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 		return nil, nil, err
 	}
 	defer closeNATS()
-	r := audit.NewReplayer(nil, 1)
+	r := audit.NewReplayer(nil, 1, f.replayOptions()...)
 	keys, err := f.keyring(js)
 	if err != nil {
 		return nil, nil, err

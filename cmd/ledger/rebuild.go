@@ -57,7 +57,7 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if err != nil {
 		return err
 	}
-	if err := projectUntil(ctx, js, db, keys, name, last); err != nil {
+	if err := projectUntil(ctx, js, db, keys, name, last, f.development); err != nil {
 		return err
 	}
 	if err := recreateIndexes(ctx, db, indexes); err != nil {
@@ -70,8 +70,32 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 		return fmt.Errorf("remove the rebuild's offset: %w", err)
 	}
 	secs := time.Since(start).Seconds()
+	if err := haltedInRebuild(ctx, out, db); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "rebuilt the projection of %d stream messages into %s in %.1fs (%.0f events/s)\n", last, redact.URL(into), secs, float64(last)/secs)
 	return refusedUnauthenticated(ctx, out, db)
+}
+
+// haltedInRebuild names the pools the rebuild's projector halted (a fold
+// failed, or the log needs a version this build does not fold) and exits
+// with status 1: their tables stop at that event, so the database is not
+// the projection of the log, and a rebuild "done" with exit 0 would be
+// taken for one (decision 421).
+func haltedInRebuild(ctx context.Context, out io.Writer, db *pgxpool.Pool) error {
+	halted, err := query.HaltedPools(ctx, db, 21)
+	if err != nil || len(halted) == 0 {
+		return err
+	}
+	fmt.Fprintf(out, "HALTED: the rebuild could not fold these pools; their tables stop before the sequence named, so the database is not a projection of the log:\n")
+	for i, h := range halted {
+		if i == 20 {
+			fmt.Fprintf(out, "  ...\n")
+			break
+		}
+		fmt.Fprintf(out, "  pool %s, sequence %d: %s\n", h.Pool, h.Seq, h.Reason)
+	}
+	return exitError{1}
 }
 
 // refusedUnauthenticated reports the events of a projection refused as
@@ -94,15 +118,17 @@ func refusedUnauthenticated(ctx context.Context, out io.Writer, db *pgxpool.Pool
 	return exitError{2}
 }
 
-func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, name string, last uint64) error {
+func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, name string, last uint64, development bool) error {
 	if last == 0 {
 		return nil // an empty stream: nothing to project
 	}
 	done := make(chan error, 1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() {
-		done <- projections.New(js, db, projections.WithName(name), projections.WithLogger(quiet), projections.WithTrustedKeys(keys), projections.WithUntil(last)).Run(ctx)
-	}()
+	opts := []projections.Option{projections.WithName(name), projections.WithLogger(quiet), projections.WithTrustedKeys(keys), projections.WithUntil(last)}
+	if development {
+		opts = append(opts, projections.WithDevelopmentRules())
+	}
+	go func() { done <- projections.New(js, db, opts...).Run(ctx) }()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -64,7 +64,9 @@ type Refusal struct {
 // consumer state (ownership figures included), ownership and checkpoint.
 // It returns the first *Divergence as the error. progress, if not nil, is
 // called as events are checked. keys, when not nil, are the trusted keys
-// the projector was given.
+// the projector was given; opts make its pools as the projector's were
+// made (WithDevelopmentRules for a projector of ledger dev
+// --rules-development).
 //
 // Everything it reads from PostgreSQL comes from one read-only REPEATABLE
 // READ transaction: one consistent snapshot of the projection, taken at a
@@ -73,11 +75,11 @@ type Refusal struct {
 // so appends and projection going on meanwhile can never show as a
 // divergence; later events are not compared (Report.UpTo says how far it
 // went).
-func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, from uint64, pool string, progress func(checked int)) (Report, error) {
+func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, from uint64, pool string, progress func(checked int), opts ...Option) (Report, error) {
 	var rep Report
 	err := query.ReadOnly(ctx, db, func(q query.Querier) error {
 		var err error
-		rep, err = verifySnapshot(ctx, js, q, keys, from, pool, progress)
+		rep, err = verifySnapshot(ctx, js, q, keys, from, pool, progress, opts)
 		return err
 	})
 	return rep, err
@@ -87,12 +89,15 @@ func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys 
 // snapshot covers.
 var errPastSnapshot = errors.New("past the snapshot")
 
-func verifySnapshot(ctx context.Context, js jetstream.JetStream, q query.Querier, keys *signing.Keyring, from uint64, pool string, progress func(checked int)) (Report, error) {
+func verifySnapshot(ctx context.Context, js jetstream.JetStream, q query.Querier, keys *signing.Keyring, from uint64, pool string, progress func(checked int), opts []Option) (Report, error) {
 	snap, err := readSnapshot(ctx, q, pool)
 	if err != nil {
 		return Report{}, err
 	}
 	r := newReplayer(q, from)
+	for _, o := range opts {
+		o(r)
+	}
 	r.Trust(keys)
 	var forged []Refusal
 	filter := "ledger.>"
