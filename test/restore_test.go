@@ -2,17 +2,26 @@ package test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/cluster-ledger/ledger/internal/backup"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
+	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -143,7 +152,7 @@ func forgeBackup(t *testing.T, file string, victim uint64, resign *signing.Signe
 				m.Data, _ = json.Marshal(env)
 			}
 			if resign != nil {
-				msg := nats.NewMsg(m.Subject)
+				msg := nats.NewMsg(stream.Published(m.Subject)) // signed as published, stored with its partition
 				msg.Data = m.Data
 				for k, v := range m.Headers {
 					msg.Header.Set(k, v)
@@ -163,4 +172,228 @@ func forgeBackup(t *testing.T, file string, victim uint64, resign *signing.Signe
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestDevRestoreKilledMidwayGoesOn: a site of 2,000 pools, backed up as
+// its auditor; `ledger restore` into a fresh `ledger dev` (its admin
+// identity) is killed (SIGKILL) half way, and the same command run again
+// goes on after the last message restored: the stream then holds every
+// message of the backup once, at its sequence, as in the original (none
+// lost, none doubled), the new deployment's projection equals the
+// original's allocations, and audit verify says ok. A backup of another
+// log onto that stream is refused, naming the first sequence that
+// differs, and so is any restore once the new deployment appended
+// (decision 422). (The forged backup is signed again whole by another
+// key, so its first message already differs.)
+func TestDevRestoreKilledMidwayGoesOn(t *testing.T) {
+	const pools = 2000
+	bin := ledgerBinary(t)
+	run := func(env []string, args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	first := startDev(t, bin, testenv.DataDir(t), freeAddr(t), freeAddr(t))
+	defer first.stop(t)
+	devToken = first.env["LEDGER_TOKEN"]
+	base := first.env["LEDGER_URL"]
+	var wg sync.WaitGroup
+	work := make(chan int)
+	failed := make(chan string, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				body := fmt.Sprintf(`[{"type":"plan","data":{"plan":{"consumers":[{"path":"/A","priority":3},{"path":"/B","priority":1}]}}},`+
+					`{"type":"host_up","data":{"host":"h1","slots":%d}},{"type":"demand","data":{"demands":{"/A":8,"/B":8}}}]`, 4+i%13)
+				if err := appendAs(devToken, fmt.Sprintf("%s/v1/pools/p%04d/events", base, i), body); err != nil {
+					select {
+					case failed <- err.Error():
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range pools {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case f := <-failed:
+		t.Fatalf("append: %s", f)
+	default:
+	}
+	const total = 3 * pools
+	file := filepath.Join(t.TempDir(), "backup.jsonl")
+	if out, err := run(first.environ(), "backup", "--out", file); err != nil || !strings.Contains(out, fmt.Sprintf("backed up %d messages", total)) {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+
+	data := testenv.DataDir(t)
+	second := startDev(t, bin, data, freeAddr(t), freeAddr(t))
+	defer second.stop(t)
+	admin := append(second.environ(), "LEDGER_NATS_CREDS="+filepath.Join(data, "nats-auth", "admin.nk"))
+	nc, err := natsauth.Connect(second.env["NATS_URL"], second.env["LEDGER_NATS_CREDS"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	streamLast := func() uint64 {
+		t.Helper()
+		seq, err := stream.LastSeq(context.Background(), nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+
+	restore := exec.Command(bin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])
+	restore.Env = admin
+	if err := restore.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); streamLast() < total/10; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("restore published nothing in 60s")
+		}
+	}
+	_ = restore.Process.Kill()
+	_ = restore.Wait()
+	killedAt := streamLast()
+	if killedAt >= total {
+		t.Fatalf("restore finished (%d messages) before it was killed: nothing tried", killedAt)
+	}
+	t.Logf("restore killed with %d of %d messages in the stream", killedAt, total)
+
+	// Another log's backup (the same events, one edited and the whole
+	// signed again by another key, trusted on the operator's word) is
+	// refused on that stream, naming the sequence, and changes nothing.
+	forged := forgeBackup(t, file, 3, signing.Generate())
+	out, err := run(admin, "restore", "--in", forged, "--trust-backup-keys")
+	if err == nil || !strings.Contains(out, "sequence 1 is not the backup's (another signature)") {
+		t.Fatalf("restore of another log onto a partly restored stream: %v\n%s", err, out)
+	}
+	if got := streamLast(); got != killedAt {
+		t.Fatalf("a refused restore changed the stream: %d messages, %d before", got, killedAt)
+	}
+
+	out, err = run(admin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])
+	if err != nil || !strings.Contains(out, fmt.Sprintf("the stream held sequences 1 to %d", killedAt)) || !strings.Contains(out, fmt.Sprintf("restored %d messages", total)) {
+		t.Fatalf("restore run again: %v\n%s", err, out)
+	}
+	t.Logf("restore run again:\n%s", out)
+	if got := streamLast(); got != total {
+		t.Fatalf("the stream holds %d messages after the restore went on, want %d", got, total)
+	}
+	// Every message once, at its sequence, with the original's body.
+	want := backupBodies(t, file)
+	copyFile := filepath.Join(t.TempDir(), "copy.jsonl")
+	if out, err := run(second.environ(), "backup", "--out", copyFile); err != nil {
+		t.Fatalf("backup of the restored deployment: %v\n%s", err, out)
+	}
+	got := backupBodies(t, copyFile)
+	if len(got) != len(want) {
+		t.Fatalf("the restored stream holds %d messages, the original %d", len(got), len(want))
+	}
+	for seq, body := range want {
+		if got[seq] != body {
+			t.Fatalf("sequence %d differs from the original's after the restore went on", seq)
+		}
+	}
+
+	// The new deployment's projector folds it all; its allocations are
+	// the original's and audit verify says ok.
+	allocations := func(url string) string {
+		t.Helper()
+		db := testdb.Pool(t, url)
+		deadline := time.Now().Add(120 * time.Second)
+		for {
+			var last int64
+			_ = db.QueryRow(context.Background(), `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&last)
+			if last >= total {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("projection at %d of %d", last, total)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var s string
+		if err := db.QueryRow(context.Background(), `SELECT string_agg(pool || consumer || host || slots, ',' ORDER BY pool, consumer, host) FROM allocations`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if a, b := allocations(first.env["DATABASE_URL"]), allocations(second.env["DATABASE_URL"]); a != b || a == "" {
+		t.Fatalf("the restored deployment's allocations differ from the original's")
+	}
+	if out, err := run(second.environ(), "audit", "verify"); err != nil || !strings.Contains(out, fmt.Sprintf("ok: %d events of %d pools", total, pools)) {
+		t.Fatalf("audit verify of the restored deployment: %v\n%s", err, out)
+	}
+
+	// Once the new deployment appended, its stream is its own log.
+	devToken = second.env["LEDGER_TOKEN"]
+	if code, body := post(t, second.env["LEDGER_URL"]+"/v1/pools/p0001/events", `{"type":"demand","data":{"demands":{"/B":1}}}`); code != 200 {
+		t.Fatalf("append after the restore: %d %s", code, body)
+	}
+	if out, err := run(admin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"]); err == nil || !strings.Contains(out, "not the start of this backup") {
+		t.Fatalf("restore onto a stream the deployment appended to: %v\n%s", err, out)
+	}
+}
+
+// appendAs posts body to url with token, from any goroutine.
+func appendAs(token, url, body string) error {
+	rq, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	rq.Header.Set("Content-Type", "application/json")
+	rq.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(rq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, answer)
+	}
+	return nil
+}
+
+// backupBodies reads a backup file's messages: sequence -> the published
+// subject and the body.
+func backupBodies(t *testing.T, file string) map[uint64]string {
+	t.Helper()
+	in, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 1<<20), 4<<20)
+	out := map[uint64]string{}
+	for first := true; sc.Scan(); first = false {
+		if first {
+			continue
+		}
+		var l struct {
+			Seq     uint64 `json:"seq"`
+			Subject string `json:"subject"`
+			Data    []byte `json:"data"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		if _, twice := out[l.Seq]; twice {
+			t.Fatalf("%s holds sequence %d twice", file, l.Seq)
+		}
+		out[l.Seq] = stream.Published(l.Subject) + " " + string(l.Data)
+	}
+	return out
 }

@@ -50,14 +50,18 @@ those unless told to take them.`,
 	var allowUnauthenticated, trustBackupKeys bool
 	restoreCmd := &cobra.Command{
 		Use:   "restore",
-		Short: "Verify a backup's signatures and publish it into an empty LEDGER stream, each message at its original sequence (admin identity)",
+		Short: "Verify a backup's signatures and publish it into an empty LEDGER stream, each message at its original sequence (admin identity); run again, it goes on after an interrupted restore",
 		Long: `restore reads a file written by 'ledger backup', verifies the signature of
 every event with the keys the backup names, and only then publishes its
 messages, in order, into the LEDGER stream of the server at --nats-url,
 creating the stream when missing. The stream must be empty (a fresh
-deployment). Every message must land at its original sequence, with its
-signature, or restore stops and says where. Only the admin identity may
-create the stream and publish these messages.
+deployment), or hold the start of this same backup: a restore that
+stopped (killed, a lost connection) is run again with the same command
+and goes on after the last message restored, once each message there is
+found equal to the backup's (another log there is refused, naming the
+first sequence that differs). Every message must land at its original
+sequence, with its signature, or restore stops and says where. Only the
+admin identity may create the stream and publish these messages.
 
 An event no key of the backup signed (edited after it was signed, or
 unsigned) makes restore refuse the backup, naming its sequence, with
@@ -183,7 +187,13 @@ func runRestore(ctx context.Context, out io.Writer, url, creds, trustedKeys, fil
 		return err
 	}
 	defer done()
+	opts.Progress = func(seq, last uint64) {
+		if seq%1000 == 0 || seq == last {
+			progress("restored %d of %d", seq, last)
+		}
+	}
 	st, err := backup.Restore(ctx, js, in, opts)
+	clearProgress()
 	if err != nil {
 		if errors.Is(err, backup.ErrKeysUnchecked) {
 			return fmt.Errorf("%w (--trusted-keys FILE, or --trust-backup-keys)", err)
@@ -198,6 +208,9 @@ func runRestore(ctx context.Context, out io.Writer, url, creds, trustedKeys, fil
 	fmt.Fprintf(out, "verified %d events against the backup's key(s): %s\n", st.Messages, keyUse(st))
 	for _, u := range st.Unauthenticated {
 		fmt.Fprintf(out, "restored UNAUTHENTICATED (the projectors refuse it): sequence %d (%s, id %q): %s\n", u.Seq, u.Subject, u.ID, u.Reason)
+	}
+	if st.Resumed > 0 {
+		fmt.Fprintf(out, "went on from an earlier restore: the stream held sequences 1 to %d, each as in the backup\n", st.Resumed)
 	}
 	fmt.Fprintf(out, "restored %d messages (sequences 1 to %d); the stream trusts the backup's keys for them: %s\n",
 		st.Messages, st.LastSeq, strings.Join(backup.KeyIDs(st.Keys), ", "))

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -29,7 +30,8 @@ const FormatV1 = "ledger-stream-backup/1"
 
 // Errors; match with errors.Is.
 var (
-	// ErrNotEmpty: Restore needs an empty (or missing) stream.
+	// ErrNotEmpty: Restore needs an empty (or missing) stream, or one
+	// holding only the start of the same backup.
 	ErrNotEmpty = errors.New("backup: the LEDGER stream is not empty")
 	// ErrBadFile: the file is not a backup, or is damaged.
 	ErrBadFile = errors.New("backup: not a valid backup file")
@@ -51,6 +53,10 @@ var (
 	// backup names itself.
 	ErrKeysUnchecked = errors.New("backup: its signing keys are not checked")
 )
+
+// restoredIDHeader carries a restored message's event id (Nats-Msg-Id is
+// the server's deduplication, which a restore must not trigger).
+const restoredIDHeader = "Ledger-Msg-Id"
 
 // keptHeaders are the headers of an event worth keeping; the others
 // (atomic batch and expectation headers) were instructions to the server
@@ -95,6 +101,9 @@ type Unauthenticated struct {
 type Stats struct {
 	Messages uint64
 	LastSeq  uint64
+	// Resumed is the last sequence a Restore found already restored (a
+	// restore that stopped and was run again), 0 when it began afresh.
+	Resumed uint64
 	// Keys are the backup's keys; Signed counts the events each signed.
 	Keys   []Key
 	Signed map[string]uint64
@@ -218,10 +227,15 @@ type RestoreOptions struct {
 	// (ErrKeysUnchecked): whoever could write the backup file could have
 	// edited its events and signed them again with a key of their own.
 	TrustBackupKeys bool
+	// Progress, when not nil, is called after each message restored (or
+	// found already restored), with its sequence and the backup's last.
+	Progress func(seq, last uint64)
 }
 
 // Restore publishes the messages of a backup into the stream, creating
-// it when missing; the stream must hold no message. It first reads the
+// it when missing; the stream must hold no message, or the backup's first
+// messages as an earlier Restore published them (it goes on after them,
+// Stats.Resumed). It first reads the
 // whole backup and verifies every event's signature with the backup's
 // keys, refusing (ErrUnauthenticated, naming the first sequence) a
 // backup holding an event they did not sign unless
@@ -261,8 +275,16 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 	if err != nil {
 		return stats, err
 	}
-	if info.State.Msgs > 0 || info.State.LastSeq > 0 {
-		return stats, fmt.Errorf("%w: it holds sequences %d to %d; restore into a fresh server", ErrNotEmpty, info.State.FirstSeq, info.State.LastSeq)
+	// A stream holding the start of this backup, and nothing else, is a
+	// restore that stopped (killed, a lost connection): it goes on after
+	// what is there, once every message there is found equal to the
+	// backup's (decision 422). Anything else is another log.
+	there := info.State
+	if there.Msgs > 0 || there.LastSeq > 0 {
+		if there.FirstSeq != max(h.FirstSeq, 1) || there.LastSeq > h.LastSeq || there.Msgs != there.LastSeq-there.FirstSeq+1 {
+			return stats, fmt.Errorf("%w: it holds sequences %d to %d (%d messages), not the start of this backup (sequences %d to %d); restore into a fresh server", ErrNotEmpty, there.FirstSeq, there.LastSeq, there.Msgs, h.FirstSeq, h.LastSeq)
+		}
+		stats.Resumed = there.LastSeq
 	}
 	// The keys first: a projector folding the restored events as they
 	// arrive looks their key up in the stream when it meets it.
@@ -284,12 +306,46 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 	if _, _, err := readHeader(r, opts); err != nil {
 		return stats, err
 	}
+	// What the stream holds is read as the file is, message by message.
+	held := make(chan stream.Msg, 64)
+	readErr := make(chan error, 1)
+	rctx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	go func() {
+		defer close(held)
+		if stats.Resumed == 0 {
+			readErr <- nil
+			return
+		}
+		readErr <- stream.Read(rctx, js.Conn(), "", there.FirstSeq, there.LastSeq, func(m stream.Msg) error {
+			select {
+			case held <- m:
+				return nil
+			case <-rctx.Done():
+				return rctx.Err()
+			}
+		})
+	}()
 	var published uint64
 	err = eachLine(r, h, func(l line) error {
 		if _, err := stream.PoolOf(l.Subject); err != nil {
 			// The stream stores events only (ledger.<pool>.<type>): a
 			// message an older stream took on another subject has no place.
 			return fmt.Errorf("restore sequence %d: %w", l.Seq, err)
+		}
+		if l.Seq <= stats.Resumed {
+			m, ok := <-held
+			if !ok {
+				return fmt.Errorf("restore: read the stream's sequence %d: %w", l.Seq, errors.Join(<-readErr, io.ErrUnexpectedEOF))
+			}
+			if why := differs(m, l); why != "" {
+				return fmt.Errorf("%w: it holds sequences %d to %d, and its sequence %d is not the backup's (%s): another log; restore into a fresh server", ErrNotEmpty, there.FirstSeq, there.LastSeq, l.Seq, why)
+			}
+			published = l.Seq
+			if opts.Progress != nil {
+				opts.Progress(l.Seq, h.LastSeq)
+			}
+			return nil
 		}
 		// Published as the ledger published it: the stream stores it
 		// with the partition of its own count (a backup taken from a
@@ -304,7 +360,7 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 		// within the window (that is the backup's own history).
 		m.Header.Del(jetstream.MsgIDHeader)
 		if id := l.Headers[jetstream.MsgIDHeader]; id != "" {
-			m.Header.Set("Ledger-Msg-Id", id)
+			m.Header.Set(restoredIDHeader, id)
 		}
 		// A refused publish (an identity without the right) gets no
 		// answer: bound the wait.
@@ -318,9 +374,31 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 			return fmt.Errorf("%w: message %d stored at %d", ErrSequence, l.Seq, ack.Sequence)
 		}
 		published = l.Seq
+		if opts.Progress != nil {
+			opts.Progress(l.Seq, h.LastSeq)
+		}
 		return nil
 	})
 	return stats, err
+}
+
+// differs says how the stream's message m differs from the backup's line
+// l ("" when it is the same event, as Restore publishes it: same
+// sequence, pool and type, body, signature and event id).
+func differs(m stream.Msg, l line) string {
+	switch {
+	case m.Seq != l.Seq:
+		return fmt.Sprintf("the stream gave sequence %d", m.Seq)
+	case stream.Published(m.Subject) != stream.Published(l.Subject):
+		return fmt.Sprintf("subject %s, the backup's %s", stream.Published(m.Subject), stream.Published(l.Subject))
+	case !bytes.Equal(m.Data, l.Data):
+		return "another body"
+	case m.Header.Get(signing.HeaderKeyID) != l.Headers[signing.HeaderKeyID] || m.Header.Get(signing.HeaderSignature) != l.Headers[signing.HeaderSignature]:
+		return "another signature"
+	case m.Header.Get(restoredIDHeader) != l.Headers[jetstream.MsgIDHeader]:
+		return fmt.Sprintf("event id %q, the backup's %q", m.Header.Get(restoredIDHeader), l.Headers[jetstream.MsgIDHeader])
+	}
+	return ""
 }
 
 // readHeader reads the header line and the keyring the backup's events

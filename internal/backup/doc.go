@@ -20,5 +20,7 @@
 // allocation_history, an auditor's notes) stay valid and signatures still
 // verify. The stream's own storage time of each message is not kept
 // (JetStream stamps it on restore); the events' own times are in their
-// bodies.
+// bodies. A stream that already holds the backup's first messages, each
+// equal to the backup's (a restore that stopped), is gone on from after
+// them; one holding anything else is refused ([ErrNotEmpty]).
 package backup
