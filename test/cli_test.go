@@ -2,9 +2,12 @@ package test
 
 import (
 	"context"
+	"time"
+
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
+	"github.com/cluster-ledger/ledger/projections/query"
 	"os"
 	"os/exec"
 	"strconv"
@@ -67,5 +70,98 @@ func TestReplayIntoAndVerifyCommands(t *testing.T) {
 	out, code := run("audit", "verify")
 	if code != 1 || !strings.Contains(out, "DIVERGENCE") || !strings.Contains(out, "sequence "+strconv.FormatInt(seq, 10)) {
 		t.Fatalf("audit verify after a changed decision: exit %d\n%s", code, out)
+	}
+}
+
+// TestDevReplayIntoKilledMidwayGoesOn: `ledger replay --into` of a site of
+// 2,000 pools (a `ledger dev`, its printed auditor identity), killed
+// (SIGKILL) once it committed part of the log, is run again with the same
+// command: it says it goes on with the rebuild that stopped, and the
+// database then equals the live projection, every secondary index built
+// again (the ones dropped before the kill too), no offset row of its own
+// left. Before, the second run was refused ("already holds a
+// projection") and the dropped indexes were lost (decision 423).
+func TestDevReplayIntoKilledMidwayGoesOn(t *testing.T) {
+	const pools = 2000
+	bin := ledgerBinary(t)
+	dev := startDev(t, bin, testenv.DataDir(t), freeAddr(t), freeAddr(t))
+	defer dev.stop(t)
+	devToken = dev.env["LEDGER_TOKEN"]
+	loadPools(t, dev.env["LEDGER_URL"], pools)
+	const total = 3 * pools
+	live := testdb.Pool(t, dev.env["DATABASE_URL"])
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if n, err := query.ProjectorOffset(context.Background(), live, ""); err == nil && n >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the live projection did not reach the log's end")
+		}
+	}
+
+	into := testdb.Empty(t)
+	rebuilt := testdb.Pool(t, into.Owner)
+	indexes := func() int {
+		t.Helper()
+		var n int
+		if err := rebuilt.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	offset := func() (n int64) {
+		_ = rebuilt.QueryRow(context.Background(), `SELECT coalesce(max(stream_seq), 0) FROM projector_offsets`).Scan(&n)
+		return n
+	}
+	rebuild := exec.Command(bin, "replay", "--into", into.Owner)
+	rebuild.Env = dev.environ()
+	if err := rebuild.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(120 * time.Second); offset() == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rebuild committed nothing in 120s")
+		}
+	}
+	_ = rebuild.Process.Kill()
+	_ = rebuild.Wait()
+	killedAt := offset()
+	if killedAt >= total {
+		t.Fatalf("the rebuild finished (offset %d) before it was killed: nothing tried", killedAt)
+	}
+	t.Logf("rebuild killed at offset %d of %d, %d indexes in the database", killedAt, total, indexes())
+
+	cmd := exec.Command(bin, "replay", "--into", into.Owner)
+	cmd.Env = dev.environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "going on with the rebuild that stopped") || !strings.Contains(string(out), "rebuilt the projection") {
+		t.Fatalf("replay --into run again: %v\n%s", err, out)
+	}
+	want, err := pgdump.Tables(context.Background(), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgdump.Tables(context.Background(), rebuilt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := pgdump.Diff(want, got); d != "" {
+		t.Fatalf("the rebuild that went on differs from the live projection at %s", d)
+	}
+	var liveIndexes int
+	if err := live.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()`).Scan(&liveIndexes); err != nil {
+		t.Fatal(err)
+	}
+	if n := indexes(); n != liveIndexes {
+		t.Fatalf("the rebuilt database has %d indexes, the live one %d", n, liveIndexes)
+	}
+	if n := offset(); n != 0 {
+		t.Fatalf("the rebuild left its offset row (%d)", n)
+	}
+	// Done, it is a projection like any other: a third run is refused.
+	cmd = exec.Command(bin, "replay", "--into", into.Owner)
+	cmd.Env = dev.environ()
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "empty database") {
+		t.Fatalf("replay --into a finished rebuild: %v\n%s", err, out)
 	}
 }

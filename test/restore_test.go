@@ -199,35 +199,7 @@ func TestDevRestoreKilledMidwayGoesOn(t *testing.T) {
 	defer first.stop(t)
 	devToken = first.env["LEDGER_TOKEN"]
 	base := first.env["LEDGER_URL"]
-	var wg sync.WaitGroup
-	work := make(chan int)
-	failed := make(chan string, 8)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				body := fmt.Sprintf(`[{"type":"plan","data":{"plan":{"consumers":[{"path":"/A","priority":3},{"path":"/B","priority":1}]}}},`+
-					`{"type":"host_up","data":{"host":"h1","slots":%d}},{"type":"demand","data":{"demands":{"/A":8,"/B":8}}}]`, 4+i%13)
-				if err := appendAs(devToken, fmt.Sprintf("%s/v1/pools/p%04d/events", base, i), body); err != nil {
-					select {
-					case failed <- err.Error():
-					default:
-					}
-				}
-			}
-		}()
-	}
-	for i := range pools {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case f := <-failed:
-		t.Fatalf("append: %s", f)
-	default:
-	}
+	loadPools(t, base, pools)
 	const total = 3 * pools
 	file := filepath.Join(t.TempDir(), "backup.jsonl")
 	if out, err := run(first.environ(), "backup", "--out", file); err != nil || !strings.Contains(out, fmt.Sprintf("backed up %d messages", total)) {
@@ -343,6 +315,42 @@ func TestDevRestoreKilledMidwayGoesOn(t *testing.T) {
 	}
 	if out, err := run(admin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"]); err == nil || !strings.Contains(out, "not the start of this backup") {
 		t.Fatalf("restore onto a stream the deployment appended to: %v\n%s", err, out)
+	}
+}
+
+// loadPools appends to pools pools p0000, p0001 ... of the `ledger dev`
+// at base a plan, a host and a demand each (3 events, one request), 8
+// requests at a time, with the token of devToken.
+func loadPools(t *testing.T, base string, pools int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	failed := make(chan string, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				body := fmt.Sprintf(`[{"type":"plan","data":{"plan":{"consumers":[{"path":"/A","priority":3},{"path":"/B","priority":1}]}}},`+
+					`{"type":"host_up","data":{"host":"h1","slots":%d}},{"type":"demand","data":{"demands":{"/A":8,"/B":8}}}]`, 4+i%13)
+				if err := appendAs(devToken, fmt.Sprintf("%s/v1/pools/p%04d/events", base, i), body); err != nil {
+					select {
+					case failed <- err.Error():
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range pools {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case f := <-failed:
+		t.Fatalf("append: %s", f)
+	default:
 	}
 }
 

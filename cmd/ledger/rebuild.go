@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/cluster-ledger/ledger/internal/redact"
@@ -40,17 +41,24 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if err != nil {
 		return redact.Error(err, into)
 	}
-	if held {
+	name, err := unfinishedRebuild(ctx, db)
+	if err != nil {
+		return redact.Error(err, into)
+	}
+	switch {
+	case name != "":
+		fmt.Fprintf(out, "going on with the rebuild that stopped in %s (%s)\n", redact.URL(into), name)
+	case held:
 		return fmt.Errorf("--into needs an empty database; %s already holds a projection", redact.URL(into))
+	default:
+		name = fmt.Sprintf("%s%d", rebuildPrefix, time.Now().UnixNano())
 	}
 	last, err := stream.LastSeq(ctx, js.Conn())
 	if err != nil {
 		return err
 	}
-	name := fmt.Sprintf("rebuild-%d", time.Now().UnixNano())
 	start := time.Now()
-	indexes, err := dropSecondaryIndexes(ctx, db)
-	if err != nil {
+	if err := dropSecondaryIndexes(ctx, db); err != nil {
 		return err
 	}
 	keys, err := f.keyring(js)
@@ -60,14 +68,8 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if err := projectUntil(ctx, js, db, keys, name, last, f.development); err != nil {
 		return err
 	}
-	if err := recreateIndexes(ctx, db, indexes); err != nil {
+	if err := finishRebuild(ctx, db, name); err != nil {
 		return err
-	}
-	// The rebuild's own offset row goes: its pools keep their checkpoints,
-	// so projectors of any partitioning start on the rebuilt projection
-	// and skip what each pool folded (docs/decisions.md #79, #147).
-	if _, err := db.Exec(ctx, `DELETE FROM projector_offsets WHERE name = $1`, name); err != nil {
-		return fmt.Errorf("remove the rebuild's offset: %w", err)
 	}
 	secs := time.Since(start).Seconds()
 	if err := haltedInRebuild(ctx, out, db); err != nil {
@@ -167,26 +169,92 @@ func bulkLoadPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 
 // dropSecondaryIndexes drops every index of the schema that backs no
 // constraint and returns their definitions.
-func dropSecondaryIndexes(ctx context.Context, db *pgxpool.Pool) ([]string, error) {
-	indexes, err := query.SecondaryIndexes(ctx, db)
+//
+// A rebuild can stop anywhere (killed, the machine lost). Run again on the
+// same database it goes on (decision 423): its projector's offset row,
+// named rebuildPrefix and a number, is there until the rebuild is done,
+// and the projector resumes from it as any projector does; the indexes it
+// dropped are kept, by definition, in droppedIndexesTable, written in the
+// transaction that drops them and removed in the one that builds them
+// again, so a rebuild stopped between the two still builds them.
+
+// rebuildPrefix begins the name of a rebuild's projector.
+const rebuildPrefix = "rebuild-"
+
+// droppedIndexesTable holds the definitions of the indexes a rebuild in
+// progress dropped. It is the rebuild's alone (made and removed by the
+// owner role that runs it; no other role reads it), so its SQL is here.
+const droppedIndexesTable = "rebuild_dropped_indexes"
+
+// unfinishedRebuild is the name of the projector of a rebuild that
+// stopped in db ("" when there is none): the only offset row there,
+// named as a rebuild's. One without the dropped indexes' definitions was
+// left by an older release, which kept them in memory only: going on
+// would leave those indexes out, so it is refused.
+func unfinishedRebuild(ctx context.Context, db *pgxpool.Pool) (string, error) {
+	rows, _ := db.Query(ctx, `SELECT name FROM projector_offsets`)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, err
+		return "", fmt.Errorf("look for a rebuild that stopped: %w", err)
 	}
-	var defs []string
-	for _, ix := range indexes {
-		if _, err := db.Exec(ctx, "DROP INDEX "+pgx.Identifier{ix.Name}.Sanitize()); err != nil {
-			return nil, fmt.Errorf("drop index %s: %w", ix.Name, err)
-		}
-		defs = append(defs, ix.Definition)
+	if len(names) != 1 || !strings.HasPrefix(names[0], rebuildPrefix) {
+		return "", nil
 	}
-	return defs, nil
+	var kept bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, droppedIndexesTable).Scan(&kept); err != nil {
+		return "", fmt.Errorf("look for a rebuild that stopped: %w", err)
+	}
+	if !kept {
+		return "", fmt.Errorf("--into: the database holds a rebuild an older release began and did not finish (%s); the indexes it dropped are not known: drop the database, create it empty and rebuild", names[0])
+	}
+	return names[0], nil
 }
 
-func recreateIndexes(ctx context.Context, db *pgxpool.Pool, defs []string) error {
-	for _, def := range defs {
-		if _, err := db.Exec(ctx, def); err != nil {
-			return fmt.Errorf("recreate index (%s): %w", def, err)
+func dropSecondaryIndexes(ctx context.Context, db *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+droppedIndexesTable+` (definition text NOT NULL)`); err != nil {
+			return fmt.Errorf("keep the indexes' definitions: %w", err)
 		}
-	}
-	return nil
+		indexes, err := query.SecondaryIndexes(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, ix := range indexes {
+			if _, err := tx.Exec(ctx, `INSERT INTO `+droppedIndexesTable+` (definition) VALUES ($1)`, ix.Definition); err != nil {
+				return fmt.Errorf("keep the definition of index %s: %w", ix.Name, err)
+			}
+			if _, err := tx.Exec(ctx, "DROP INDEX "+pgx.Identifier{ix.Name}.Sanitize()); err != nil {
+				return fmt.Errorf("drop index %s: %w", ix.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// finishRebuild builds the dropped indexes again and removes the
+// rebuild's own offset row, in one transaction: its pools keep their
+// checkpoints, so projectors of any partitioning start on the rebuilt
+// projection and skip what each pool folded (docs/decisions.md #79,
+// #147); and a rebuild's offset row is never there without the
+// definitions of the indexes it dropped.
+func finishRebuild(ctx context.Context, db *pgxpool.Pool, name string) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, `SELECT definition FROM `+droppedIndexesTable)
+		defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("read the dropped indexes' definitions: %w", err)
+		}
+		for _, def := range defs {
+			if _, err := tx.Exec(ctx, def); err != nil {
+				return fmt.Errorf("recreate index (%s): %w", def, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `DROP TABLE `+droppedIndexesTable); err != nil {
+			return fmt.Errorf("remove the dropped indexes' definitions: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM projector_offsets WHERE name = $1`, name); err != nil {
+			return fmt.Errorf("remove the rebuild's offset: %w", err)
+		}
+		return nil
+	})
 }
