@@ -735,6 +735,9 @@ func (m *Model) applyAt(seq uint64, at time.Time, p events.Payload) (*fold, erro
 		f.settleToRest(reassign)
 		// a move whose freed slots stay free is no move (#347, #364)
 		f.cancelIdleMoves(0)
+		if m.pol.preemption {
+			f.reclaimsAsMoves(0) // ruling 7's move (decision 413)
+		}
 		f.dropEmpty(0)
 		return f, nil
 	} else {

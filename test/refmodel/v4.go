@@ -1580,6 +1580,74 @@ func (f *fold) cancelIdleMoves(start int) {
 	}
 }
 
+// reclaimsAsMoves records, once the event has settled, a victim's loss to a
+// reclaim that its gain on another host in the same event makes up as a
+// move (ruling 7: "what it gives up because its share of the event's end
+// state lies on another host ... a release (rule release.moved) on the
+// host it leaves and a grant or lend on the host it goes to, in the same
+// event, its count unchanged"; "It is no more than a reclaim followed by
+// a grant of the same count"): the victim's release.moved on the
+// reclaim's host with its reclaim_grace (ruling 13), and the claimant's
+// grant of the slot it frees with the claimant's placing rule; the
+// reclaim keeps what the victim's count loses. The victim's gains are its
+// grants and lends (not own.use, ruling 5's own layer, #364, #385) and its
+// reclaims on other hosts, less what its moves already pair. Where the
+// claimant may hold the gain's part #385 has already netted it.
+// Allocations are unchanged. (Decision 413; gen.GenerateOwned seed 532,
+// event 4.)
+func (f *fold) reclaimsAsMoves(start int) {
+	m := f.m
+	out := f.out[start:]
+	placing := "share_ratio.grant"
+	if m.pol.reclaim == events.ReclaimPriority {
+		placing = "priority.entitled"
+	}
+	// each leaf's gains per host, less what its moves pair already
+	gains := map[string]map[string]int64{}
+	for _, d := range out {
+		if d.Slots <= 0 || !(d.Kind == "grant" || d.Kind == "lend" || d.Kind == "reclaim") || d.Rule == "own.use" || d.Rule == "priority.borrow" {
+			continue
+		}
+		if gains[d.Consumer] == nil {
+			gains[d.Consumer] = map[string]int64{}
+		}
+		gains[d.Consumer][d.Host] += d.Slots
+	}
+	take := func(v, notHost string, n int64) int64 {
+		var got int64
+		for _, h := range m.hostNames() {
+			if h == notHost || got >= n || gains[v][h] <= 0 {
+				continue
+			}
+			k := min(n-got, gains[v][h])
+			gains[v][h] -= k
+			got += k
+		}
+		return got
+	}
+	for _, d := range out {
+		if d.Kind == "release" && d.Rule == "release.moved" && d.Slots > 0 {
+			take(d.Consumer, d.Host, d.Slots)
+		}
+	}
+	var add []Decision
+	for i := range out {
+		r := &out[i]
+		if r.Kind != "reclaim" || r.Slots <= 0 {
+			continue
+		}
+		n := take(r.From, r.Host, r.Slots)
+		if n == 0 {
+			continue
+		}
+		r.Slots -= n
+		add = append(add,
+			Decision{Kind: "release", Consumer: r.From, Host: r.Host, Slots: n, Rule: "release.moved", Deadline: r.Deadline},
+			Decision{Kind: "grant", Consumer: r.Consumer, Host: r.Host, Slots: n, Rule: placing})
+	}
+	f.out = append(f.out, add...)
+}
+
 // reclaimAcross is a claimant's reclaim from a victim inside an ancestor
 // whose max blocks the claimant's free slots (balance: true), where the
 // claimant may not hold the victim's part: the victim gives up its slot on

@@ -43,3 +43,45 @@ steps:
         - {kind: grant, consumer: /b/b, host: h2, slots: 2, rule: priority.entitled}
 `)
 }
+
+// TestRules4ReclaimMadeUpByAnEntitledGainElsewhereIsAMove: under priority
+// /b (max 12) owns h3; /b/b holds 6 on the public h1 and 6 on h3. /c/a
+// asks 5: its G of the public pool is 3, and /b/b's share of the end state
+// is 7 on h3 (its pool's last slot) and 3 on h1. /b/b gives up 3 on h1 and
+// gains 1 on h3: one slot it gives up because its share lies on another
+// host, its count unchanged, which ruling 7 records as a move
+// (`release.moved`, its reclaim_grace, ruling 13) and `/c/a` takes as a
+// free slot; the other two are what /c/a's reclaim takes (decision 413;
+// gen.GenerateOwned seed 532, event 4, shrunk). The model recorded a
+// reclaim of 3 beside /b/b's grant.
+func TestRules4ReclaimMadeUpByAnEntitledGainElsewhereIsAMove(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority}
+  consumers:
+    - {path: /b, max: 12, own: [{host: h3}]}
+    - {path: /b/b}
+    - {path: /c}
+    - {path: /c/a, reclaim_grace: 5m}
+hosts:
+  - {name: h1, group: g2, slots: 6}
+steps:
+  - events: [{type: demand, demands: {/b/b: 24}}]
+    expect:
+      allocations: {/b/b: 6}
+  - events: [{type: host_up, host: h3, group: g2, slots: 7}]
+    expect:
+      allocations: {/b/b: 12}
+      placed: {/b/b: {h1: 6, h3: 6}}
+  - events: [{type: demand, demands: {/c/a: 5}}]
+    expect:
+      allocations: {/b/b: 10, /c/a: 3}
+      placed: {/b/b: {h1: 3, h3: 7}, /c/a: {h1: 3}}
+      decisions:
+        - {kind: release, consumer: /b/b, host: h1, slots: 1, rule: release.moved, deadline: "+0s"}
+        - {kind: grant, consumer: /b/b, host: h3, slots: 1, rule: priority.entitled}
+        - {kind: grant, consumer: /c/a, host: h1, slots: 1, rule: priority.entitled}
+        - {kind: reclaim, consumer: /c/a, from: /b/b, host: h1, slots: 2, rule: priority.reclaim, deadline: "+0s"}
+`)
+}
