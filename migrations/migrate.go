@@ -235,7 +235,7 @@ func DriverURL(databaseURL string) (string, error) {
 	if strings.HasPrefix(databaseURL, "pgx5://") {
 		return databaseURL, nil
 	}
-	return "", fmt.Errorf("%w: %q", ErrBadURL, redact.URL(databaseURL))
+	return "", fmt.Errorf("%w: %q", ErrBadURL, redact.Conn(databaseURL))
 }
 
 func open(databaseURL string) (*migrate.Migrate, error) {

@@ -217,3 +217,56 @@ func TestErrorsShowNoSecret(t *testing.T) {
 		t.Errorf("the projector's error should still say where it could not connect:\n%s", out)
 	}
 }
+
+// TestErrorsShowNoOddPassword: a password that is not percent-encoded in
+// its URL (a space, a tab, a quote, a '#', '?', '/' or '@' typed as it
+// is, as a user copies it from a password manager) is still hidden in
+// every error of the commands and the projector that connect with it,
+// whether the URL comes from DATABASE_URL or a flag, and whether the
+// driver takes the URL or refuses it (decision 424). Before, the
+// redaction ended the URL's authority at the first space or quote, so
+// "postgres://ledger:my Secret@host" showed "my Secret" whole.
+func TestErrorsShowNoOddPassword(t *testing.T) {
+	ledger, projector := ledgerBinary(t), projectorBinary(t)
+	natsURL := testenv.NATS(t)
+	for _, pw := range []string{
+		"OddSecret0451 Xq7Tail",
+		"OddSecret0451\tXq7Tail",
+		`OddSecret0451"Xq7Tail`,
+		"OddSecret0451'Xq7Tail",
+		"OddSecret0451`Xq7Tail",
+		"OddSecret0451#Xq7Tail",
+		"OddSecret0451?Xq7Tail",
+		"OddSecret0451/Xq7Tail",
+		"OddSecret0451@Xq7Tail",
+		" OddSecret0451",
+	} {
+		url := "postgres://ledger_reporting:" + pw + "@127.0.0.1:1/ledger?sslmode=disable"
+		env := append(secretEnv("NATS_URL="+natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Auditor)), "DATABASE_URL="+url)
+		check := func(what, out string) {
+			t.Helper()
+			for _, part := range append(strings.Fields(pw), "OddSecret0451", "Xq7Tail") {
+				if strings.Contains(out, part) {
+					t.Errorf("%s with the password %q shows %q of it:\n%s", what, pw, part, out)
+				}
+			}
+		}
+		for _, args := range [][]string{
+			{"audit", "verify"},
+			{"recover"},
+			{"migrate"},
+			{"replay", "--from", "1"},
+			{"replay", "--into", url},
+			{"audit", "verify", "--database-url", url},
+		} {
+			cmd := exec.Command(ledger, args...)
+			cmd.Env = env
+			out, _ := cmd.CombinedOutput()
+			check("ledger "+args[0], string(out))
+		}
+		cmd := exec.Command(projector, "--connect-timeout", "1s")
+		cmd.Env = env
+		out, _ := cmd.CombinedOutput()
+		check("projector", string(out))
+	}
+}

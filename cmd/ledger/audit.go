@@ -97,7 +97,7 @@ func (f *logFlags) openDB(ctx context.Context, required bool) (*pgxpool.Pool, er
 		err = db.Ping(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL %s: %w", redact.URL(f.databaseURL), redact.Error(err, f.databaseURL))
+		return nil, fmt.Errorf("PostgreSQL %s: %w", redact.Conn(f.databaseURL), redact.Error(err, f.databaseURL))
 	}
 	return db, nil
 }

@@ -78,7 +78,7 @@ func addLedgerURLFlag(cmd *cobra.Command, p *string) {
 func addNATSURLFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "nats-url", envDefault(EnvNATSURL, DefaultNATSURL), "NATS server `URL` (env "+EnvNATSURL+")")
 	f := cmd.Flags().Lookup("nats-url")
-	f.DefValue = redact.URL(f.DefValue)
+	f.DefValue = redact.Conn(f.DefValue)
 }
 
 // addDatabaseURLFlag registers --database-url ($DATABASE_URL when not

@@ -30,7 +30,7 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	}
 	defer closeNATS()
 	if err := migrations.Up(ctx, into); err != nil {
-		return fmt.Errorf("migrate %s: %w", redact.URL(into), err)
+		return fmt.Errorf("migrate %s: %w", redact.Conn(into), err)
 	}
 	db, err := bulkLoadPool(ctx, into)
 	if err != nil {
@@ -47,9 +47,9 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	}
 	switch {
 	case name != "":
-		fmt.Fprintf(out, "going on with the rebuild that stopped in %s (%s)\n", redact.URL(into), name)
+		fmt.Fprintf(out, "going on with the rebuild that stopped in %s (%s)\n", redact.Conn(into), name)
 	case held:
-		return fmt.Errorf("--into needs an empty database; %s already holds a projection", redact.URL(into))
+		return fmt.Errorf("--into needs an empty database; %s already holds a projection", redact.Conn(into))
 	default:
 		name = fmt.Sprintf("%s%d", rebuildPrefix, time.Now().UnixNano())
 	}
@@ -75,7 +75,7 @@ func runRebuild(ctx context.Context, out io.Writer, f logFlags, into string) err
 	if err := haltedInRebuild(ctx, out, db); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "rebuilt the projection of %d stream messages into %s in %.1fs (%.0f events/s)\n", last, redact.URL(into), secs, float64(last)/secs)
+	fmt.Fprintf(out, "rebuilt the projection of %d stream messages into %s in %.1fs (%.0f events/s)\n", last, redact.Conn(into), secs, float64(last)/secs)
 	return refusedUnauthenticated(ctx, out, db)
 }
 

@@ -136,7 +136,7 @@ $LEDGER_NATS_CREDS (the projector's nkey seed file).`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&f.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server `URL` (env NATS_URL)")
-	fs.Lookup("nats-url").DefValue = redact.URL(os.Getenv("NATS_URL")) // --help shows no password
+	fs.Lookup("nats-url").DefValue = redact.Conn(os.Getenv("NATS_URL")) // --help shows no password
 	fs.StringVar(&f.natsCreds, "nats-creds", os.Getenv("LEDGER_NATS_CREDS"), "`FILE` with the projector's NATS identity (nkey seed) (env LEDGER_NATS_CREDS)")
 	fs.StringVar(&f.healCreds, "heal-creds", os.Getenv("LEDGER_NATS_HEAL_CREDS"), "`FILE` with a NATS identity allowed to publish to ledger.> (the ledger's seed), used only to append lost events again when healing the stream (env LEDGER_NATS_HEAL_CREDS; without it healing uses --nats-creds)")
 	fs.StringVar(&f.trustedKeys, "trusted-keys", os.Getenv("LEDGER_TRUSTED_KEYS"), "`FILE` of PEM public keys; events none of them signed are refused as unauthenticated (env LEDGER_TRUSTED_KEYS)")

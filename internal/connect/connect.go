@@ -71,12 +71,12 @@ func (w *Waiter) retry(ctx context.Context, what, addr string, f func(context.Co
 		cancel()
 		if err == nil {
 			if !logged.IsZero() {
-				w.log.Info(w.name+": "+what+" reachable", "addr", redact.URL(addr), "waited", since(start))
+				w.log.Info(w.name+": "+what+" reachable", "addr", redact.Conn(addr), "waited", since(start))
 			}
 			return nil
 		}
 		if ctx.Err() != nil {
-			return w.stopped(ctx, what, err)
+			return w.stopped(ctx, what, addr, err)
 		}
 		if w.expired() {
 			return w.giveUp(what, addr, err)
@@ -87,7 +87,7 @@ func (w *Waiter) retry(ctx context.Context, what, addr string, f func(context.Co
 		}
 		select {
 		case <-ctx.Done():
-			return w.stopped(ctx, what, err)
+			return w.stopped(ctx, what, addr, err)
 		case <-time.After(w.capped(delay)):
 		}
 		delay = next(delay)
@@ -123,15 +123,15 @@ func (w *Waiter) waiting(what, addr string, start time.Time, err error) {
 		limit = w.wait.String()
 	}
 	w.log.Warn(w.name+": "+what+" not reachable yet; waiting",
-		"addr", redact.URL(addr), "waited", since(start), "limit", limit, "err", redact.Error(err, addr))
+		"addr", redact.Conn(addr), "waited", since(start), "limit", limit, "err", redact.Error(err, addr))
 }
 
 func (w *Waiter) giveUp(what, addr string, err error) error {
-	return fmt.Errorf("%s %s: %w after %v: %w", what, redact.URL(addr), ErrUnreachable, w.wait, redact.Error(err, addr))
+	return fmt.Errorf("%s %s: %w after %v: %w", what, redact.Conn(addr), ErrUnreachable, w.wait, redact.Error(err, addr))
 }
 
-func (w *Waiter) stopped(ctx context.Context, what string, err error) error {
-	return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), redact.URL(err.Error()))
+func (w *Waiter) stopped(ctx context.Context, what, addr string, err error) error {
+	return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), redact.Error(err, addr))
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(100 * time.Millisecond) }

@@ -30,7 +30,7 @@ func (w *Waiter) NATS(ctx context.Context, url string, extra ...nats.Option) (*n
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: closed on purpose
-				w.log.Warn(w.name+": NATS disconnected; reconnecting", "addr", redact.URL(url), "err", err)
+				w.log.Warn(w.name+": NATS disconnected; reconnecting", "addr", redact.Conn(url), "err", err)
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
@@ -42,7 +42,7 @@ func (w *Waiter) NATS(ctx context.Context, url string, extra ...nats.Option) (*n
 	}, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil { // a malformed URL or option: waiting will not help
-		return nil, fmt.Errorf("NATS %s: %w", redact.URL(url), err)
+		return nil, fmt.Errorf("NATS %s: %w", redact.Conn(url), err)
 	}
 	// The connection retries in the background (every ReconnectWait);
 	// this only watches it, often, so the service starts as soon as NATS

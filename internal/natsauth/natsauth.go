@@ -180,10 +180,10 @@ func Connect(url, credsPath string, opts ...nats.Option) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if errors.Is(err, nats.ErrAuthorization) {
-		return nil, fmt.Errorf("NATS %s refused the connection (%w): give the credentials with LEDGER_NATS_CREDS or --nats-creds (`ledger dev` prints them); with the right ones, the identity holds its most connections at once (natsauth.MaxConnections)", redact.URL(url), err)
+		return nil, fmt.Errorf("NATS %s refused the connection (%w): give the credentials with LEDGER_NATS_CREDS or --nats-creds (`ledger dev` prints them); with the right ones, the identity holds its most connections at once (natsauth.MaxConnections)", redact.Conn(url), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("NATS %s: %w", redact.URL(url), redact.Error(err, url))
+		return nil, fmt.Errorf("NATS %s: %w", redact.Conn(url), redact.Error(err, url))
 	}
 	return nc, nil
 }

@@ -1,7 +1,10 @@
 package redact
 
 import (
+	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -50,13 +53,22 @@ func URL(s string) string {
 	}
 }
 
+// Conn is URL for a string known to be one connection string (a flag's or
+// an environment variable's value, not free text): its password is
+// hidden wherever it ends, even when it holds characters a URL needs
+// percent-encoded (a space, a quote, '#', '/', '@') that end URL's
+// search for it in free text (decision 424).
+func Conn(conn string) string {
+	return URL(hide(conn, passwords(conn)))
+}
+
 // Error returns err with every password of the given connection strings
 // (and of any URL in its text) hidden in its message; nil stays nil.
 // errors.Is and errors.As see err's chain unchanged.
 func Error(err error, conns ...string) error {
 	var secrets []string
 	for _, c := range conns {
-		secrets = append(secrets, password(c))
+		secrets = append(secrets, passwords(c)...)
 	}
 	return Secrets(err, secrets...)
 }
@@ -68,13 +80,7 @@ func Secrets(err error, secrets ...string) error {
 		return nil
 	}
 	msg := err.Error()
-	clean := msg
-	for _, sec := range secrets {
-		if len(sec) >= 4 { // shorter is no secret worth hiding everywhere
-			clean = strings.ReplaceAll(clean, sec, Mask)
-		}
-	}
-	clean = URL(clean)
+	clean := URL(hide(msg, secrets))
 	if clean == msg {
 		return err
 	}
@@ -89,25 +95,61 @@ type redacted struct {
 func (r *redacted) Error() string { return r.msg }
 func (r *redacted) Unwrap() error { return r.err }
 
-// password is the password of a URL or keyword/value connection string,
-// "" when it has none.
-func password(conn string) string {
+// hide replaces in s every secret (4 bytes or more: shorter is no secret
+// worth hiding everywhere) and the forms messages quote it in: Go's
+// quoting (a driver's parse error, "parse \"postgres://...\"") and
+// percent-encoding. Longer secrets first, so that one holding another is
+// hidden whole.
+func hide(s string, secrets []string) string {
+	var forms []string
+	for _, sec := range secrets {
+		if len(sec) < 4 {
+			continue
+		}
+		quoted := strconv.Quote(sec)
+		forms = append(forms, sec, quoted[1:len(quoted)-1], url.QueryEscape(sec), url.PathEscape(sec),
+			strings.TrimPrefix(url.UserPassword("", sec).String(), ":"))
+	}
+	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	for _, f := range forms {
+		s = strings.ReplaceAll(s, f, Mask)
+	}
+	return s
+}
+
+// passwords are what may be the password of a URL or keyword/value
+// connection string (none when it has none). Of a URL, the user
+// information ends at an '@' before the host, which a password typed
+// without percent-encoding may hold too: so every text from the first
+// ':' after the scheme to each '@' after it is a candidate, the longest
+// (to the last '@') holding any password whole.
+func passwords(conn string) []string {
 	if m := passwordKV.FindStringSubmatch(conn); m != nil {
-		return strings.Trim(m[2], "'")
+		return []string{strings.Trim(m[2], "'")}
 	}
 	i := strings.Index(conn, "://")
 	if i < 0 {
-		return ""
+		return nil
 	}
 	rest := conn[i+3:]
-	end := strings.IndexAny(rest, " \t\n")
-	if end < 0 {
-		end = len(rest)
+	colon := strings.IndexByte(rest, ':')
+	if colon < 0 {
+		return nil
 	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return ""
+	var out []string
+	for at := colon + 1; at < len(rest); at++ {
+		if rest[at] == '@' {
+			out = append(out, rest[colon+1:at])
+		}
 	}
-	_, pw, _ := strings.Cut(rest[:at], ":")
-	return pw
+	if len(out) > 0 {
+		// A parser may cut such a password where a URL's part ends
+		// ('#', '?', '/', '@', a space, a quote) and quote a piece of
+		// it (golang-migrate's "pgx5://role:PIECE", pgx's host
+		// "PIECE@127.0.0.1"): each piece is hidden too.
+		out = append(out, strings.FieldsFunc(out[len(out)-1], func(r rune) bool {
+			return strings.ContainsRune("#?/@ \t\n\"'`", r)
+		})...)
+	}
+	return out
 }

@@ -40,3 +40,31 @@ func TestError(t *testing.T) {
 		t.Fatal("an error with nothing to hide should be returned as it is")
 	}
 }
+
+// TestConnOddPassword: a connection string whose password holds what a
+// URL needs percent-encoded is hidden whole by Conn, and Error hides the
+// pieces a parser quotes of it (decision 424).
+func TestConnOddPassword(t *testing.T) {
+	for pw, quoted := range map[string]string{
+		"Secret0451 Tail0451":  `lookup Tail0451@127.0.0.1: no such host`,
+		`Secret0451"Tail0451`:  `parse "pgx5://r:Secret0451\"Tail0451@127.0.0.1/db": invalid userinfo`,
+		"Secret0451#Tail0451":  `parse "pgx5://r:Secret0451": invalid port ":Secret0451" after host`,
+		"Secret0451@Tail0451":  `hostname resolving error: lookup Tail0451@127.0.0.1: no such host`,
+		"Secret0451\tTail0451": `parse "pgx5://r:Secret0451\tTail0451@127.0.0.1/db": invalid control character in URL`,
+	} {
+		conn := "postgres://r:" + pw + "@127.0.0.1:5432/db?sslmode=disable"
+		if got, want := Conn(conn), "postgres://r:xxxxx@127.0.0.1:5432/db?sslmode=disable"; got != want {
+			t.Errorf("Conn(%q) = %q, want %q", conn, got, want)
+		}
+		err := Error(errors.New(quoted), conn)
+		if strings.Contains(err.Error(), "Secret0451") || strings.Contains(err.Error(), "Tail0451") {
+			t.Errorf("Error(%q) with the password %q = %q", quoted, pw, err)
+		}
+	}
+	// No password: nothing hidden, the port kept.
+	for _, conn := range []string{"nats://127.0.0.1:4222", "postgres://r@h:5432/db"} {
+		if got := Conn(conn); got != conn {
+			t.Errorf("Conn(%q) = %q", conn, got)
+		}
+	}
+}

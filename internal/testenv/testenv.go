@@ -282,7 +282,7 @@ func startContainer(ctx context.Context) (*pgServer, error) {
 func withDatabase(u, name string) (string, error) {
 	parsed, err := url.Parse(u)
 	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
-		return "", fmt.Errorf("$%s must be a postgres:// URL, got %q", EnvDatabaseURL, redact.URL(u))
+		return "", fmt.Errorf("$%s must be a postgres:// URL, got %q", EnvDatabaseURL, redact.Conn(u))
 	}
 	parsed.Path = "/" + name
 	parsed.RawPath = ""
