@@ -108,6 +108,42 @@ func TestDevRestoreIntoNewDeployment(t *testing.T) {
 	if out := run(second.environ(), "audit", "verify"); !strings.HasPrefix(out, "ok: ") {
 		t.Fatalf("audit verify after a new event:\n%s", out)
 	}
+
+	// The restored deployment backed up and restored into a third: its
+	// backup names the first's key for the sequences it restored, so
+	// the second's trusted keys alone are refused, saying which keys
+	// are missing and how to give them; the two files together restore
+	// it, and the third verifies (decision 425).
+	second2 := filepath.Join(t.TempDir(), "second.jsonl")
+	run(second.environ(), "backup", "--out", second2)
+	data3 := testenv.DataDir(t)
+	third := startDev(t, bin, data3, freeAddr(t), freeAddr(t))
+	defer third.stop(t)
+	admin3 := append(third.environ(), "LEDGER_NATS_CREDS="+filepath.Join(data3, "nats-auth", "admin.nk"))
+	cmd := exec.Command(bin, "restore", "--in", second2, "--trusted-keys", second.env["LEDGER_TRUSTED_KEYS"])
+	cmd.Env = admin3
+	refusal, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(refusal), "a log the deployment was itself restored from") || !strings.Contains(string(refusal), "concatenated") {
+		t.Fatalf("restore of a restored deployment's backup with its own keys only: %v\n%s", err, refusal)
+	}
+	both := filepath.Join(t.TempDir(), "trusted.pub")
+	var keys []byte
+	for _, f := range []string{first.env["LEDGER_TRUSTED_KEYS"], second.env["LEDGER_TRUSTED_KEYS"]} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, b...)
+	}
+	if err := os.WriteFile(both, keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(admin3, "restore", "--in", second2, "--trusted-keys", both)
+	devToken = third.env["LEDGER_TOKEN"]
+	waitAllocations(t, third.env["LEDGER_URL"], "demo", 5)
+	if out := run(third.environ(), "audit", "verify"); !strings.HasPrefix(out, "ok: ") || strings.Contains(out, "UNAUTHENTICATED") {
+		t.Fatalf("audit verify of the third deployment:\n%s", out)
+	}
 }
 
 // forgeBackup writes a copy of the backup file with the event of

@@ -441,6 +441,12 @@ func readHeader(r io.Reader, opts RestoreOptions) (header, *signing.Keyring, err
 		expected := opts.Keys.Public()
 		for _, k := range h.Keys {
 			if pub, ok := expected[k.ID]; !ok || !pub.Equal(ed25519.PublicKey(k.PublicKey)) {
+				if k.UpTo > 0 {
+					// The deployment was itself restored: the log's first
+					// part was signed by the deployment it came from, whose
+					// keys the operator vouches for too (decision 425).
+					return header{}, nil, fmt.Errorf("%w: the backup names key %s as the key of a log the deployment was itself restored from (it signed sequences up to %d), which the given trusted keys do not hold; nothing restored: give, with the trusted keys of the deployment the backup comes from, those of the deployment that log came from (one file: PEM files may be concatenated)", ErrUntrustedKey, k.ID, k.UpTo)
+				}
 				return header{}, nil, fmt.Errorf("%w: the backup names key %s, which the given trusted keys do not hold: "+
 					"its events may have been edited and signed again with it; nothing restored (check the backup, and that --trusted-keys are the keys of the deployment it comes from)", ErrUntrustedKey, k.ID)
 			}
