@@ -238,8 +238,18 @@ func TestDevRestoreKilledMidwayGoesOn(t *testing.T) {
 	loadPools(t, base, pools)
 	const total = 3 * pools
 	file := filepath.Join(t.TempDir(), "backup.jsonl")
-	if out, err := run(first.environ(), "backup", "--out", file); err != nil || !strings.Contains(out, fmt.Sprintf("backed up %d messages", total)) {
-		t.Fatalf("backup: %v\n%s", err, out)
+	// On a terminal (script(1) gives it one) backup and restore show
+	// their progress.
+	onTerminal := func(env []string, args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command("script", "-qec", bin+" "+strings.Join(args, " "), "/dev/null")
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := onTerminal(first.environ(), "backup", "--out", file); err != nil || !strings.Contains(out, fmt.Sprintf("backed up %d messages", total)) ||
+		!strings.Contains(out, fmt.Sprintf("backed up 3000 of %d", total)) {
+		t.Fatalf("backup: %v\n%q", err, out)
 	}
 
 	data := testenv.DataDir(t)
@@ -290,8 +300,9 @@ func TestDevRestoreKilledMidwayGoesOn(t *testing.T) {
 		t.Fatalf("a refused restore changed the stream: %d messages, %d before", got, killedAt)
 	}
 
-	out, err = run(admin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])
-	if err != nil || !strings.Contains(out, fmt.Sprintf("the stream held sequences 1 to %d", killedAt)) || !strings.Contains(out, fmt.Sprintf("restored %d messages", total)) {
+	out, err = onTerminal(admin, "restore", "--in", file, "--trusted-keys", first.env["LEDGER_TRUSTED_KEYS"])
+	if err != nil || !strings.Contains(out, fmt.Sprintf("the stream held sequences 1 to %d", killedAt)) || !strings.Contains(out, fmt.Sprintf("restored %d messages", total)) ||
+		!strings.Contains(out, fmt.Sprintf("restored 5000 of %d", total)) {
 		t.Fatalf("restore run again: %v\n%s", err, out)
 	}
 	t.Logf("restore run again:\n%s", out)

@@ -132,7 +132,12 @@ func runBackup(ctx context.Context, out, errOut io.Writer, url, creds, trustedKe
 		defer f.Close()
 		w, report = f, out
 	}
-	st, err := backup.Write(ctx, js, w, keys)
+	st, err := backup.Write(ctx, js, w, keys, func(seq, last uint64) {
+		if seq%1000 == 0 || seq == last {
+			progress("backed up %d of %d", seq, last)
+		}
+	})
+	clearProgress()
 	if err != nil {
 		return err
 	}

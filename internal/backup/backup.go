@@ -115,8 +115,9 @@ type Stats struct {
 // with the signing keys in force: keys (the deployment's trusted keys)
 // and the historical keys the stream records (it was restored). Events
 // no key signed are copied too (the backup is the log as it is) and
-// listed in Stats.Unauthenticated.
-func Write(ctx context.Context, js jetstream.JetStream, w io.Writer, keys *signing.Keyring) (Stats, error) {
+// listed in Stats.Unauthenticated. progress, when not nil, is called after
+// each message written with its sequence and the last to write.
+func Write(ctx context.Context, js jetstream.JetStream, w io.Writer, keys *signing.Keyring, progress func(seq, last uint64)) (Stats, error) {
 	if keys == nil {
 		return Stats{}, fmt.Errorf("%w: a backup carries the keys a new deployment needs to trust it (the trusted keys file)", ErrNoKeys)
 	}
@@ -164,6 +165,9 @@ func Write(ctx context.Context, js jetstream.JetStream, w io.Writer, keys *signi
 			}
 			stats.Messages++
 			stats.LastSeq = l.Seq
+			if progress != nil {
+				progress(l.Seq, st.LastSeq)
+			}
 			return nil
 		})
 		if err != nil {
