@@ -337,3 +337,30 @@ func TestExplainAsTheLedger(t *testing.T) {
 		t.Errorf("consumers: %d after the flood, at most %d during it; want the projector's 1", n, most)
 	}
 }
+
+// TestTimelineFilterHostileText: a timeline filter PostgreSQL cannot take
+// as text (a NUL, bytes that are not UTF-8, an overlong encoding) or
+// longer than any kind or rule is the client's mistake: 400 bad_request
+// naming the parameter, asked with the read token of a person at the
+// console; before, such a filter reached PostgreSQL and was answered 503
+// database_failed, "PostgreSQL unavailable?", with Retry-After (decision
+// 426). A well-formed filter that matches nothing is still 200.
+func TestTimelineFilterHostileText(t *testing.T) {
+	s := newService(t)
+	loadSeed001(t, s, "p")
+	for _, q := range []string{"kind=%00", "rule=%00", "consumer=/A%00", "kind=%ff", "rule=%ff", "consumer=/%ff", "rule=%c0%80",
+		"kind=re%0aclaim", "rule=" + strings.Repeat("a", 129)} {
+		status, body := get(t, s.url+"/v1/pools/p/timeline?"+q, s.readToken)
+		name, _, _ := strings.Cut(q, "=")
+		if status != http.StatusBadRequest || !strings.Contains(string(body), `"bad_request"`) || !strings.Contains(string(body), name+` \"`) {
+			t.Errorf("timeline?%s: %d %s, want 400 bad_request naming %s", q, status, body, name)
+		}
+	}
+	for _, q := range []string{"kind=nothing", "rule=share_ratio.none", "consumer=/nobody", "rule=" + strings.Repeat("a", 128)} {
+		var tl console.TimelineResponse
+		getJSON(t, s.url+"/v1/pools/p/timeline?"+q, s.readToken, &tl)
+		if len(tl.Decisions) != 0 {
+			t.Errorf("timeline?%s: %d decisions, want none", q, len(tl.Decisions))
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -452,8 +454,17 @@ func parseTimelineFilter(r *http.Request) (timelineFilter, error) {
 	switch {
 	case f.consumer == "/":
 		f.consumer = "" // the root: every consumer
-	case f.consumer != "" && (!strings.HasPrefix(f.consumer, "/") || strings.HasSuffix(f.consumer, "/") || len(f.consumer) > events.MaxPathLen):
+	case f.consumer != "" && (!strings.HasPrefix(f.consumer, "/") || strings.HasSuffix(f.consumer, "/") || len(f.consumer) > events.MaxPathLen || !filterText(f.consumer)):
 		return f, fmt.Errorf("consumer %q: want a consumer's path like /eng/dev (it and its descendants are shown)", f.consumer)
+	}
+	// What PostgreSQL cannot hold in text (a NUL, bytes that are not
+	// UTF-8) is the client's mistake, not a failed read: refused here,
+	// it was a 503 "PostgreSQL unavailable?" with Retry-After (decision
+	// 426). Kinds and rules are short identifiers.
+	for name, v := range map[string]string{"kind": f.kind, "rule": f.rule} {
+		if len(v) > maxFilterLen || !filterText(v) {
+			return f, fmt.Errorf("%s %q: want a decision's %s (at most %d bytes of UTF-8 without control characters), like %s", name, truncate(v, maxFilterLen), name, maxFilterLen, map[string]string{"kind": "reclaim", "rule": "share_ratio.reclaim"}[name])
+		}
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -472,6 +483,23 @@ func parseTimelineFilter(r *http.Request) (timelineFilter, error) {
 		f.beforeSeq, f.beforeOrdinal = timelineCursor(s, o)
 	}
 	return f, nil
+}
+
+// maxFilterLen bounds the timeline's kind and rule filters.
+const maxFilterLen = 128
+
+// filterText reports whether a filter of the timeline is text a column
+// can be compared with: UTF-8 without control characters (NUL included).
+func filterText(v string) bool {
+	return utf8.ValidString(v) && !strings.ContainsFunc(v, unicode.IsControl)
+}
+
+// truncate shortens v to at most n bytes for an error message.
+func truncate(v string, n int) string {
+	if len(v) > n {
+		return v[:n] + "..."
+	}
+	return v
 }
 
 // timelineCursor puts a cursor "strictly before (seq, ord)" within the
