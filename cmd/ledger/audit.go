@@ -38,6 +38,20 @@ func (f *logFlags) register(cmd *cobra.Command) {
 	addDatabaseURLFlag(cmd, &f.databaseURL)
 }
 
+// checkPoolFlag refuses a --pool that is no pool's name before it becomes
+// a subject filter: "*" or ">" there are NATS wildcards, so "--pool '*'"
+// read every pool's events as one pool's, and audit verify reported a
+// divergence that was not there (decision 427). "" is every pool.
+func checkPoolFlag(pool string) error {
+	if pool == "" {
+		return nil
+	}
+	if err := stream.ValidatePool(pool); err != nil {
+		return fmt.Errorf("--pool: %w", err)
+	}
+	return nil
+}
+
 // registerDevelopment adds --rules-development, for the commands that fold
 // a deployment's log (verify, replay, explain).
 func (f *logFlags) registerDevelopment(cmd *cobra.Command) {
@@ -145,6 +159,9 @@ otherwise matches: someone wrote to the log around the ledger.`,
 }
 
 func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool string) error {
+	if err := checkPoolFlag(pool); err != nil {
+		return err
+	}
 	js, closeNATS, err := f.openLog()
 	if err != nil {
 		return err
@@ -223,6 +240,9 @@ PostgreSQL database, with the projector's own code.`,
 var errStop = errors.New("stop")
 
 func runReplay(ctx context.Context, out, errOut io.Writer, f logFlags, from, to uint64, pool string, asJSON bool) error {
+	if err := checkPoolFlag(pool); err != nil {
+		return err
+	}
 	if to != 0 && to < from {
 		// It replayed and printed nothing, with exit status 0.
 		return fmt.Errorf("--to %d is before --from %d: nothing to replay", to, from)

@@ -52,7 +52,9 @@ deployment wrote needs it).`,
 			var refused []audit.Message
 			if file != "" {
 				p, err = explainScenario(file, story, limit, f.development)
-			} else {
+			} else if err = checkPoolFlag(pool); err == nil && pool == "" {
+				err = errors.New("--pool: explain needs a pool (or --file)")
+			} else if err == nil {
 				p, refused, err = explainLog(cmd.Context(), f, pool, story, limit)
 				err = f.hintDevelopment(err)
 			}

@@ -76,6 +76,12 @@ type Refusal struct {
 // divergence; later events are not compared (Report.UpTo says how far it
 // went).
 func Verify(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, from uint64, pool string, progress func(checked int), opts ...Option) (Report, error) {
+	if pool != "" {
+		// A name with a wildcard would be a filter over other pools.
+		if err := stream.ValidatePool(pool); err != nil {
+			return Report{}, err
+		}
+	}
 	var rep Report
 	err := query.ReadOnly(ctx, db, func(q query.Querier) error {
 		var err error
