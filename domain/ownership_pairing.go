@@ -465,7 +465,7 @@ func (pl *placement) gain(x placing, losers []int32, lost map[int32]Slots) {
 		lost[v] -= n
 		pl.over[v] -= n
 		k -= n
-		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: x.leaf, from: v, host: pl.parts[x.part].host, slots: n, rule: pl.rules.reclaim, graceOf: v})
+		pl.moves = append(pl.moves, placeMove{kind: KindReclaim, leaf: x.leaf, from: v, host: pl.parts[x.part].host, slots: n, rule: pl.rules.reclaim, graceOf: v, part: pl.parts[x.part].owner})
 		return n
 	}
 	owed := pl.owed[x.leaf]

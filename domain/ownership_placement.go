@@ -51,9 +51,9 @@ type placeMove struct {
 	slots   Slots
 	rule    Rule
 	graceOf int32
-	// part: for a grant or a lend, the owner of the part the slots are
-	// in (noNode: the public part); rules 4's swap of returns (ruling 9,
-	// return_swap.go) reads it.
+	// part: for a grant, a lend or a reclaim of the pairing, the owner of
+	// the part the slots are in (noNode: the public part); rules 4's swap
+	// of returns (ruling 9, return_swap.go) reads it.
 	part int32
 }
 

@@ -9,13 +9,14 @@ import "slices"
 // free slots of its own parts, most preferred first, and made the returns
 // it still needs; each such return, from a borrower b, is matched in
 // return order with the slots b is given in the same event (its
-// compensation, in the order placed) that the owner may hold: for every
-// matched slot b keeps the owner's slot and the owner is given b's slot
-// instead (grant, rule own.use, on that slot's host), on the return's
-// own host too (docs/decisions.md #381); a descendant taking its parent's
-// private slots back is given it by the compensation's rule, a grant or a
-// lend as the part is (#349, #402). Only the unmatched rest is
-// returned. Decisions record the net change per leaf and host: a
+// compensation, in the order placed: free slots, or slots b reclaims
+// from a third leaf, #410) that the owner may hold: for every matched
+// slot b keeps the owner's slot and the owner takes b's slot instead, on
+// the return's own host too (docs/decisions.md #381): a free slot by a
+// grant of rule own.use, a descendant taking its parent's private slots
+// back by the compensation's rule, a grant or a lend as the part is
+// (#349, #402); a reclaimed slot by the owner's reclaim from the third
+// leaf, with that leaf's grace. Only the unmatched rest is returned. Decisions record the net change per leaf and host: a
 // return and a compensation that cancel leave none, so an owner already
 // on such slots stays there and the next event decides nothing.
 
@@ -27,20 +28,34 @@ func (p *Pool) swapReturns(moves []placeMove) []placeMove {
 			continue
 		}
 		owner, b := moves[i].leaf, moves[i].from
+		if !p.mayUse(b, moves[i].graceOf) {
+			// b may no longer hold the part (ruling 10): the return
+			// takes the slot back and nothing stands in for it.
+			continue
+		}
 		for j := range moves {
 			r, g := &moves[i], &moves[j]
 			if r.slots == 0 {
 				break
 			}
-			if (g.kind != KindGrant && g.kind != KindLend) || g.leaf != b || g.slots == 0 || !p.mayUse(owner, g.part) {
+			if (g.kind != KindGrant && g.kind != KindLend && g.kind != KindReclaim) || g.leaf != b || g.slots == 0 || g.rule == RuleOwnUse || !p.mayUse(owner, g.part) ||
+				g.kind == KindReclaim && releasesOn(moves, owner, g.host) {
 				continue
 			}
 			m := minSlots(r.slots, g.slots)
 			r.slots -= m
 			g.slots -= m
-			if r.graceOf == owner {
+			switch {
+			case g.kind == KindReclaim && g.from == owner:
+				// b reclaims from the owner what the owner takes back
+				// from b: each keeps what it holds.
+			case g.kind == KindReclaim:
+				// The owner reclaims from the third leaf instead, with
+				// that leaf's grace (#410).
+				given = append(given, placeMove{kind: KindReclaim, leaf: owner, from: g.from, host: g.host, slots: m, rule: g.rule, graceOf: g.from, part: g.part})
+			case r.graceOf == owner:
 				given = append(given, placeMove{kind: KindGrant, leaf: owner, from: noNode, host: g.host, slots: m, rule: RuleOwnUse, graceOf: noNode, part: g.part})
-			} else {
+			default:
 				// A descendant taking its parent's private slots back
 				// (ruling 8) owns nothing: its stand-in keeps the
 				// compensation's rule (#349, #402).
@@ -52,6 +67,14 @@ func (p *Pool) swapReturns(moves []placeMove) []placeMove {
 		return moves
 	}
 	return withGiven(moves, given)
+}
+
+// releasesOn reports whether the moves release slots of leaf l on host
+// h. The owner does not stand in for its borrower's reclaim there: the
+// stand-in would cancel against the release (withGiven) and leave the
+// victim its slot, one slot more than the placement gave it.
+func releasesOn(moves []placeMove, l, h int32) bool {
+	return slices.ContainsFunc(moves, func(m placeMove) bool { return m.kind == KindRelease && m.leaf == l && m.host == h && m.slots > 0 })
 }
 
 // withGiven is moves with given added as net changes per leaf and host:

@@ -120,10 +120,13 @@ func commentsToFields(src string) (string, int) {
 // A key is the file's name under test/scenarios, or name@rules-N for one
 // version only.
 var existingDisagrees = map[string]string{
-	"errors/plan-own-unsupported-rules.yaml":         "the model folds ownership under rules 1 and 2 (AMBIGUITIES.md, ownership 23); the project refuses it (decisions.md #88, now allocation-rules.md D.1.6)",
-	"errors/plan-priority-out-of-range.yaml":         "the model does not bound priorities (the project refuses |priority| > 2^40 from rules 2 on)",
-	"errors/plan-share-zero.yaml@rules-4":            "a file of rules 1 to 3 naming no version: under rules 4 a zero share is valid with share_ratio (rules-v4.md D.1.5)",
-	"ownership/priority-host-down-trim.yaml@rules-4": "a file of rules 3 naming no version: under rules 4, ruling 9 (reclaim_for_preference false, the default) swaps /A's return from /B with /B's compensation, the idle public slots of h4 (return 2 and own.use 2 for the file's return 4 and grant /B 2); the engine under rules 4 gives the same",
+	"errors/plan-own-unsupported-rules.yaml":                           "the model folds ownership under rules 1 and 2 (AMBIGUITIES.md, ownership 23); the project refuses it (decisions.md #88, now allocation-rules.md D.1.6)",
+	"errors/plan-priority-out-of-range.yaml":                           "the model does not bound priorities (the project refuses |priority| > 2^40 from rules 2 on)",
+	"errors/plan-share-zero.yaml@rules-4":                              "a file of rules 1 to 3 naming no version: under rules 4 a zero share is valid with share_ratio (rules-v4.md D.1.5)",
+	"ownership/share-ratio-grace-classes.yaml@rules-4":                 "a file of rules 3 naming no version: under rules 4, ruling 9 with docs/decisions.md #410 swaps /A's return from /B with /B's reclaim from /C (grant /A 2 own.use and reclaim /A from /C 2 for the file's return 2 and reclaim /B from /C 2); the engine under rules 4 gives the same",
+	"ownership/share-ratio-child-host-under-parent-group.yaml@rules-4": "a file of rules 3 naming no version: under rules 4, ruling 9 with docs/decisions.md #410 swaps /P/y's return from /P/x with /P/x's reclaim from /Q (reclaim /P/y from /Q 2 for the file's return and reclaim), so g1 going down later trims /P/x 4; the engine under rules 4 gives the same",
+	"ownership/share-ratio-host-down-trim.yaml@rules-4":                "a file of rules 3 naming no version: under rules 4, ruling 9 with docs/decisions.md #410 swaps /A's return from /B with /B's reclaim from /C (return 2 and reclaim /A from /C 2), so /B moves onto g1 by 4 own.use later; the engine under rules 4 gives the same",
+	"ownership/priority-host-down-trim.yaml@rules-4":                   "a file of rules 3 naming no version: under rules 4, ruling 9 (reclaim_for_preference false, the default) swaps /A's return from /B with /B's compensation, the idle public slots of h4 (return 2 and own.use 2 for the file's return 4 and grant /B 2); the engine under rules 4 gives the same",
 }
 
 func TestExistingScenarioFiles(t *testing.T) {

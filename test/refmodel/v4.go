@@ -1250,8 +1250,9 @@ func (m *Model) layeredT0(d *derived, ly layers, e0 map[string]int64) map[string
 // withOwnership seed 61, event 8).
 //
 // swapReclaims: whether a slot the borrower reclaims from a third leaf is
-// compensation too (open: test/refmodel/AMBIGUITIES.md, item 41).
-var swapReclaims = false
+// compensation too (item 41 of test/refmodel/AMBIGUITIES.md, reading (g)
+// of round 6; the lead decided it is: docs/decisions.md #410).
+var swapReclaims = true
 
 func (f *fold) swap4(start int) {
 	m := f.m
