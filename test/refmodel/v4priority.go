@@ -481,7 +481,24 @@ func (f *fold) pool4(x string) {
 						f.shiftSeat(v, c, k, n)
 						mine.add(v, k, -n)
 						mine.add(c, k, n)
-						f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: "priority.reclaim"})
+						// the victim's slot on the private part of the
+						// claimant's ancestor, where the seating the own
+						// layer read seats it, is ruling 8's take-back: a
+						// return with the part owner's lend_grace, paired
+						// with the borrower seated there (ruling 11; item
+						// 44's take-back in the pool itself; decision 414)
+						ret := int64(0)
+						if k.part != root && !m.isLeaf(k.part) && under(c, k.part) && !under(v, k.part) {
+							ret = min(n, f.sat[v][k])
+						}
+						if ret > 0 {
+							f.sat.add(v, k, -ret)
+							f.emit(Decision{Kind: "return", Consumer: c, From: v, Host: k.host, Slots: ret, Rule: "own.return",
+								Deadline: f.at.Add(m.nodes[k.part].lendGrace)})
+						}
+						if n > ret {
+							f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n - ret, Rule: "priority.reclaim"})
+						}
 						f.track()
 						inX[v] -= n
 						inX[c] += n

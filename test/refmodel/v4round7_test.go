@@ -1,6 +1,9 @@
 package refmodel
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // Round 7 of the differential's adjudication (test/refmodel/AMBIGUITIES.md,
 // "Round 7"): each test is a shrunk log whose first difference the spec,
@@ -83,5 +86,54 @@ steps:
         - {kind: grant, consumer: /b/b, host: h3, slots: 1, rule: priority.entitled}
         - {kind: grant, consumer: /c/a, host: h1, slots: 1, rule: priority.entitled}
         - {kind: reclaim, consumer: /c/a, from: /b/b, host: h1, slots: 2, rule: priority.reclaim, deadline: "+0s"}
+`)
+}
+
+// TestRules4ReclaimOfAnAncestorsPrivateSlotIsAReturn: under priority /b
+// owns h2's one slot; /a/a/c holds all 7 of h2, one of them /b's private
+// slot (it sits there in the seating the rebalance starts from). /b/c/c
+// asks 6: /b's pool (S = 1) gives it nothing (its G there is 0: /b/c and
+// /b/d tie and the remainder goes to the higher priority /b/d, section 2;
+// borrow cap G + G = 0), and the public pool (S = 7, /b's slot lent in)
+// gives it G = 1, which it reclaims from /a/a/c (G 4). A reclaim takes
+// the victim's slots class by class, the most restrictive first (ruling
+// 1): /b's lent class (lend_grace 0, which /b/c/c's reclaim_grace of 1m
+// could not use were it not /b's own descendant) comes before the public
+// slots, so the slot taken is /b's private one, where /a/a/c sits: ruling
+// 8's take-back, `return` with /b's lend_grace (decision 414;
+// withOwnership seed 488, event 3, shrunk). With /b's lend_grace 2m the
+// lent class is one every leaf may use, the pool's own (public) slots go
+// first, and it stays a reclaim (/a/a/c's reclaim_grace, 0).
+func TestRules4ReclaimOfAnAncestorsPrivateSlotIsAReturn(t *testing.T) {
+	const plan = `
+plan:
+  rules: 4
+  policy: {reclaim: priority}
+  consumers:
+    - {path: /a, share: 5}
+    - {path: /a/a}
+    - {path: /a/a/c}
+    - {path: /b, own: [{group: default, slots: 1}], share: 5%s}
+    - {path: /b/c}
+    - {path: /b/c/c, reclaim_grace: 1m}
+    - {path: /b/d, priority: 3}
+hosts:
+  - {name: h2, group: default, slots: 7}
+steps:
+  - events: [{type: demand, demands: {/a/a/c: 12}}]
+    expect:
+      allocations: {/a/a/c: 7}
+  - events: [{type: demand, demands: {/b/c/c: 6}}]
+    expect:
+      allocations: {/a/a/c: 6, /b/c/c: 1}
+      decisions:
+`
+	runYAML(t, fmt.Sprintf(plan, "")+`
+        - {kind: return, consumer: /b/c/c, from: /a/a/c, host: h2, slots: 1, rule: own.return, deadline: "+0s"}
+        - {kind: reclaim, consumer: /b/c/c, from: /a/a/c, slots: 0}
+`)
+	runYAML(t, fmt.Sprintf(plan, ", lend_grace: 2m")+`
+        - {kind: reclaim, consumer: /b/c/c, from: /a/a/c, host: h2, slots: 1, rule: priority.reclaim, deadline: "+0s"}
+        - {kind: return, consumer: /b/c/c, from: /a/a/c, slots: 0}
 `)
 }
