@@ -1023,7 +1023,9 @@ func (f *fold) balanced4(ly layers) {
 		// ancestors above its max"); takeFree bounds free slots by the
 		// headroom, each victim by the headroom its branch leaves
 		need := t[c] - m.held(c)
-		need -= f.takeFree(c, need, "share_ratio.grant", false)
+		// free slots only where c may take them (ruling 4's "may
+		// take", section 5's private-slot property; decision 415)
+		need -= f.takeFree(c, need, "share_ratio.grant", true)
 		for _, v := range walk {
 			if need <= 0 {
 				break

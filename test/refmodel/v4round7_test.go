@@ -137,3 +137,40 @@ steps:
         - {kind: return, consumer: /b/c/c, from: /a/a/c, slots: 0}
 `)
 }
+
+// TestRules4ShareRatioClaimantTakesNoFreeSlotANearerLeafMayTake: under
+// share_ratio (preemption, balance) /a asks 9 and /b/a 8 in one event; /b
+// owns h1's 8 slots, /c h3's 12 (idle, lent). /a comes first in the
+// claimant order (deficit per share 9 against 8), and its fold order
+// lists /b's lent part before /c's (lender path); but /b/a, nearer to
+// /b's part, has unmet demand and room, so /a may not take it (ruling 4's
+// "may take"; section 5: "a slot privately owned by X is used outside X's
+// subtree only while no descendant of X with unmet demand could use it"):
+// `lend /a from /c 9`, `grant /b/a 8`. The model lent /a /b's 8 slots and
+// had /b/a take them back by a return in the same event (decision 415;
+// gen.GenerateOwned seed 574, event 3, shrunk).
+func TestRules4ShareRatioClaimantTakesNoFreeSlotANearerLeafMayTake(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio, reclaim_for_preference: true}
+  consumers:
+    - {path: /a}
+    - {path: /b, own: [{host: h1}]}
+    - {path: /b/a}
+    - {path: /c, own: [{host: h3}]}
+hosts:
+  - {name: h1, group: g2, slots: 8}
+  - {name: h3, group: g2, slots: 12}
+steps:
+  - events: [{type: demand, demands: {/a: 9, /b/a: 8}}]
+    expect:
+      allocations: {/a: 9, /b/a: 8}
+      placed: {/a: {h3: 9}, /b/a: {h1: 8}}
+      decisions:
+        - {kind: grant, consumer: /b/a, host: h1, slots: 8, rule: share_ratio.grant}
+        - {kind: lend, consumer: /a, from: /c, host: h3, slots: 9, rule: share_ratio.grant}
+        - {kind: lend, consumer: /a, from: /b, slots: 0}
+        - {kind: return, consumer: /b/a, from: /a, slots: 0}
+`)
+}
