@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -781,3 +782,35 @@ func publishEvents(t *testing.T, js jetstream.JetStream, pool string, ps ...even
 }
 
 var publishCounter int
+
+// TestLedgerRecoverNamesItsIdentity: `ledger recover` appends, so it runs
+// as the ledger identity (the reporting role for PostgreSQL, as `ledger
+// dev` prints it): with the auditor's identity, the one `ledger dev`
+// prints, a needed recover fails at once saying which identity appends,
+// and appends nothing; with the ledger's it gives the stream its tail
+// back (decision 428).
+func TestLedgerRecoverNamesItsIdentity(t *testing.T) {
+	bin := ledgerBinary(t)
+	nats := newCrashNATS(t)
+	roles := testdb.New(t)
+	early, full := projectThenLoseTail(t, nats, testdb.Pool(t, roles.Projector), func() { rawPool(t, nats.js, "r", 0, 20) }, 20, 45)
+	recover := func(id natsauth.Role) (string, error) {
+		cmd := exec.Command(bin, "recover", "--nats-url", nats.srv.URL(), "--nats-creds", testenv.Creds(t, nats.srv.URL(), id), "--database-url", roles.Reporting)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	start := time.Now()
+	out, err := recover(natsauth.Auditor)
+	if err == nil || !strings.Contains(out, "ledger identity") || !strings.Contains(out, "ledger.nk") {
+		t.Fatalf("ledger recover as the auditor: %v\n%s\nwant a failure naming the identity that appends", err, out)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("ledger recover as the auditor took %v to fail", d)
+	}
+	if got := nats.lastSeq(t); got != early {
+		t.Fatalf("a refused recover changed the stream: it ends at %d, it ended at %d", got, early)
+	}
+	if out, err := recover(natsauth.Ledger); err != nil || !strings.Contains(out, fmt.Sprintf("it now ends at %d", full)) {
+		t.Fatalf("ledger recover as the ledger: %v\n%s", err, out)
+	}
+}

@@ -2,15 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/projections"
 )
+
+// errAppendRefused: NATS refused recover's appends (an identity without
+// the right to publish events).
+var errAppendRefused = errors.New("recover: appends refused")
 
 func init() {
 	var f logFlags
@@ -35,7 +44,10 @@ they differ (exit status 1). A stream that is not behind is left alone.
 The projector does the same by itself when it starts or reconnects; the
 ledger API answers appends with 503 (reason "healing", Retry-After) until
 the stream has caught up. recover is for running it by hand, e.g. before
-starting the services.`,
+starting the services. It appends, so it runs as the ledger identity
+(--nats-creds: the ledger's seed, DATA/nats-auth/ledger.nk under ledger
+dev; the auditor's, which ledger dev prints, may not append, and recover
+says so) and reads PostgreSQL as the reporting role.`,
 		Example: `  ledger recover --nats-url nats://127.0.0.1:4222 --database-url postgres://...`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -52,13 +64,31 @@ func runRecover(ctx context.Context, out io.Writer, f logFlags) error {
 		return err
 	}
 	defer db.Close()
-	js, closeLog, err := f.openLog()
+	// recover appends, which only the ledger identity (and admin) may: a
+	// publish NATS refuses gets no answer, only an asynchronous
+	// permissions error, and the heal waited for its acknowledgement for
+	// ever (decision 428). The first such error ends it, saying so.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	refused := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			cancel(fmt.Errorf("%w: NATS refused this identity's appends (%v); recover appends the lost events again, as the ledger identity does: --nats-creds or %s naming its seed (ledger dev: DATA/nats-auth/ledger.nk; the printed auditor's may not append)", errAppendRefused, err, EnvNATSCreds))
+		}
+	})
+	nc, err := natsauth.Connect(f.natsURL, f.natsCreds, nats.Name("ledger-recover"), nats.Timeout(5*time.Second), refused)
 	if err != nil {
 		return err
 	}
-	defer closeLog()
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rep, err := projections.New(js, db, projections.WithLogger(log)).Heal(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, errAppendRefused) {
+		return cause
+	}
 	if err != nil {
 		return err
 	}
