@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -53,6 +54,20 @@ type HealReport struct {
 // healWindow is how many publishes are in flight during a heal: enough to
 // hide the round trip, few enough that a refusal stops the rest quickly.
 const healWindow = 256
+
+// healAckWait bounds the wait for a window's acknowledgements. NATS
+// answers a publish the identity may not make with no acknowledgement,
+// only an asynchronous permissions error on the connection: a projector
+// healing with its own identity (no --heal-creds, as one without the
+// ledger's seed runs) waited for ever, projecting nothing, healthy to its
+// liveness probe (decision 428). Past the bound, or at once when the
+// connection reports that refusal, the heal fails with words that say
+// which identity appends, is retried as any failure and counts toward
+// --stuck-after.
+const healAckWait = 20 * time.Second
+
+// errHealRefused: the identity the heal publishes with may not append.
+var errHealRefused = errors.New("NATS refused to append the lost events with this identity: healing needs one allowed to publish to ledger.> (the ledger's seed: the projector's --heal-creds, or ledger recover --nats-creds)")
 
 // Heal gives the stream back the events that the projection holds beyond
 // the stream's end, as `ledger recover` does and as Run does by itself
@@ -302,23 +317,47 @@ func (p *Projector) publishTail(ctx context.Context, tail []tailRow) error {
 			return fmt.Errorf("append sequence %d again: %w", t.seq, err)
 		}
 	}
+	wait := time.NewTimer(healAckWait)
+	defer wait.Stop()
+	check := time.NewTicker(200 * time.Millisecond)
+	defer check.Stop()
+	refused := func() error {
+		// Only a refusal of these appends: another permissions error the
+		// connection met before says nothing of them.
+		if err := p.healJS().Conn().LastError(); errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `Publish to "ledger.`) {
+			return fmt.Errorf("%w (%v)", errHealRefused, err)
+		}
+		return nil
+	}
 	for i, f := range futures {
 		t := tail[i]
-		select {
-		case ack := <-f.Ok():
-			if ack.Duplicate || ack.Sequence != uint64(t.seq) {
-				return fatal(fmt.Errorf("%w at sequence %d: appending event %q again got sequence %d (duplicate %t): the stream already holds it elsewhere",
-					ErrDiverged, t.seq, t.id, ack.Sequence, ack.Duplicate))
+		for acked := false; !acked; {
+			select {
+			case <-check.C:
+				if err := refused(); err != nil {
+					return err
+				}
+			case <-wait.C:
+				if err := refused(); err != nil {
+					return err
+				}
+				return fmt.Errorf("append sequence %d again: no acknowledgement in %v: %w", t.seq, healAckWait, errHealRefused)
+			case ack := <-f.Ok():
+				if ack.Duplicate || ack.Sequence != uint64(t.seq) {
+					return fatal(fmt.Errorf("%w at sequence %d: appending event %q again got sequence %d (duplicate %t): the stream already holds it elsewhere",
+						ErrDiverged, t.seq, t.id, ack.Sequence, ack.Duplicate))
+				}
+				acked = true
+			case err := <-f.Err():
+				var apiErr *jetstream.APIError
+				if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+					return fatal(fmt.Errorf("%w at sequence %d: the stream changed while it was being healed (another writer?): %v",
+						ErrDiverged, t.seq, err))
+				}
+				return fmt.Errorf("append sequence %d again: %w", t.seq, err)
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-		case err := <-f.Err():
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-				return fatal(fmt.Errorf("%w at sequence %d: the stream changed while it was being healed (another writer?): %v",
-					ErrDiverged, t.seq, err))
-			}
-			return fmt.Errorf("append sequence %d again: %w", t.seq, err)
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
 	return nil

@@ -814,3 +814,50 @@ func TestLedgerRecoverNamesItsIdentity(t *testing.T) {
 		t.Fatalf("ledger recover as the ledger: %v\n%s", err, out)
 	}
 }
+
+// TestProjectorHealWithoutTheRightToAppend: a projector run as
+// docker-compose runs it, with its own identity and no --heal-creds, on
+// a stream that lost its tail: its heal is refused by NATS (the
+// projector may not append), and instead of waiting for ever for
+// acknowledgements, projecting nothing while its liveness probe says
+// ok, it fails saying which identity heals, counts the failure toward
+// --stuck-after, and appends nothing; given the ledger's identity to heal
+// with, it heals (decision 428).
+func TestProjectorHealWithoutTheRightToAppend(t *testing.T) {
+	nats := newCrashNATS(t)
+	roles := testdb.New(t)
+	db := testdb.Pool(t, roles.Projector)
+	early, full := projectThenLoseTail(t, nats, db, func() { rawPool(t, nats.js, "r", 0, 20) }, 20, 45)
+
+	var logged syncBuffer
+	failures := projections.NewFailures()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- projections.New(testenv.As(t, nats.js, natsauth.Projector), db, projections.WithFailures(failures),
+			projections.WithLogger(slog.New(slog.NewTextHandler(&logged, nil)))).Run(ctx)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(logged.String(), "healing needs one allowed to publish to ledger.>") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("a projector that may not append did not say why its heal fails within 60s:\n%s", logged.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if failures.Longest() <= 0 {
+		t.Errorf("the refused heal is not counted as a failure (--stuck-after)")
+	}
+	cancel()
+	<-done
+	if got := nats.lastSeq(t); got != early {
+		t.Fatalf("a refused heal changed the stream: it ends at %d, it ended at %d", got, early)
+	}
+	project := runProjectorInProcess(t, nats.js, db) // heals with the ledger's identity
+	for deadline := time.Now().Add(60 * time.Second); nats.lastSeq(t) != full; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the projector healing as the ledger did not give the stream its tail back (at %d, want %d)", nats.lastSeq(t), full)
+		}
+	}
+	_ = project.stop()
+}
