@@ -270,3 +270,31 @@ func TestErrorsShowNoOddPassword(t *testing.T) {
 		check("projector", string(out))
 	}
 }
+
+// TestRestoreQuotesNoFileGivenByMistake: `ledger restore --in` given a
+// file that is not a backup (tab completion picked a secret: an nkey
+// seed, a password file, the tokens file) is refused without quoting
+// the file; it quoted its first line (decision 429).
+func TestRestoreQuotesNoFileGivenByMistake(t *testing.T) {
+	ledger := ledgerBinary(t)
+	natsURL := testenv.NATS(t)
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"admin.nk":        "SUAC" + strings.Repeat("Q", 52) + secretPassword + "\n",
+		"ledger.password": secretPassword + "\n",
+		"tokens.jsonl":    `{"name":"x","sha256":"` + secretPassword + `","scopes":["read"],"pools":["*"]}` + "\n",
+		"quoted":          `"` + secretPassword + `"` + "\n",
+	} {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(ledger, "restore", "--in", file, "--trust-backup-keys")
+		cmd.Env = secretEnv("NATS_URL="+natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, natsURL, natsauth.Admin))
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "not the header of a backup") {
+			t.Errorf("restore --in %s: %v, want a refusal\n%s", name, err, out)
+		}
+		checkNoSecret(t, "ledger restore --in "+name, string(out))
+	}
+}

@@ -415,7 +415,13 @@ func readHeader(r io.Reader, opts RestoreOptions) (header, *signing.Keyring, err
 	}
 	var h header
 	if err := json.Unmarshal(first, &h); err != nil || (h.Format != Format && h.Format != FormatV1) {
-		return header{}, nil, fmt.Errorf("%w: header %q: %v", ErrBadFile, truncate(first), err)
+		// The line is not quoted: a file given by mistake may be a
+		// secret (an nkey seed, a password file: decision 429).
+		what := fmt.Sprintf("its format is %q", truncate([]byte(h.Format)))
+		if err != nil {
+			what = "it is not a JSON object"
+		}
+		return header{}, nil, fmt.Errorf("%w: its first line (%d bytes) is not the header of a backup (%s; a backup begins with {\"format\":%q)", ErrBadFile, len(first), what, Format)
 	}
 	keys := signing.NewKeyring()
 	switch {
