@@ -929,6 +929,18 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 	if victimOwnLast {
 		sort.SliceStable(order, func(i, j int) bool { return order[i].part != v && order[j].part == v })
 	}
+	if !strict {
+		// the victim's slots the claimant may take (ruling 4: no nearer
+		// leaf with unmet demand may hold the part) before those it only
+		// may hold: section 5's private-slot property, "a slot privately
+		// owned by X is used outside X's subtree only while no descendant
+		// of X with unmet demand could use it" (decision 416)
+		may := map[string]bool{}
+		for _, k := range order {
+			may[k.part] = f.mayTake(c, k.part)
+		}
+		sort.SliceStable(order, func(i, j int) bool { return may[order[i].part] && !may[order[j].part] })
+	}
 	for _, k := range order {
 		if got >= want {
 			break

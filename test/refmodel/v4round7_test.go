@@ -174,3 +174,42 @@ steps:
         - {kind: return, consumer: /b/a, from: /a, slots: 0}
 `)
 }
+
+// TestRules4ShareRatioVictimGivesFirstWhatTheClaimantMayTake: under
+// share_ratio (preemption, balance) /b owns h3's 3 gpu slots; /b/a holds
+// them and 3 public slots of h2. /a/a asks 8 and /b/b 9: T /a/a 2, /b/a
+// 3, /b/b 2. /a/a (first in the claimant order, by path) takes h2's free
+// slot and reclaims one more from /b/a: of /b/a's slots it takes a public
+// one, since /b/b, nearer to /b's part, has unmet demand (ruling 4's "may
+// take"; section 5's private-slot property), not /b's private slot in
+// /b's lent class, which it may hold but which leaves /b's own leaf on the
+// public part (decision 416; withOwnership seed 413, event 4, shrunk).
+// /b/b then reclaims its 2 from /b/a.
+func TestRules4ShareRatioVictimGivesFirstWhatTheClaimantMayTake(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /a}
+    - {path: /a/a}
+    - {path: /b, own: [{group: gpu, slots: 7}]}
+    - {path: /b/a}
+    - {path: /b/b, reclaim_grace: 1m}
+hosts:
+  - {name: h2, group: default, slots: 4}
+  - {name: h3, group: gpu, slots: 3}
+steps:
+  - events: [{type: demand, demands: {/b/a: 6}}]
+    expect:
+      allocations: {/b/a: 6}
+  - events: [{type: demand, demands: {/a/a: 8, /b/b: 9}}]
+    expect:
+      allocations: {/a/a: 2, /b/a: 3, /b/b: 2}
+      placed: {/a/a: {h2: 2}}
+      decisions:
+        - {kind: grant, consumer: /a/a, host: h2, slots: 1, rule: share_ratio.grant}
+        - {kind: reclaim, consumer: /a/a, from: /b/a, host: h2, slots: 1, rule: share_ratio.reclaim, deadline: "+0s"}
+        - {kind: reclaim, consumer: /b/b, from: /b/a, slots: 2, rule: share_ratio.reclaim, deadline: "+0s"}
+`)
+}
