@@ -100,10 +100,27 @@ func (pl *placement) pair() {
 		}
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(borrowsFirst(a), borrowsFirst(b)) })
 	}
+	// usedFree: by part, the free slots an owner's gain took before its
+	// returns (rules 4).
+	var usedFree map[int]Slots
 	for _, g := range order { // returns
 		x := &gains[g]
 		h, owner := pl.parts[x.part].host, pl.parts[x.part].owner
 		hl := lossOn(h)
+		if pl.rules.freeBeforeKeepers && seatedLeft != nil && x.slots > 0 && owner == x.leaf && !pl.rules.noReclaim && pl.seatedLosing(h, owner, hl) {
+			// Rules 4 (ruling 5): an owner takes the free slots of its
+			// part first and takes back from borrowers only the rest,
+			// though a borrower gives its slot up anyway: a share
+			// claimant takes that one (engine dispute 31).
+			if usedFree == nil {
+				usedFree = map[int]Slots{}
+			}
+			if k := minSlots(x.slots-pl.ineligibleOf(h, owner), pl.freeAtStart(x.part)-usedFree[x.part]); k > 0 {
+				pl.grant(*x, k)
+				x.slots -= k
+				usedFree[x.part] += k
+			}
+		}
 		// most: what the owner may still take back from borrowers that
 		// keep slots on the host (netted, or kept by step 1). Under rules 4
 		// it takes the free slots of its part first (ruling 5; #379).
@@ -113,7 +130,7 @@ func (pl *placement) pair() {
 		gain := x.slots
 		mostNow := func() Slots {
 			if !mostKnown {
-				most, mostKnown = maxSlots(gain-pl.freeAtStart(x.part), 0), true
+				most, mostKnown = maxSlots(gain-(pl.freeAtStart(x.part)-usedFree[x.part]), 0), true
 			}
 			return most
 		}
@@ -226,7 +243,7 @@ func (pl *placement) pair() {
 				}
 				left, ok := partFree[x.part]
 				if !ok {
-					left = pl.freeAtStart(x.part)
+					left = pl.freeAtStart(x.part) - usedFree[x.part]
 				}
 				if n := minSlots(minSlots(x.slots, free[h]), left); n > 0 {
 					pl.grant(*x, n)
@@ -317,6 +334,29 @@ func (pl *placement) ineligibleOn(h, v int32) Slots {
 	for _, x := range pl.ineligible[h] {
 		if x.leaf == v {
 			n += x.slots
+		}
+	}
+	return n
+}
+
+// seatedLosing reports whether a leaf giving slots up on host h sits on
+// owner's part there: the owner's gain would otherwise be paired with it.
+func (pl *placement) seatedLosing(h, owner int32, hl *hostLoss) bool {
+	return slices.ContainsFunc(hl.losers, func(v int32) bool {
+		return hl.lost[v] > 0 && pl.isReturn(owner, v, owner) && pl.rules.returnSeated(h, owner, v) > 0
+	})
+}
+
+// ineligibleOf is what leaves still sit on, on host h, in owner's part
+// while they may no longer hold it: the owner takes those back first
+// (ruling 10: by a return, when the part's owner takes it in this event).
+func (pl *placement) ineligibleOf(h, owner int32) Slots {
+	n := Slots(0)
+	if int(h) < len(pl.ineligible) {
+		for _, x := range pl.ineligible[h] {
+			if x.owner == owner {
+				n += x.slots
+			}
 		}
 	}
 	return n
