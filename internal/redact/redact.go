@@ -59,7 +59,34 @@ func URL(s string) string {
 // percent-encoded (a space, a quote, '#', '/', '@') that end URL's
 // search for it in free text (decision 424).
 func Conn(conn string) string {
-	return URL(hide(conn, passwords(conn)))
+	urls := splitURLs(conn)
+	for i, u := range urls {
+		urls[i] = URL(hide(u, passwords(u)))
+	}
+	return strings.Join(urls, ",")
+}
+
+// splitURLs splits a list of URLs (nats://a:p@n1,nats://a:p@n2) at the
+// commas before each scheme after the first, so that each URL's password
+// is looked for in it alone.
+func splitURLs(s string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			return append(out, s)
+		}
+		next := strings.Index(s[i+3:], "://")
+		if next < 0 {
+			return append(out, s)
+		}
+		cut := strings.LastIndexByte(s[:i+3+next], ',')
+		if cut < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:cut])
+		s = s[cut+1:]
+	}
 }
 
 // Error returns err with every password of the given connection strings
@@ -68,7 +95,9 @@ func Conn(conn string) string {
 func Error(err error, conns ...string) error {
 	var secrets []string
 	for _, c := range conns {
-		secrets = append(secrets, passwords(c)...)
+		for _, u := range splitURLs(c) {
+			secrets = append(secrets, passwords(u)...)
+		}
 	}
 	return Secrets(err, secrets...)
 }

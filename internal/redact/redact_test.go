@@ -61,6 +61,10 @@ func TestConnOddPassword(t *testing.T) {
 			t.Errorf("Error(%q) with the password %q = %q", quoted, pw, err)
 		}
 	}
+	// A list of URLs: each password hidden, each host kept.
+	if got, want := Conn("nats://a:Secret0451@n1:4222,nats://b:Other0451@n2:4222"), "nats://a:xxxxx@n1:4222,nats://b:xxxxx@n2:4222"; got != want {
+		t.Errorf("Conn of a list = %q, want %q", got, want)
+	}
 	// No password: nothing hidden, the port kept.
 	for _, conn := range []string{"nats://127.0.0.1:4222", "postgres://r@h:5432/db"} {
 		if got := Conn(conn); got != conn {
