@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cluster-ledger/ledger/internal/natsauth"
@@ -198,5 +199,54 @@ func TestPoolFlagIsAPoolName(t *testing.T) {
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok:") {
 		t.Fatalf("audit verify: %v\n%s", err, out)
+	}
+}
+
+// TestAuditVerifyExitStatus: a script runs `ledger audit verify` and acts
+// on its status; 1 must mean a divergence, nothing else. NATS or
+// PostgreSQL unreachable, a pool name that is none, an unknown flag: each
+// is status 3, "could not verify", with the reason (decision 430); an
+// intact projection is 0 and a changed decision 1.
+func TestAuditVerifyExitStatus(t *testing.T) {
+	s := newStack(t)
+	f := "scenarios/seed/seed-000-priority-reclaim.yaml"
+	s.publishScenario(t, f, poolFor(f))
+	s.project(t, s.db)
+	bin := ledgerBinary(t)
+	env := append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.roles.Reporting)
+	verify := func(extraEnv []string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"audit", "verify"}, args...)...)
+		cmd.Env = append(append([]string{}, env...), extraEnv...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			return string(out), ee.ExitCode()
+		case err != nil:
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	if out, code := verify(nil); code != 0 {
+		t.Fatalf("audit verify of an intact projection: exit %d\n%s", code, out)
+	}
+	for what, c := range map[string]struct {
+		env  []string
+		args []string
+		says string
+	}{
+		"NATS unreachable":         {env: []string{"NATS_URL=nats://127.0.0.1:1"}, says: "no servers available"},
+		"PostgreSQL unreachable":   {env: []string{"DATABASE_URL=postgres://ledger_reporting:x@127.0.0.1:1/ledger?sslmode=disable"}, says: "PostgreSQL"},
+		"a pool name that is none": {args: []string{"--pool", "*"}, says: "invalid pool name"},
+		"an unknown flag":          {args: []string{"--bogus"}, says: "unknown flag"},
+	} {
+		if out, code := verify(c.env, c.args...); code != 3 || !strings.Contains(out, c.says) || strings.Contains(out, "DIVERGENCE") {
+			t.Errorf("audit verify with %s: exit %d, want 3 saying %q\n%s", what, code, c.says, out)
+		}
+	}
+	execSQL(t, s.db, `UPDATE decisions SET slots = slots + 1 WHERE pool = $1 AND ordinal = 0 AND event_seq = (SELECT min(event_seq) FROM decisions WHERE pool = $1)`, poolFor(f))
+	if out, code := verify(nil); code != 1 || !strings.Contains(out, "DIVERGENCE") {
+		t.Fatalf("audit verify after a changed decision: exit %d, want 1\n%s", code, out)
 	}
 }

@@ -20,6 +20,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// exitNotVerified is audit verify's exit status when it could not verify:
+// 1 is a divergence found, 2 events no trusted key signed.
+const exitNotVerified = 3
+
 // logFlags are the addresses of the log and (optionally) the projection,
 // and how its pools are folded.
 type logFlags struct {
@@ -134,7 +138,10 @@ nearest snapshot) with the same code as the projector and compares, event by
 event, the projection's copy of the event, its hash-chain link and its
 decisions; then each pool's allocations, consumer state and checkpoint. It
 stops at the first divergence, names its sequence, what the log implies and
-what the projection holds, and exits with status 1.
+what the projection holds, and exits with status 1. When it cannot verify
+(NATS or PostgreSQL unreachable or refusing, a log this build does not
+fold, a bad flag) it says why and exits with status 3, so that 1 always
+means a divergence.
 
 verify reads the projection in one consistent snapshot (one read-only
 REPEATABLE READ transaction) and replays each pool up to exactly its
@@ -146,11 +153,24 @@ With --trusted-keys (what the projector was given), events no trusted key
 signed are refused as unauthenticated, as the projector refuses them; verify
 then names each such event and exits with status 2 when the projection
 otherwise matches: someone wrote to the log around the ledger.`,
-		Args: cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.NoArgs(cmd, args); err != nil {
+				return codedError{err: err, code: exitNotVerified}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runVerify(cmd.Context(), cmd.OutOrStdout(), f, from, pool)
+			err := runVerify(cmd.Context(), cmd.OutOrStdout(), f, from, pool)
+			var ee exitError
+			if err != nil && !errors.As(err, &ee) {
+				// Not a verdict: the log or the projection could not be
+				// read and compared (decision 430).
+				return codedError{err: err, code: exitNotVerified}
+			}
+			return err
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return codedError{err: err, code: exitNotVerified} })
 	f.register(cmd)
 	f.registerDevelopment(cmd)
 	cmd.Flags().Uint64Var(&from, "from", 1, "first sequence to compare")

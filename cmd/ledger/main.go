@@ -25,6 +25,16 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// codedError is an error printed as any other, with its own exit code
+// instead of 1 (audit verify: 1 is a divergence, 3 "could not verify").
+type codedError struct {
+	err  error
+	code int
+}
+
+func (e codedError) Error() string { return e.err.Error() }
+func (e codedError) Unwrap() error { return e.err }
+
 var root = &cobra.Command{
 	Use:   "ledger",
 	Short: "An event-sourced allocation ledger for shared compute clusters",
@@ -94,6 +104,11 @@ func main() {
 		// The last line of defence: no password of a URL, and not the
 		// token, whatever quoted them.
 		fmt.Fprintln(os.Stderr, "ledger:", redact.Secrets(redact.Error(err, os.Getenv(EnvDatabaseURL)), os.Getenv(EnvLedgerToken)))
-		os.Exit(1)
+		code := 1
+		var ce codedError
+		if errors.As(err, &ce) {
+			code = ce.code
+		}
+		os.Exit(code)
 	}
 }
