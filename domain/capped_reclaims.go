@@ -71,13 +71,14 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 		}
 		// Or another claimant's reclaim from a leaf inside the blocking
 		// ancestor: the capped claimant takes that reclaim, the other
-		// one its free slots, when each may hold the other's part.
+		// one its free slots, when each may hold the other's part, on
+		// one host as on two (#433).
 		for ri := range moves {
 			if blocked <= 0 {
 				break
 			}
 			r := &moves[ri]
-			if r.kind != KindReclaim || r.slots == 0 || r.leaf == g.leaf || r.from == g.leaf || r.host == g.host || !p.t.mayUse(r.leaf, g.part) {
+			if r.kind != KindReclaim || r.slots == 0 || r.leaf == g.leaf || r.from == g.leaf || !p.t.mayUse(r.leaf, g.part) {
 				continue
 			}
 			k := minSlots(minSlots(blocked, r.slots), g.slots)
