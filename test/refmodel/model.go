@@ -574,6 +574,10 @@ type fold struct {
 	// descendant taking the part in the same rebalance turns into its
 	// return (ruling 10; v4.go grantOn)
 	revoked map[hp][]revokedAt
+	// given: the parts a grant (kind grant) of this fold placed each
+	// leaf's slots on, per (host, part): which part a compensation slot
+	// is in for ruling 9's swap and #385's netting (grantPartFor)
+	given map[string]map[hp]int64
 }
 
 // revokedAt is one release of an ineligible holding: the holder and the

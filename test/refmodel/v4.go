@@ -68,6 +68,16 @@ func (f *fold) grantOn(l string, k hp, n int64, rule string) {
 	d := Decision{Kind: "grant", Consumer: l, Host: k.host, Slots: n, Rule: rule}
 	if k.part != root && k.part != l && !under(l, k.part) {
 		d.Kind, d.From = "lend", k.part
+	} else {
+		// the part this grant is on: which part a compensation slot is
+		// in (ruling 9's swap, #385's netting; decision 417)
+		if f.given == nil {
+			f.given = map[string]map[hp]int64{}
+		}
+		if f.given[l] == nil {
+			f.given[l] = map[hp]int64{}
+		}
+		f.given[l][k] += n
 	}
 	f.emit(d)
 	f.track()
@@ -1307,14 +1317,14 @@ func (f *fold) swap4(start int) {
 			if g.Consumer != r.From || (g.Kind != "grant" && g.Kind != "lend" && !(g.Kind == "reclaim" && (swapReclaims || g.From == r.Consumer))) || g.Slots == 0 || g.Rule == "own.use" {
 				continue
 			}
-			part := g.From
+			part, avail := g.From, min(r.Slots, g.Slots)
 			if g.Kind != "lend" {
-				part = f.grantPart(g.Consumer, g.Host)
+				part, avail = f.grantPartFor(g.Consumer, g.Host, avail, func(p string) bool { return m.mayHold(r.Consumer, p) })
 			}
 			if part == "" || !m.mayHold(r.Consumer, part) {
 				continue
 			}
-			n := min(r.Slots, g.Slots)
+			n := min(r.Slots, g.Slots, avail)
 			// the borrower keeps the owner's slot; the owner takes the
 			// borrower's compensation instead
 			f.addAlloc(r.Consumer, r.Host, -n)
@@ -1367,6 +1377,31 @@ func (f *fold) swap4(start int) {
 		}
 	}
 	f.track()
+}
+
+// grantPartFor is the part of a grant (not a lend) to l on host h that
+// ok accepts, from the parts this fold's grants placed l's slots on
+// (given), and how many of l's granted slots are there (up to n, taken);
+// grantPart's guess from the seating, for all n, when none is recorded.
+func (f *fold) grantPartFor(l, h string, n int64, ok func(string) bool) (string, int64) {
+	var ks []hp
+	for k, v := range f.given[l] {
+		if k.host == h && v > 0 {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return f.grantPart(l, h), n
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].part < ks[j].part })
+	for _, k := range ks {
+		if ok(k.part) {
+			t := min(n, f.given[l][k])
+			f.given[l][k] -= t
+			return k.part, t
+		}
+	}
+	return ks[0].part, n
 }
 
 // grantPart is the part a grant (not a lend) to l on host h was placed
@@ -1491,6 +1526,7 @@ func (f *fold) netReclaimsAcross(start int) {
 				continue
 			}
 			var d Decision
+			avail := min(r.Slots, g.Slots)
 			switch g.Kind {
 			case "grant", "lend":
 				if g.Rule == "own.use" {
@@ -1498,7 +1534,7 @@ func (f *fold) netReclaimsAcross(start int) {
 				}
 				part := g.From
 				if g.Kind == "grant" {
-					part = f.grantPart(v, g.Host)
+					part, avail = f.grantPartFor(v, g.Host, avail, func(p string) bool { return m.mayHold(c, p) })
 				}
 				if part == "" || !m.mayHold(c, part) {
 					continue
@@ -1523,7 +1559,7 @@ func (f *fold) netReclaimsAcross(start int) {
 			default:
 				continue
 			}
-			k := min(r.Slots, g.Slots)
+			k := min(r.Slots, g.Slots, avail)
 			r.Slots -= k
 			g.Slots -= k
 			// V keeps its slot on r's host and does not take g's; C takes

@@ -213,3 +213,45 @@ steps:
         - {kind: reclaim, consumer: /b/b, from: /b/a, slots: 2, rule: share_ratio.reclaim, deadline: "+0s"}
 `)
 }
+
+// TestRules4SwapFindsTheCompensationsPartFromItsGrant: under share_ratio
+// (reclaim_for_preference false by default) /a owns h2's one slot and /c
+// 4 of h1's 8 (gpu). /c/a holds 9: /c's 4, 4 public slots of h2 and /a's
+// private slot (lent; the class group only /c/a may use comes first,
+// ruling 1). /a/a (reclaim_grace 5m) asks 8: it takes /a's slot back from
+// /c/a (ruling 8), and /c/a's compensation is a public slot of h1 (/c's 4
+// are all /c/a's already). Ruling 9's swap matches the return with that
+// compensation, which /a/a may hold: /c/a keeps /a's slot, /a/a is given
+// the public one with the compensation's rule (#349), and nothing is
+// returned. The model looked for the compensation's part in the seating
+// (/c/a sits on /c's part on h1) and found /c's part, which /a/a may not
+// hold, so it returned the slot and granted /c/a one (decision 417;
+// withOwnership seed 589, event 5, shrunk).
+func TestRules4SwapFindsTheCompensationsPartFromItsGrant(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /a, own: [{host: h2, slots: 1}]}
+    - {path: /a/a, reclaim_grace: 5m}
+    - {path: /c, own: [{group: gpu, slots: 4}]}
+    - {path: /c/a}
+hosts:
+  - {name: h1, group: gpu, slots: 8}
+  - {name: h2, group: default, slots: 10}
+steps:
+  - events: [{type: demand, demands: {/c/a: 9}}]
+    expect:
+      allocations: {/c/a: 9}
+      decisions:
+        - {kind: lend, consumer: /c/a, from: /a, host: h2, slots: 1, rule: share_ratio.grant}
+  - events: [{type: demand, demands: {/a/a: 8}}]
+    expect:
+      allocations: {/a/a: 8, /c/a: 9}
+      decisions:
+        - {kind: grant, consumer: /a/a, slots: 8, rule: share_ratio.grant}
+        - {kind: return, consumer: /a/a, from: /c/a, slots: 0}
+        - {kind: grant, consumer: /c/a, slots: 0}
+`)
+}
