@@ -69,15 +69,7 @@ func (f *fold) grantOn(l string, k hp, n int64, rule string) {
 	if k.part != root && k.part != l && !under(l, k.part) {
 		d.Kind, d.From = "lend", k.part
 	} else {
-		// the part this grant is on: which part a compensation slot is
-		// in (ruling 9's swap, #385's netting; decision 417)
-		if f.given == nil {
-			f.given = map[string]map[hp]int64{}
-		}
-		if f.given[l] == nil {
-			f.given[l] = map[hp]int64{}
-		}
-		f.given[l][k] += n
+		f.noteGiven(l, k, n)
 	}
 	f.emit(d)
 	f.track()
@@ -789,6 +781,7 @@ func (f *fold) ownReclaimUnderMax(l string, parts []hp, need int64) {
 			}
 			f.seat.add(l, onto, n)
 			f.emit(Decision{Kind: "reclaim", Consumer: l, From: v, Host: k.host, Slots: n, Rule: "priority.reclaim"})
+			f.noteGiven(l, k, n)
 			f.track()
 			need -= n
 			if need == 0 {
@@ -964,6 +957,7 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 		} else {
 			f.shiftSeat(v, c, k, n)
 			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: rule})
+			f.noteGiven(c, k, n)
 			f.track()
 		}
 		got += n
@@ -1379,10 +1373,24 @@ func (f *fold) swap4(start int) {
 	f.track()
 }
 
-// grantPartFor is the part of a grant (not a lend) to l on host h that
-// ok accepts, from the parts this fold's grants placed l's slots on
-// (given), and how many of l's granted slots are there (up to n, taken);
-// grantPart's guess from the seating, for all n, when none is recorded.
+// noteGiven records that a grant or a reclaim placed n of l's slots on
+// part k: which part a compensation slot is in (ruling 9's swap, #385's
+// netting; decisions 417 and 418).
+func (f *fold) noteGiven(l string, k hp, n int64) {
+	if f.given == nil {
+		f.given = map[string]map[hp]int64{}
+	}
+	if f.given[l] == nil {
+		f.given[l] = map[hp]int64{}
+	}
+	f.given[l][k] += n
+}
+
+// grantPartFor is the part of a grant (not a lend) or a reclaim to l on
+// host h that ok accepts, from the parts this fold's grants and reclaims
+// placed l's slots on (given), and how many of them are there (up to n,
+// taken); grantPart's guess from the seating, for all n, when none is
+// recorded.
 func (f *fold) grantPartFor(l, h string, n int64, ok func(string) bool) (string, int64) {
 	var ks []hp
 	for k, v := range f.given[l] {
@@ -1549,7 +1557,8 @@ func (f *fold) netReclaimsAcross(start int) {
 			case "reclaim":
 				w := g.From
 				if w != c {
-					part := f.grantPart(v, g.Host)
+					part, t := f.grantPartFor(v, g.Host, avail, func(p string) bool { return m.mayHold(c, p) })
+					avail = t
 					if part == "" || !m.mayHold(c, part) {
 						continue
 					}
@@ -1741,6 +1750,7 @@ func (f *fold) reclaimAcross(c, v string, want int64, rule string) int64 {
 			f.addAlloc(c, k.host, n)
 			f.seat.add(c, k2, n)
 			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: rule})
+			f.noteGiven(c, k, n)
 			f.track()
 			got += n
 		}

@@ -498,6 +498,7 @@ func (f *fold) pool4(x string) {
 						}
 						if n > ret {
 							f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n - ret, Rule: "priority.reclaim"})
+							f.noteGiven(c, k, n-ret)
 						}
 						f.track()
 						inX[v] -= n

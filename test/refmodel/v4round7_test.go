@@ -255,3 +255,41 @@ steps:
         - {kind: grant, consumer: /c/a, slots: 0}
 `)
 }
+
+// TestRules4SwapCancelsAReclaimOfTheOwnersOwnSlot: under priority (and
+// reclaim_for_preference false, the default) /c owns h2's 4 slots and 4 of
+// h4's, /b 4 of h4's; /b holds /c's 4 on h2 and one of /c's on h4 beside
+// its own 4. /c asks 23: it takes its free own slots and returns from /b,
+// and /b, still due a slot, reclaims one on h4 where /c sits on its own
+// part. That reclaim is of the owner itself, which cancels against the
+// return (ruling 9's swap as #410 and #431 read it): `return /c from /b 3`,
+// no reclaim. The model found the reclaimed slot's part from where /b sat
+// on h4 (its own part), not the part the reclaim took (/c's), and kept
+// `return /c from /b 4` and `reclaim /b from /c 1` (decision 418;
+// withOwnership seed 520, event 5, shrunk).
+func TestRules4SwapCancelsAReclaimOfTheOwnersOwnSlot(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: priority}
+  consumers:
+    - {path: /b, own: [{group: default, slots: 4}], share: 5}
+    - {path: /c, own: [{group: default, slots: 8}], priority: 3, reclaim_grace: 1m}
+hosts:
+  - {name: h2, group: default, slots: 4}
+steps:
+  - events: [{type: demand, demands: {/b: 9}}]
+    expect:
+      allocations: {/b: 4}
+  - events: [{type: host_up, host: h4, group: default, slots: 10}]
+    expect:
+      allocations: {/b: 9}
+  - events: [{type: demand, demands: {/c: 23}}]
+    expect:
+      allocations: {/b: 6, /c: 8}
+      decisions:
+        - {kind: grant, consumer: /c, host: h4, slots: 5, rule: own.use}
+        - {kind: return, consumer: /c, from: /b, host: h2, slots: 3, rule: own.return, deadline: "+0s"}
+        - {kind: reclaim, consumer: /b, from: /c, slots: 0}
+`)
+}
