@@ -25,6 +25,9 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 	if !p.t.hasMax || !p.mode.preempt {
 		return moves
 	}
+	if rules.phased {
+		moves = p.freeSlotsInEntitledOrder(moves, rules)
+	}
 	gains := map[int32]bool{} // leaves gaining slots in the event
 	losers := false           // a release.moved or a reclaim
 	for _, m := range moves {
@@ -100,4 +103,53 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 		return moves
 	}
 	return dropEmpty(append(moves, reclaims...))
+}
+
+// freeSlotsInEntitledOrder: under priority, inside an ancestor with a
+// max, section 4 gives the free slots to the entitled leaves in the
+// entitled order and has those still short reclaim (#434, engine dispute
+// 49). When the pairing has a leaf reclaim from a sibling inside such an
+// ancestor while a leaf after it in that order is granted free slots,
+// the two exchange: the first takes the free slots, the second the
+// reclaim. Every node's count is as before, so no max moves; each must
+// be allowed the other's part.
+func (p *Pool) freeSlotsInEntitledOrder(moves []placeMove, rules placeRules) []placeMove {
+	var out []placeMove
+	for ri := range moves {
+		r := &moves[ri]
+		if r.kind != KindReclaim || r.rule != rules.reclaim || r.slots == 0 {
+			continue
+		}
+		for gi := range moves {
+			if r.slots == 0 {
+				break
+			}
+			g := &moves[gi]
+			if (g.kind != KindGrant && g.kind != KindLend) || g.rule != rules.grant || g.slots == 0 ||
+				g.leaf == r.leaf || g.leaf == r.from || p.t.entitledOrder(r.leaf, g.leaf) >= 0 ||
+				!p.underCappedAncestor(r.leaf, g.leaf, r.from) || !p.mayUse(r.leaf, g.part) || !p.mayUse(g.leaf, r.part) {
+				continue
+			}
+			k := minSlots(r.slots, g.slots)
+			r.slots -= k
+			g.slots -= k
+			out = append(out, freeGain(p.t, r.leaf, g.part, g.host, k, rules.grant),
+				placeMove{kind: KindReclaim, leaf: g.leaf, from: r.from, host: r.host, slots: k, rule: rules.reclaim, graceOf: r.from, part: r.part})
+		}
+	}
+	if len(out) == 0 {
+		return moves
+	}
+	return dropEmpty(append(moves, out...))
+}
+
+// underCappedAncestor reports whether leaves a, b and c share an ancestor
+// with a max.
+func (p *Pool) underCappedAncestor(a, b, c int32) bool {
+	for x := p.t.commonAncestor(p.t.commonAncestor(a, b), c); x > 0; x = p.t.nodes[x].parent {
+		if p.t.nodes[x].max != nil {
+			return true
+		}
+	}
+	return false
 }
