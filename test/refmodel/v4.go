@@ -1329,9 +1329,18 @@ func (f *fold) swap4(start int) {
 			g.Slots -= n
 			changed = true
 			if g.Kind == "reclaim" {
-				if g.From != r.Consumer { // the owner takes the slots from the victim itself
+				switch {
+				case g.From == r.Consumer: // the owner keeps its slot there: nothing moves
+				case part == owner:
+					// the victim's slot is on the part taken back: the
+					// owner takes it back from that borrower, a return
+					// with the owner's lend_grace (rulings 8 and 11;
+					// decision 419)
+					add = append(add, Decision{Kind: "return", Consumer: r.Consumer, From: g.From, Host: g.Host, Slots: n, Rule: "own.return",
+						Deadline: f.at.Add(m.nodes[owner].lendGrace)})
+				default: // the owner takes the slots from the victim itself
 					add = append(add, Decision{Kind: "reclaim", Consumer: r.Consumer, From: g.From, Host: g.Host, Slots: n, Rule: g.Rule, Deadline: g.Deadline})
-				} // else the owner keeps its slot there: nothing moves
+				}
 				continue
 			}
 			// appended after the loops: r and g point into out

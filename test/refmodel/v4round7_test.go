@@ -293,3 +293,45 @@ steps:
         - {kind: reclaim, consumer: /b, from: /c, slots: 0}
 `)
 }
+
+// TestRules4SwapStandInOnTheOwnersPartIsAReturn: under share_ratio
+// (reclaim_for_preference false by default) /c owns all 10 slots of h1 and
+// lends them (lend_grace 5m); /a/a (priority 2) and /b/a (its parent /b
+// priority 2) hold 5 each. /c asks 1: it takes its slot back from the
+// lowest-priority borrower seated on its part, /b/a (section 5's return
+// order), and /b/a, due 5 (/b wins the tie of the targets by priority),
+// reclaims one from /a/a. Ruling 9's swap (#410) leaves /b/a its slot and
+// has /c take /a/a's instead; /a/a's slot is on /c's own part too, so /c
+// takes its part back from /a/a: a return with /c's lend_grace, not a
+// reclaim with /a/a's reclaim_grace (decision 419; withOwnership seed 179,
+// event 6, shrunk).
+func TestRules4SwapStandInOnTheOwnersPartIsAReturn(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /a}
+    - {path: /a/a, priority: 2}
+    - {path: /b, priority: 2}
+    - {path: /b/a}
+    - {path: /c, own: [{host: h1}], lend_grace: 5m}
+hosts:
+  - {name: h1, group: gpu, slots: 10}
+steps:
+  - events: [{type: demand, demands: {/b/a: 9}}]
+    expect:
+      allocations: {/b/a: 9}
+  - events: [{type: demand, demands: {/a/a: 7}}]
+    expect:
+      allocations: {/a/a: 5, /b/a: 5}
+  - events: [{type: demand, demands: {/c: 1}}]
+    expect:
+      allocations: {/a/a: 4, /b/a: 5, /c: 1}
+      decisions:
+        - {kind: return, consumer: /c, from: /a/a, host: h1, slots: 1, rule: own.return, deadline: "+5m"}
+        - {kind: reclaim, consumer: /c, from: /a/a, slots: 0}
+        - {kind: return, consumer: /c, from: /b/a, slots: 0}
+        - {kind: reclaim, consumer: /b/a, from: /a/a, slots: 0}
+`)
+}
