@@ -267,10 +267,12 @@ var v4ScenarioRatchet = map[string]int{
 // #341 and #342, 18 and 20 by #353, 19, 21 and 22 by #354 to #356, 23 by
 // #357, 24 by #358, 32 and 33 by #378, 25 to 30, 34 and 35 by #379 to
 // #382, 38 and 39 by #401, 40, 41, 43 and 45 by #402 to #405, 46 by #406,
-// 47 by #409, 44 by #412; open ones, 31, 36 and 42 on 2026-11-27, are in
+// 47 by #409, 44 by #412, 31 by #432, 48 by #433, 49 by #434; open ones,
+// 36, 42 and 50 at the end of round 7, are in
 // test/refmodel/testdata/engine-disputes). The readings
 // the model took where the spec is open are docs/decisions.md #232-#234,
-// #235, #348-#351, #363-#368, #385 and #387-#392.
+// #235, #348-#351, #363-#368, #385, #387-#392, #407, #408, #410, #411
+// and #413-#419.
 //
 // Part D's plan fields (priority_bands, preemptable, share: 0) are not
 // drawn: events.Plan does not carry them yet; once it does, refmodel's
