@@ -252,6 +252,9 @@ func validateRules(plan events.Plan, development bool) error {
 	if v == RulesDevelopment {
 		return refuse(ErrUnknownRules, "the plan asks for rules version %d, which is in development and not released; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
 	}
+	if development {
+		return refuse(ErrUnknownRules, "the plan asks for rules version %d; this build implements versions 1 to %d, and %d in development", plan.Rules, int(RulesNewest), int(RulesDevelopment))
+	}
 	return refuse(ErrUnknownRules, "the plan asks for rules version %d; this build implements versions 1 to %d", plan.Rules, int(RulesNewest))
 }
 

@@ -277,6 +277,30 @@ func TestYARNRefusalCodes(t *testing.T) {
 	}
 }
 
+// TestUnknownRulesSaysWhatTheBuildFolds: a plan naming a version the
+// pool does not fold is refused with the versions it does fold, the one in
+// development included when the pool folds it (an operator running
+// --rules-development was told "1 to 3" for rules 5).
+func TestUnknownRulesSaysWhatTheBuildFolds(t *testing.T) {
+	plan := events.Plan{Rules: 5, Policy: events.Policy{Reclaim: events.ReclaimShareRatio}, Consumers: []events.Consumer{{Path: "/a"}}}
+	for _, c := range []struct {
+		development bool
+		want        string
+	}{
+		{false, fmt.Sprintf("this build implements versions 1 to %d", domain.RulesNewest)},
+		{true, fmt.Sprintf("this build implements versions 1 to %d, and %d in development", domain.RulesNewest, domain.RulesDevelopment)},
+	} {
+		var opts []domain.PoolOption
+		if c.development {
+			opts = append(opts, domain.WithDevelopmentRules())
+		}
+		_, err := domain.NewPool("unknown", opts...).Apply(domain.Event{Seq: 1, Time: time.Unix(1, 0), Payload: &events.PlanChange{Plan: plan}})
+		if !errors.Is(err, domain.ErrUnknownRules) || !strings.HasSuffix(err.Error(), c.want) {
+			t.Errorf("development %v: %v, want %v ending %q", c.development, err, domain.ErrUnknownRules, c.want)
+		}
+	}
+}
+
 // TestYARNFieldsDecode: a value that is not a boolean is malformed at
 // decoding, as any ill-typed field; a list of more than the most consumers
 // naming preemptable is malformed, as the builds before rules 4 refused it
