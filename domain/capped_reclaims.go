@@ -70,7 +70,7 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 			g.slots -= k
 			v.slots -= k
 			blocked -= k
-			reclaims = append(reclaims, placeMove{kind: KindReclaim, leaf: g.leaf, from: v.leaf, host: v.host, slots: k, rule: rules.reclaim, graceOf: v.leaf})
+			reclaims = append(reclaims, placeMove{kind: KindReclaim, leaf: g.leaf, from: v.leaf, host: v.host, slots: k, rule: rules.reclaim, graceOf: v.leaf, part: g.part})
 		}
 		// Or another claimant's reclaim from a leaf inside the blocking
 		// ancestor: the capped claimant takes that reclaim, the other
@@ -93,7 +93,7 @@ func (p *Pool) reclaimsUnderMax(moves []placeMove, rules placeRules) []placeMove
 			g.slots -= k
 			r.slots -= k
 			blocked -= k
-			reclaims = append(reclaims, placeMove{kind: KindReclaim, leaf: g.leaf, from: r.from, host: r.host, slots: k, rule: rules.reclaim, graceOf: r.from})
+			reclaims = append(reclaims, placeMove{kind: KindReclaim, leaf: g.leaf, from: r.from, host: r.host, slots: k, rule: rules.reclaim, graceOf: r.from, part: g.part})
 			reclaims = append(reclaims, freeGain(p.t, r.leaf, g.part, g.host, k, rules.grant))
 			p.t.hold(cur, r.leaf, k)
 		}

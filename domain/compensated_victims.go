@@ -5,9 +5,11 @@ import "slices"
 // Rules 4's victims compensated on another host (docs/decisions.md #385,
 // the lead's reading (c)): a leaf V that loses slots on a host H for a
 // claimant C and is given as many on another host H' in the same
-// rebalance keeps its slots on H; C is given V's compensation on H'
-// instead, where C may hold that part. The end state on totals is the
-// same, and no running work is stopped for it (seed 004: minimize the
+// rebalance (free slots, or, for a victim moved, its reclaim from a third
+// leaf W: #435) keeps its slots on H; C is given V's compensation on H'
+// instead, where C may hold that part (W's slot by C's reclaim from W).
+// The end state on totals is the same, and no running work is stopped
+// for it (seed 004: minimize the
 // impact to existing workload; ruling 7: no move nobody needs). The
 // placement states the pair either as C's reclaim from V on H, or, when
 // it released V's excess before anyone gained, as V's release.moved on
@@ -62,7 +64,7 @@ func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []plac
 				break
 			}
 			comp := &moves[j]
-			if (comp.kind != KindGrant && comp.kind != KindLend) || comp.leaf != victim || comp.host == lost.host ||
+			if (comp.kind != KindGrant && comp.kind != KindLend && comp.kind != KindReclaim) || comp.leaf != victim || comp.host == lost.host ||
 				comp.rule == RuleOwnUse || comp.slots == 0 {
 				continue
 			}
@@ -71,7 +73,11 @@ func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []plac
 				continue
 			}
 			if lost.kind == KindReclaim {
-				if !p.mayUse(lost.leaf, comp.part) {
+				// A reclaim as compensation only for a victim moved: for
+				// one reclaimed from, the exchange left the pool off its
+				// seating and the next settle moved another leaf off a
+				// free slot (#435).
+				if comp.kind == KindReclaim || !p.mayStandIn(moves, lost.leaf, comp) {
 					continue
 				}
 				k := minSlots(minSlots(lost.slots, comp.slots), minSlots(-net[lossAt], net[gainAt]))
@@ -81,7 +87,7 @@ func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []plac
 				net[gainAt] -= k
 				net[leafHost{lost.leaf, lost.host}] -= k
 				net[leafHost{lost.leaf, comp.host}] += k
-				given = append(given, freeGain(p.t, lost.leaf, comp.part, comp.host, k, rules.grant))
+				given = append(given, standIn(p.t, *comp, lost.leaf, k, rules.grant))
 				continue
 			}
 			// A move: the claimants are those gaining on the host it
@@ -95,7 +101,7 @@ func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []plac
 				}
 				gain := &moves[c]
 				if (gain.kind != KindGrant && gain.kind != KindLend) || gain.host != lost.host || gain.leaf == victim ||
-					gain.rule != rules.grant || gain.slots == 0 || !p.mayUse(gain.leaf, comp.part) ||
+					gain.rule != rules.grant || gain.slots == 0 || !p.mayStandIn(moves, gain.leaf, comp) ||
 					net[leafHost{gain.leaf, lost.host}] <= 0 || net[lossAt] >= 0 || net[gainAt] <= 0 {
 					continue
 				}
@@ -109,7 +115,7 @@ func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []plac
 				net[gainAt] -= k
 				net[leafHost{gain.leaf, lost.host}] -= k
 				net[leafHost{gain.leaf, comp.host}] += k
-				given = append(given, freeGain(p.t, gain.leaf, comp.part, comp.host, k, gain.rule))
+				given = append(given, standIn(p.t, *comp, gain.leaf, k, gain.rule))
 			}
 		}
 	}
@@ -119,6 +125,28 @@ func (p *Pool) netCompensatedVictims(moves []placeMove, rules placeRules) []plac
 	// A claimant given slots on a host where the placement released its
 	// own (the two would have swapped hosts) keeps them: nothing moves.
 	return withGiven(moves, given)
+}
+
+// mayStandIn reports whether claimant c may take the victim's
+// compensation comp instead: hold its part, and, for a reclaim from a
+// third leaf, not be that leaf nor give slots up on its host (the
+// stand-in would cancel against the release there, withGiven, and leave
+// the third leaf the slot the placement took from it).
+func (p *Pool) mayStandIn(moves []placeMove, c int32, comp *placeMove) bool {
+	if !p.mayUse(c, comp.part) {
+		return false
+	}
+	return comp.kind != KindReclaim || comp.from != c && !releasesOn(moves, c, comp.host)
+}
+
+// standIn is claimant c given k of the victim's compensation comp: free
+// slots of its part by rule, or the reclaim from the third leaf with the
+// reclaim's rule and that leaf's grace (#385, #435).
+func standIn(t *tree, comp placeMove, c int32, k Slots, rule Rule) placeMove {
+	if comp.kind == KindReclaim {
+		return placeMove{kind: KindReclaim, leaf: c, from: comp.from, host: comp.host, slots: k, rule: comp.rule, graceOf: comp.from, part: comp.part}
+	}
+	return freeGain(t, c, comp.part, comp.host, k, rule)
 }
 
 // takenBeyondFree is, by host a move leaves, what the event's gains take
