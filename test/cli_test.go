@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/cluster-ledger/ledger/internal/natsauth"
@@ -218,15 +217,7 @@ func TestAuditVerifyExitStatus(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"audit", "verify"}, args...)...)
 		cmd.Env = append(append([]string{}, env...), extraEnv...)
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			return string(out), ee.ExitCode()
-		case err != nil:
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return outputAndStatus(t, cmd)
 	}
 	if out, code := verify(nil); code != 0 {
 		t.Fatalf("audit verify of an intact projection: exit %d\n%s", code, out)

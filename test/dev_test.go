@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"github.com/cluster-ledger/ledger/internal/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -17,7 +17,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cluster-ledger/ledger/internal/testenv"
 )
+
+// outputAndStatus runs cmd and returns its combined output and exit
+// status; a command that cannot be run fails the test.
+func outputAndStatus(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
 
 // ledgerBinary builds cmd/ledger once per test binary.
 func ledgerBinary(t *testing.T) string {

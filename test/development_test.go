@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,15 +124,7 @@ func auditDevelopmentLog(t *testing.T, bin string, dev *devProcess) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
 		cmd.Env = dev.environ()
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			return string(out), ee.ExitCode()
-		case err != nil:
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return outputAndStatus(t, cmd)
 	}
 	reporting := testdb.Pool(t, dev.env["DATABASE_URL"])
 	var pool, consumer string
