@@ -89,15 +89,11 @@ func haltedInRebuild(ctx context.Context, out io.Writer, db *pgxpool.Pool) error
 	if err != nil || len(halted) == 0 {
 		return err
 	}
-	fmt.Fprintf(out, "HALTED: the rebuild could not fold these pools; their tables stop before the sequence named, so the database is not a projection of the log:\n")
+	lines := make([]string, len(halted))
 	for i, h := range halted {
-		if i == 20 {
-			fmt.Fprintf(out, "  ...\n")
-			break
-		}
-		fmt.Fprintf(out, "  pool %s, sequence %d: %s\n", h.Pool, h.Seq, h.Reason)
+		lines[i] = fmt.Sprintf("pool %s, sequence %d: %s", h.Pool, h.Seq, h.Reason)
 	}
-	return exitError{1}
+	return listAndExit(out, "HALTED: the rebuild could not fold these pools; their tables stop before the sequence named, so the database is not a projection of the log:", lines, 1)
 }
 
 // refusedUnauthenticated reports the events of a projection refused as
@@ -109,15 +105,25 @@ func refusedUnauthenticated(ctx context.Context, out io.Writer, db *pgxpool.Pool
 	if err != nil || len(list) == 0 {
 		return err
 	}
-	fmt.Fprintf(out, "UNAUTHENTICATED: events no trusted key signed were refused (they changed nothing); is --trusted-keys the keys that signed the log?\n")
+	lines := make([]string, len(list))
 	for i, r := range list {
+		lines[i] = fmt.Sprintf("pool %s, sequence %d, id %q", r.Pool, r.Seq, r.ID)
+	}
+	return listAndExit(out, "UNAUTHENTICATED: events no trusted key signed were refused (they changed nothing); is --trusted-keys the keys that signed the log?", lines, 2)
+}
+
+// listAndExit prints header and the first 20 lines (the queries ask for
+// 21, so a 21st says there are more) and exits with code.
+func listAndExit(out io.Writer, header string, lines []string, code int) error {
+	fmt.Fprintln(out, header)
+	for i, l := range lines {
 		if i == 20 {
 			fmt.Fprintf(out, "  ...\n")
 			break
 		}
-		fmt.Fprintf(out, "  pool %s, sequence %d, id %q\n", r.Pool, r.Seq, r.ID)
+		fmt.Fprintf(out, "  %s\n", l)
 	}
-	return exitError{2}
+	return exitError{code}
 }
 
 func projectUntil(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, keys *signing.Keyring, name string, last uint64, development bool) error {
