@@ -16,9 +16,13 @@ import "slices"
 // grant of rule own.use, a descendant taking its parent's private slots
 // back by the compensation's rule, a grant or a lend as the part is
 // (#349, #402); a reclaimed slot by the owner's reclaim from the third
-// leaf, with that leaf's grace. Only the unmatched rest is returned. Decisions record the net change per leaf and host: a
-// return and a compensation that cancel leave none, so an owner already
-// on such slots stays there and the next event decides nothing.
+// leaf, with that leaf's grace. No compensation is b's use of its own
+// part, nor a reclaim on a host where the owner gives slots up, and
+// nothing stands in for a holding b may no longer hold (#431). Only the
+// unmatched rest is returned. Decisions record the net change per leaf
+// and host: a return and a compensation that cancel leave none, so an
+// owner already on such slots stays there and the next event decides
+// nothing.
 
 // swapReturns applies the swap to the placement's moves.
 func (p *Pool) swapReturns(moves []placeMove) []placeMove {
