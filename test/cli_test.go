@@ -17,6 +17,13 @@ import (
 	"github.com/cluster-ledger/ledger/internal/pgdump"
 )
 
+// auditorEnv is the environment an operator runs the audit tools with,
+// as `ledger dev` prints it: the auditor's NATS identity and the
+// reporting role.
+func auditorEnv(t *testing.T, s *stack) []string {
+	return append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.roles.Reporting)
+}
+
 // TestReplayIntoAndVerifyCommands drives the operator's commands as a user
 // would: `ledger replay --into` rebuilds a projection equal to the live
 // one (and refuses a non-empty database), `ledger audit verify` passes,
@@ -29,18 +36,11 @@ func TestReplayIntoAndVerifyCommands(t *testing.T) {
 	}
 	s.project(t, s.db)
 	bin := ledgerBinary(t)
-	env := append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.roles.Reporting) // as `ledger dev` prints it
+	env := auditorEnv(t, s)
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), code
+		return outputAndStatus(t, cmd)
 	}
 
 	// An empty database, given as its owner's URL (the rebuild migrates it).
@@ -183,7 +183,7 @@ func TestPoolFlagIsAPoolName(t *testing.T) {
 	}
 	s.project(t, s.db)
 	bin := ledgerBinary(t)
-	env := append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.roles.Reporting)
+	env := auditorEnv(t, s)
 	for _, pool := range []string{"*", ">", "a.b", "a b", "a*"} {
 		for _, args := range [][]string{{"audit", "verify", "--pool", pool}, {"replay", "--pool", pool}, {"explain", "--pool", pool, "--consumer", "/A"}} {
 			cmd := exec.Command(bin, args...)
@@ -212,7 +212,7 @@ func TestAuditVerifyExitStatus(t *testing.T) {
 	s.publishScenario(t, f, poolFor(f))
 	s.project(t, s.db)
 	bin := ledgerBinary(t)
-	env := append(os.Environ(), "NATS_URL="+s.natsURL, "LEDGER_NATS_CREDS="+testenv.Creds(t, s.natsURL, natsauth.Auditor), "DATABASE_URL="+s.roles.Reporting)
+	env := auditorEnv(t, s)
 	verify := func(extraEnv []string, args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"audit", "verify"}, args...)...)
