@@ -421,6 +421,9 @@ func (c *Cluster) pgCtlStart(ctx context.Context, fsync bool) error {
 		"-c", "max_connections=" + strconv.Itoa(MaxConnections),
 		"-c", "superuser_reserved_connections=" + strconv.Itoa(SuperuserReservedConnections),
 		"-c", "lo_compat_privileges=off",
+		// A connection that never finishes its password exchange holds
+		// a slot of max_connections until then (decision 462).
+		"-c", "authentication_timeout=" + strconv.Itoa(int(AuthenticationTimeout/time.Second)) + "s",
 	}
 	if !fsync {
 		// Not synchronous_commit=off: that would lose the last commits

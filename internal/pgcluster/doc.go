@@ -41,8 +41,9 @@
 // superuser password) or whose postgresql.conf / postgresql.auto.conf
 // sets what pgcluster never sets (trust.go).
 //
-// The server runs with max_connections [MaxConnections] (on its command
-// line), and each login role may be given a [RolePolicy]
+// The server runs with max_connections [MaxConnections] and
+// authentication_timeout [AuthenticationTimeout] (on its command line:
+// a connection holds a slot while it authenticates), and each login role may be given a [RolePolicy]
 // ([WithRolePolicy]: a CONNECTION LIMIT and session defaults; the limits
 // must fit in what the server leaves to non-superusers) and statements
 // only the superuser may run ([WithSetupSQL]); the databases postgres

@@ -27,6 +27,17 @@ const (
 	SuperuserReservedConnections = 3
 )
 
+// AuthenticationTimeout is the server's authentication_timeout, given on
+// its command line: how long a connection may take from its accept to
+// the end of its password exchange. PostgreSQL 15 gives a connection its
+// slot of MaxConnections once the startup packet names a role, before
+// the password, and checks the roles' connection limits only after it,
+// so anyone who can reach the port, without a password, holds slots for
+// this long each: the default, a minute, let one silent process keep
+// every role out, the superuser too (decision 462). A client that has
+// the password is done in milliseconds on loopback.
+const AuthenticationTimeout = 2 * time.Second
+
 // RolePolicy is what a login role may hold of the server, set by the
 // superuser (the role cannot change it: CONNECTION LIMIT needs
 // CREATEROLE, and settings of superuser context such as temp_file_limit

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cluster-ledger/ledger/internal/pgcluster"
+	"github.com/cluster-ledger/ledger/internal/stream"
+)
+
+// TestDevPostgresUnauthenticatedFlood: a local process with no
+// credential at all opens more connections to ledger dev's PostgreSQL
+// than the server has slots, sends each a startup packet naming the
+// reporting role and never answers the password challenge. PostgreSQL
+// 15 gives such a backend its slot (a PGPROC) before it authenticates,
+// and the roles' CONNECTION LIMITs are checked only after, so the flood
+// holds every slot: the printed DATABASE_URL is refused "too many
+// clients", and so is every new connection of the API and the projector
+// (reads answered 503). The server holds an unauthenticated connection
+// for authentication_timeout, 1 minute by default; ledger dev sets it to
+// pgcluster.AuthenticationTimeout, so the flood's connections are closed
+// within it and the reporting role gets in again (decision 462).
+func TestDevPostgresUnauthenticatedFlood(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	parent, err := os.MkdirTemp("", "dev-pgflood-") // PostgreSQL's user must reach it: t.TempDir()'s parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := devConfig{data: filepath.Join(parent, "data"), httpAddr: "127.0.0.1:0", natsAddr: "127.0.0.1:0", natsCluster: 1,
+		duplicateWindow: stream.DuplicateWindow, snapshotEvery: 100}
+	cfg.natsSync.Always = true
+	env, done := startDevInProcess(t, ctx, cfg)
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	reporting := env["DATABASE_URL"]
+	u, err := url.Parse(reporting)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The flood: more connections than max_connections, each waiting in
+	// the password exchange, as the reporting role, without its password.
+	const flood = pgcluster.MaxConnections + 20
+	type held struct {
+		conn  net.Conn
+		since time.Time
+	}
+	var conns []held
+	start := time.Now()
+	for i := 0; i < flood; i++ {
+		c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+		if err != nil {
+			t.Fatalf("flood connection %d: %v", i, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		params := []byte("user\x00ledger_reporting\x00database\x00ledger\x00\x00")
+		msg := binary.BigEndian.AppendUint32(nil, uint32(8+len(params)))
+		msg = binary.BigEndian.AppendUint32(msg, 196608) // protocol 3.0
+		msg = append(msg, params...)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatalf("flood connection %d: %v", i, err)
+		}
+		conns = append(conns, held{c, time.Now()})
+	}
+	// Those the server let in ask for the password ('R'); the others are
+	// refused at once ("too many clients").
+	awaiting := 0
+	for _, h := range conns {
+		h.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 1)
+		if _, err := h.conn.Read(b); err == nil && b[0] == 'R' {
+			awaiting++
+		}
+	}
+	t.Logf("%d flood connections, %d of them given a slot and asked for a password, in %v", flood, awaiting, time.Since(start).Round(time.Millisecond))
+	if awaiting < pgcluster.MaxConnections-pgcluster.SuperuserReservedConnections-20 {
+		t.Fatalf("only %d flood connections were asked for a password: the flood does not fill the server", awaiting)
+	}
+	if _, err := pgx.Connect(ctx, reporting); err == nil {
+		t.Fatal("the reporting role connected while the flood held every slot: the test does not flood")
+	}
+
+	const slack = 3 * time.Second // a loaded, shared machine
+	bound := pgcluster.AuthenticationTimeout + slack
+
+	// Every flood connection is closed by the server within the bound.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	longest := time.Duration(0)
+	for _, h := range conns {
+		wg.Add(1)
+		go func(h held) {
+			defer wg.Done()
+			h.conn.SetReadDeadline(h.since.Add(bound + time.Second))
+			buf := make([]byte, 512)
+			for {
+				if _, err := h.conn.Read(buf); err != nil {
+					break
+				}
+			}
+			mu.Lock()
+			longest = max(longest, time.Since(h.since))
+			mu.Unlock()
+		}(h)
+	}
+
+	// The reporting role gets in within the bound of the flood's start.
+	var connected time.Duration
+	for {
+		c, err := pgx.Connect(ctx, reporting)
+		if err == nil {
+			connected = time.Since(start)
+			c.Close(ctx)
+			break
+		}
+		if time.Since(start) > bound+5*time.Second {
+			t.Errorf("the reporting role still refused %v after the flood began: %v", time.Since(start).Round(time.Millisecond), err)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	t.Logf("the server closed the flood's connections after at most %v; the reporting role connected %v after the flood began",
+		longest.Round(time.Millisecond), connected.Round(time.Millisecond))
+	if longest > bound {
+		t.Errorf("an unauthenticated connection held its slot for %v, want at most %v", longest, bound)
+	}
+	if connected == 0 || connected > bound {
+		t.Errorf("the reporting role connected %v after the flood began, want within %v", connected, bound)
+	}
+}
