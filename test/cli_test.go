@@ -241,3 +241,36 @@ func TestAuditVerifyExitStatus(t *testing.T) {
 		t.Fatalf("audit verify after a changed decision: exit %d, want 1\n%s", code, out)
 	}
 }
+
+// TestNATSErrorsSayWhatToDo: an operator whose NATS_URL names no server,
+// or who runs `ledger nats inbox` without an identity, is told which
+// variable or flag to set, as a wrong LEDGER_URL is ("is the ledger
+// running, and is LEDGER_URL right?"), not only the client library's
+// "no servers available for connection" or "stat : no such file or
+// directory" (decision 463). Each runs with the auditor's identity that
+// `ledger dev` prints.
+func TestNATSErrorsSayWhatToDo(t *testing.T) {
+	s := newStack(t)
+	bin := ledgerBinary(t)
+	env := auditorEnv(t, s)
+	run := func(extraEnv []string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(append([]string{}, env...), extraEnv...)
+		return outputAndStatus(t, cmd)
+	}
+	unreachable := []string{"NATS_URL=nats://127.0.0.1:1"}
+	for _, args := range [][]string{{"audit", "verify"}, {"replay", "--from", "1"}, {"explain", "--pool", "p", "--consumer", "/A"}, {"nats", "setup"}} {
+		out, code := run(unreachable, args...)
+		if code == 0 || !strings.Contains(out, "is NATS running, and is NATS_URL") {
+			t.Errorf("ledger %s with NATS_URL naming no server: exit %d, want it to say to check NATS and NATS_URL\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	out, code := run([]string{"LEDGER_NATS_CREDS="}, "nats", "inbox")
+	if code == 0 || !strings.Contains(out, "--nats-creds") || !strings.Contains(out, "LEDGER_NATS_CREDS") || strings.Contains(out, "stat :") {
+		t.Errorf("ledger nats inbox without an identity: exit %d, want it to name --nats-creds and LEDGER_NATS_CREDS\n%s", code, out)
+	}
+	if out, code := run(nil, "nats", "inbox"); code != 0 || !strings.HasPrefix(out, "_INBOX.") {
+		t.Errorf("ledger nats inbox with the auditor's identity: exit %d\n%s", code, out)
+	}
+}

@@ -99,6 +99,9 @@ func Load(dir string) (Keys, error) {
 // readSeed reads a user seed: a file holding the seed alone (nk -gen
 // user) or a NATS .creds file (the seed is its SU... line).
 func readSeed(path string) (nkeys.KeyPair, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: give the identity's nkey seed file with --nats-creds or LEDGER_NATS_CREDS (`ledger dev` prints the auditor's)", ErrNoCreds)
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoCreds, err)
@@ -181,6 +184,9 @@ func Connect(url, credsPath string, opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, opts...)
 	if errors.Is(err, nats.ErrAuthorization) {
 		return nil, fmt.Errorf("NATS %s refused the connection (%w): give the credentials with LEDGER_NATS_CREDS or --nats-creds (`ledger dev` prints them); with the right ones, the identity holds its most connections at once (natsauth.MaxConnections)", redact.Conn(url), err)
+	}
+	if errors.Is(err, nats.ErrNoServers) {
+		return nil, fmt.Errorf("NATS %s: %w: is NATS running, and is NATS_URL (or --nats-url) right?", redact.Conn(url), err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("NATS %s: %w", redact.Conn(url), redact.Error(err, url))
