@@ -578,6 +578,9 @@ type fold struct {
 	// leaf's slots on, per (host, part): which part a compensation slot
 	// is in for ruling 9's swap and #385's netting (grantPartFor)
 	given map[string]map[hp]int64
+	// kept: under share_ratio with balance, the sources holders at their
+	// target keep beyond their dues, and the dues they leave (takeDues)
+	kept keptDues
 }
 
 // revokedAt is one release of an ineligible holding: the holder and the

@@ -1032,6 +1032,7 @@ func (f *fold) balanced4(ly layers) {
 	t := ly.T
 	claimants := f.claimOrder4(t, func(l string) bool { return m.held(l) < t[l] })
 	walk := f.walk4(t)
+	f.kept = f.keptDues(t)
 	for _, c := range claimants {
 		// not clamped by the headroom: a reclaim from a victim inside
 		// the claimant's capped branch leaves the branch's total as it is
@@ -1039,6 +1040,9 @@ func (f *fold) balanced4(ly layers) {
 		// ancestors above its max"); takeFree bounds free slots by the
 		// headroom, each victim by the headroom its branch leaves
 		need := t[c] - m.held(c)
+		// free slots of the sources its division gave it first (section
+		// 5: "a grant is placed in the tier it comes from")
+		need -= f.takeDues(c, need, "share_ratio.grant")
 		// free slots only where c may take them (ruling 4's "may
 		// take", section 5's private-slot property; decision 415)
 		need -= f.takeFree(c, need, "share_ratio.grant", true)
@@ -1058,6 +1062,120 @@ func (f *fold) balanced4(ly layers) {
 			need -= f.moveFor(c, need)
 		}
 	}
+}
+
+// keptDues is, over the leaves at or above their target t, what they hold
+// of each source beyond what the division gave them there (surplus) and
+// what it gave them there that they do not hold (floating).
+type keptDues struct{ surplus, floating map[string]int64 }
+
+func (f *fold) keptDues(t map[string]int64) keptDues {
+	m := f.m
+	out := keptDues{map[string]int64{}, map[string]int64{}}
+	for _, l := range m.leaves() {
+		if m.held(l) < t[l] {
+			continue
+		}
+		d := map[string]int64{}
+		for k, v := range f.ly.src[l] {
+			if k != "own" {
+				d[k] = v
+			}
+		}
+		for k, v := range f.seat[l] {
+			if src := m.sourceOf(l, k.part, f.ly); src != "own" {
+				d[src] -= v
+			}
+		}
+		for src, v := range d {
+			if v > 0 {
+				out.floating[src] += v
+			} else if v < 0 {
+				out.surplus[src] += -v
+			}
+		}
+	}
+	return out
+}
+
+// takeDues gives claimant c up to want free slots of the sources (pool
+// and class group) the layered division gave it and it does not hold yet,
+// parts in c's fold order, each source up to what c is due there: a grant
+// is placed in the tier it comes from (section 5, "Placement with
+// ownership"). It returns what c got.
+func (f *fold) takeDues(c string, want int64, rule string) int64 {
+	m := f.m
+	due := map[string]int64{}
+	for k, v := range f.ly.src[c] {
+		if k != "own" {
+			due[k] = v
+		}
+	}
+	for k, v := range f.seat[c] {
+		due[m.sourceOf(c, k.part, f.ly)] -= v
+	}
+	// a holder at its target that keeps slots of one source beyond what
+	// it is due there, in place of a source it is due but does not hold,
+	// leaves the claimants due that source instead (#329, #340: a holder
+	// keeps where it sits rather than move for the division's classes)
+	for src, n := range due {
+		for alt, fl := range f.kept.floating {
+			if n <= 0 || f.kept.surplus[src] <= 0 || fl <= 0 || alt == src {
+				continue
+			}
+			x := min(n, f.kept.surplus[src], fl)
+			due[src] -= x
+			due[alt] += x
+			f.kept.surplus[src] -= x
+			f.kept.floating[alt] -= x
+			n -= x
+		}
+	}
+	// spare: what c may take of owner o's parts, their room less what the
+	// leaves nearer to o that may hold them still need (section 5's
+	// private-slot property, ruling 4's "may take" counted in slots)
+	spare := map[string]int64{}
+	spareOf := func(o string) int64 {
+		if v, ok := spare[o]; ok {
+			return v
+		}
+		var room int64
+		for _, h := range m.hostNames() {
+			if m.hosts[h].up {
+				room += f.room(hp{h, o})
+			}
+		}
+		if o != root {
+			near := depthOf(dca(c, o))
+			for _, k := range m.leaves() {
+				if k == c || depthOf(dca(k, o)) <= near || !m.mayHold(k, o) {
+					continue
+				}
+				if need := min(f.d.E[k]-m.held(k), f.headroom(k, "")); need > 0 {
+					room -= need
+				}
+			}
+		}
+		spare[o] = max(room, 0)
+		return spare[o]
+	}
+	var got int64
+	for _, k := range f.foldOrder(c) {
+		if got >= want {
+			break
+		}
+		src := m.sourceOf(c, k.part, f.ly)
+		if due[src] <= 0 || !m.mayHold(c, k.part) {
+			continue
+		}
+		if n := min(want-got, due[src], f.room(k), f.headroom(c, ""), spareOf(k.part)); n > 0 {
+			f.grantOn(c, k, n, rule)
+			due[src] -= n
+			spare[k.part] -= n
+			got += n
+		}
+	}
+	return got
 }
 
 // moveFor makes room for claimant c by moves (ruling 7, with preemption
