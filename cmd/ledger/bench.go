@@ -54,7 +54,9 @@ with (BASELINE, RATIO), measured in the same run, and its target:
                 PostgreSQL (baseline: a COPY FROM of the events and decisions
                 rows it wrote, per event; target >= 0.6). Beside it, for
                 reading it: the same COPY with the allocation_history rows
-                the projector also appends.
+                the projector also appends, and, signed, the most the cores
+                allow: each event needs one Ed25519 verification and at
+                least its raw COPY, so cores / (1/verify rate + 1/COPY rate).
   3 latency     1,000 events/s through the API for 10 s with the projector
                 running: time from just before the POST until the pool's
                 checkpoint covers the event, p50 and p99 (target p99 <= 25 ms).

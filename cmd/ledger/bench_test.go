@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,7 @@ func TestBenchQuick(t *testing.T) {
 	// Phase 1: five measures on each server (sync always, unsynced, R3),
 	// beside each other, the API's two unsigned beside the signed ones
 	// under the default, five ratios between the servers and one more.
-	want := map[string]int{"1 append": 25, "2 projection": 6, "3 latency": 3, "4 replay": 8, "5 partitions": 3, "6 ownership": 2}
+	want := map[string]int{"1 append": 25, "2 projection": 8, "3 latency": 3, "4 replay": 8, "5 partitions": 3, "6 ownership": 2}
 	got := map[string]int{}
 	policies := map[string]int{}
 	signings := map[string]int{}
@@ -105,6 +106,7 @@ func TestBenchQuick(t *testing.T) {
 	} else if _, err := os.Stat(rep.TempDir); !os.IsNotExist(err) {
 		t.Errorf("temporary directory %s left behind (stat: %v)", rep.TempDir, err)
 	}
+	checkSignedBound(t, rep)
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
@@ -191,5 +193,37 @@ func TestBenchPhasesWithProfile(t *testing.T) {
 		if !bytes.Contains(data, []byte(s)) {
 			t.Errorf("the profile has no label %q", s)
 		}
+	}
+}
+
+// checkSignedBound checks phase 2's bound of the signed projector: the
+// run's cores over one Ed25519 verification (phase 4's one-core rate,
+// the same measurement) plus one event's raw COPY, and the projector
+// beside it.
+func checkSignedBound(t *testing.T, rep benchmark.Report) {
+	t.Helper()
+	find := func(phase, name, signing string) benchmark.Result {
+		for _, r := range rep.Results {
+			if r.Phase == phase && r.Name == name && r.Signing == signing {
+				return r
+			}
+		}
+		t.Fatalf("no %s result %q (%s)", phase, name, signing)
+		return benchmark.Result{}
+	}
+	verify := find("4 replay", "Ed25519 verify, one core", "signed")
+	copyRate := find("2 projection", "raw COPY FROM, per event", "")
+	bound := find("2 projection", "bound: cores / (verify + raw COPY) per event", "signed")
+	want := float64(rep.CPUs) / (1/verify.Value + 1/copyRate.Value)
+	if math.Abs(bound.Value-want) > 1e-6*want || bound.BaselineValue != copyRate.Value {
+		t.Errorf("bound %v beside %v, want %d / (1/%v + 1/%v) = %v beside the raw COPY", bound.Value, bound.BaselineValue, rep.CPUs, verify.Value, copyRate.Value, want)
+	}
+	if !strings.Contains(bound.Detail, "µs Ed25519 verify") {
+		t.Errorf("the bound's detail does not say what it adds up: %q", bound.Detail)
+	}
+	projector := find("2 projection", "projector, fresh from sequence 0", "signed")
+	beside := find("2 projection", "projector beside that bound", "signed")
+	if beside.Value != projector.Value || beside.BaselineValue != bound.Value {
+		t.Errorf("projector beside the bound: %v of %v, want %v of %v", beside.Value, beside.BaselineValue, projector.Value, bound.Value)
 	}
 }

@@ -156,6 +156,9 @@ type bench struct {
 	// sequence of its log (the stream's first events), for phase 4.
 	projectRate float64
 	projectLast uint64
+	// perCore is one core's Ed25519 verify rate, once measured
+	// (verifyRate), so phases 2 and 4 read the same figure.
+	perCore float64
 }
 
 // Run runs every phase and returns the report. Servers it started and the

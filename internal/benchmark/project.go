@@ -162,6 +162,7 @@ func (b *bench) projection(ctx context.Context) error {
 	if b.signer == nil {
 		return nil
 	}
+	b.addSignedBound(copyEvents)
 	b.progress("projecting sequences 1..%d again, unsigned, into another empty database", last)
 	ctx = step(ctx, "projector unsigned")
 	db, closeDB, err := b.freshDatabase(ctx, "unsigned")
@@ -261,4 +262,36 @@ func (b *bench) copyBaseline(ctx context.Context) ([3]copied, error) {
 		out[i] = copied{rows: tag.RowsAffected(), secs: time.Since(start).Seconds()}
 	}
 	return out, nil
+}
+
+// addSignedBound adds, beside the signed projector, the most any signed
+// projector can reach on this machine's cores, and the projector beside
+// it. Every event costs one Ed25519 verification (1/perCore of a core's
+// second) and at least what PostgreSQL spends on the raw COPY of its
+// rows (1/copyEvents of a second on the one backend that runs it), and
+// the cores run nothing else (no fold, no NATS, no upserts are counted),
+// so no overlap of the two can pass cores / (1/perCore + 1/copyEvents).
+// When that is below the target, the target is out of reach on these
+// cores, and the detail says by how much.
+func (b *bench) addSignedBound(copyEvents float64) {
+	perCore := b.verifyRate()
+	if perCore <= 0 || copyEvents <= 0 {
+		return
+	}
+	cores := float64(b.report.CPUs)
+	verifyUS, copyUS := 1e6/perCore, 1e6/copyEvents
+	bound := cores * 1e6 / (verifyUS + copyUS)
+	target := 0.6 * copyEvents
+	verdict := "so the target is within that bound"
+	if bound < target {
+		verdict = fmt.Sprintf("so the target (0.6 of raw COPY, %.0f events/s) is out of reach on %d cores: its verifications alone would take %.2f cores, "+
+			"leaving %.2f for PostgreSQL, whose raw COPY of the same rows takes 0.60", target, b.report.CPUs, target/perCore, cores-target/perCore)
+	}
+	b.add(Result{Phase: "2 projection", Name: "bound: cores / (verify + raw COPY) per event", Signing: "signed", Value: bound, Unit: "events/s",
+		Baseline: "raw COPY per event", BaselineValue: copyEvents,
+		Detail: fmt.Sprintf("%d cores / (%.1f µs Ed25519 verify, %.0f a second on one core, + %.1f µs raw COPY) per event, nothing else counted; %s",
+			b.report.CPUs, verifyUS, perCore, copyUS, verdict)})
+	b.add(Result{Phase: "2 projection", Name: "projector beside that bound", Signing: "signed", Value: b.projectRate, Unit: "events/s",
+		Baseline: "cores / (verify + raw COPY)", BaselineValue: bound,
+		Detail: "what the signed projector reaches of the most the cores allow it"})
 }
