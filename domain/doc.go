@@ -18,7 +18,8 @@
 // built from a plan, and the named orders: keepers', entitled, borrow),
 // quantity.go (Slots and limits), apportion.go (the one rounding
 // primitive), split.go (the sibling split every division calls),
-// shares.go and targets.go (P, G and T, full and memoized), layer.go.
+// shares.go (P, maxima and E) and targets.go (G and T, each pass written
+// once and memoized), layer.go.
 // Without ownership: queues.go (the kept claimant and victim orders),
 // priority.go and share_ratio.go (the two rebalance policies),
 // placement.go and hosts.go (where slots sit), release.go (excess and

@@ -31,9 +31,9 @@ type shares struct {
 	base  Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
 	tmp   Slots // scratch: this node's part of its parent's split
 	floor Slots // scratch, rules 4: F in a pool with pins (yarn.go); 0 otherwise
-	start Slots // scratch, rules 4: where the surplus starts, in a pool with pins (shares.go starts)
+	start Slots // scratch, rules 4: where the surplus starts, in a pool with pins (targets.go starts)
 
-	// Memo of the incremental share_ratio target passes (targets.go).
+	// Memo of the target passes (targets.go).
 	dirty  bool  // E changed in this subtree since the last pass
 	dirtyU bool  // a child's residual need changed (leaf enforcement)
 	memoQ  Slots // quota this node was given in the last pass

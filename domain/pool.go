@@ -88,16 +88,16 @@ type poolMemo struct {
 
 // eventWork is one event's work and what it reports (Result).
 type eventWork struct {
-	decisions   []Decision
-	assigned    []OwnedSlots // the rows of the assignment the event changed (Result.Assignment)
-	touched     []int32
-	allTouch    bool
-	loweredE    []int32 // leaves whose E may have dropped below a
-	dirtyTops   []int32 // top-level branches whose G or T must be recomputed
-	dirtyAll    bool    // G or T of the whole tree must be recomputed
-	keys        []qkey
-	prevTargets []Slots
-	scratchIDs  []int32
+	decisions    []Decision
+	assigned     []OwnedSlots // the rows of the assignment the event changed (Result.Assignment)
+	touched      []int32
+	allTouch     bool
+	loweredE     []int32 // leaves whose E may have dropped below a
+	dirtyTops    []int32 // top-level branches whose G or T must be recomputed
+	dirtyAll     bool    // G or T of the whole tree must be recomputed
+	keys         []qkey
+	movedTargets []int32 // leaves whose target the passes of targets.go moved (updateTargets)
+	scratchIDs   []int32
 	// seats: under rules 4's priority, the seating by rounds the event's
 	// layered fold made (priority_seating.go); the placement reads who
 	// sits where from it.

@@ -16,64 +16,80 @@ func (p *Pool) rebalance() {
 }
 
 // updateTargets recomputes G (priority) or T (share_ratio) where inputs
-// changed, and refiles the leaves whose target moved.
+// changed (targets.go), and touches and refiles the leaves whose target
+// moved.
 func (p *Pool) updateTargets() {
 	if p.mode.owned {
 		p.updateLayeredTargets()
 		return
 	}
-	switch {
-	case p.yarnFloors():
-		// The floors follow the allocations, which any event may move:
-		// the whole tree is recomputed every event (decisions.md #262).
-		p.dirtyAll = true
-	case p.mode.shareRatio && !(!p.mode.parent && p.t.hasMax):
-		p.updateShareRatioTargets()
-		return
+	if p.mode.shareRatio {
+		p.shareRatioTargets()
+	} else {
+		p.priorityTargets()
 	}
-	if !p.dirtyAll && len(p.dirtyTops) == 0 {
-		return
-	}
-	t := p.t
-	scope := t.leaves
-	if !p.dirtyAll {
-		scope = nil
-		for _, top := range p.dirtyTops {
-			scope = append(scope, t.leaves[t.nodes[top].lo:t.nodes[top].hi]...)
+	if p.allTouch { // every consumer is reported; every leaf's queues may have moved
+		for _, id := range p.t.leaves {
+			p.refile(id)
 		}
-	}
-	prev := p.prevTargets[:0]
-	for _, id := range scope {
-		prev = append(prev, p.sh(id).target)
-	}
-	p.prevTargets = prev
-	p.computeTargets()
-	for i, id := range scope {
-		if p.allTouch || p.sh(id).target != prev[i] {
+	} else {
+		for _, id := range p.movedTargets {
 			p.touch(id)
 			p.refile(id)
 		}
 	}
+	p.movedTargets = p.movedTargets[:0]
 }
 
-// updateShareRatioTargets runs the incremental passes of targets.go.
-func (p *Pool) updateShareRatioTargets() {
-	if p.allTouch {
+// shareRatioTargets brings T up to date. The memo holds while no base is
+// re-split and no floor moves: a pool whose maxima may re-split (leaf
+// enforcement) marks the whole tree at any change of E (markDirty), and
+// in a pool with pins the floors follow the allocations, which any event
+// may move, so the whole tree is recomputed every event (decisions.md
+// #262).
+func (p *Pool) shareRatioTargets() {
+	if p.yarnFloors() {
+		p.dirtyAll = true
+	}
+	if p.dirtyAll {
 		p.markAllDirty()
-		for _, id := range p.t.leaves {
-			p.refile(id)
-		}
 	}
 	if !p.targetsDirty {
 		return
 	}
 	p.targetsDirty = false
+	p.floors()
 	if p.mode.parent {
-		p.fillInc(0, p.pub.capacity)
+		p.waterFill(0, p.pub.capacity)
 		return
 	}
-	p.pdynInc(0, p.pub.capacity)
-	p.surplusInc(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-p.sh(0).base)
+	start := p.dynamicShares(0, p.pub.capacity)
+	if p.yarnFloors() {
+		start = p.starts(0)
+	}
+	p.surplus(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-start)
+}
+
+// priorityTargets brings G up to date: the planned share under leaf
+// enforcement, water-filled inside each top-level branch whose E moved
+// under parent enforcement.
+func (p *Pool) priorityTargets() {
+	if !p.mode.parent {
+		if p.dirtyAll {
+			for _, id := range p.t.leaves {
+				p.setTarget(id, p.sh(id).planned)
+			}
+		}
+		return
+	}
+	tops := p.dirtyTops
+	if p.dirtyAll {
+		tops = p.t.tops
+	}
+	for _, top := range tops {
+		p.markSubtree(top)
+		p.waterFill(top, p.sh(top).planned)
+	}
 }
 
 // headroom is how many more slots claimant may gain from victim (noNode:
@@ -91,45 +107,4 @@ func (p *Pool) headroom(claimant, victim int32) Slots {
 		}
 	}
 	return maxSlots(h, 0)
-}
-
-// computeTargets is the full computation: G in priority mode, and T in
-// share_ratio/leaf mode when a max may force a re-split.
-func (p *Pool) computeTargets() {
-	t := p.t
-	switch {
-	case !p.mode.shareRatio && !p.mode.parent:
-		for _, id := range t.leaves {
-			p.sh(id).target = p.sh(id).planned
-		}
-	case !p.mode.shareRatio:
-		tops := p.dirtyTops
-		if p.dirtyAll {
-			tops = t.tops
-		}
-		for _, top := range tops {
-			p.waterFill(top, p.sh(top).planned)
-		}
-	default:
-		p.shareRatioTargets()
-	}
-}
-
-// shareRatioTargets computes T from scratch for every node, from the E now
-// in the nodes (and, in a pool with pins, the floors of the allocations
-// now): water-filled under parent enforcement, base plus surplus under leaf
-// enforcement (docs/rules.md#shares, #version-4).
-func (p *Pool) shareRatioTargets() {
-	p.floors()
-	if p.mode.parent {
-		p.waterFill(0, p.pub.capacity)
-	} else {
-		p.dynamicShares(0, p.pub.capacity)
-		start := p.bases(0)
-		if p.yarnFloors() {
-			start = p.starts(0)
-		}
-		p.surplus(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-start)
-	}
-	p.sumTargets(0)
 }

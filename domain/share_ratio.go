@@ -95,7 +95,9 @@ func (p *Pool) restoreGuarantees() {
 		}
 		n.eff = minSlots(n.maxCap, sum)
 	}
+	p.markAllDirty() // T0 from scratch, the pairing's alone: nothing touched
 	p.shareRatioTargets()
+	p.movedTargets = p.movedTargets[:0]
 	for i := range t.nodes { // only the targets stay T0 while pairing
 		t.nodes[i].eff, sh[i].base = saved[i].eff, saved[i].base
 	}
@@ -113,6 +115,7 @@ func (p *Pool) restoreGuarantees() {
 	for i := range t.nodes {
 		sh[i].target = saved[i].target
 	}
+	p.markAllDirty() // the memo holds T0's passes: the next event's are from scratch
 	for _, id := range t.leaves {
 		p.refile(id)
 	}
