@@ -36,6 +36,9 @@ func (s *Server) observeAppend(pool string, ins []incoming, res []client.Appende
 	}
 	rec := s.metrics.API()
 	if aerr != nil {
+		if pool != "" && s.poolHasEvents(pool) {
+			rec.PoolExists(pool)
+		}
 		rec.Request(pool, aerr.status, aerr.reason, d)
 		return
 	}
@@ -43,6 +46,20 @@ func (s *Server) observeAppend(pool string, ins []incoming, res []client.Appende
 		rec.Event(pool, string(ins[i].payload.EventType()), a.Duplicate)
 	}
 	rec.Request(pool, http.StatusOK, "", d)
+}
+
+// poolHasEvents reports whether the server's view of pool holds events
+// of the log; false when it does not know (no view, or a request holds
+// the view: the metrics do not wait for it).
+func (s *Server) poolHasEvents(name string) bool {
+	s.mu.Lock()
+	st, ok := s.pools[name]
+	s.mu.Unlock()
+	if !ok || !st.mu.TryLock() {
+		return false
+	}
+	defer st.mu.Unlock()
+	return st.loaded && st.pool.Seq() > 0
 }
 
 // statusWriter remembers the status code written.

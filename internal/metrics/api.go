@@ -41,7 +41,7 @@ func newAPI(reg prometheus.Registerer, pools *poolLabels) *API {
 			Help: "Events of successful append requests, by pool, type and outcome: appended (stored now) or duplicate (a retry of a stored id)."},
 			[]string{"pool", "type", "outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_api_refusals_total",
-			Help: "Append requests refused (4xx), by pool (empty before the token and the pool name are checked) and reason (the error body's reason: an events code or an access reason)."},
+			Help: "Append requests refused (4xx), by pool (empty before the token and the pool name are checked; _other for a pool without series of its own, one that holds no event among them) and reason (the error body's reason: an events code or an access reason)."},
 			[]string{"pool", "reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_api_append_errors_total",
 			Help: "Append requests that failed for a retryable cause (5xx), by reason (unavailable, busy, healing, ...)."}, []string{"reason"}),
@@ -108,10 +108,23 @@ func (a *API) Event(pool, typ string, duplicate bool) {
 	a.events.WithLabelValues(label, typ, outcome).Inc()
 }
 
+// PoolExists gives pool its own series, within the bound on pool labels:
+// the API calls it for a pool it knows holds events, so that the pool's
+// refusals name it before an event of it was appended or projected here.
+func (a *API) PoolExists(pool string) {
+	if a == nil {
+		return
+	}
+	a.pools.label(pool)
+}
+
 // Request records an answered append request: its status, the reason of
 // an error answer, how long it took. pool is "" when the request was
 // refused before the pool name was known to be valid and allowed (so a
-// caller cannot create series with made-up pool names).
+// caller cannot create series with made-up pool names). A refusal names
+// pool only if pool has its own series already (an event of it appended
+// or projected, or PoolExists); else OtherPool: the pool may be one
+// nobody created, and its name must not take a label (decision 464).
 func (a *API) Request(pool string, status int, reason string, d time.Duration) {
 	if a == nil {
 		return
@@ -125,7 +138,7 @@ func (a *API) Request(pool string, status int, reason string, d time.Duration) {
 		outcome = OutcomeRefused
 		label := pool
 		if pool != "" {
-			label, _ = a.pools.label(pool)
+			label = a.pools.known(pool)
 		}
 		a.refusals.WithLabelValues(label, reason).Inc()
 	}

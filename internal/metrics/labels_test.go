@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -73,5 +74,54 @@ func TestNilRecordersAreNoOps(t *testing.T) {
 	reg.Projector().Stopped("p", []string{"a"})
 	if reg.API() != nil || reg.Projector() != nil {
 		t.Fatal("a nil registry gave recorders")
+	}
+}
+
+// TestRefusalsOnMadeUpPoolsTakeNoLabel: the pool labels are bounded
+// (WithMaxPools), so they must go to pools that exist. A producer whose
+// token covers every pool (the site's scheduler) and that appends to
+// pool names nobody created (a typo in a loop, or on purpose) is refused
+// each time (no_plan), and each refusal named its made-up pool: once the
+// bound was reached by such names, a pool created afterwards had no
+// gauges at all and its events counted under _other. A refusal now names
+// a pool only once the pool has its own series (an event of it appended
+// or projected), or has events in the log as the API knows it; others
+// count under _other (decision 464).
+func TestRefusalsOnMadeUpPoolsTakeNoLabel(t *testing.T) {
+	const bound = 20
+	reg := metrics.New(metrics.WithMaxPools(bound))
+	s := newStack(t, reg)
+	s.runProjector(reg.Projector())
+
+	// A pool that exists, refused once it does: its refusals name it.
+	if code, reason := s.post(s.appender, "known", "["+planB+","+hostUp("h1", 4)+"]"); code != http.StatusOK {
+		t.Fatalf("plan of pool known: %d %s", code, reason)
+	}
+	for i := range 3 * bound {
+		pool := "madeup" + strconv.Itoa(i)
+		if code, reason := s.post(s.appender, pool, demand("/x", 1)); code != http.StatusUnprocessableEntity {
+			t.Fatalf("demand on made-up pool %s: %d %s, want 422", pool, code, reason)
+		}
+	}
+	if code, reason := s.post(s.appender, "known", demand("/nope", 1)); code != http.StatusUnprocessableEntity || reason != "unknown_consumer" {
+		t.Fatalf("demand on /nope of pool known: %d %s", code, reason)
+	}
+	// A pool created after the flood of refusals has its own series.
+	if code, reason := s.post(s.appender, "late", "["+planB+","+hostUp("h1", 4)+","+demand("/x", 3)+"]"); code != http.StatusOK {
+		t.Fatalf("pool late: %d %s", code, reason)
+	}
+	f := waitFor(t, s.url, s.other, "the projector to project pool late", func(f families) bool {
+		_, ok := f.value("ledger_pool_allocated_slots", "pool", "late")
+		n, _ := f.value("ledger_projector_events_total", "projector", "projector")
+		return ok || n == 5
+	})
+	f.must(t, 3, "ledger_pool_allocated_slots", "pool", "late")
+	f.must(t, 1, "ledger_api_events_total", "pool", "late", "type", "demand", "outcome", "appended")
+	f.must(t, 1, "ledger_api_refusals_total", "pool", "known", "reason", "unknown_consumer")
+	f.must(t, 3*bound, "ledger_api_refusals_total", "pool", metrics.OtherPool, "reason", "no_plan")
+	for i := range 3 * bound {
+		if _, ok := f.value("ledger_api_refusals_total", "pool", "madeup"+strconv.Itoa(i), "reason", "no_plan"); ok {
+			t.Fatalf("a refusal on made-up pool madeup%d has a series of its own", i)
+		}
 	}
 }

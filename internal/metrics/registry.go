@@ -102,3 +102,16 @@ func (p *poolLabels) label(pool string) (string, bool) {
 	}
 	return OtherPool, false
 }
+
+// known returns pool's label if pool has its own series already, and
+// OtherPool if not, without giving it one: a refusal may name a pool
+// nobody created, and such names must not take the labels of the pools
+// that exist (decision 464).
+func (p *poolLabels) known(pool string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen[pool] {
+		return pool
+	}
+	return OtherPool
+}
