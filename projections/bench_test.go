@@ -205,3 +205,30 @@ func BenchmarkProjectBatchSize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProjectOverlap is BenchmarkProject with each large batch's
+// rows appended while the batch before commits (overlapped, the
+// default: pipeline.go) and with every batch written after the one
+// before (serial), side by side in one process, so that both meet the
+// same load.
+func BenchmarkProjectOverlap(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{
+		{"serial", []Option{withSerialWrites()}},
+		{"overlapped", nil},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			n := max(b.N, 100)
+			subjects, bodies := benchStream(n)
+			projectBacklog(b, n, subjects, bodies, func(js jetstream.JetStream, db *pgxpool.Pool) *Projector {
+				return New(js, db, append([]Option{WithLogger(quietLog())}, c.opts...)...)
+			})
+		})
+	}
+}
+
+// withSerialWrites writes every batch after the one before has
+// committed, as before batches overlapped (pipeline.go): for comparison.
+func withSerialWrites() Option { return func(c *config) { c.serialWrites = true } }

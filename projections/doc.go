@@ -25,7 +25,9 @@
 // decode.go). A batch commits asynchronously (PostgreSQL may lose the
 // last ones in a crash; the offset commits with them, so the projector
 // folds them again: docs/decisions.md 305), and a small batch is written
-// in one pipelined round trip (write.go, 306).
+// in one pipelined round trip (write.go, 306), while a large batch's new
+// rows are appended in its own transaction as the batch before it
+// commits (pipeline.go, 439).
 //
 // Its durable (or, partitioned, its partitions' durables) is the only
 // consumer it holds: every other read of the log (each pool's rebuild at

@@ -63,6 +63,7 @@ type config struct {
 	development   bool        // fold the rules version in development (WithDevelopmentRules)
 	syncCommit    bool        // WithSynchronousCommit: wait for PostgreSQL's WAL flush at each commit
 	pipelineRows  int         // batches of at most this many rows are written in one round trip (write.go)
+	serialWrites  bool        // benchmarks: no batch begun beside the one before (pipeline.go), for comparison
 
 	metrics  *metrics.Projector // nil: no figures recorded (metrics.go)
 	failures *Failures          // nil: failing retries are only logged (failures.go)

@@ -76,6 +76,9 @@ type Projector struct {
 	// and Resident's callers.
 	committedSeq  atomic.Uint64
 	residentCount atomic.Int64
+	// overlapped counts the batches committed in the transaction the
+	// writer's first stage began (pipeline.go).
+	overlapped atomic.Int64
 
 	mu      sync.Mutex
 	applied map[string]uint64
@@ -642,6 +645,12 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	if err != nil {
 		return err
 	}
+	return p.committedBatch(b, start)
+}
+
+// committedBatch records that batch b, whose write began at start, is
+// committed.
+func (p *Projector) committedBatch(b *batch, start time.Time) error {
 	p.committed = b.to
 	p.committedSeq.Store(b.to)
 	for name, pb := range b.pools {
@@ -649,6 +658,42 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 	}
 	p.observeCommit(b, time.Since(start))
 	return p.fail(StageAfterCommitBeforeAck)
+}
+
+// commitPrepared commits batch b in pre, the transaction the writer's
+// first stage began and appended b's new rows in (pipeline.go); without
+// pre, or when finishing it fails in a way worth retrying (it is rolled
+// back), it is commit's: the batch is written whole, the offset checked
+// first.
+func (p *Projector) commitPrepared(ctx context.Context, b *batch, f *finalRows, pre pgx.Tx) error {
+	if pre == nil {
+		return p.commit(ctx, b, f)
+	}
+	start := time.Now()
+	err := p.finishPrepared(ctx, pre, b, f)
+	if err == nil || errors.Is(err, errCommitted) {
+		p.cfg.failures.succeeded(p.offsetName())
+		p.overlapped.Add(1)
+		return p.committedBatch(b, start)
+	}
+	if err = classify(err); isFatal(err) {
+		return err // a failpoint, a row PostgreSQL rejects: as commit returns it
+	}
+	return p.commit(ctx, b, f)
+}
+
+// finishPrepared checks the offset in tx (the batch before is
+// committed), writes the rest of batch b and commits, or rolls back.
+func (p *Projector) finishPrepared(ctx context.Context, tx pgx.Tx, b *batch, f *finalRows) error {
+	err := p.checkOffset(ctx, tx, b)
+	if err == nil {
+		err = p.writeChanges(ctx, tx, b, f)
+	}
+	if err == nil {
+		return tx.Commit(ctx)
+	}
+	_ = tx.Rollback(context.WithoutCancel(ctx))
+	return err
 }
 
 // ack acknowledges everything up to m (AckAll). A lost ack only means a

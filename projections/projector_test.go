@@ -67,9 +67,10 @@ func TestProjectMatchesFold(t *testing.T) {
 }
 
 // crashRun projects m's stream with a failpoint that fails once at stage
-// after `after` batches, then with a fresh projector, and returns the
-// crashed projector's database.
-func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, after int32) {
+// after `after` batches, then with a fresh projector (both with the
+// options extra), and compares the result with a projection that never
+// crashed.
+func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, after int32, extra ...Option) {
 	db := newDB(t)
 	var calls atomic.Int32
 	boom := errors.New("simulated crash")
@@ -79,7 +80,7 @@ func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, afte
 		}
 		return nil
 	}
-	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(13), WithFailpoint(fp)))
+	r := start(New(asProjector(t, js), db, append([]Option{WithLogger(quietLog()), WithBatchSize(7), WithSnapshotEvery(13), WithFailpoint(fp)}, extra...)...))
 	if err := <-r.done; !errors.Is(err, boom) {
 		t.Fatalf("Run with failpoint: %v, want the simulated crash", err)
 	}
@@ -88,7 +89,7 @@ func crashRun(t *testing.T, js jetstream.JetStream, m *model, stage string, afte
 	// Debug: a pool whose snapshot is its checkpoint is rebuilt when its
 	// next event comes, and says so at debug level.
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	project(t, New(asProjector(t, js), db, WithLogger(logger), WithBatchSize(11), WithSnapshotEvery(13)), m)
+	project(t, New(asProjector(t, js), db, append([]Option{WithLogger(logger), WithBatchSize(11), WithSnapshotEvery(13)}, extra...)...), m)
 	if !regexp.MustCompile(`rebuilt pool" pool=tree from_snapshot_seq=[1-9]`).MatchString(logs.String()) {
 		t.Fatalf("the restart did not restore pool tree from a snapshot:\n%s", logs.String())
 	}
@@ -110,6 +111,46 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 	m := newModel(t, js)
 	publishMix(m, rand.New(rand.NewPCG(5, 6)), 250)
 	crashRun(t, js, m, StageAfterCommitBeforeAck, 9)
+}
+
+// The same crashes with every batch written by COPY (WithPipelineRows(0)),
+// so that each batch's rows are appended while the batch before it
+// commits (pipeline.go): the failing batch's transaction is rolled back,
+// and so is the next one, begun beside it.
+func TestCrashBeforeCommitOverlapped(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	m := newModel(t, js)
+	publishMix(m, rand.New(rand.NewPCG(3, 4)), 250)
+	crashRun(t, js, m, StageBeforeCommit, 9, WithPipelineRows(0))
+}
+
+func TestCrashAfterCommitBeforeAckOverlapped(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	m := newModel(t, js)
+	publishMix(m, rand.New(rand.NewPCG(5, 6)), 250)
+	crashRun(t, js, m, StageAfterCommitBeforeAck, 9, WithPipelineRows(0))
+}
+
+// TestOverlappedWrites projects a backlog in batches written by COPY, as
+// a backlog's large batches are: most are committed in the transaction
+// the writer's first stage began while the batch before committed, and
+// the tables are those of a projection written one batch at a time in
+// pipelined round trips.
+func TestOverlappedWrites(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	m := newModel(t, js)
+	publishMix(m, rand.New(rand.NewPCG(13, 14)), 400)
+	db := newDB(t)
+	p := New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(20), WithSnapshotEvery(40), WithPipelineRows(0))
+	project(t, p, m)
+	batches := (m.n + 19) / 20
+	if n := p.overlapped.Load(); n < int64(batches)/2 {
+		t.Errorf("%d of about %d batches committed in a transaction begun beside the one before, want most", n, batches)
+	}
+	checkAgainstModel(t, db, m)
+	ref := newDB(t)
+	project(t, New(asProjector(t, js), ref, WithLogger(quietLog()), WithBatchSize(20), WithSnapshotEvery(40)), m)
+	diffDumps(t, dump(t, ref), dump(t, db))
 }
 
 // TestRedeliverySkipped drops acks so that JetStream redelivers committed
@@ -186,7 +227,14 @@ func TestRestart(t *testing.T) {
 
 // TestPostgresOutage kills the projector's connections while it works: it
 // must retry and end with exactly the same tables.
-func TestPostgresOutage(t *testing.T) {
+func TestPostgresOutage(t *testing.T) { postgresOutage(t) }
+
+// TestPostgresOutageOverlapped is TestPostgresOutage with every batch
+// written by COPY, its rows appended while the batch before commits
+// (pipeline.go): either transaction may lose its connection.
+func TestPostgresOutageOverlapped(t *testing.T) { postgresOutage(t, WithPipelineRows(0)) }
+
+func postgresOutage(t *testing.T, extra ...Option) {
 	js := connectNATS(t, testenv.NATS(t))
 	roles, db := newRoleDB(t)
 	m := newModel(t, js)
@@ -198,7 +246,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	defer killer.Close(context.Background())
 	var killed int
-	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(3)))
+	r := start(New(asProjector(t, js), db, append([]Option{WithLogger(quietLog()), WithBatchSize(3)}, extra...)...))
 	plan, leaves := treePlan(events.ReclaimShareRatio, 3, 3, 4)
 	for range 10 {
 		m.randomEvents(rng, "tree", plan, leaves, 4, 20)

@@ -224,21 +224,44 @@ ON CONFLICT (name) DO UPDATE SET stream_seq = EXCLUDED.stream_seq, updated_at = 
 )
 
 // writeTx writes a whole batch in the transaction tx, in this order:
-// check the offset, append (COPY) events and decisions, close then open
-// history intervals, replace the plan of re-planned pools, upsert current
-// state, checkpoints and the offset (one pipelined round trip), COPY
-// snapshots.
+// check the offset, append (COPY) events, decisions and the history
+// intervals opened, then writeChanges.
 func (p *Projector) writeTx(ctx context.Context, tx pgx.Tx, b *batch, f *finalRows) error {
 	if err := p.checkOffset(ctx, tx, b); err != nil {
 		return err
 	}
+	if err := writeAppended(ctx, tx, b); err != nil {
+		return err
+	}
+	return p.writeChanges(ctx, tx, b, f)
+}
+
+// writeAppended appends (COPY) the batch's new rows, which no other
+// batch writes or reads while it is written: events, decisions and the
+// history intervals it opened (those it also closed, closed). A
+// prepared batch (pipeline.go) writes them while the batch before it
+// commits.
+func writeAppended(ctx context.Context, tx pgx.Tx, b *batch) error {
 	if err := copyRows(ctx, tx, "events", eventCols, b.events); err != nil {
 		return err
 	}
 	if err := copyRows(ctx, tx, "decisions", decisionCols, b.decisions); err != nil {
 		return err
 	}
-	if err := p.writeHistory(ctx, tx, b); err != nil {
+	if err := copyRows(ctx, tx, "allocation_history", historyCols, historyRows(b)); err != nil {
+		return err
+	}
+	return copyRows(ctx, tx, "ownership_history", ownHistCols, ownHistoryRows(b))
+}
+
+// writeChanges writes what depends on the batches before: close the
+// history intervals earlier batches opened, replace the plan of
+// re-planned pools, upsert current state, checkpoints and the offset
+// (one pipelined round trip), COPY snapshots, then the rarer rows
+// (saved states, pending events, halts, a halted pool's catch-up). The
+// offset must be checked in tx first (checkOffset).
+func (p *Projector) writeChanges(ctx context.Context, tx pgx.Tx, b *batch, f *finalRows) error {
+	if err := p.closeHistory(ctx, tx, b); err != nil {
 		return err
 	}
 	if err := p.writePlans(ctx, tx, f); err != nil {
@@ -342,21 +365,20 @@ func (p *Projector) movedBefore() bool {
 	return !p.offsetMoved.IsZero() && time.Since(p.offsetMoved) < offsetMovedWindow
 }
 
-func (p *Projector) writeHistory(ctx context.Context, tx pgx.Tx, b *batch) error {
+// closeHistory closes the history intervals that earlier batches opened
+// (by primary key: their valid_from_seq is kept in memory, openRow).
+func (p *Projector) closeHistory(ctx context.Context, tx pgx.Tx, b *batch) error {
 	if c := b.closes; len(c.pools) > 0 {
 		if _, err := tx.Exec(ctx, sqlCloseHistory, c.pools, c.consumers, c.froms, c.seqs, c.times); err != nil {
 			return fmt.Errorf("close allocation_history rows: %w", err)
 		}
-	}
-	if err := copyRows(ctx, tx, "allocation_history", historyCols, historyRows(b)); err != nil {
-		return err
 	}
 	if c := b.ownCloses; len(c.pools) > 0 {
 		if _, err := tx.Exec(ctx, sqlCloseOwnHistory, c.pools, c.consumers, c.hosts, c.froms, c.seqs, c.times); err != nil {
 			return fmt.Errorf("close ownership_history rows: %w", err)
 		}
 	}
-	return copyRows(ctx, tx, "ownership_history", ownHistCols, ownHistoryRows(b))
+	return nil
 }
 
 func (p *Projector) writePlans(ctx context.Context, tx pgx.Tx, f *finalRows) error {

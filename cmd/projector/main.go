@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--synchronous-commit] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--health-listen ADDR [--ready-lag D] [--stuck-after D]] [--log-format text|json] [--log-level LEVEL]
+//	projector [--nats-url URL] [--nats-creds FILE] [--heal-creds FILE] [--trusted-keys FILE] [--database-url URL] [--batch N] [--pipeline-rows N] [--synchronous-commit] [--snapshot-every N] [--name NAME] [--partitions N] [--instance ID] [--pinned-ttl D] [--connect-timeout D] [--metrics-listen ADDR --metrics-tokens FILE] [--health-listen ADDR [--ready-lag D] [--stuck-after D]] [--log-format text|json] [--log-level LEVEL]
 //	projector --help | --version
 //
 // With --partitions N, any number of projectors share the pools: they are
@@ -76,7 +76,7 @@ func main() {
 
 type flags struct {
 	natsURL, natsCreds, healCreds, trustedKeys, databaseURL, name, instance string
-	batch, snapshotEvery, partitions, resident                              int
+	batch, pipelineRows, snapshotEvery, partitions, resident                int
 	connectWait, pinnedTTL                                                  time.Duration
 	metricsListen, metricsTokens                                            string
 	healthListen                                                            string
@@ -144,6 +144,7 @@ $LEDGER_NATS_CREDS (the projector's nkey seed file).`,
 	// --help never shows it, and $DATABASE_URL is read after parsing.
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL`, postgres://ROLE:PASSWORD@HOST:PORT/DATABASE: the projector's role (env DATABASE_URL, preferred: a command line is visible to every local user; the projector never shows the value)")
 	fs.IntVar(&f.batch, "batch", projections.DefaultBatchSize, "events fetched and committed per transaction")
+	fs.IntVar(&f.pipelineRows, "pipeline-rows", projections.DefaultPipelineRows, "the largest batch (its rows of every table together) written in one round trip; larger ones are written by COPY, their rows appended while the batch before commits (0: every batch by COPY)")
 	fs.BoolVar(&f.syncCommit, "synchronous-commit", false, "wait for PostgreSQL to flush every batch to disk before going on (default: asynchronous commit; the log is the truth and each batch's offset commits with its rows, so a batch PostgreSQL loses in a crash is folded again; set it when NATS syncs in the background on PostgreSQL's machine and the projection must heal the stream of every projected event)")
 	fs.IntVar(&f.snapshotEvery, "snapshot-every", projections.DefaultSnapshotEvery, "save a pool's state every N of its events (or sooner, once folding them again would take about a second)")
 	fs.IntVar(&f.resident, "resident-pools", projections.DefaultResidentPools, "keep at most this many pools' engine states in memory, the most recently folded; the others are saved to PostgreSQL and taken up again when an event of them comes")
@@ -194,6 +195,8 @@ func (f flags) check() error {
 		return fmt.Errorf("--connect-timeout %v: want 0 (until stopped) or a positive duration", f.connectWait)
 	case f.batch < 1:
 		return fmt.Errorf("--batch %d: want 1 or more events", f.batch)
+	case f.pipelineRows < 0:
+		return fmt.Errorf("--pipeline-rows %d: want 0 (every batch by COPY) or more rows", f.pipelineRows)
 	case f.snapshotEvery < 1:
 		return fmt.Errorf("--snapshot-every %d: want 1 or more events", f.snapshotEvery)
 	case f.resident < 1:
@@ -237,7 +240,7 @@ func runProjector(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithSnapshotEvery(f.snapshotEvery), projections.WithResidentPools(f.resident),
+	opts := []projections.Option{projections.WithBatchSize(f.batch), projections.WithPipelineRows(f.pipelineRows), projections.WithSnapshotEvery(f.snapshotEvery), projections.WithResidentPools(f.resident),
 		projections.WithName(f.name), projections.WithLogger(log), projections.WithInstance(f.instance), projections.WithPinnedTTL(f.pinnedTTL),
 		projections.WithMetrics(reg.Projector())}
 	if f.syncCommit {

@@ -238,6 +238,7 @@ func TestFlagsOutOfRangeRefused(t *testing.T) {
 		{"--ready-lag", "0s"}, {"--ready-lag", "-1s"},
 		{"--connect-timeout", "-1s"},
 		{"--batch", "0"}, {"--batch", "-5"},
+		{"--pipeline-rows", "-1"},
 		{"--snapshot-every", "0"}, {"--snapshot-every", "-1"},
 		{"--resident-pools", "0"}, {"--resident-pools", "-1"},
 	} {
