@@ -188,7 +188,7 @@ func (w *hashWriter) str(s string) {
 
 func (w *hashWriter) sum() (out Hash) {
 	w.flush()
-	w.h.Sum(out[:0])
+	copy(out[:], w.h.Sum(w.buf[:0])) // into the flushed buffer: out would escape
 	return out
 }
 

@@ -65,7 +65,10 @@ with (BASELINE, RATIO), measured in the same run, and its target:
                 target >= 0.8 of the cores times one core's Ed25519 verify
                 rate, which it prints), and a rebuild into an empty database
                 (the 'ledger replay --into' code path), compared with the
-                projector of phase 2.
+                projector of phase 2. The read and the replays also say
+                the CPU the process used, per event (the embedded NATS
+                server's share included): a load from elsewhere slows a
+                rate and its baseline unevenly, and moves this less.
   5 partitions  64 pools projected by one unpartitioned projector, by one
                 instance holding 8 partitions (target >= 0.95 of it) and by
                 two instances sharing them (target > one instance).

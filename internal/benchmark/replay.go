@@ -53,6 +53,7 @@ func (b *bench) replay(ctx context.Context) error {
 
 	ctx = step(ctx, "raw direct read")
 	start = time.Now()
+	cpu := processCPU()
 	direct := 0
 	if err := stream.Read(ctx, b.js.Conn(), "ledger.>", 1, last, func(stream.Msg) error { direct++; return nil }); err != nil {
 		return fmt.Errorf("raw direct read: %w", err)
@@ -60,7 +61,7 @@ func (b *bench) replay(ctx context.Context) error {
 	d = time.Since(start)
 	rawDirect := float64(direct) / d.Seconds()
 	b.add(Result{Phase: "4 replay", Name: "(a2) raw JetStream direct-get read (stream.Read, what readers use)", Value: rawDirect, Unit: "events/s",
-		Detail: fmt.Sprintf("%d messages, batches of 1024, no consumer, %.2fs", direct, d.Seconds())})
+		Detail: fmt.Sprintf("%d messages, batches of 1024, no consumer, %.2fs%s", direct, d.Seconds(), cpuUse(processCPU()-cpu, d, direct))})
 
 	// Signed first (as deployed), then unsigned, each beside the raw
 	// direct-get read; the signed replay's target is what the cores can
@@ -78,6 +79,7 @@ func (b *bench) replay(ctx context.Context) error {
 		}
 		ctx := step(ctx, "replay "+map[bool]string{true: "signed", false: "unsigned"}[keys != nil])
 		start = time.Now()
+		cpu := processCPU()
 		r := audit.NewReplayer(nil, 1)
 		r.Trust(keys)
 		folded, decisions, refused := 0, 0, 0
@@ -99,10 +101,11 @@ func (b *bench) replay(ctx context.Context) error {
 			return fmt.Errorf("replay: %d events refused as unauthenticated: the harness's log is not signed by the key it trusts", refused)
 		}
 		d = time.Since(start)
+		used := processCPU() - cpu
 		replay := float64(folded) / d.Seconds()
 		res := Result{Phase: "4 replay", Name: "(b) replay: read + fold (audit.Replayer)", Value: replay, Unit: "events/s",
 			Baseline: "raw direct-get read", BaselineValue: rawDirect,
-			Detail: fmt.Sprintf("%d events of %d pools → %d decisions, in memory, %.2fs", folded, len(r.Pools()), decisions, d.Seconds())}
+			Detail: fmt.Sprintf("%d events of %d pools → %d decisions, in memory, %.2fs%s", folded, len(r.Pools()), decisions, d.Seconds(), cpuUse(used, d, folded))}
 		if keys != nil {
 			limit := float64(b.report.CPUs) * perCore * 0.8
 			res.Signing, res.Baseline, res.BaselineValue = "signed", "cores × verify per core", float64(b.report.CPUs)*perCore
@@ -245,4 +248,14 @@ func (b *bench) rawRead(ctx context.Context, last uint64) (int, error) {
 			return n, fmt.Errorf("no more messages after %d of %d", n, last)
 		}
 	}
+}
+
+// cpuUse says how much CPU the process used over a step of d that
+// handled n events: with an embedded NATS server, the server's share too
+// ("" where it is not measured).
+func cpuUse(cpu, d time.Duration, n int) string {
+	if cpu <= 0 || d <= 0 || n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; process CPU %.2fs (%.2f cores, %.1f µs an event)", cpu.Seconds(), cpu.Seconds()/d.Seconds(), float64(cpu.Microseconds())/float64(n))
 }

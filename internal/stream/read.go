@@ -68,6 +68,9 @@ const (
 	readTries = 60
 )
 
+// everything is the filter that matches every subject the stream stores.
+const everything = "ledger.>"
+
 // ErrNoDirect: no server answers direct gets on the stream (its
 // allow_direct is off: a stream made before this release).
 var ErrNoDirect = errors.New("stream LEDGER does not answer direct gets (allow_direct is off): run `ledger nats setup` with the admin identity once (`ledger dev` does it at start)")
@@ -86,6 +89,14 @@ func Read(ctx context.Context, nc *nats.Conn, filter string, from, to uint64, fn
 	}
 	if from > to {
 		return nil
+	}
+	if filter == everything {
+		// The stream captures only ledger subjects (Config), so this
+		// filter is no filter, and without one the server reads each
+		// message without matching its subject and counts what remains
+		// of a batch from its state instead of a walk of the subjects
+		// (a quarter of its work for a direct get): the same messages.
+		filter = ""
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -217,10 +228,18 @@ func (r *reader) batch(ctx context.Context, pos uint64) (msgs []Msg, more bool, 
 	if err := r.nc.PublishMsg(&nats.Msg{Subject: directGetSubject, Reply: reply, Data: req}); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrRead, err)
 	}
+	// One deadline for the batch, moved on with every message: a
+	// context per message cost as much as reading the message did.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wait := time.AfterFunc(readWait, func() { cancel(context.DeadlineExceeded) })
+	defer wait.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, readWait)
 		m, err := r.sub.NextMsgWithContext(wctx)
-		cancel()
+		if err != nil && ctx.Err() == nil && context.Cause(wctx) != nil {
+			err = context.Cause(wctx) // no message within readWait
+		}
+		wait.Reset(readWait)
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, false, ErrNoDirect
 		}
