@@ -66,7 +66,7 @@ func (b *bench) partitions(ctx context.Context) error {
 	rates := make([]float64, len(partitionSetups))
 	for k, setup := range partitionSetups {
 		b.progress("projecting %d events: %s", last, setup.name)
-		rate, err := b.projectWith(ctx, url, fmt.Sprintf("part%d", k), setup, last)
+		rate, err := b.projectWith(step(ctx, setup.name), url, fmt.Sprintf("part%d", k), setup, last)
 		if err != nil {
 			return fmt.Errorf("%s: %w", setup.name, err)
 		}
