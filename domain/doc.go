@@ -29,7 +29,9 @@
 // plan's fields, validated), ownership_assignment.go (owned slots to
 // hosts), host_parts.go (hosts divided into owners' parts),
 // layered_targets.go, layered_classes.go and layered_divisions.go (each
-// leaf's part of each layer, computed in full), seating.go and
+// leaf's part of each layer, computed in full), share_division.go (a
+// pool's division by the share targets, written once for the full and
+// the kept fold, memoized), seating.go and
 // seating_cache.go (which part of a host each held slot sits in),
 // ownership_placement.go, ownership_reserve.go, ownership_keep.go,
 // ownership_grants.go and ownership_pairing.go (the placement's steps:
@@ -50,8 +52,8 @@
 // ownership_excess.go (an owner's excess in the release order, ruling 5).
 // The fold and the placement kept between events where the plan allows
 // (docs/decisions.md #116): kept_fold.go (the kept state and what marks a
-// pool for a visit), kept_share_ratio.go and kept_priority.go (a kept
-// pool's division), kept_attribution.go (which classes a part comes
+// pool for a visit), kept_priority.go (a kept pool's division under
+// priority), kept_attribution.go (which classes a part comes
 // from), kept_placement.go (the placement over the leaves that are not
 // quiet), leaf_set.go; each gives exactly what the full computation
 // gives (TestKeptFoldMatchesFull). Views and the durable state: views.go,

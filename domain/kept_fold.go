@@ -86,8 +86,10 @@ type incFold struct {
 // incPool is one pool's kept division. Arrays are by local index: a node's
 // preorder position less the pool's.
 type incPool struct {
+	// shareDivision: the division's state under share_ratio (and the
+	// demand, planned split and G under priority); its at is pre[x].
+	shareDivision
 	x            int32
-	at           int32   // pre[x]
 	leaves       []int32 // x's leaves in path order
 	unrestricted Slots
 	classes      []lentSlots // the division's classes in the group's order
@@ -95,9 +97,9 @@ type incPool struct {
 	classesDirty bool
 	queued       bool      // in the fold's toVisit
 	held         *heldPool // priority's state (nil under share_ratio)
-
-	eff, base, part, memoQ, memoU, tmp []Slots
-	dirty, dirtyU                      []bool
+	// setGuarantee records a leaf's G (setG), as the water-fill of
+	// priority's guarantees tells it.
+	setGuarantee func(l int32, g Slots)
 
 	pending, attr         []int32 // leaves to revisit: entering demand, attribution
 	pendingMark, attrMark []bool
@@ -117,7 +119,7 @@ type lenderSlots struct {
 	slots  Slots
 }
 
-func (pl *incPool) loc(id int32, f *incFold) int32 { return f.pre[id] - pl.at }
+func (pl *incPool) loc(id int32, f *incFold) int32 { return pl.shareDivision.loc(id) }
 
 // nodeAt is the node at local index i.
 func (pl *incPool) nodeAt(i int32, f *incFold) int32 { return f.byPre[pl.at+i] }
@@ -327,14 +329,18 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 func (f *incFold) newPool(t *tree, x int32, tot ownTotals) *incPool {
 	k := f.size[x]
 	nd := &t.nodes[x]
-	pl := &incPool{x: x, at: f.pre[x], leaves: slices.Sorted(slices.Values(t.leaves[nd.lo:nd.hi])), classesDirty: true,
-		eff: make([]Slots, k), base: make([]Slots, k), part: make([]Slots, k), memoQ: make([]Slots, k), memoU: make([]Slots, k),
-		tmp: make([]Slots, k), dirty: make([]bool, k), dirtyU: make([]bool, k), pendingMark: make([]bool, k), attrMark: make([]bool, k),
+	pl := &incPool{shareDivision: newShareDivision(f.pre, f.pre[x], k), x: x, leaves: slices.Sorted(slices.Values(t.leaves[nd.lo:nd.hi])), classesDirty: true,
+		pendingMark: make([]bool, k), attrMark: make([]bool, k),
 		keeps: make([][]lenderSlots, k), rest: make([]Slots, k), restTakes: make([][]lenderSlots, k), restMark: make([]bool, k),
 		keepSum: map[int32]Slots{}}
-	for i := range pl.dirty {
-		pl.dirty[i], pl.dirtyU[i] = true, true
+	// A leaf's new part: its attribution is redone, and the demand it
+	// brings into the pools above changes.
+	pl.moved = func(l int32) {
+		f.noteTarget(l)
+		f.markAttr(pl.x, l)
+		f.markPending(t, l, t.nodes[pl.x].parent)
 	}
+	pl.setGuarantee = func(l int32, g Slots) { f.setG(pl, l, g) }
 	if f.priority {
 		pl.held = f.newHeldPool(t, pl, k)
 	}
@@ -455,10 +461,10 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 	case pl.held != nil:
 		f.divideHeldKept(t, pl, c)
 	case f.parentEnf:
-		f.fillInc(t, pl, pl.x, minSlots(c, pl.eff[0]), false)
+		pl.waterFill(t, &f.sp, pl.x, minSlots(c, pl.eff[0]), nil)
 	default:
-		f.pdynInc(t, pl, pl.x, c)
-		f.surplusInc(t, pl, pl.x, minSlots(c, pl.eff[0])-pl.base[0])
+		b := pl.dynamicShares(t, &f.sp, pl.x, c)
+		pl.surplus(t, &f.sp, pl.x, minSlots(c, pl.eff[0])-b)
 	}
 	f.attribute(t, pl)
 }

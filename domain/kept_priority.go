@@ -115,7 +115,7 @@ func (f *incFold) plannedInc(t *tree, pl *incPool, id int32, q Slots) {
 		}
 		return
 	}
-	f.split(t, pl, id, q, splitAll)
+	pl.split(t, &f.sp, id, q, splitAll)
 	for _, c := range n.children {
 		if j := pl.loc(c, f); pl.tmp[j] != h.memoP[j] {
 			f.plannedInc(t, pl, c, pl.tmp[j])
@@ -133,7 +133,7 @@ func (f *incFold) guarantees(t *tree, pl *incPool) {
 	for _, c := range t.nodes[pl.x].children {
 		j := pl.loc(c, f)
 		if q := pl.held.planned[j]; pl.dirty[j] || q != pl.memoQ[j] {
-			f.fillInc(t, pl, c, q, true)
+			pl.waterFill(t, &f.sp, c, q, pl.setGuarantee)
 		}
 	}
 }
@@ -343,7 +343,7 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 	}
 	for _, list := range [3][]int32{h.off, r.order, h.act} {
 		for _, l := range list {
-			f.setPart(t, pl, l, cur(l))
+			pl.setPart(l, cur(l))
 		}
 	}
 	h.off = h.off[:0]

@@ -210,13 +210,13 @@ func (f *layeredFold) plannedShares(x int32, c Slots, d *heldDivision) {
 // parent as kind says.
 func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, kind splitKind) {
 	out[id] = q
-	f.split(id, q, kind)
+	f.div.split(f.t, &f.sp, id, q, kind)
 	kids := f.t.nodes[id].children
 	// The children's parts, kept on a stack while the splits below
-	// overwrite got (one array for the whole walk).
+	// overwrite the division's tmp (one array for the whole walk).
 	at := len(f.parts)
 	for _, k := range kids {
-		f.parts = append(f.parts, f.got[k])
+		f.parts = append(f.parts, f.div.tmp[k])
 	}
 	for i, k := range kids {
 		f.splitDown(k, f.parts[at+i], out, kind)

@@ -154,8 +154,10 @@ type layeredFold struct {
 	out    layeredTargets
 	sp     splitter
 
-	// Scratch of one division, by node id.
+	// Scratch of one division, by node id: eff, base and got are div's
+	// eff, base and part (share_division.go).
 	eff, base, got []Slots
+	div            shareDivision
 	// ord: rules 4's priority, every pool's leaves in the entitled and
 	// the borrow orders (priority_orders.go); entBuf, borBuf: a division's
 	// leaves with demand in them.
@@ -342,12 +344,12 @@ func (f *layeredFold) targets(x int32, c Slots) bool {
 	if q == 0 {
 		return false
 	}
+	f.div.markSubtree(f.t, x)
 	if f.parentEnf {
-		f.waterFill(x, q)
+		f.div.waterFill(f.t, &f.sp, x, q, nil)
 	} else {
-		f.pdyn(x, c)
-		f.bases(x)
-		f.surplus(x, q-f.base[x])
+		b := f.div.dynamicShares(f.t, &f.sp, x, c)
+		f.div.surplus(f.t, &f.sp, x, q-b)
 	}
 	return true
 }
@@ -381,99 +383,6 @@ func (f *layeredFold) effs(id int32, eligible time.Duration) Slots {
 	}
 	f.eff[id] = minSlots(f.remMax[id], sum)
 	return f.eff[id]
-}
-
-// split splits q over id's children as kind says (the sibling split,
-// split.go), into got.
-func (f *layeredFold) split(id int32, q Slots, kind splitKind) {
-	items := f.sp.items[:0]
-	for _, c := range f.t.nodes[id].children {
-		f.got[c] = 0
-		if in, fl, b, cp := kind.term(terms{e: f.eff[c], b: f.base[c], s: f.base[c]}); in {
-			n := &f.t.nodes[c]
-			items = append(items, share{weight: n.share, floor: fl, base: b, cap: cp, priority: n.priority, rank: c})
-		}
-	}
-	f.sp.split(q, items, false)
-	for _, it := range items {
-		f.got[it.rank] = it.got
-	}
-	f.sp.items = items
-}
-
-// waterFill: parent enforcement. Children with demand split their
-// parent's part by share, each capped by its effective demand.
-func (f *layeredFold) waterFill(id int32, q Slots) {
-	f.got[id] = q
-	if f.t.nodes[id].leaf {
-		return
-	}
-	f.split(id, q, splitFill)
-	for _, c := range f.t.nodes[id].children {
-		f.waterFill(c, f.got[c])
-	}
-}
-
-// pdyn: leaf enforcement's planned share over the consumers with demand,
-// into base.
-func (f *layeredFold) pdyn(id int32, q Slots) {
-	f.base[id] = q
-	if f.t.nodes[id].leaf {
-		return
-	}
-	f.split(id, q, splitPdyn)
-	for _, c := range f.t.nodes[id].children {
-		f.pdyn(c, f.got[c])
-	}
-}
-
-// bases turns Pdyn into B bottom-up; a parent whose children's bases
-// exceed its effective demand re-splits it over them.
-func (f *layeredFold) bases(id int32) Slots {
-	n := &f.t.nodes[id]
-	if n.leaf {
-		f.base[id] = minSlots(f.eff[id], f.base[id])
-		return f.base[id]
-	}
-	var sum Slots
-	for _, c := range n.children {
-		sum += f.bases(c)
-	}
-	f.base[id] = sum
-	if sum > f.eff[id] {
-		f.resplit(id, f.eff[id])
-	}
-	return f.base[id]
-}
-
-func (f *layeredFold) resplit(id int32, q Slots) {
-	f.base[id] = q
-	if f.t.nodes[id].leaf {
-		return
-	}
-	f.split(id, q, splitResplit)
-	for _, c := range f.t.nodes[id].children {
-		if f.got[c] < f.base[c] {
-			f.resplit(c, f.got[c])
-		}
-	}
-}
-
-// surplus spreads u over the branches with residual need, by share; a
-// leaf's part is its base plus its share of the surplus.
-func (f *layeredFold) surplus(id int32, u Slots) {
-	if f.t.nodes[id].leaf {
-		f.got[id] = f.base[id] + u
-		return
-	}
-	f.split(id, u, splitSurplus)
-	parts := make([]Slots, 0, len(f.t.nodes[id].children))
-	for _, c := range f.t.nodes[id].children {
-		parts = append(parts, f.got[c])
-	}
-	for i, c := range f.t.nodes[id].children {
-		f.surplus(c, parts[i])
-	}
 }
 
 // sumTargets adds up each leaf's layers, and each parent's leaves.

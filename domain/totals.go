@@ -21,6 +21,9 @@ func layeredFoldOf(t *tree, in layeredInput) *layeredFold {
 	f := &layeredFold{t: t, parentEnf: in.parentEnf, policy: in.policy, lend: in.lend, held: in.held.amount, priorityPerPool: in.priorityPerPool, underLender: in.underLender, rules4Classes: in.rules4Classes, seat: in.seat,
 		remDemand: make([]Slots, n), remMax: make([]Slots, n), excess: make([]Slots, n), inbox: make([][]lentSlots, n),
 		eff: make([]Slots, n), base: make([]Slots, n), got: make([]Slots, n)}
+	// The share division works on the fold's arrays, by node id.
+	f.div = newShareDivision(nil, 0, int32(n))
+	f.div.eff, f.div.base, f.div.part = f.eff, f.base, f.got
 	size := len(in.held.keys)
 	if in.seat != nil { // held is filled as the seating seats each pool
 		size = in.seat.held
