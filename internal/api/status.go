@@ -56,6 +56,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	}()
 	wg.Wait()
 	res.Projectors = s.projectorStatus(ctx, res.Stream, offsets)
+	s.addSetAside(ctx, res.Projectors, offsets)
 	s.instances(ctx, res.Projectors)
 	res.Appends, res.Reads = "ok", "ok"
 	if !res.NATS.Connected || res.Stream == nil {
@@ -245,6 +246,41 @@ func (s *Server) projectorStatus(ctx context.Context, st *StreamStatus, offsets 
 	}
 	return out
 }
+
+// addSetAside adds to each projector's lag the events it has set aside
+// for busy pools (pending_events): below its offset, not folded, so the
+// reads of those pools are behind by them (decision 465). A projector
+// ahead of the stream, or whose lag is unknown, is left as it is.
+func (s *Server) addSetAside(ctx context.Context, ps []ProjectorStatus, offsets []query.Offset) {
+	if s.db == nil || len(offsets) == 0 {
+		return
+	}
+	aside, err := query.SetAsidePools(ctx, s.db, maxSetAsidePools)
+	if err != nil {
+		s.log.Warn("status: events set aside", "err", err)
+		return
+	}
+	for i := range ps {
+		p := &ps[i]
+		if p.LagEvents == nil || *p.LagEvents < 0 || p.LagSeconds == nil {
+			continue
+		}
+		for _, a := range aside {
+			if !offsets[i].Covers(a.Pool, projections.PartitionOf) {
+				continue
+			}
+			events, age := *p.LagEvents+int64(a.Events), max(time.Since(a.Oldest).Seconds(), 0)
+			p.LagEvents = &events
+			if age > *p.LagSeconds {
+				p.LagSeconds = &age
+			}
+		}
+	}
+}
+
+// maxSetAsidePools bounds the pools with events set aside that status
+// reads (the set-aside events are bounded in memory, 64 MiB).
+const maxSetAsidePools = 10000
 
 // unprojectedAge is how long ago the first message after seq was stored
 // (nil when it cannot be read in time).

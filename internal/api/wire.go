@@ -104,10 +104,13 @@ type ProjectorStatus struct {
 	// projector (a partition reads every event, skipping other
 	// partitions') has still to read. Negative when the projection is
 	// ahead of the stream (the stream lost its tail; the projector heals
-	// it). Null when the stream could not be asked.
+	// it). Null when the stream could not be asked. Events set aside
+	// for a busy pool (pending_events), below Seq but not folded, are
+	// added (decision 465).
 	LagEvents *int64 `json:"lag_events"`
-	// LagSeconds is the age of the first message after Seq, 0 when
-	// LagEvents <= 0; null when unknown.
+	// LagSeconds is the age of the first message after Seq or of the
+	// oldest set aside, whichever is older; 0 when LagEvents <= 0; null
+	// when unknown.
 	LagSeconds *float64 `json:"lag_seconds"`
 	// Live tells whether an instance folds this projector (partition)
 	// now, as NATS sees its consumer (health.ProjectorInstance). Null

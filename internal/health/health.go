@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/projections/query"
 )
 
@@ -249,12 +250,30 @@ func (c *Checker) lag(ctx context.Context) (float64, error) {
 	}
 	var lowest uint64
 	found := false
+	var mine []query.Offset
 	for _, o := range offsets {
 		if c.Projectors != nil && !c.Projectors(o.Name) {
 			continue
 		}
+		mine = append(mine, o)
 		if !found || o.Seq < lowest {
 			lowest, found = o.Seq, true
+		}
+	}
+	// Events set aside for a busy pool are below the offsets but not
+	// folded: the projection is behind by the oldest of them too
+	// (decision 465).
+	aside, err := query.SetAsidePools(ctx, c.DB, maxSetAsidePools)
+	if err != nil {
+		return 0, err
+	}
+	asideAge := 0.0
+	for _, a := range aside {
+		for _, o := range mine {
+			if o.Covers(a.Pool, projections.PartitionOf) {
+				asideAge = max(asideAge, time.Since(a.Oldest).Seconds())
+				break
+			}
 		}
 	}
 	st, err := c.JS.Stream(ctx, stream.Name)
@@ -262,14 +281,18 @@ func (c *Checker) lag(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("stream %s: %w", stream.Name, err)
 	}
 	if st.CachedInfo().State.LastSeq <= lowest {
-		return 0, nil
+		return asideAge, nil
 	}
 	age, err := FirstUnprojectedAge(ctx, st, lowest)
 	if err != nil {
 		return 0, err
 	}
-	return age, nil
+	return max(age, asideAge), nil
 }
+
+// maxSetAsidePools bounds the pools with events set aside that readiness
+// reads.
+const maxSetAsidePools = 10000
 
 // FirstUnprojectedAge is how long ago the first message after seq was
 // stored, in seconds. The lookup is "next at or after seq+1": a gap in

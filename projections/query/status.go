@@ -107,3 +107,41 @@ func PendingEvents(ctx context.Context, q Querier) (map[Key]bool, error) {
 	}
 	return out, nil
 }
+
+// SetAside is what the projector holds set aside for one busy pool
+// (pending_events): below its committed offset, not folded yet.
+type SetAside struct {
+	Pool   string
+	Events uint64
+	// Oldest is when the stream stored the oldest of them.
+	Oldest time.Time
+}
+
+// SetAsidePools is every pool with events set aside, at most limit rows
+// (most events first).
+func SetAsidePools(ctx context.Context, q Querier, limit int) ([]SetAside, error) {
+	rows, _ := q.Query(ctx, `SELECT pool, count(*), min(stored_at) FROM pending_events GROUP BY pool ORDER BY count(*) DESC, pool LIMIT $1`, limit)
+	var out []SetAside
+	var a SetAside
+	var n int64
+	_, err := pgx.ForEachRow(rows, []any{&a.Pool, &n, &a.Oldest}, func() error {
+		a.Events = uint64(n)
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events set aside: %w", err)
+	}
+	return out, nil
+}
+
+// Covers reports whether the projector of row o folds pool: every pool
+// for an unpartitioned projector, those of its partition otherwise
+// (partitionOf is projections.PartitionOf, which this package cannot
+// import).
+func (o Offset) Covers(pool string, partitionOf func(pool string, n int) int) bool {
+	if o.Partition == nil || o.Partitions == nil {
+		return true
+	}
+	return partitionOf(pool, *o.Partitions) == *o.Partition
+}
