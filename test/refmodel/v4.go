@@ -957,12 +957,47 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 		} else {
 			f.shiftSeat(v, c, k, n)
 			f.emit(Decision{Kind: "reclaim", Consumer: c, From: v, Host: k.host, Slots: n, Rule: rule})
-			f.noteGiven(c, k, n)
+			if !strict && !f.mayTake(c, k.part) {
+				f.reseatTaken(c, k, n)
+			} else {
+				f.noteGiven(c, k, n)
+			}
 			f.track()
 		}
 		got += n
 	}
 	return got
+}
+
+// reseatTaken: claimant c was just given n slots of part k, which a leaf
+// nearer to k's owner with unmet demand could use (c may hold them but not
+// take them). Where another leaf w on the same host sits on a part c may
+// take and may hold k, the two exchange seats: only the accounting moves
+// (which part of a host a slot is in is not stored, ruling 8's seating),
+// so k's slots stay with the owner's branch (section 5's private-slot
+// property) and the reclaim stays the victim walk's (section 4).
+func (f *fold) reseatTaken(c string, k hp, n int64) {
+	m := f.m
+	for _, w := range m.leaves() {
+		if w == c || !m.mayHold(w, k.part) {
+			continue
+		}
+		for k2, v := range f.seat[w] {
+			if n <= 0 || k2.host != k.host || k2 == k || v == 0 || !f.mayTake(c, k2.part) || !m.mayHold(c, k2.part) {
+				continue
+			}
+			x := min(n, v)
+			f.seat.add(w, k2, -x)
+			f.seat.add(w, k, x)
+			f.seat.add(c, k, -x)
+			f.seat.add(c, k2, x)
+			f.noteGiven(c, k2, x)
+			n -= x
+		}
+	}
+	if n > 0 {
+		f.noteGiven(c, k, n)
+	}
 }
 
 // claimOrder4 is section 4's share_ratio claimant order on t, computed on

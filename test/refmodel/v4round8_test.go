@@ -104,3 +104,42 @@ steps:
         - {kind: grant, consumer: /a, host: h2, slots: 2, rule: share_ratio.grant}
 `)
 }
+
+// TestRules4ShareRatioReclaimFollowsTheVictimWalkOnOneHost: under
+// share_ratio /b owns 6 of h2's 11 slots; /b/b (priority 2) holds 5 and
+// /b/c (priority 3) 6. /a/b asks 9 and /b/a 21: the targets are /a/b 3,
+// /b/a 2, /b/b 3, /b/c 3. Section 4's pairing: /a/b first (deficit 3),
+// the victim walk meets /b/c (3 over) before /b/b (2 over), so `reclaim
+// /a/b from /b/c 3`, then `reclaim /b/a from /b/b 2`. /b/c sits on /b's
+// private part, which /a/b may hold but not take while /b/a needs it; on
+// one host the slot's part is only accounting, so /a/b takes the public
+// seat /b/b sat on and /b/b /b's part, and /b/a does not take the slot
+// back from /a/b by a return (decision 455; withOwnership seed 311,
+// shrunk). The model recorded `reclaim /a/b from /b/b 2`, `reclaim /a/b
+// from /b/c 1`, `reclaim /b/a from /b/c 2`.
+func TestRules4ShareRatioReclaimFollowsTheVictimWalkOnOneHost(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /a}
+    - {path: /a/b}
+    - {path: /b, own: [{host: h2, slots: 6}]}
+    - {path: /b/a}
+    - {path: /b/b, priority: 2}
+    - {path: /b/c, priority: 3}
+hosts:
+  - {name: h2, group: default, slots: 11}
+steps:
+  - events: [{type: demand, demands: {/b/b: 6, /b/c: 9}}]
+    expect:
+      allocations: {/b/b: 5, /b/c: 6}
+  - events: [{type: demand, demands: {/a/b: 9, /b/a: 21}}]
+    expect:
+      allocations: {/a/b: 3, /b/a: 2, /b/b: 3, /b/c: 3}
+      decisions:
+        - {kind: reclaim, consumer: /a/b, from: /b/c, host: h2, slots: 3, rule: share_ratio.reclaim}
+        - {kind: reclaim, consumer: /b/a, from: /b/b, host: h2, slots: 2, rule: share_ratio.reclaim}
+`)
+}
