@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +109,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Errorf("temporary directory %s left behind (stat: %v)", rep.TempDir, err)
 	}
 	checkSignedBound(t, rep)
+	checkCPUFigures(t, rep)
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
@@ -225,5 +228,41 @@ func checkSignedBound(t *testing.T, rep benchmark.Report) {
 	beside := find("2 projection", "projector beside that bound", "signed")
 	if beside.Value != projector.Value || beside.BaselineValue != bound.Value {
 		t.Errorf("projector beside the bound: %v of %v, want %v of %v", beside.Value, beside.BaselineValue, projector.Value, bound.Value)
+	}
+}
+
+// checkCPUFigures: phase 4's raw direct-get read and replays say the
+// CPU the process used per event, and phase 5's projections what they
+// cost this process and the private PostgreSQL (docs/decisions.md #447,
+// #448), each a positive figure.
+func checkCPUFigures(t *testing.T, rep benchmark.Report) {
+	t.Helper()
+	perEvent := regexp.MustCompile(`([0-9.]+) cores \(([0-9.]+) µs an event\)`)
+	n4, n5 := 0, 0
+	for _, r := range rep.Results {
+		var want int
+		switch {
+		case r.Phase == "4 replay" && (strings.HasPrefix(r.Name, "(a2)") || strings.HasPrefix(r.Name, "(b)")):
+			want, n4 = 1, n4+1
+		case r.Phase == "5 partitions":
+			want, n5 = 2, n5+1 // this process, PostgreSQL
+		default:
+			continue
+		}
+		found := perEvent.FindAllStringSubmatch(r.Detail, -1)
+		if len(found) != want {
+			t.Errorf("%s %q: %d CPU figures in %q, want %d", r.Phase, r.Name, len(found), r.Detail, want)
+			continue
+		}
+		for _, f := range found {
+			cores, _ := strconv.ParseFloat(f[1], 64)
+			us, _ := strconv.ParseFloat(f[2], 64)
+			if !(cores > 0 && us > 0) {
+				t.Errorf("%s %q: CPU figure %q, want positive", r.Phase, r.Name, f[0])
+			}
+		}
+	}
+	if n4 != 3 || n5 != 3 {
+		t.Errorf("%d phase 4 and %d phase 5 rows with CPU figures, want 3 and 3", n4, n5)
 	}
 }

@@ -64,23 +64,42 @@ func (b *bench) partitions(ctx context.Context) error {
 		reads = fmt.Sprintf("each partition reads its own events (the stream's %d subject partitions)", sp)
 	}
 	rates := make([]float64, len(partitionSetups))
+	cpus := make([]string, len(partitionSetups))
 	for k, setup := range partitionSetups {
 		b.progress("projecting %d events: %s", last, setup.name)
+		cpu, pg, start := processCPU(), b.pgCPU(), time.Now()
 		rate, err := b.projectWith(step(ctx, setup.name), url, fmt.Sprintf("part%d", k), setup, last)
 		if err != nil {
 			return fmt.Errorf("%s: %w", setup.name, err)
 		}
 		rates[k] = rate
+		cpus[k] = cpuShares(processCPU()-cpu, b.pgCPU()-pg, time.Since(start), int(last))
 	}
 	detail := fmt.Sprintf("%d events over %d pools, fresh database", last, partitionPools)
 	b.add(Result{Phase: "5 partitions", Name: "projector, " + partitionSetups[0].name, Signing: b.signing(), Value: rates[0], Unit: "events/s",
-		Detail: detail + " (the baseline)"})
+		Detail: detail + " (the baseline)" + cpus[0]})
 	b.add(Result{Phase: "5 partitions", Name: "projector, " + partitionSetups[1].name, Signing: b.signing(), Value: rates[1], Unit: "events/s",
-		Baseline: "unpartitioned", BaselineValue: rates[0], Target: "≥ 0.95", Min: 0.95, Detail: detail + "; " + reads})
+		Baseline: "unpartitioned", BaselineValue: rates[0], Target: "≥ 0.95", Min: 0.95, Detail: detail + "; " + reads + cpus[1]})
 	b.add(Result{Phase: "5 partitions", Name: "projector, " + partitionSetups[2].name, Signing: b.signing(), Value: rates[2], Unit: "events/s",
 		Baseline: "1 instance", BaselineValue: rates[1], Target: "> 1", Min: 1, Above: true,
-		Detail: detail + fmt.Sprintf("; on %d cores, shared with PostgreSQL and NATS", b.report.CPUs)})
+		Detail: detail + fmt.Sprintf("; on %d cores, shared with PostgreSQL and NATS", b.report.CPUs) + cpus[2]})
 	return nil
+}
+
+// cpuShares says what a projection of n events over d cost the CPUs:
+// this process (the projectors, the embedded NATS server) and the
+// private PostgreSQL, in cores kept busy and microseconds an event ("" if
+// neither is measured). Both near the machine's cores together: more
+// instances on it cannot project faster.
+func cpuShares(own, pg, d time.Duration, n int) string {
+	if own <= 0 || d <= 0 || n <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("; CPU: this process %.2f cores (%.0f µs an event)", own.Seconds()/d.Seconds(), float64(own.Microseconds())/float64(n))
+	if pg > 0 {
+		s += fmt.Sprintf(", PostgreSQL %.2f cores (%.0f µs an event)", pg.Seconds()/d.Seconds(), float64(pg.Microseconds())/float64(n))
+	}
+	return s
 }
 
 // freshStream is a fresh embedded server for phases 5 and 6 (so its log

@@ -257,5 +257,5 @@ func cpuUse(cpu, d time.Duration, n int) string {
 	if cpu <= 0 || d <= 0 || n <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("; process CPU %.2fs (%.2f cores, %.1f µs an event)", cpu.Seconds(), cpu.Seconds()/d.Seconds(), float64(cpu.Microseconds())/float64(n))
+	return fmt.Sprintf("; process CPU %.2fs: %.2f cores (%.1f µs an event)", cpu.Seconds(), cpu.Seconds()/d.Seconds(), float64(cpu.Microseconds())/float64(n))
 }
