@@ -74,7 +74,11 @@ func (p *Projector) observeRebuilt(pools, done, events int) {
 // pending count after the last fetched) and, when the batch has rows,
 // the totals of the pools it touched, for observeCommit.
 func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
-	if p.cfg.metrics == nil || len(msgs) == 0 {
+	if p.cfg.metrics == nil {
+		return
+	}
+	p.observeSetAside()
+	if len(msgs) == 0 {
 		return
 	}
 	var first, last time.Time
@@ -101,6 +105,24 @@ func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
 		f.Pool, f.Reclaims = name, reclaims[name]
 		b.figures = append(b.figures, f)
 	}
+}
+
+// observeSetAside reports the messages set aside for busy pools after a
+// batch (in the folding goroutine, which alone touches them): their pools'
+// projection is behind by them (decision 465).
+func (p *Projector) observeSetAside() {
+	var n uint64
+	var oldest time.Time
+	for _, ds := range p.deferred.pools {
+		if len(ds) == 0 {
+			continue
+		}
+		n += uint64(len(ds))
+		if oldest.IsZero() || ds[0].stored.Before(oldest) {
+			oldest = ds[0].stored
+		}
+	}
+	p.cfg.metrics.SetAside(p.offsetName(), n, oldest)
 }
 
 // observeCommit records a committed batch.

@@ -8,10 +8,10 @@ import (
 
 var (
 	lagEventsDesc = prometheus.NewDesc("ledger_projector_lag_events",
-		"Messages of the stream the projector has not committed yet: fetched and folded, or still in the stream (JetStream's pending count at the last fetch).",
+		"Messages of the stream the projector has not projected yet: fetched and folded but not committed, still in the stream (JetStream's pending count at the last fetch), or set aside for a busy pool.",
 		[]string{"projector"}, nil)
 	lagSecondsDesc = prometheus.NewDesc("ledger_projector_lag_seconds",
-		"Age of the oldest message not committed yet (0 when none is): how far behind the stream the projection is.",
+		"Age of the oldest message not projected yet, a busy pool's set-aside ones included (0 when none is): how far behind the stream the projection is.",
 		[]string{"projector"}, nil)
 	haltedDesc = prometheus.NewDesc("ledger_projector_halted_pools",
 		"Pools whose projection stopped (an event the engine could not fold); the other pools go on.",
@@ -54,6 +54,14 @@ func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if r.events > 0 && !oldest.IsZero() {
 			r.age = max(0, now.Sub(oldest).Seconds())
+		}
+		// Set aside for a busy pool: committed as pending rows, not
+		// folded (decision 465).
+		if s.aside > 0 {
+			r.events += s.aside
+			if !s.asideOldest.IsZero() {
+				r.age = max(r.age, now.Sub(s.asideOldest).Seconds())
+			}
 		}
 		rows = append(rows, r)
 	}

@@ -51,6 +51,11 @@ type progress struct {
 	lastSeen time.Time   // stored time of the last message fetched
 	folded   []foldedRun // batches folded, not committed yet, oldest first
 	halted   func() map[string]uint64
+	// aside and asideOldest are the messages set aside for busy pools
+	// (committed as pending rows, not folded) and the stored time of the
+	// oldest, as of the last batch (decision 465).
+	aside       uint64
+	asideOldest time.Time
 }
 
 type foldedRun struct {
@@ -108,6 +113,21 @@ func (p *Projector) Started(name string, halted func() map[string]uint64) {
 	defer p.mu.Unlock()
 	s := p.progress(name)
 	s.folded, s.pending, s.halted = nil, 0, halted
+	s.aside, s.asideOldest = 0, time.Time{}
+}
+
+// SetAside records, after each batch, the messages the projector holds
+// set aside for busy pools (decision 184): past its offset but not
+// folded, so their pools' projection is behind by them; the lag counts
+// them (decision 465). oldest is the stored time of the oldest.
+func (p *Projector) SetAside(name string, n uint64, oldest time.Time) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.progress(name)
+	s.aside, s.asideOldest = n, oldest
 }
 
 // Replay records the rebuild at start: pools to rebuild (done == 0 at
