@@ -418,6 +418,7 @@ func devPGPolicy(reporting pgcluster.SessionBounds) []pgcluster.Option {
 				Transaction:       cmp.Or(reporting.Transaction, migrations.ReportingTransaction),
 				Memory:            cmp.Or(reporting.Memory, migrations.ReportingMemory),
 				NotifyQueue:       cmp.Or(reporting.NotifyQueue, migrations.ReportingNotifyQueue),
+				ReadOnly:          true,
 			}
 		}
 		opts = append(opts, pgcluster.WithRolePolicy(role, p))

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +138,25 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 				t.Errorf("a session idle in a transaction for %v still runs", bounds.IdleInTransaction+slack)
 			}
 		})
+		t.Run("a session that takes transaction IDs is ended", func(t *testing.T) {
+			// A role that only reads never needs a transaction ID; a loop
+			// of txid_current() (or NOTIFY) and COMMIT takes 100,000 a
+			// second, and 200 million bring every table's anti-wraparound
+			// VACUUM, 2 billion stop every write (decision 466).
+			t.Parallel()
+			c := session(t)
+			var before int64
+			if err := c.QueryRow(ctx, "SELECT txid_current()").Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			within(t, "a loop of txid_current() and COMMIT", 0, bounds.Statement, func() error {
+				_, err := c.Exec(ctx, `DO $$ BEGIN LOOP PERFORM txid_current(); COMMIT; END LOOP; END $$`)
+				return err
+			})
+			if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+				t.Error("the session taking transaction IDs still runs")
+			}
+		})
 		t.Run("a long transaction of short statements is ended", func(t *testing.T) {
 			t.Parallel()
 			c := session(t)
@@ -203,7 +224,23 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 		}
 		// The listener now reads nothing; another session sends 40 MB of
 		// notifications (0.5% of the queue), which stay on disk for it.
-		sender := session(t)
+		// It is the owner's: a session of the reporting role that sends
+		// them holds a transaction ID while it commits them, and may be
+		// ended for it first (decision 466).
+		ownerPassword, err := os.ReadFile(filepath.Join(cfg.data, "pg-auth", "ledger.password"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ownerURL, err := url.Parse(reporting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ownerURL.User = url.UserPassword("ledger", strings.TrimSpace(string(ownerPassword)))
+		sender, err := pgx.Connect(ctx, ownerURL.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sender.Close(context.Background())
 		start := time.Now()
 		if _, err := sender.Exec(ctx, `DO $$ BEGIN FOR i IN 1..5000 LOOP PERFORM pg_notify('flood', i || repeat('x', 7990)); END LOOP; END $$`); err != nil {
 			t.Fatalf("pg_notify: %v (PostgreSQL lets any role do it)", err)

@@ -53,7 +53,7 @@
 // session may also SET its own timeouts and work_mem, and LISTEN and
 // NOTIFY, which nothing denies: the guard cancels and ends the sessions
 // past their role's [SessionBounds] (time, memory, the notification
-// queue).
+// queue, a transaction ID held by a role that only reads).
 //
 // Errors are of type [*Error] and match the sentinel errors of this
 // package ([ErrBinariesNotFound], [ErrInitdb], ...) with errors.Is.

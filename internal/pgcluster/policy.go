@@ -93,10 +93,21 @@ type RolePolicy struct {
 // notifications, so past the bound GuardRoles ends every session of
 // the role (the listener holding the queue is one of them; PostgreSQL
 // does not tell which).
+//
+// ReadOnly ends a session of the role seen holding a transaction ID
+// (pg_stat_activity.backend_xid). A role that only reads never needs
+// one: PostgreSQL assigns it to a transaction that writes, locks rows,
+// sends a notification or calls txid_current(), and the last two need
+// no privilege. A loop of them with COMMIT in a DO block takes about
+// 100,000 transaction IDs a second from one session: 200 million bring
+// an anti-wraparound VACUUM of every table, and about 2 billion stop
+// every write of the server, the projector's included, until a VACUUM
+// has frozen them (decision 466).
 type SessionBounds struct {
 	Statement, IdleInTransaction, Transaction time.Duration
 	Memory                                    int64
 	NotifyQueue                               float64
+	ReadOnly                                  bool
 }
 
 // CancelGrace is how long a cancelled statement may take to end before
@@ -107,12 +118,14 @@ const CancelGrace = 5 * time.Second
 func (b SessionBounds) zero() bool { return b == SessionBounds{} }
 
 // overruns finds the sessions of role that passed b, in the order of
-// the rule that ends them: a statement past Statement+CancelGrace, idle
+// the rule that ends them: a transaction ID held by a ReadOnly role, a
+// statement past Statement+CancelGrace, idle
 // in a transaction past IdleInTransaction, a transaction past
 // Transaction (terminate), a statement past Statement (cancel). Bounds
 // of 0 are given as +Inf seconds: never passed.
 const overruns = `SELECT pid, coalesce(query_start, now()),
   CASE
+    WHEN $6::bool AND backend_xid IS NOT NULL THEN 'terminate:transaction ID'
     WHEN state = 'active' AND extract(epoch FROM now() - query_start) > $2::float8 + $5::float8 THEN 'terminate:statement'
     WHEN state LIKE 'idle in transaction%' AND extract(epoch FROM now() - state_change) > $3::float8 THEN 'terminate:idle in transaction'
     WHEN xact_start IS NOT NULL AND extract(epoch FROM now() - xact_start) > $4::float8 THEN 'terminate:transaction'
@@ -132,7 +145,7 @@ func endOverruns(ctx context.Context, conn *pgx.Conn, role string, b SessionBoun
 		}
 		return d.Seconds()
 	}
-	rows, err := conn.Query(ctx, overruns, role, secs(b.Statement), secs(b.IdleInTransaction), secs(b.Transaction), CancelGrace.Seconds())
+	rows, err := conn.Query(ctx, overruns, role, secs(b.Statement), secs(b.IdleInTransaction), secs(b.Transaction), CancelGrace.Seconds(), b.ReadOnly)
 	if err != nil {
 		return cancelled, err
 	}
@@ -155,6 +168,9 @@ func endOverruns(ctx context.Context, conn *pgx.Conn, role string, b SessionBoun
 	for _, o := range found {
 		action, what, _ := strings.Cut(*o.rule, ":")
 		fn, words := "pg_terminate_backend", "session ended: "+what+" past its bound"
+		if what == "transaction ID" {
+			words = "session ended: it held a transaction ID, which a role that only reads never needs"
+		}
 		if action == "cancel" {
 			fn, words = "pg_cancel_backend", "statement cancelled: past its bound"
 			if t, ok := cancelled[o.pid]; ok && t.Equal(o.start) {
