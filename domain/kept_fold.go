@@ -196,9 +196,9 @@ func (f *incFold) target(t *tree, l int32) Slots {
 
 // dueOf hands out leaf l's due shares: its own layer, then its takes of
 // each pool, by whose parts they are.
-func (f *incFold) dueOf(t *tree, l int32, add func(owner int32, want, ent Slots)) {
+func (f *incFold) dueOf(t *tree, l int32, add func(dueShare)) {
 	if k := f.ownUse[l]; k > 0 {
-		add(l, k, 0)
+		add(dueShare{owner: l, want: k})
 	}
 	for a := t.nodes[l].parent; a != noNode; a = t.nodes[a].parent {
 		pa := f.pools[a]
@@ -211,7 +211,7 @@ func (f *incFold) dueOf(t *tree, l int32, add func(owner int32, want, ent Slots)
 			for _, k := range list {
 				e := minSlots(k.slots, ent)
 				ent -= e
-				add(poolTake{pool: a, lender: k.lender}.takeOwner(), k.slots, e)
+				add(dueShare{owner: poolTake{pool: a, lender: k.lender}.takeOwner(), want: k.slots, ent: e})
 			}
 		}
 	}

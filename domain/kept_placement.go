@@ -131,7 +131,7 @@ func (p *Pool) placeKept() []placeMove {
 // shares and targets, on the whole room of every part.
 func (p *Pool) keptEveryLeaf(idx *partIndex) placeInput {
 	return placeInput{leaves: p.t.sortedLeaves, holders: p.holders(), target: func(l int32) Slots { return p.sh(l).target },
-		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: idx.fullRoom(),
+		due: func(l int32, add func(dueShare)) { p.inc.dueOf(p.t, l, add) }, room: idx.fullRoom(),
 		transfers: p.keptTransfers(p.t.sortedLeaves)}
 }
 
@@ -139,7 +139,7 @@ func (p *Pool) keptEveryLeaf(idx *partIndex) placeInput {
 // leaves leave; false when the proviso fails.
 func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) ([]placeMove, bool) {
 	in := placeInput{leaves: run, holders: k.holders, target: func(l int32) Slots { return p.sh(l).target },
-		due: func(l int32, add func(owner int32, want, ent Slots)) { p.inc.dueOf(p.t, l, add) }, room: k.room,
+		due: func(l int32, add func(dueShare)) { p.inc.dueOf(p.t, l, add) }, room: k.room,
 		transfers: p.keptTransfers(run)}
 	for _, l := range run {
 		for _, h := range p.t.nodes[l].holdings {

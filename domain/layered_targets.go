@@ -55,6 +55,11 @@ type poolTake struct {
 	// entitled: under priority, how many of slots are within the leaf's
 	// guarantee G in the pool (the rest it borrows); 0 otherwise.
 	entitled Slots
+	// kept, keptEnt: under rules 4's priority (dividePriorityOnce), how
+	// many of slots the leaf keeps where it sits in the pool, and how many
+	// of those are entitled (its guarantee counts what it keeps first);
+	// 0 otherwise.
+	kept, keptEnt Slots
 }
 
 // ownTotals is the ownership assignment as the layered targets need it,
@@ -165,8 +170,8 @@ type layeredFold struct {
 	entBuf, borBuf []int32
 	// keptBuf, esBuf: scratch of a rules 4 priority pool's division
 	// (dividePriorityOnce).
-	keptBuf []classSlots
-	esBuf   []Slots
+	keptBuf             []classSlots
+	esBuf, ksBuf, keBuf []Slots
 	// parts: splitDown's stack of the children's parts.
 	parts []Slots
 }

@@ -172,7 +172,7 @@ func (pl *placement) swapDues(l, owner int32, need Slots, dueElse map[int32]Slot
 			d.want -= s
 			dc.want -= s
 			dueElse[owner] -= s
-			pl.addWant(c, o, s, 0)
+			pl.addWant(c, dueShare{owner: o, want: s})
 			pl.sortWants(c)
 			need -= s
 			swapped += s
@@ -322,7 +322,7 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 					amt[j][i-i0] += k
 				}
 				d.want -= k
-				d.ent -= minSlots(k, d.ent) // what it holds counts as its guarantee first
+				d.ent -= d.keepEnt(k) // what it holds counts as its guarantee first
 				pl.touch(i)
 				pl.capRem[i] -= k
 				pl.keptSum[i] += k

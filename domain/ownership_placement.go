@@ -224,6 +224,23 @@ type placement struct {
 type dueShare struct {
 	owner     int32
 	want, ent Slots
+	// kept, keptEnt: of want, what the divisions counted as kept where the
+	// leaf sits, and the entitled among it (poolTake); step 1's keeps count
+	// against those first (keepEnt).
+	kept, keptEnt Slots
+}
+
+// keepEnt counts k slots kept against the due and returns how many of
+// them are within its guarantee: what the divisions counted as kept is
+// entitled as they said (each pool's guarantee is its own, ruling 1), a
+// keep beyond it stands in for a gain and is entitled while any is left
+// (docs/decisions.md #472). Without the divisions' count (rules 3, the
+// kept fold) every slot kept is entitled while any is left.
+func (d *dueShare) keepEnt(k Slots) Slots {
+	in := minSlots(k, d.kept)
+	e := minSlots(in, d.keptEnt)
+	d.kept, d.keptEnt = d.kept-in, d.keptEnt-e
+	return minSlots(e+k-in, d.ent)
 }
 
 // dueOf is leaf l's due share of owner's parts (nil: none).
@@ -274,7 +291,7 @@ type placing struct {
 type placeInput struct {
 	leaves    []int32
 	holders   [][]leafSlots
-	due       func(l int32, add func(owner int32, want, ent Slots))
+	due       func(l int32, add func(dueShare))
 	target    func(l int32) Slots
 	room      []Slots
 	transfers []transfer
@@ -317,13 +334,13 @@ func (lt layeredTargets) everyLeaf(t *tree, idx *partIndex, holders [][]leafSlot
 
 // dueFrom hands out a leaf's due shares: its own layer, then its takes
 // (byLeaf: the takes by leaf).
-func (lt layeredTargets) dueFrom(byLeaf [][]poolTake) func(l int32, add func(owner int32, want, ent Slots)) {
-	return func(l int32, add func(owner int32, want, ent Slots)) {
+func (lt layeredTargets) dueFrom(byLeaf [][]poolTake) func(l int32, add func(dueShare)) {
+	return func(l int32, add func(dueShare)) {
 		if k := lt.ownUse[l]; k > 0 {
-			add(l, k, 0)
+			add(dueShare{owner: l, want: k})
 		}
 		for _, tk := range byLeaf[l] {
-			add(tk.takeOwner(), tk.slots, tk.entitled)
+			add(dueShare{owner: tk.takeOwner(), want: tk.slots, ent: tk.entitled, kept: tk.kept, keptEnt: tk.keptEnt})
 		}
 	}
 }
@@ -394,7 +411,7 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 		if k := total - target; k > 0 {
 			pl.over[l] = k
 		}
-		in.due(l, func(owner int32, k, ent Slots) { pl.addWant(l, owner, k, ent) })
+		in.due(l, func(d dueShare) { pl.addWant(l, d) })
 		pl.sortWants(l)
 	}
 	pl.owed = map[int32][]transfer{}
@@ -437,15 +454,17 @@ func (pl *placement) firstPart(owner int32) int { return pl.idx.first[owner] }
 
 // addWant adds k slots (ent of them within its guarantee) to what leaf is
 // due of owner's parts.
-func (pl *placement) addWant(leaf, owner int32, k, ent Slots) {
-	d := pl.dueOf(leaf, owner)
+func (pl *placement) addWant(leaf int32, add dueShare) {
+	d := pl.dueOf(leaf, add.owner)
 	if d == nil {
-		pl.wants[leaf] = append(pl.wants[leaf], owner)
-		pl.due[leaf] = append(pl.due[leaf], dueShare{owner: owner})
+		pl.wants[leaf] = append(pl.wants[leaf], add.owner)
+		pl.due[leaf] = append(pl.due[leaf], dueShare{owner: add.owner})
 		d = &pl.due[leaf][len(pl.due[leaf])-1]
 	}
-	d.want += k
-	d.ent += ent
+	d.want += add.want
+	d.ent += add.ent
+	d.kept += add.kept
+	d.keptEnt += add.keptEnt
 }
 
 // sortWants puts leaf l's dues in the order it uses them: by tier, then

@@ -136,25 +136,28 @@ func (f *layeredFold) dividePriorityOnce(x int32, groups []classGroup) []lentSlo
 		ent := minSlots(k, d.g[l])
 		hold, keep := pc.hold[l], kept[l]
 		es := append(f.esBuf[:0], make([]Slots, len(hold))...)
+		ks := append(f.ksBuf[:0], make([]Slots, len(hold))...)
 		for j, kj := 0, 0; j < len(hold); j++ {
 			for kj < len(keep) && keep[kj].class < hold[j].class {
 				kj++
 			}
 			if kj < len(keep) && keep[kj].class == hold[j].class {
-				e := minSlots(minSlots(keep[kj].slots, hold[j].slots), ent)
+				ks[j] = minSlots(keep[kj].slots, hold[j].slots)
+				e := minSlots(ks[j], ent)
 				es[j], ent = e, ent-e
 			}
 		}
+		ke := append(f.keBuf[:0], es...) // the entitled among what it keeps
 		for j := range hold {
 			e := minSlots(hold[j].slots-es[j], ent)
 			es[j], ent = es[j]+e, ent-e
 		}
 		for j, c := range hold {
 			if c.slots > 0 {
-				f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: l, lender: pc.classes[c.class].lender, slots: c.slots, entitled: es[j]})
+				f.out.takes = append(f.out.takes, poolTake{pool: x, leaf: l, lender: pc.classes[c.class].lender, slots: c.slots, entitled: es[j], kept: ks[j], keptEnt: ke[j]})
 			}
 		}
-		f.esBuf = es
+		f.esBuf, f.ksBuf, f.keBuf = es, ks, ke
 		f.give(l, k)
 	}
 	if aside.slots > 0 {
