@@ -73,7 +73,13 @@ func (f *incFold) activate(pl *incPool, l int32) {
 // divideHeldKept divides pool pl's c slots by priority.
 func (f *incFold) divideHeldKept(t *tree, pl *incPool, c Slots) {
 	h := pl.held
-	f.plannedInc(t, pl, pl.x, c)
+	// The planned shares, where the pool's size changed; with leaf
+	// enforcement a leaf's G is its planned share.
+	var leafG func(l int32, g Slots)
+	if !f.parentEnf {
+		leafG = pl.setGuarantee
+	}
+	pl.plannedShares(t, &f.sp, pl.x, c, h.planned, h.memoP, leafG)
 	f.guarantees(t, pl)
 	for _, l := range pl.attr { // where it sits changed
 		f.activate(pl, l)
@@ -96,31 +102,6 @@ func (f *incFold) divideHeldKept(t *tree, pl *incPool, c Slots) {
 		h.actMark[pl.loc(l, f)] = false
 	}
 	h.act = h.act[:0]
-}
-
-// plannedInc splits q over id's subtree by share, every consumer counted
-// (the static planned share), revisiting only the nodes whose part
-// changed; with leaf enforcement a leaf's G is its planned share.
-func (f *incFold) plannedInc(t *tree, pl *incPool, id int32, q Slots) {
-	h := pl.held
-	i := pl.loc(id, f)
-	if h.memoP[i] == q {
-		return
-	}
-	h.memoP[i], h.planned[i] = q, q
-	n := &t.nodes[id]
-	if n.leaf {
-		if !f.parentEnf {
-			f.setG(pl, id, q)
-		}
-		return
-	}
-	pl.split(t, &f.sp, id, q, splitAll)
-	for _, c := range n.children {
-		if j := pl.loc(c, f); pl.tmp[j] != h.memoP[j] {
-			f.plannedInc(t, pl, c, pl.tmp[j])
-		}
-	}
 }
 
 // guarantees refills, with parent enforcement, each branch's planned

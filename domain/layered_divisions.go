@@ -196,32 +196,16 @@ func (f *layeredFold) roomIn(x int32, d *heldDivision, l, victim int32) Slots {
 // them, G is split over the children with demand like T (capped by their
 // effective demand), siblings first.
 func (f *layeredFold) plannedShares(x int32, c Slots, d *heldDivision) {
-	f.splitDown(x, c, d.planned, splitAll)
+	f.div.plannedShares(f.t, &f.sp, x, c, d.planned, nil, nil)
 	if !f.parentEnf {
 		copy(d.g, d.planned)
 		return
 	}
+	setG := func(l int32, g Slots) { d.g[l] = g }
 	for _, k := range f.t.nodes[x].children {
-		f.splitDown(k, d.planned[k], d.g, splitFill)
+		f.div.markSubtree(f.t, k)
+		f.div.waterFill(f.t, &f.sp, k, d.planned[k], setG)
 	}
-}
-
-// splitDown gives id q into out and splits it down id's subtree: at every
-// parent as kind says.
-func (f *layeredFold) splitDown(id int32, q Slots, out []Slots, kind splitKind) {
-	out[id] = q
-	f.div.split(f.t, &f.sp, id, q, kind)
-	kids := f.t.nodes[id].children
-	// The children's parts, kept on a stack while the splits below
-	// overwrite the division's tmp (one array for the whole walk).
-	at := len(f.parts)
-	for _, k := range kids {
-		f.parts = append(f.parts, f.div.tmp[k])
-	}
-	for i, k := range kids {
-		f.splitDown(k, f.parts[at+i], out, kind)
-	}
-	f.parts = f.parts[:at]
 }
 
 // dividePriority is reclaim: priority (docs/rules.md#priority) inside the

@@ -172,8 +172,6 @@ type layeredFold struct {
 	// (dividePriorityOnce).
 	keptBuf             []classSlots
 	esBuf, ksBuf, keBuf []Slots
-	// parts: splitDown's stack of the children's parts.
-	parts []Slots
 }
 
 // computeLayeredTargets divides every layer.

@@ -103,6 +103,35 @@ func (d *shareDivision) waterFill(t *tree, sp *splitter, id int32, q Slots, leaf
 	}
 }
 
+// plannedShares splits q down from id by share, every consumer counted
+// (the static planned share P), into planned; a leaf's is also told to
+// leaf, when set (priority's G under leaf enforcement). With memo (the
+// kept fold's, by node) a node whose part is what it was is skipped: P
+// does not depend on demand.
+func (d *shareDivision) plannedShares(t *tree, sp *splitter, id int32, q Slots, planned, memo []Slots, leaf func(l int32, q Slots)) {
+	i := d.loc(id)
+	if memo != nil {
+		if memo[i] == q {
+			return
+		}
+		memo[i] = q
+	}
+	planned[i] = q
+	n := &t.nodes[id]
+	if n.leaf {
+		if leaf != nil {
+			leaf(id, q)
+		}
+		return
+	}
+	d.split(t, sp, id, q, splitAll)
+	for _, c := range n.children {
+		if j := d.loc(c); memo == nil || d.tmp[j] != memo[j] {
+			d.plannedShares(t, sp, c, d.tmp[j], planned, memo, leaf)
+		}
+	}
+}
+
 // dynamicShares splits q down from id as Pdyn, leaf enforcement's planned
 // share over the consumers with demand, and returns the subtree's base B,
 // bottom-up: B(l) = min(E, Pdyn); a node whose children's bases exceed its

@@ -92,7 +92,7 @@ func guaranteeTargets(t *tree, in layeredInput, pools []poolSlots, tf layeredTar
 		if size == 0 {
 			continue
 		}
-		f.splitDown(x, size, planned, splitAll)
+		f.div.plannedShares(t, &f.sp, x, size, planned, nil, nil)
 		xn := &t.nodes[x]
 		for _, l := range t.leaves[xn.lo:xn.hi] {
 			pl[l] += planned[l]
