@@ -158,6 +158,15 @@ var (
 	snapshotCols  = []string{"pool", "seq", "format", "state", "state_hash"}
 	errCommitted  = errors.New("batch already committed")
 	sqlLockOffset = `SELECT stream_seq FROM projector_offsets WHERE name = $1 FOR UPDATE`
+	// sqlClaimOffset makes the offset row of a projector's (a
+	// partition's) first batch before it is locked: FOR UPDATE locks no
+	// row that is not there, so two instances taking a new partition at
+	// once would both find it at 0 and write the same events. With the
+	// row made first, the second waits for the first to commit, then
+	// finds the offset moved (decision 474). Uncommitted, nobody sees it;
+	// the batch's own upsert sets it.
+	sqlClaimOffset = `INSERT INTO projector_offsets (name, stream_seq, updated_at, partition, partitions, owner)
+VALUES ($1, 0, now(), $2, $3, $4) ON CONFLICT (name) DO NOTHING`
 	// sqlAsyncCommit makes the transaction's commit asynchronous
 	// (docs/decisions.md #305).
 	sqlAsyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
@@ -290,6 +299,15 @@ func (p *Projector) writeChanges(ctx context.Context, tx pgx.Tx, b *batch, f *fi
 	return p.fail(StageBeforeCommit)
 }
 
+// queueClaim queues sqlClaimOffset before the lock of a batch that
+// continues from 0, whose offset row may not be there yet.
+func (p *Projector) queueClaim(q *pgx.Batch, b *batch) {
+	if b.from == 0 {
+		part, parts := p.partitionCols()
+		q.Queue(sqlClaimOffset, p.offsetName(), part, parts, p.cfg.instance)
+	}
+}
+
 // checkOffset makes the offset row the arbiter: a batch whose commit was
 // lost in flight (already there) is not written twice, and a batch that
 // does not follow the committed offset (another writer) is not written.
@@ -298,6 +316,7 @@ func (p *Projector) checkOffset(ctx context.Context, tx pgx.Tx, b *batch) error 
 	if !p.cfg.syncCommit {
 		q.Queue(sqlAsyncCommit) // in the same round trip as the lock
 	}
+	p.queueClaim(q, b)
 	var stored int64
 	q.Queue(sqlLockOffset, p.offsetName()).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&stored); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -462,6 +481,7 @@ func (p *Projector) writePipelined(ctx context.Context, b *batch, f *finalRows) 
 	if !p.cfg.syncCommit {
 		q.Queue(sqlAsyncCommit)
 	}
+	p.queueClaim(q, b)
 	q.Queue(sqlGuardOffset, p.offsetName(), int64(b.from))
 	queueInsert(q, "events", eventCols, eventTypes, b.events)
 	queueInsert(q, "decisions", decisionCols, decisionTypes, b.decisions)
