@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cluster-ledger/ledger/internal/pgcluster"
-	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // TestDevPostgresUnauthenticatedFlood: a local process with no
@@ -32,24 +29,7 @@ import (
 func TestDevPostgresUnauthenticatedFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	parent, err := os.MkdirTemp("", "dev-pgflood-") // PostgreSQL's user must reach it: t.TempDir()'s parent is 0700
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(parent) })
-	if err := os.Chmod(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := devConfig{data: filepath.Join(parent, "data"), httpAddr: "127.0.0.1:0", natsAddr: "127.0.0.1:0", natsCluster: 1,
-		duplicateWindow: stream.DuplicateWindow, snapshotEvery: 100}
-	cfg.natsSync.Always = true
-	env, done := startDevInProcess(t, ctx, cfg)
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dev: %v", err)
-		}
-	}()
+	env, _ := startDevWithPostgres(t, ctx, cancel, "dev-pgflood-", pgcluster.SessionBounds{})
 	reporting := env["DATABASE_URL"]
 	u, err := url.Parse(reporting)
 	if err != nil {

@@ -37,25 +37,8 @@ import (
 func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	parent, err := os.MkdirTemp("", "dev-reporting-") // PostgreSQL's user must reach it: t.TempDir()'s parent is 0700
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(parent) })
-	if err := os.Chmod(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	bounds := pgcluster.SessionBounds{Statement: 2 * time.Second, IdleInTransaction: 2 * time.Second, Transaction: 8 * time.Second, Memory: 256 << 20, NotifyQueue: 0.002}
-	cfg := devConfig{data: filepath.Join(parent, "data"), httpAddr: "127.0.0.1:0", natsAddr: "127.0.0.1:0", natsCluster: 1,
-		duplicateWindow: stream.DuplicateWindow, snapshotEvery: 100, reportingBounds: bounds}
-	cfg.natsSync.Always = true
-	env, done := startDevInProcess(t, ctx, cfg)
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dev: %v", err)
-		}
-	}()
+	env, data := startDevWithPostgres(t, ctx, cancel, "dev-reporting-", bounds)
 	reporting := env["DATABASE_URL"]
 
 	// session connects as the reporting role and lifts both timeouts.
@@ -227,7 +210,7 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 		// It is the owner's: a session of the reporting role that sends
 		// them holds a transaction ID while it commits them, and may be
 		// ended for it first (decision 466).
-		ownerPassword, err := os.ReadFile(filepath.Join(cfg.data, "pg-auth", "ledger.password"))
+		ownerPassword, err := os.ReadFile(filepath.Join(data, "pg-auth", "ledger.password"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,4 +239,32 @@ func TestDevHoldsTheReportingRoleToItsBounds(t *testing.T) {
 			t.Errorf("the notification queue is %.3f%% full %v after it was filled, want at most %.3f%%", u*100, time.Since(start), bounds.NotifyQueue*100)
 		}
 	})
+}
+
+// startDevWithPostgres runs ledger dev in process, in a directory
+// PostgreSQL's user can reach (t.TempDir()'s parent is 0700), with the
+// reporting role's session bounds shortened where bounds says, and
+// returns the environment it prints and its data directory; the test's
+// end cancels it (cancel) and waits for it to stop.
+func startDevWithPostgres(t *testing.T, ctx context.Context, cancel context.CancelFunc, prefix string, bounds pgcluster.SessionBounds) (map[string]string, string) {
+	t.Helper()
+	parent, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := devConfig{data: filepath.Join(parent, "data"), httpAddr: "127.0.0.1:0", natsAddr: "127.0.0.1:0", natsCluster: 1,
+		duplicateWindow: stream.DuplicateWindow, snapshotEvery: 100, reportingBounds: bounds}
+	cfg.natsSync.Always = true
+	env, done := startDevInProcess(t, ctx, cfg)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	})
+	return env, cfg.data
 }
