@@ -122,11 +122,7 @@ func runTokenAdd(out io.Writer, f tokenFlags) error {
 	if err != nil {
 		return err
 	}
-	var pools []string
-	for _, p := range strings.Split(f.pools, ",") {
-		pools = append(pools, strings.TrimSpace(p))
-	}
-	token, e, err := auth.Generate(f.name, scopes, pools)
+	token, e, err := auth.Generate(f.name, scopes, auth.ParsePools(f.pools))
 	if err != nil {
 		return err
 	}

@@ -195,6 +195,18 @@ func Generate(name string, scopes []Scope, pools []string) (token string, e Entr
 	return token, e, nil
 }
 
+// ParsePools reads a comma-separated list of pools ("*": every one),
+// each once, in the order given; the entry validates the names.
+func ParsePools(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if p := strings.TrimSpace(f); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // ParseScopes reads a comma-separated list of scopes ("all": every one).
 func ParseScopes(s string) ([]Scope, error) {
 	if strings.TrimSpace(s) == "all" {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,6 +72,11 @@ func TestEntriesAreChecked(t *testing.T) {
 	}
 	if _, err := auth.ParseScopes("append,write"); err == nil {
 		t.Error("scope write accepted")
+	}
+	// A pool named twice is kept once (it was stored twice), in the order
+	// given.
+	if got := auth.ParsePools(" gpu,cpu , gpu,cpu"); !slices.Equal(got, []string{"gpu", "cpu"}) {
+		t.Errorf("ParsePools: %q, want [gpu cpu]", got)
 	}
 }
 
