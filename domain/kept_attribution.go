@@ -83,7 +83,7 @@ func (pl *incPool) classAt(lender int32) int {
 // the classes that are cut, then the rest and the leftover.
 func (f *incFold) attribute(t *tree, pl *incPool) {
 	for _, l := range pl.attr {
-		pl.attrMark[pl.loc(l, f)] = false
+		pl.attrMark[pl.loc(l)] = false
 		f.keepUncut(pl, l)
 	}
 	pl.attr = pl.attr[:0]
@@ -134,7 +134,7 @@ func (f *incFold) coupleKeeps(pl *incPool) {
 // keeps is what leaf l keeps of the classes it sits on (keepSittings),
 // each cut by left (nil: by nothing).
 func (f *incFold) keeps(pl *incPool, l int32, left []Slots) []lenderSlots {
-	i := pl.loc(l, f)
+	i := pl.loc(l)
 	if pl.part[i] == 0 {
 		return nil
 	}
@@ -167,7 +167,7 @@ func (f *incFold) keeps(pl *incPool, l int32, left []Slots) []lenderSlots {
 // setKeeps replaces leaf l's keeps, keeping the sums per class and the
 // leaves with a rest.
 func (f *incFold) setKeeps(pl *incPool, l int32, ks []lenderSlots) {
-	i := pl.loc(l, f)
+	i := pl.loc(l)
 	if !slices.Equal(pl.keeps[i], ks) {
 		f.noteDue(l)
 	}
@@ -203,7 +203,7 @@ func (f *incFold) takeRest(t *tree, pl *incPool) []Slots {
 	var takers []restTaker
 	kept := pl.restSet[:0]
 	for _, l := range pl.restSet {
-		i := pl.loc(l, f)
+		i := pl.loc(l)
 		if len(pl.restTakes[i]) > 0 {
 			f.noteDue(l) // its takes are redone below: compared, they would rarely differ
 		}

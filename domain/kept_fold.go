@@ -119,8 +119,6 @@ type lenderSlots struct {
 	slots  Slots
 }
 
-func (pl *incPool) loc(id int32, f *incFold) int32 { return pl.shareDivision.loc(id) }
-
 // nodeAt is the node at local index i.
 func (pl *incPool) nodeAt(i int32, f *incFold) int32 { return f.byPre[pl.at+i] }
 
@@ -189,7 +187,7 @@ func (f *incFold) target(t *tree, l int32) Slots {
 	k := f.ownUse[l]
 	for a := t.nodes[l].parent; a != noNode; a = t.nodes[a].parent {
 		pa := f.pools[a]
-		k += pa.part[pa.loc(l, f)]
+		k += pa.part[pa.loc(l)]
 	}
 	return k
 }
@@ -202,7 +200,7 @@ func (f *incFold) dueOf(t *tree, l int32, add func(dueShare)) {
 	}
 	for a := t.nodes[l].parent; a != noNode; a = t.nodes[a].parent {
 		pa := f.pools[a]
-		i := pa.loc(l, f)
+		i := pa.loc(l)
 		if pa.part[i] == 0 {
 			continue
 		}
@@ -234,7 +232,7 @@ func (f *incFold) appendDue(t *tree, l int32, due []dueShare) []dueShare {
 	}
 	for a := t.nodes[l].parent; a != noNode; a = t.nodes[a].parent {
 		pa := f.pools[a]
-		i := pa.loc(l, f)
+		i := pa.loc(l)
 		if pa.part[i] == 0 {
 			continue
 		}
@@ -377,7 +375,7 @@ func (f *incFold) takeMoved(t *tree) {
 func (f *incFold) markPending(t *tree, l, a int32) {
 	for ; a != noNode; a = t.nodes[a].parent {
 		pl := f.pools[a]
-		if i := pl.loc(l, f); !pl.pendingMark[i] {
+		if i := pl.loc(l); !pl.pendingMark[i] {
 			pl.pendingMark[i] = true
 			pl.pending = append(pl.pending, l)
 			f.visit(pl)
@@ -405,7 +403,7 @@ func (f *incFold) dirtyClasses(x int32) {
 // markAttr notes that leaf l's attribution in pool x must be recomputed.
 func (f *incFold) markAttr(x, l int32) {
 	pl := f.pools[x]
-	if i := pl.loc(l, f); !pl.attrMark[i] {
+	if i := pl.loc(l); !pl.attrMark[i] {
 		pl.attrMark[i] = true
 		pl.attr = append(pl.attr, l)
 		f.visit(pl)
@@ -418,7 +416,7 @@ func (f *incFold) entering(t *tree, l, x int32) Slots {
 	d := f.eff[l] - f.ownUse[l]
 	for a := t.nodes[l].parent; a != x; a = t.nodes[a].parent {
 		pa := f.pools[a]
-		d -= pa.part[pa.loc(l, f)]
+		d -= pa.part[pa.loc(l)]
 	}
 	return d
 }
@@ -430,7 +428,7 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 		f.rebuildClasses(t, pl)
 	}
 	for _, l := range pl.pending {
-		i := pl.loc(l, f)
+		i := pl.loc(l)
 		pl.pendingMark[i] = false
 		d := f.entering(t, l, pl.x)
 		if pl.held != nil {
@@ -444,7 +442,7 @@ func (f *incFold) divide(t *tree, pl *incPool) {
 			f.markAttr(pl.x, l)
 		}
 		for a := l; ; a = t.nodes[a].parent {
-			j := pl.loc(a, f)
+			j := pl.loc(a)
 			pl.eff[j] += delta
 			pl.dirty[j] = true
 			if a == pl.x {
@@ -476,7 +474,7 @@ func (f *incFold) output(t *tree) layeredTargets {
 	for _, x := range f.order {
 		pl := f.pools[x]
 		for _, l := range pl.leaves {
-			i := pl.loc(l, f)
+			i := pl.loc(l)
 			if pl.part[i] == 0 {
 				continue
 			}

@@ -56,7 +56,7 @@ func (f *incFold) newHeldPool(t *tree, pl *incPool, k int32) *heldPool {
 		h.memoP[i] = -1
 	}
 	for _, l := range pl.leaves {
-		h.branchOf[pl.loc(l, f)] = pl.loc(branchOf(t, pl.x, l), f)
+		h.branchOf[pl.loc(l)] = pl.loc(branchOf(t, pl.x, l))
 	}
 	return h
 }
@@ -64,7 +64,7 @@ func (f *incFold) newHeldPool(t *tree, pl *incPool, k int32) *heldPool {
 // activate notes that leaf l's keep or sets must be looked at again.
 func (f *incFold) activate(pl *incPool, l int32) {
 	h := pl.held
-	if i := pl.loc(l, f); !h.actMark[i] {
+	if i := pl.loc(l); !h.actMark[i] {
 		h.actMark[i] = true
 		h.act = append(h.act, l)
 	}
@@ -93,13 +93,13 @@ func (f *incFold) divideHeldKept(t *tree, pl *incPool, c Slots) {
 	case h.keepCut:
 		h.keepCut = false
 		for _, l := range pl.leaves {
-			f.setCur0(t, pl, l, h.untr[pl.loc(l, f)])
+			f.setCur0(t, pl, l, h.untr[pl.loc(l)])
 		}
 	}
 	f.passes(t, pl, c)
 	f.noteTransfers(pl)
 	for _, l := range h.act {
-		h.actMark[pl.loc(l, f)] = false
+		h.actMark[pl.loc(l)] = false
 	}
 	h.act = h.act[:0]
 }
@@ -112,7 +112,7 @@ func (f *incFold) guarantees(t *tree, pl *incPool) {
 		return
 	}
 	for _, c := range t.nodes[pl.x].children {
-		j := pl.loc(c, f)
+		j := pl.loc(c)
 		if q := pl.held.planned[j]; pl.dirty[j] || q != pl.memoQ[j] {
 			pl.waterFill(t, &f.sp, c, q, pl.setGuarantee)
 		}
@@ -121,7 +121,7 @@ func (f *incFold) guarantees(t *tree, pl *incPool) {
 
 // setG records a leaf's G.
 func (f *incFold) setG(pl *incPool, l int32, g Slots) {
-	if i := pl.loc(l, f); pl.held.g[i] != g {
+	if i := pl.loc(l); pl.held.g[i] != g {
 		pl.held.g[i] = g
 		f.activate(pl, l)
 	}
@@ -131,7 +131,7 @@ func (f *incFold) setG(pl *incPool, l int32, g Slots) {
 // and which sets it is in.
 func (f *incFold) settleKeep(t *tree, pl *incPool, l int32) {
 	h := pl.held
-	i := pl.loc(l, f)
+	i := pl.loc(l)
 	sits := Slots(0)
 	for _, lender := range f.heldBy[poolLeaf{pl.x, l}] {
 		if pl.classAt(lender) >= 0 {
@@ -151,7 +151,7 @@ func (f *incFold) settleKeep(t *tree, pl *incPool, l int32) {
 // setCur0 sets leaf l's keep, with the branch sums and its sets.
 func (f *incFold) setCur0(t *tree, pl *incPool, l int32, k Slots) {
 	h := pl.held
-	i := pl.loc(l, f)
+	i := pl.loc(l)
 	if d := k - h.cur0[i]; d != 0 {
 		h.cur0[i] = k
 		h.sumCur0 += d
@@ -176,19 +176,19 @@ func (f *incFold) cutKeeps(t *tree, pl *incPool, c Slots) {
 	h := pl.held
 	var keepers []int32
 	for _, l := range pl.leaves {
-		if pl.eff[pl.loc(l, f)] > 0 {
+		if pl.eff[pl.loc(l)] > 0 {
 			keepers = append(keepers, l)
 		}
 	}
 	slices.SortFunc(keepers, func(a, b int32) int {
-		return t.keeperOrder(a, h.sits[pl.loc(a, f)], b, h.sits[pl.loc(b, f)])
+		return t.keeperOrder(a, h.sits[pl.loc(a)], b, h.sits[pl.loc(b)])
 	})
 	for _, l := range pl.leaves {
 		f.setCur0(t, pl, l, 0)
 	}
 	left := c
 	for _, l := range keepers {
-		k := minSlots(h.untr[pl.loc(l, f)], left)
+		k := minSlots(h.untr[pl.loc(l)], left)
 		left -= k
 		f.setCur0(t, pl, l, k)
 	}
@@ -198,7 +198,7 @@ func (f *incFold) cutKeeps(t *tree, pl *incPool, c Slots) {
 // placeInSets puts leaf l in the sets its keep, demand and G say.
 func (f *incFold) placeInSets(t *tree, pl *incPool, l int32) {
 	h := pl.held
-	i := pl.loc(l, f)
+	i := pl.loc(l)
 	n := &t.nodes[l]
 	e, g, k := pl.eff[i], h.g[i], h.cur0[i]
 	ne := e > 0 && minSlots(e, g) > k
@@ -241,7 +241,7 @@ const (
 func (f *incFold) setCmp(t *tree, pl *incPool, by setOrder) func(a, b int32) int {
 	key := pl.held.key
 	return func(a, b int32) int {
-		ka, kb := key[pl.loc(a, f)], key[pl.loc(b, f)]
+		ka, kb := key[pl.loc(a)], key[pl.loc(b)]
 		pa, pb := t.nodes[a].priority, t.nodes[b].priority
 		if by == entitledBy {
 			return cmp.Or(cmpDesc(pa, pb), cmp.Compare(ka, kb), cmp.Compare(a, b))
@@ -277,13 +277,13 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 	h := pl.held
 	r := &heldRun{order: h.order[:0], branches: h.branches[:0]}
 	cur := func(l int32) Slots {
-		if i := pl.loc(l, f); h.inWork[i] {
+		if i := pl.loc(l); h.inWork[i] {
 			return h.work[i]
 		}
-		return h.cur0[pl.loc(l, f)]
+		return h.cur0[pl.loc(l)]
 	}
 	add := func(l int32, k Slots) {
-		i := pl.loc(l, f)
+		i := pl.loc(l)
 		if !h.inWork[i] {
 			h.inWork[i], h.work[i] = true, h.cur0[i]
 			r.order = append(r.order, l)
@@ -300,7 +300,7 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 		if left == 0 {
 			break
 		}
-		i := pl.loc(l, f)
+		i := pl.loc(l)
 		if need := minSlots(pl.eff[i], h.g[i]) - cur(l); need > 0 {
 			k := minSlots(need, left)
 			add(l, k)
@@ -311,7 +311,7 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 		if left == 0 {
 			break
 		}
-		i := pl.loc(l, f)
+		i := pl.loc(l)
 		if need := minSlots(pl.eff[i], borrowCeiling(&t.nodes[l], h.g[i])) - cur(l); need > 0 {
 			k := minSlots(need, left)
 			add(l, k)
@@ -329,7 +329,7 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 	}
 	h.off = h.off[:0]
 	for _, l := range r.order {
-		i := pl.loc(l, f)
+		i := pl.loc(l)
 		if h.work[i] != h.cur0[i] {
 			h.off = append(h.off, l)
 		}
@@ -346,19 +346,19 @@ func (f *incFold) passes(t *tree, pl *incPool, c Slots) {
 // (layeredFold.dividePriority).
 func (f *incFold) reclaims(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots, add func(int32, Slots)) {
 	h := pl.held
-	brCur := func(b int32) Slots { j := pl.loc(b, f); return h.branch[j] + h.brWork[j] }
+	brCur := func(b int32) Slots { j := pl.loc(b); return h.branch[j] + h.brWork[j] }
 	for _, l := range h.ne {
-		i := pl.loc(l, f)
+		i := pl.loc(l)
 		var blocked []int32
 		for need := minSlots(pl.eff[i], h.g[i]) - cur(l); need > 0; {
 			v := f.victim(t, pl, r, cur, brCur, l, blocked)
 			if v == noNode {
 				break
 			}
-			give := minSlots(need, cur(v)-h.g[pl.loc(v, f)])
+			give := minSlots(need, cur(v)-h.g[pl.loc(v)])
 			if f.parentEnf {
 				if bv, bl := branchOf(t, pl.x, v), branchOf(t, pl.x, l); bv != bl {
-					j := pl.loc(bv, f)
+					j := pl.loc(bv)
 					give = minSlots(give, brCur(bv)-minSlots(h.planned[j], pl.eff[j]))
 				}
 			}
@@ -382,7 +382,7 @@ func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots
 	h := pl.held
 	kept := h.vic[:0]
 	for _, v := range h.vic { // drop those no longer above G by their keep
-		if i := pl.loc(v, f); h.inV[i] {
+		if i := pl.loc(v); h.inV[i] {
 			kept = append(kept, v)
 		} else {
 			h.inVic[i] = false
@@ -393,7 +393,7 @@ func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots
 	// per branch for this search (by the branch's local index).
 	overAt := map[int32]bool{}
 	over := func(v int32) bool {
-		b := h.branchOf[pl.loc(v, f)]
+		b := h.branchOf[pl.loc(v)]
 		o, known := overAt[b]
 		if !known {
 			bid := pl.nodeAt(b, f)
@@ -404,7 +404,7 @@ func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots
 	}
 	best, bestOver, bestAbove := noNode, false, Slots(0)
 	consider := func(v int32) {
-		i := pl.loc(v, f)
+		i := pl.loc(v)
 		if v == claimant || pl.eff[i] == 0 || slices.Contains(blocked, v) {
 			return
 		}
@@ -425,7 +425,7 @@ func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots
 		consider(v)
 	}
 	for _, v := range r.order {
-		if !h.inV[pl.loc(v, f)] {
+		if !h.inV[pl.loc(v)] {
 			consider(v)
 		}
 	}

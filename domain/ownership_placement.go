@@ -452,8 +452,9 @@ func (pl *placement) touch(i int) {
 // firstPart is the index of owner's first part (0 when it has none).
 func (pl *placement) firstPart(owner int32) int { return pl.idx.first[owner] }
 
-// addWant adds k slots (ent of them within its guarantee) to what leaf is
-// due of owner's parts.
+// addWant adds a due share (want slots of owner's parts, ent of them
+// within the leaf's guarantee, kept and keptEnt as the divisions counted
+// them) to what leaf is due.
 func (pl *placement) addWant(leaf int32, add dueShare) {
 	d := pl.dueOf(leaf, add.owner)
 	if d == nil {
