@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 )
 
@@ -39,10 +40,16 @@ func (p *Pool) incFoldable() bool {
 }
 
 // incFold is the kept state; ready is false until built for the current
-// tree, assignment and hosts (every event that is not a demand or a
-// release clears it).
+// tree (a plan event clears it). A host event keeps it: the parts it was
+// folded for (partsGen) are then not the pool's, and fold brings it to
+// the new ones (reparts).
 type incFold struct {
-	ready     bool
+	ready bool
+	// partsGen: the pool's parts generation the state was folded for;
+	// heldStale: the sittings cache was emptied (the parts changed), so
+	// held no longer follows it host by host.
+	partsGen  uint64
+	heldStale bool
 	parentEnf bool // enforcement: parent
 	priority  bool // reclaim: priority (the pools divide from what is held, kept_priority.go)
 	preempt   bool
@@ -154,13 +161,18 @@ func (f *incFold) noteEff(id int32) {
 // fold brings the kept state up to date; it reports whether it was
 // built from scratch (every target is then to be taken).
 func (f *incFold) fold(p *Pool, parts []hostPart, tot ownTotals) (built bool) {
-	if !f.ready {
+	switch {
+	case !f.ready:
 		f.build(p, parts, tot)
 		built = true
-	} else {
+	case f.partsGen != p.partsGen || f.heldStale:
+		f.reparts(p, parts, tot)
+		f.takeMoved(p.t)
+	default:
 		p.refreshSittings(parts)
 		f.takeMoved(p.t)
 	}
+	f.partsGen = p.partsGen
 	f.moved = f.moved[:0]
 	// A visit marks only pools above the one visited, later in the
 	// order: the list is worked from its front.
@@ -314,7 +326,7 @@ func (f *incFold) build(p *Pool, parts []hostPart, tot ownTotals) {
 	f.held, f.heldBy, f.lentBy, f.lentOn = map[heldKey]Slots{}, map[poolLeaf][]int32{}, map[poolLeaf][]int32{}, map[poolLeaf]Slots{}
 	f.ready = false // the sittings are computed first, then noted once
 	sits := p.sittings(parts)
-	f.ready = true
+	f.ready, f.heldStale = true, false
 	f.noteSittings(t, parts, sits, 1)
 	for _, l := range t.leaves {
 		f.eff[l] = t.nodes[l].eff
@@ -347,6 +359,63 @@ func (f *incFold) newPool(t *tree, x int32, tot ownTotals) *incPool {
 		pl.unrestricted = tot.private[x]
 	}
 	return pl
+}
+
+// reparts brings the kept state to new parts (a host event changed the
+// hosts or the assignment; the tree is the same): what each pool has
+// unrestricted, what each leaf owns (its own layer and what it lends),
+// and held, from every host's sittings under the new parts. Only what
+// moved is marked, so the fold then visits what build would have
+// divided differently, and nothing else.
+func (f *incFold) reparts(p *Pool, parts []hostPart, tot ownTotals) {
+	t := p.t
+	for _, x := range f.order {
+		pl := f.pools[x]
+		u := tot.public
+		if x != 0 {
+			u = tot.private[x]
+		}
+		if u != pl.unrestricted {
+			pl.unrestricted = u
+			f.dirtyClasses(x)
+		}
+	}
+	before := f.owned
+	f.owned = tot.owned
+	for _, l := range t.leaves {
+		if before[l] == f.owned[l] {
+			continue
+		}
+		f.dirtyClasses(t.nodes[l].parent) // what it lends
+		if use := minSlots(f.eff[l], f.owned[l]); use != f.ownUse[l] {
+			f.ownUse[l] = use
+			f.noteTarget(l)
+			f.markPending(t, l, t.nodes[l].parent)
+		}
+	}
+	// held: the sittings cache follows the new parts host by host
+	// (carrySittings), held with it; after the cache was emptied, every
+	// entry out, every new sitting in, netted by key (in key order: no map
+	// order reaches the fold).
+	p.sitsFor(parts)
+	if !f.heldStale {
+		p.refreshSittings(parts)
+		return
+	}
+	f.ready = false // the sittings are computed first, then noted once
+	sits := p.sittings(parts)
+	f.ready, f.heldStale = true, false
+	cs := f.resitBuf[:0]
+	for _, k := range slices.SortedFunc(maps.Keys(f.held), heldKeyOrder) {
+		cs = append(cs, heldChange{k, -f.held[k]})
+	}
+	for _, s := range sits {
+		if k, ok := sittingKey(t, parts, s); ok {
+			cs = append(cs, heldChange{k, s.slots})
+		}
+	}
+	f.resitBuf = cs
+	f.addHeldChanges(cs)
 }
 
 // takeMoved revisits the leaves whose E changed: their own layer, what
@@ -535,9 +604,12 @@ func (f *incFold) noteResit(t *tree, parts []hostPart, before, after []sitting) 
 		}
 	}
 	f.resitBuf = cs
-	slices.SortFunc(cs, func(a, b heldChange) int {
-		return cmp.Or(cmp.Compare(a.k.pool, b.k.pool), cmp.Compare(a.k.leaf, b.k.leaf), cmp.Compare(a.k.lender, b.k.lender))
-	})
+	f.addHeldChanges(cs)
+}
+
+// addHeldChanges applies changes of held, netted by key, in key order.
+func (f *incFold) addHeldChanges(cs []heldChange) {
+	slices.SortFunc(cs, func(a, b heldChange) int { return heldKeyOrder(a.k, b.k) })
 	for i := 0; i < len(cs); {
 		j, d := i, Slots(0)
 		for ; j < len(cs) && cs[j].k == cs[i].k; j++ {
@@ -546,6 +618,11 @@ func (f *incFold) noteResit(t *tree, parts []hostPart, before, after []sitting) 
 		f.addHeld(cs[i].k, d)
 		i = j
 	}
+}
+
+// heldKeyOrder orders held's keys: pool, leaf, lender.
+func heldKeyOrder(a, b heldKey) int {
+	return cmp.Or(cmp.Compare(a.pool, b.pool), cmp.Compare(a.leaf, b.leaf), cmp.Compare(a.lender, b.lender))
 }
 
 // heldChange is a change of one held entry.

@@ -209,6 +209,10 @@ func (p *Pool) begin(ev Event) {
 	switch ev.Payload.(type) {
 	case *events.Demand, *events.Release: // neither hosts nor the assignment change
 		p.beginFigures()
+	case *events.HostUp, *events.HostDown: // the tree is the same: the kept fold is brought to the new parts (reparts)
+		p.partsFresh = false
+		p.pk.ready = false
+		p.figs.on = false
 	default:
 		p.partsFresh = false
 		p.inc.ready, p.pk.ready = false, false

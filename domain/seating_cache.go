@@ -136,13 +136,64 @@ func (p *Pool) sitsFor(parts []hostPart) {
 	if len(parts) == len(p.parts) && (len(parts) == 0 || &parts[0] == &p.parts[0]) {
 		defer func() { c.gen = p.partsGen }()
 	}
-	if len(c.fresh) != len(p.hosts) || !slices.Equal(c.parts, parts) {
+	if len(c.fresh) == len(p.hosts) && slices.Equal(c.parts, parts) {
+		return
+	}
+	if c.parts == nil || len(c.fresh) > len(p.hosts) { // nothing to carry over
 		c.fresh = make([]bool, len(p.hosts))
 		c.byHost = make([][]sitting, len(p.hosts))
 		c.stale = c.stale[:0]
 		c.parts = slices.Clone(parts)
 		c.known = false
+		p.inc.heldStale = true // its held can no longer follow host by host (reparts)
+		return
 	}
+	p.carrySittings(parts)
+}
+
+// carrySittings makes the cache one for new parts of the same tree (a
+// host event changed the hosts or the assignment). A host's sittings
+// depend on its own parts alone, so a host whose parts are as they were
+// keeps them, their part indices moved with the parts before it; every
+// other host, and a host registered since, is recomputed when next read
+// (stale). The kept fold's held forgets the sittings it drops now, under
+// the parts they were counted for, and takes the new ones as they are
+// computed (sitOn).
+func (p *Pool) carrySittings(parts []hostPart) {
+	c := &p.sits
+	old := c.parts
+	follow := p.inc.ready && !p.inc.heldStale
+	for h := range len(c.fresh) {
+		oi, ni := firstPartOf(old, int32(h)), firstPartOf(parts, int32(h))
+		oj, nj := oi, ni
+		for oj < len(old) && old[oj].host == int32(h) {
+			oj++
+		}
+		for nj < len(parts) && parts[nj].host == int32(h) {
+			nj++
+		}
+		if slices.Equal(old[oi:oj], parts[ni:nj]) {
+			if d := ni - oi; d != 0 {
+				for k := range c.byHost[h] {
+					c.byHost[h][k].part += d
+				}
+			}
+			continue
+		}
+		if follow {
+			p.inc.noteResit(p.t, old, c.byHost[h], nil)
+		}
+		c.byHost[h] = c.byHost[h][:0]
+		c.fresh[h] = false
+		c.stale = append(c.stale, int32(h))
+	}
+	for h := len(c.fresh); h < len(p.hosts); h++ {
+		c.fresh = append(c.fresh, false)
+		c.byHost = append(c.byHost, nil)
+		c.stale = append(c.stale, int32(h))
+	}
+	c.parts = slices.Clone(parts)
+	c.known = false
 }
 
 // sitOn is the sittings of the host of parts[i:j], from the cache.
@@ -159,7 +210,7 @@ func (p *Pool) sitOn(parts []hostPart, i, j int) []sitting {
 		before := c.prev
 		c.byHost[h] = p.sitHost(c.byHost[h][:0], parts, i, j, held)
 		c.fresh[h] = true
-		if p.inc.ready { // the kept fold's held follows the sittings
+		if p.inc.ready && !p.inc.heldStale { // the kept fold's held follows the sittings
 			p.inc.noteResit(p.t, parts, before, c.byHost[h])
 		}
 		if p.figs.on { // and so do the figures of the event's Result
