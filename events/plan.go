@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -232,6 +233,9 @@ type Duration struct{ time.Duration }
 // MarshalJSON writes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }
 
+// maxDurationSeconds is the most seconds a time.Duration holds.
+const maxDurationSeconds = int64(math.MaxInt64 / time.Second)
+
 // UnmarshalJSON reads a Go duration string, or a number of seconds.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
@@ -240,12 +244,18 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		if err2 := json.Unmarshal(b, &secs); err2 != nil {
 			return fmt.Errorf("duration must be a string like \"30s\" or a number of seconds")
 		}
+		// time.Duration counts nanoseconds in an int64: a number of
+		// seconds past ±9,223,372,036 would wrap around (-2^63 s to 0s,
+		// 18446744074 s, 584 years, to 0.29 s) and be stored so.
+		if secs > maxDurationSeconds || secs < -maxDurationSeconds {
+			return fmt.Errorf("duration of %d seconds is out of range: at most %d seconds (about 292 years) either way", secs, maxDurationSeconds)
+		}
 		d.Duration = time.Duration(secs) * time.Second
 		return nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration %q: %v", s, err)
+		return fmt.Errorf("duration %.64q is not a duration like \"30s\", \"5m\" or \"1h30m\" (units ns, us, ms, s, m, h; at most 2562047h47m16.854775807s)", s)
 	}
 	d.Duration = v
 	return nil

@@ -52,7 +52,7 @@ func (d decoder) decode(body io.Reader) ([]incoming, *apiError) {
 		return nil, readFailure(err)
 	}
 	if first != '[' && first != '{' {
-		return nil, malformed(fmt.Errorf("the body starts with %q: send one event object or an array of them", first))
+		return nil, refusal(fmt.Errorf("%w: %s, not { or [: send one event object or an array of them", events.ErrMalformed, bodyStart(first)), nil)
 	}
 	dec := json.NewDecoder(br)
 	dec.DisallowUnknownFields()
@@ -123,6 +123,19 @@ func firstByte(br *bufio.Reader) (byte, error) {
 			return b, br.UnreadByte()
 		}
 	}
+}
+
+// bodyStart words the first byte of a body that is neither an object
+// nor an array (it went through jsonReadFailure once, whose catch-all
+// answered "the body could not be read" and dropped these words).
+func bodyStart(b byte) string {
+	switch {
+	case b == 0xEF:
+		return "the body starts with a byte order mark (EF BB BF; send JSON without it)"
+	case b < 0x20 || b >= 0x7F:
+		return fmt.Sprintf("the body starts with byte 0x%02X", b)
+	}
+	return fmt.Sprintf("the body starts with %q", rune(b))
 }
 
 var errEmptyBody = errors.New("empty body: send one event or an array of events")

@@ -166,7 +166,19 @@ func (w *walker) valueAt(t reflect.Type, keyed bool) *apiError {
 		}
 		return nil
 	case t.Kind() != reflect.Slice && reflect.PointerTo(t).Implements(unmarshalerType):
-		return w.syntax(w.dec.SkipValue(), keyed) // a max, a duration: their own decoder's words
+		// A max, a duration: their own decoder's words, here with the
+		// field's path (the event's decode later would only say "plan").
+		v, err := w.dec.ReadValue()
+		if err != nil {
+			return w.syntax(err, keyed)
+		}
+		if v.Kind() == 'n' {
+			return nil
+		}
+		if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(v); err != nil {
+			return malformedField(w.path(keyed), "%v", err)
+		}
+		return nil
 	}
 	if kind == 'n' {
 		_, err := w.dec.ReadValue() // null: as encoding/json, nothing set

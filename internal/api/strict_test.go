@@ -57,6 +57,17 @@ func TestBodiesReadStrictly(t *testing.T) {
 		{"v as a string", `{"type":"demand","v":"1",` + demandBody + `}`, "malformed", []string{"field v", "a whole number"}},
 		{"JSON cut short", `{"type":"demand","data":{"demands":`, "malformed", []string{"ends inside the event"}},
 		{"not JSON", `{"type":"demand",` + demandBody + `,}`, "malformed", []string{"not valid JSON"}},
+		// Round 10 (helper-41): a body that is JSON but no event said only
+		// "the body could not be read"; a grace in seconds past what a
+		// time.Duration holds wrapped around and was stored wrapped (-2^63
+		// seconds as 0s, 18446744074 seconds, 584 years, as 290ms); a
+		// duration's refusal named no field and quoted Go's time package.
+		{"a body that is null", `null`, "malformed", []string{"starts with 'n'", "one event object or an array"}},
+		{"a body that is a number", ` 5`, "malformed", []string{"starts with '5'"}},
+		{"a body with a byte order mark", "\xef\xbb\xbf{\"type\":\"demand\"," + demandBody + "}", "malformed", []string{"byte order mark"}},
+		{"a lend_grace of -2^63 seconds", `{"type":"plan","data":{"plan":{"consumers":[{"path":"/a","own":[{"host":"h1"}],"lend_grace":-9223372036854775808}]}}}`, "malformed", []string{"data.plan.consumers[0].lend_grace", "out of range"}},
+		{"a reclaim_grace of 584 years in seconds", `{"type":"plan","data":{"plan":{"consumers":[{"path":"/a","own":[{"host":"h1"}]},{"path":"/b","reclaim_grace":18446744074}]}}}`, "malformed", []string{"data.plan.consumers[1].reclaim_grace", "at most 9223372036 seconds"}},
+		{"a duration with an unknown unit", `{"type":"plan","data":{"plan":{"consumers":[{"path":"/a","own":[{"host":"h1"}],"lend_grace":"5x"}]}}}`, "malformed", []string{"data.plan.consumers[0].lend_grace", `"5x" is not a duration like`}},
 	} {
 		resp, raw := l.request(http.MethodPost, "/v1/pools/p/events", c.body, nil)
 		checkOwnWords(t, c.name, errorOf(t, c.name, resp, raw, http.StatusBadRequest, c.reason), c.words...)
@@ -100,7 +111,7 @@ func checkOwnWords(t *testing.T, what, msg string, words ...string) {
 			t.Errorf("%s: %s does not say %q", what, msg, w)
 		}
 	}
-	for _, goWords := range []string{"json:", "jsontext", "Go struct", "unmarshal", "Go value", "[]uint8", "int64"} {
+	for _, goWords := range []string{"json:", "jsontext", "Go struct", "unmarshal", "Go value", "[]uint8", "int64", "time:", "could not be read"} {
 		if strings.Contains(msg, goWords) {
 			t.Errorf("%s: %s quotes Go's decoder (%q)", what, msg, goWords)
 		}
