@@ -50,10 +50,14 @@ func (p *Pool) partIndex() *partIndex {
 	if ix := p.partIdx; ix != nil && ix.gen == p.partsGen {
 		return ix
 	}
-	if p.partIdx == nil || p.partIdx.t != p.t || len(p.partIdx.hostAt) != len(p.hosts) || !slices.Equal(p.partIdx.source, parts) {
+	if old := p.partIdx; old == nil || old.t != p.t || len(old.hostAt) != len(p.hosts) || !slices.Equal(old.source, parts) {
 		p.partIdx = newPartIndex(p.t, len(p.hosts), parts)
 		p.partIdx.source = slices.Clone(parts)
-		p.pk.ready = false
+		if p.pk.ready && old != nil && old.t == p.t && len(old.hostAt) <= len(p.hosts) {
+			p.pk.carry(old, p.partIdx)
+		} else {
+			p.pk.ready = false
+		}
 	}
 	p.partIdx.gen = p.partsGen
 	return p.partIdx
@@ -174,6 +178,57 @@ func (k *placeKeep) reset(n int, idx *partIndex) {
 	}
 	k.holders = make([][]leafSlots, len(idx.hostAt))
 	k.over = 0
+}
+
+// carry keeps the quiet leaves across new parts of the same tree (a host
+// event changed the hosts or the assignment). What a quiet leaf keeps
+// depends on its holdings, its due shares and the parts of the hosts it
+// holds on (isolatedKeep): one whose keeps are all on hosts whose parts
+// are as they were keeps them, at the parts' new places; one with a keep
+// on a host whose parts changed is looked at again. The sums by part are
+// made again over the new parts.
+func (k *placeKeep) carry(old, idx *partIndex) {
+	shift := make([]int, len(old.hostAt)) // by host: its parts' new index less the old
+	changed := make([]bool, len(old.hostAt))
+	for h := range old.hostAt {
+		oi, ni := old.hostAt[h], idx.hostAt[h]
+		oj, nj := oi, ni
+		for oj < len(old.parts) && old.parts[oj].host == int32(h) {
+			oj++
+		}
+		for nj < len(idx.parts) && idx.parts[nj].host == int32(h) {
+			nj++
+		}
+		if slices.Equal(old.parts[oi:oj], idx.parts[ni:nj]) {
+			shift[h] = ni - oi
+		} else {
+			changed[h] = true
+		}
+	}
+	n := len(idx.parts)
+	k.qsum, k.qelse, k.room = make([]Slots, n), make([]Slots, n), make([]Slots, n)
+	for i, pt := range idx.parts {
+		k.room[i] = pt.slots
+	}
+	k.over = 0
+	for l := range k.quiet { // by node id: no order reaches an output, the sums are sums
+		if !k.quiet[l] {
+			continue
+		}
+		keeps := k.keeps[l]
+		if slices.ContainsFunc(keeps, func(ks partSlots) bool { return changed[old.parts[ks.part].host] }) {
+			k.quiet[l], k.keeps[l] = false, keeps[:0]
+			k.redo.add(int32(l))
+			continue
+		}
+		for j := range keeps {
+			keeps[j].part += shift[old.parts[keeps[j].part].host]
+		}
+		k.addQuiet(idx, int32(l), 1)
+	}
+	for len(k.holders) < len(idx.hostAt) {
+		k.holders = append(k.holders, nil)
+	}
 }
 
 // settle looks at leaf l again: whether it is quiet, and if so what it

@@ -209,9 +209,8 @@ func (p *Pool) begin(ev Event) {
 	switch ev.Payload.(type) {
 	case *events.Demand, *events.Release: // neither hosts nor the assignment change
 		p.beginFigures()
-	case *events.HostUp, *events.HostDown: // the tree is the same: the kept fold is brought to the new parts (reparts)
+	case *events.HostUp, *events.HostDown: // the tree is the same: the kept fold and placement are brought to the new parts (reparts, placeKeep.carry)
 		p.partsFresh = false
-		p.pk.ready = false
 		p.figs.on = false
 	default:
 		p.partsFresh = false
