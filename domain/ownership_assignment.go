@@ -63,6 +63,44 @@ type ownInput struct {
 	consumers []ownConsumer // any order
 	hosts     []ownHost     // the up hosts, any order, names unique
 	previous  []ownSlot     // the previous assignment, any order
+	// plan, when set, is newOwnPlan(consumers) made before (the fold keeps
+	// it while the plan holds); consumers is then not read.
+	plan *ownPlan
+}
+
+// ownPlan is what the assignment takes from the plan alone: the consumers
+// sorted by path (index order is the "then path" tie-break), their
+// indexes, and each one's children by rank. A host event re-runs the
+// assignment on the same plan, so the fold keeps it (Pool.ownPlanFor).
+type ownPlan struct {
+	cons   []ownConsumer
+	conIdx map[string]int32
+	kids   [][]int32 // children by rank; kids[len(cons)] are the top-level consumers
+}
+
+func newOwnPlan(consumers []ownConsumer) *ownPlan {
+	op := &ownPlan{cons: slices.Clone(consumers), conIdx: make(map[string]int32, len(consumers))}
+	slices.SortFunc(op.cons, func(x, y ownConsumer) int { return cmp.Compare(x.path, y.path) })
+	for i, c := range op.cons {
+		op.conIdx[c.path] = int32(i)
+	}
+	root := int32(len(op.cons))
+	op.kids = make([][]int32, len(op.cons)+1)
+	for i, c := range op.cons {
+		p := root
+		if pp := parentPath(c.path); pp != "/" {
+			id, ok := op.conIdx[pp]
+			if !ok {
+				continue // under an implied parent, which owns nothing: gets nothing
+			}
+			p = id
+		}
+		op.kids[p] = append(op.kids[p], int32(i))
+	}
+	for _, ks := range op.kids {
+		slices.SortFunc(ks, op.byRank)
+	}
+	return op
 }
 
 // ownOutcome is one consumer's ownership after assignment.
@@ -91,11 +129,9 @@ type hostSlots struct {
 // assigner holds one run's state. Hosts and consumers are sorted by name
 // and path, so index order is the "then name/path" tie-break.
 type assigner struct {
+	*ownPlan // read only
 	hosts    []ownHost
 	hostIdx  map[string]int32
-	cons     []ownConsumer
-	conIdx   map[string]int32
-	kids     [][]int32 // children by rank; kids[len(cons)] are the top-level consumers
 	prev     [][]hostSlots
 	got      [][]hostSlots
 	outcomes []ownOutcome
@@ -139,35 +175,18 @@ func assignOwnership(in ownInput) ownResult {
 }
 
 func newAssigner(in ownInput) *assigner {
+	op := in.plan
+	if op == nil {
+		op = newOwnPlan(in.consumers)
+	}
 	a := &assigner{
+		ownPlan: op,
 		hosts:   slices.Clone(in.hosts),
-		cons:    slices.Clone(in.consumers),
 		hostIdx: make(map[string]int32, len(in.hosts)),
-		conIdx:  make(map[string]int32, len(in.consumers)),
 	}
 	slices.SortFunc(a.hosts, func(x, y ownHost) int { return cmp.Compare(x.name, y.name) })
-	slices.SortFunc(a.cons, func(x, y ownConsumer) int { return cmp.Compare(x.path, y.path) })
 	for i, h := range a.hosts {
 		a.hostIdx[h.name] = int32(i)
-	}
-	for i, c := range a.cons {
-		a.conIdx[c.path] = int32(i)
-	}
-	root := int32(len(a.cons))
-	a.kids = make([][]int32, len(a.cons)+1)
-	for i, c := range a.cons {
-		p := root
-		if pp := parentPath(c.path); pp != "/" {
-			id, ok := a.conIdx[pp]
-			if !ok {
-				continue // under an implied parent, which owns nothing: gets nothing
-			}
-			p = id
-		}
-		a.kids[p] = append(a.kids[p], int32(i))
-	}
-	for _, ks := range a.kids {
-		slices.SortFunc(ks, a.byRank)
 	}
 	a.prev = make([][]hostSlots, len(a.cons))
 	for _, r := range in.previous {
@@ -191,8 +210,8 @@ func newAssigner(in ownInput) *assigner {
 }
 
 // byRank orders siblings: priority desc, then path.
-func (a *assigner) byRank(x, y int32) int {
-	if px, py := a.cons[x].priority, a.cons[y].priority; px != py {
+func (op *ownPlan) byRank(x, y int32) int {
+	if px, py := op.cons[x].priority, op.cons[y].priority; px != py {
 		return cmp.Compare(py, px)
 	}
 	return cmp.Compare(x, y)

@@ -20,12 +20,7 @@ func (p *Pool) reassignOwnership() {
 	if !p.allTouch || (!p.mode.owned && len(p.own) == 0) {
 		return
 	}
-	in := ownInput{previous: p.own}
-	if p.mode.owned {
-		for _, c := range p.plan.Consumers {
-			in.consumers = append(in.consumers, ownConsumer{path: c.Path, priority: c.Priority, own: c.Own})
-		}
-	}
+	in := ownInput{previous: p.own, plan: p.ownPlanFor()}
 	for i := range p.hosts {
 		if h := &p.hosts[i]; h.up {
 			in.hosts = append(in.hosts, ownHost{name: h.name, group: h.group, slots: h.slots, workload: h.used})
@@ -39,6 +34,29 @@ func (p *Pool) reassignOwnership() {
 	p.assigned = assignmentChanges(p.assigned, p.own, res.assignment)
 	p.own = res.assignment
 	p.partsFresh = false
+}
+
+// ownPlanMemo is an ownPlan with what it was made for.
+type ownPlanMemo struct {
+	t     *tree
+	owned bool
+	plan  *ownPlan
+}
+
+// ownPlanFor is the assignment's view of the plan (newOwnPlan), kept
+// while the tree is the plan's: the consumers when the plan names
+// ownership, none when an assignment is left from one that did.
+func (p *Pool) ownPlanFor() *ownPlan {
+	if m := &p.ownPlanMemo; m.plan == nil || m.t != p.t || m.owned != p.mode.owned {
+		var cs []ownConsumer
+		if p.mode.owned {
+			for _, c := range p.plan.Consumers {
+				cs = append(cs, ownConsumer{path: c.Path, priority: c.Priority, own: c.Own})
+			}
+		}
+		*m = ownPlanMemo{t: p.t, owned: p.mode.owned, plan: newOwnPlan(cs)}
+	}
+	return p.ownPlanMemo.plan
 }
 
 // assignmentChanges appends to out the rows of the assignment that differ

@@ -81,6 +81,8 @@ type poolMemo struct {
 	pk         placeKeep   // the placement kept beside it (kept_placement.go)
 	partIdx    *partIndex  // the placement's index of parts
 	figs       figureMoves // what a demand or release event moves of the ownership figures (ownership_figures.go)
+	// ownPlanMemo: the assignment's view of the plan (ownPlanFor).
+	ownPlanMemo ownPlanMemo
 	// targetsDirty: share_ratio: some E changed since the last target pass.
 	targetsDirty bool
 	sp           splitter
