@@ -401,7 +401,11 @@ func (f *fold) rebalance4() {
 	if m.pol.preemption && m.pol.balance {
 		for round := 0; round < rebalanceRounds; round++ {
 			n := len(f.out)
-			f.balanced4(ly)
+			order := placed // the first round in the claimant order as the rebalance starts (#473)
+			if round > 0 {
+				order = nil
+			}
+			f.balanced4(ly, order)
 			if len(f.out) == n {
 				break
 			}
@@ -1062,10 +1066,26 @@ func (f *fold) walk4(t map[string]int64) []string {
 // their victims' (reclaims; returns on an ancestor's private part), then,
 // when their share lies where a holder could move off, a move (ruling 7:
 // release.moved with the mover's reclaim_grace, ruling 13, and a grant).
-func (f *fold) balanced4(ly layers) {
+// A non-nil order is the claimant order to serve them in: the first round
+// serves them in the order as the rebalance starts, before the own layer
+// placed any owner's slots, so an owner whose own slots were not in use
+// counts its whole target as its deficit (#238's order for the record and
+// the hosts, decision 473; gen.GenerateOwned seed 937); a later round
+// orders them as they then stand.
+func (f *fold) balanced4(ly layers, order []string) {
 	m := f.m
 	t := ly.T
-	claimants := f.claimOrder4(t, func(l string) bool { return m.held(l) < t[l] })
+	below := func(l string) bool { return m.held(l) < t[l] }
+	var claimants []string
+	if order == nil {
+		claimants = f.claimOrder4(t, below)
+	} else {
+		for _, l := range order {
+			if below(l) {
+				claimants = append(claimants, l)
+			}
+		}
+	}
 	walk := f.walk4(t)
 	f.kept = f.keptDues(t)
 	for _, c := range claimants {
