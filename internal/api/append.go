@@ -177,6 +177,9 @@ func (a *attempt) refresh(ctx context.Context) *apiError {
 			// sequence and the version, are for the operator to read.
 			return unavailable(ReasonNeedsNewer, err.Error(), err)
 		}
+		if re, ok := isRebuilding(err); ok {
+			return unavailable(ReasonUnavailable, fmt.Sprintf("pool %s: its state is being folded from the log (up to sequence %d of %d so far); nothing was stored: retry, the next request continues the fold", re.pool, re.at, re.last), err)
+		}
 		return unavailable(ReasonUnavailable, fmt.Sprintf("pool %s: could not read its events from the stream; nothing was stored: retry", a.st.name), err)
 	}
 	a.current = true
@@ -185,6 +188,9 @@ func (a *attempt) refresh(ctx context.Context) *apiError {
 
 // try makes one attempt; done reports whether res/aerr is the answer.
 func (a *attempt) try(ctx context.Context) (res []client.Appended, done bool, aerr *apiError) {
+	if aerr := a.s.checkRestored(ctx, a.st, a.ins); aerr != nil {
+		return nil, true, aerr
+	}
 	d := a.s.draft(a.st, a.ins)
 	if d.refusal != nil {
 		if a.current {
@@ -215,6 +221,11 @@ func (a *attempt) try(ctx context.Context) (res []client.Appended, done bool, ae
 		}
 		return d.results, true, nil
 	case err == nil || isAtomicDuplicate(err):
+		if err == nil && seq <= a.st.base && len(d.fresh) == 1 {
+			// JetStream knows the id, stored before the view's base, and
+			// the projection did not list it: the stream says where.
+			a.s.learnStored(ctx, a.st, seq, d.ids[0])
+		}
 		return a.duplicate(ctx, d)
 	case isConflict(err):
 		a.s.log.Debug("append conflict; catching up", "pool", a.st.name, "expected", a.st.pool.Seq(), "err", err)
@@ -416,7 +427,8 @@ func validate(p *domain.Pool, ins []incoming, fresh []int, now time.Time) *apiEr
 // commit folds the appended events (the last at seq, contiguous) into the
 // pool's state, through the projector's own function (projections.Apply).
 func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
-	first := last - uint64(len(d.fresh)) + 1
+	first, start := last-uint64(len(d.fresh))+1, time.Now()
+	defer func() { st.cost.Add(int64(time.Since(start))) }()
 	for k, i := range d.fresh {
 		seq := first + uint64(k)
 		sd := stream.Stored{Seq: seq, Envelope: d.envs[k], Raw: d.data[k]}

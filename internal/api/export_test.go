@@ -12,3 +12,11 @@ func (s *Server) HoldWhatIfSlots(t testing.TB, pool, token string) (release func
 	}
 	return release
 }
+
+// Resident reports whether the server holds a view of pool in memory.
+func (s *Server) Resident(pool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.pools[pool]
+	return ok
+}

@@ -1,11 +1,13 @@
 package api
 
 import (
-	"container/list"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cluster-ledger/ledger/domain"
@@ -23,7 +25,6 @@ import (
 // time.
 type poolState struct {
 	mu      sync.Mutex
-	lru     *list.Element // its place among the server's views (poolFor)
 	name    string
 	opts    []domain.PoolOption // how the engine's pool is made (WithDevelopmentRules)
 	pool    *domain.Pool
@@ -32,6 +33,21 @@ type poolState struct {
 	recent  []seenID // ids in stream order, to forget them after the window
 	applied *projections.IDs
 	appSeq  map[string]uint64 // the sequence of each applied id
+	// base is the sequence of the projection's state the view started
+	// from (0: folded from the pool's first event, base.go); restored
+	// holds the ids applied up to it as the projection's events table
+	// lists them, each checked against the stream before it answers a
+	// retry (checkRestored), then moved to appSeq.
+	base     uint64
+	restored map[string]restoredID
+	// cost is the time spent building the view (base restored, events
+	// folded, in nanoseconds): what letting it go would cost the next
+	// append (poolFor keeps the costly views longer). touched and used
+	// are the server's floor and use count when a request last took the
+	// view, under the server's mu.
+	cost    atomic.Int64
+	touched int64
+	used    uint64
 }
 
 // storedID is where an event id of the window is, and a digest of the
@@ -71,6 +87,7 @@ func newPoolState(name string, opts ...domain.PoolOption) *poolState {
 func (st *poolState) reset() {
 	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name, st.opts...), map[string]storedID{}, nil, false
 	st.applied, st.appSeq = projections.NewIDs(), map[string]uint64{}
+	st.base, st.restored = 0, nil
 }
 
 // remember records an event id stored at seq with content digest.
@@ -80,6 +97,15 @@ func (st *poolState) remember(id string, seq uint64, at time.Time, digest [sha25
 	}
 	st.ids[id] = storedID{seq: seq, digest: digest}
 	st.recent = append(st.recent, seenID{id, seq, at})
+}
+
+// rememberAt is remember for an event stored before the ones remembered
+// last (an id of the view's base, checkRestored): it takes its place in
+// stream order, so that forgetBefore forgets it in time.
+func (st *poolState) rememberAt(id string, seq uint64, at time.Time, digest [sha256.Size]byte) {
+	st.ids[id] = storedID{seq: seq, digest: digest}
+	i, _ := slices.BinarySearchFunc(st.recent, seq, func(e seenID, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	st.recent = slices.Insert(st.recent, i, seenID{id, seq, at})
 }
 
 // forgetBefore drops ids of events stamped before cutoff: JetStream has
@@ -121,7 +147,13 @@ func (st *poolState) fold(sd stream.Stored) error {
 	return nil
 }
 
-// catchUp folds every event of the pool stored after the state's sequence.
+// catchUp folds every event of the pool stored after the state's
+// sequence. A view that holds nothing yet starts from the projection's
+// newest state of the pool when it passes the checks of startFromBase,
+// and from the pool's first event otherwise. The fold stops at the
+// request's deadline, checked before each event: what was folded stays
+// in the view, and the next request continues from there
+// (*rebuildingError).
 func (s *Server) catchUp(ctx context.Context, st *poolState) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -134,14 +166,41 @@ func (s *Server) catchUp(ctx context.Context, st *poolState) error {
 		s.log.Warn("pool state ahead of the stream; folding again", "pool", st.name, "state_seq", st.pool.Seq(), "stream_seq", last)
 		st.reset()
 	}
+	if st.pool.Seq() == 0 && last > 0 && s.db != nil {
+		if err := s.startFromBase(ctx, st, last); err != nil {
+			return err
+		}
+	}
 	if last > st.pool.Seq() {
-		if err := s.readPool(ctx, st, last); err != nil {
+		from, start := st.pool.Seq(), time.Now()
+		err := s.readPool(ctx, st, last)
+		st.cost.Add(int64(time.Since(start)))
+		if err != nil {
+			if ctx.Err() != nil {
+				s.log.Info("pool view: fold cut by the request's deadline; the next request continues it", "pool", st.name,
+					"from_seq", from, "at_seq", st.pool.Seq(), "last_seq", last)
+				return &rebuildingError{pool: st.name, at: st.pool.Seq(), last: last, err: err}
+			}
 			return err
 		}
 	}
 	st.loaded = true
 	return nil
 }
+
+// rebuildingError: the request's deadline came before the view was
+// folded up to the pool's last event.
+type rebuildingError struct {
+	pool     string
+	at, last uint64
+	err      error
+}
+
+func (e *rebuildingError) Error() string {
+	return fmt.Sprintf("pool %s: folded up to sequence %d of %d: %v", e.pool, e.at, e.last, e.err)
+}
+
+func (e *rebuildingError) Unwrap() error { return e.err }
 
 // lastPoolSeq is the sequence of the pool's last stored event (0: none),
 // as the stream leader holds it.

@@ -1,12 +1,13 @@
 package api
 
 import (
-	"container/list"
+	"cmp"
 	"context"
 	"fmt"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -141,8 +142,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	pools    map[string]*poolState // the pools' views in memory (poolFor)
-	lru      list.List             // their names, most recently used first
 	resident int                   // how many views stay in memory (WithResidentPools)
+	floor    int64                 // the priority of the view let go last (poolFor)
+	uses     uint64                // views taken so far: the order of their last use
 }
 
 // DefaultResidentPools is how many pools' views the API keeps in memory
@@ -157,9 +159,11 @@ func (s *Server) ResidentPools() int {
 }
 
 // WithResidentPools sets how many pools' views (engine state, the
-// duplicate window's ids) the server keeps in memory, the most recently
-// appended to (default DefaultResidentPools). A pool let go is folded
-// from the log again at its next append.
+// duplicate window's ids) the server keeps in memory (default
+// DefaultResidentPools), letting the cheapest to make again go first
+// (poolFor). A pool let go is made again at its next append, from the
+// projection's newest state of it when that passes its checks (base.go)
+// and the log after it.
 func WithResidentPools(n int) Option {
 	return func(s *Server) {
 		if n > 0 {
@@ -245,31 +249,57 @@ func (s *Server) timed(h http.HandlerFunc) http.Handler {
 // poolFor returns the pool's state holder, creating it empty (it is
 // folded from the stream on first use).
 //
-// At most the resident bound of views stay: when a new one is made, the
-// least recently used ones that no request holds are let go (their next
-// append folds the pool from the log again, as after a restart). A
-// request that took a view just before it was let go finishes with it:
-// the view is still the pool's fold, and the stream's expected-last-
-// sequence check orders its append against any other.
+// At most the resident bound of views stay: when a new one is made, views
+// that no request holds are let go (their next append folds the pool
+// again, from the projection's state or the log, as after a restart),
+// the cheapest to make again first (decision 476): each view's priority
+// is the floor when a request last took it plus what it cost to build
+// (poolState.cost), the floor rising to the priority of each view let
+// go (GreedyDual). So a view that took a minute to fold outlives the
+// views of many small pools used since, yet not forever: once the floor
+// passes it, it goes; ties go to the least recently used. A request
+// that took a view just before it was let go finishes with it: the view
+// is still the pool's fold, and the stream's expected-last-sequence
+// check orders its append against any other.
 func (s *Server) poolFor(name string) *poolState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.uses++
 	if st, ok := s.pools[name]; ok {
-		s.lru.MoveToFront(st.lru)
+		st.touched, st.used = s.floor, s.uses
 		return st
 	}
 	st := newPoolState(name, s.poolOpts...)
-	st.lru = s.lru.PushFront(name)
+	st.touched, st.used = s.floor, s.uses
 	s.pools[name] = st
-	for e := s.lru.Back(); e != nil && len(s.pools) > s.resident; {
-		prev := e.Prev()
-		old := s.pools[e.Value.(string)]
-		if old != st && old.mu.TryLock() { // no request holds it
-			s.lru.Remove(e)
-			delete(s.pools, old.name)
-			old.mu.Unlock()
+	if len(s.pools) <= s.resident {
+		return st
+	}
+	type candidate struct {
+		st   *poolState
+		prio int64
+	}
+	cands := make([]candidate, 0, len(s.pools)-1)
+	for _, v := range s.pools {
+		if v != st {
+			cands = append(cands, candidate{v, v.touched + v.cost.Load()})
 		}
-		e = prev
+	}
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if a.prio != b.prio {
+			return cmp.Compare(a.prio, b.prio)
+		}
+		return cmp.Compare(a.st.used, b.st.used)
+	})
+	for _, c := range cands {
+		if len(s.pools) <= s.resident {
+			break
+		}
+		if c.st.mu.TryLock() { // no request holds it
+			delete(s.pools, c.st.name)
+			s.floor = max(s.floor, c.prio)
+			c.st.mu.Unlock()
+		}
 	}
 	return st
 }
