@@ -40,6 +40,9 @@ type ownConsumer struct {
 	path     string
 	priority int64
 	own      []events.OwnEntry
+	// byPreference: own by preference, desc, then as listed (newOwnPlan;
+	// nil when own has one entry or none).
+	byPreference []events.OwnEntry
 }
 
 // ownHost is an up host. Workload is its allocated slots (every consumer's),
@@ -100,6 +103,15 @@ func newOwnPlan(consumers []ownConsumer) *ownPlan {
 	for _, ks := range op.kids {
 		slices.SortFunc(ks, op.byRank)
 	}
+	for i := range op.cons { // each consumer's entries by preference (desc, then as listed)
+		if es := op.cons[i].own; len(es) > 1 {
+			es = slices.Clone(es)
+			slices.SortStableFunc(es, func(x, y events.OwnEntry) int {
+				return cmp.Compare(y.PreferenceOrDefault(), x.PreferenceOrDefault())
+			})
+			op.cons[i].byPreference = es
+		}
+	}
 	return op
 }
 
@@ -141,6 +153,7 @@ type assigner struct {
 	avail     []Slots // the parent's slots not yet taken in this pass
 	lowerPrev []Slots // slots held before by siblings not yet served, still unclaimed
 	mine      []Slots // the current consumer's takes
+	touched   []int32 // the hosts of mine that are not 0
 	// reserved[c]: c's previous slots on its parent's hosts that no
 	// higher-ranked sibling has taken, by host index.
 	reserved [][]hostSlots
@@ -299,7 +312,8 @@ func (a *assigner) byWorkload(x, y int32) int {
 func (a *assigner) assignOne(c int32, lower []int32, byGroup map[string][]int32) {
 	out := &a.outcomes[c]
 	a.served[c] = true
-	var touched []int32
+	touched := a.touched[:0]
+	defer func() { a.touched = touched[:0] }()
 	take := func(h int32, n Slots) {
 		a.avail[h] -= n
 		if a.mine[h] == 0 {
@@ -312,10 +326,7 @@ func (a *assigner) assignOne(c int32, lower []int32, byGroup map[string][]int32)
 	}
 	entries := a.cons[c].own
 	if len(entries) > 1 {
-		entries = slices.Clone(entries)
-		slices.SortStableFunc(entries, func(x, y events.OwnEntry) int {
-			return cmp.Compare(y.PreferenceOrDefault(), x.PreferenceOrDefault())
-		})
+		entries = a.cons[c].byPreference
 	}
 	// Slots of a host that one of c's own host entries names are that
 	// entry's, whatever its preference: a group entry takes neither its
@@ -582,8 +593,22 @@ func ownSlotLess(x, y ownSlot) bool {
 	return x.host < y.host
 }
 
+// mergedOwnSlots reports whether rows are what mergeOwnSlots makes:
+// strictly by (consumer, host), every one positive.
+func mergedOwnSlots(rows []ownSlot) bool {
+	for i, r := range rows {
+		if r.slots <= 0 || (i > 0 && !ownSlotLess(rows[i-1], r)) {
+			return false
+		}
+	}
+	return true
+}
+
 // mergeOwnSlots sorts rows by (consumer, host) and sums duplicates.
 func mergeOwnSlots(rows []ownSlot) []ownSlot {
+	if mergedOwnSlots(rows) {
+		return rows // the fold's assignment already is (read only)
+	}
 	rows = slices.Clone(rows)
 	slices.SortFunc(rows, func(x, y ownSlot) int {
 		if c := cmp.Compare(x.consumer, y.consumer); c != 0 {
