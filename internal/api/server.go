@@ -216,7 +216,7 @@ func New(ctx context.Context, js jetstream.JetStream, db *pgxpool.Pool, opts ...
 	s.console = console.New(console.Config{DB: db, JS: js, Auth: readAuth, StreamAuth: streamAuth, Allowed: readable, ReadTimeout: s.readTimeout,
 		Halted: s.halted, Fork: s.forkAt, Slot: s.forkSlot, Logger: s.log, Replay: s.replayOpts})
 	s.console.Register(s.mux)
-	s.handler = requestIDs(boundBody(s.accessLog(noFraming(noKeepAlive(s.cors(jsonErrors(s.mountMetrics(s.mux))))))))
+	s.handler = requestIDs(boundBody(s.accessLog(noFraming(noKeepAlive(s.cors(jsonErrors(s.mountMetrics(strictQuery(s.mux)))))))))
 	return s, nil
 }
 
