@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/internal/redact"
 )
 
 type publishFlags struct {
@@ -36,7 +38,10 @@ with status 1 and the ledger's reason. While the ledger answers 503 (NATS
 unavailable) publish retries, with the same event ids, until --timeout;
 when nothing listens at --ledger-url, when it is not an http:// or
 https:// URL, or when the token holds a control character (a CR from a
-file with CRLF line ends) it fails at once.
+file with CRLF line ends) it fails at once. When the events were sent
+but no answer came within --timeout, they may or may not be stored:
+publish exits 1 naming their ids (chosen at random when not given);
+sent again with the same ids (--id, or in the file), each is stored once.
 
 Requests carry the bearer token of LEDGER_TOKEN (or --ledger-token); the
 ledger records the token's name as the events' producer.`,
@@ -61,9 +66,21 @@ ledger records the token's name as the events' producer.`,
 }
 
 func runPublish(ctx context.Context, stdin io.Reader, out, errOut io.Writer, f publishFlags) error {
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be above 0 (how long publish retries while the ledger is unavailable; default 30s)", f.timeout)
+	}
 	evs, err := publishEvents(stdin, f)
 	if err != nil {
 		return err
+	}
+	// The ids are chosen here, not by the client library, so that a
+	// publish that gets no answer can name them: the ledger may have
+	// stored the events, and only the same ids sent again tell (each is
+	// stored once). A new random id would store the event twice.
+	for i := range evs {
+		if evs[i].ID == "" {
+			evs[i].ID = client.NewID()
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
@@ -71,6 +88,9 @@ func runPublish(ctx context.Context, stdin io.Reader, out, errOut io.Writer, f p
 	if client.IsRefused(err) {
 		fmt.Fprintf(errOut, "ledger publish: refused: %v\n", err)
 		return exitError{1}
+	}
+	if err != nil && !errors.Is(err, client.ErrNoLedger) && !errors.Is(err, client.ErrMisconfigured) {
+		return unanswered(err, f, evs)
 	}
 	if err != nil {
 		return err
@@ -83,6 +103,25 @@ func runPublish(ctx context.Context, stdin io.Reader, out, errOut io.Writer, f p
 		fmt.Fprintf(out, "%d\t%s%s\n", a.Seq, a.ID, dup)
 	}
 	return nil
+}
+
+// unanswered is the error of a publish that sent its events and got no
+// answer: it may or may not have stored them, so it names the ids to
+// send them again with.
+func unanswered(err error, f publishFlags, evs []client.Event) error {
+	why := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		why = fmt.Sprintf("no answer from the ledger at %s within --timeout %v", redact.URL(f.ledgerURL), f.timeout)
+	}
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	again := "send the same file again with these ids in it"
+	if f.file == "" {
+		again = fmt.Sprintf("publish again with --id %s", ids[0])
+	}
+	return fmt.Errorf("%s; the ledger may have stored the events or not: %s and each is stored once (ids: %s)", why, again, strings.Join(ids, ", "))
 }
 
 // publishEvents reads the events to send from the flags or the file.

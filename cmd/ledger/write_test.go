@@ -518,3 +518,66 @@ func TestServe(t *testing.T) {
 		t.Errorf("no clean stop in the log:\n%s", logs.String())
 	}
 }
+
+// A publish whose events reach the ledger but whose answer does not (a
+// slow network, a proxy that holds it) cannot tell whether they were
+// stored. It said only "context deadline exceeded", and the id of a
+// --type event was a random one it never showed: sent again, the event
+// was stored twice (helper-41, round 10). Now it says the events may
+// have been stored and names their ids; sent again with them, the ledger
+// answers duplicate. A --timeout not above 0 is refused, naming it.
+func TestPublishWithoutAnswerNamesItsIDs(t *testing.T) {
+	svc := startService(t)
+	target := strings.TrimPrefix(svc.ledgerURL, "http://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() { // forwards requests at once, answers after 3 s
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go io.Copy(s, c)
+				time.Sleep(3 * time.Second)
+				io.Copy(c, s)
+			}()
+		}
+	}()
+	url, tok := "--ledger-url=http://"+ln.Addr().String(), "--ledger-token="+svc.token
+	_, errOut, err := runLedger(t, "", "publish", url, tok, "--pool", "p", "--type", "plan", "--timeout", "1s",
+		"--data", `{"plan":{"consumers":[{"path":"/A"}]}}`)
+	msg := errOut
+	if err != nil {
+		msg += err.Error()
+	}
+	if err == nil || !strings.Contains(msg, "within --timeout 1s") || !strings.Contains(msg, "may have stored") || strings.Contains(msg, "context deadline") {
+		t.Fatalf("publish without an answer: %v, %q", err, errOut)
+	}
+	i := strings.Index(msg, "--id ")
+	if i < 0 {
+		t.Fatalf("publish without an answer names no id to send again: %q", msg)
+	}
+	id := strings.Fields(msg[i+len("--id "):])[0]
+	direct := "--ledger-url=" + svc.ledgerURL
+	out, _, err := runLedger(t, "", "publish", direct, tok, "--pool", "p", "--type", "plan", "--id", id,
+		"--data", `{"plan":{"consumers":[{"path":"/A"}]}}`)
+	if err != nil || !strings.HasSuffix(out, "\t"+id+"\tduplicate\n") {
+		t.Errorf("the same event sent again with id %s: %q, %v (want it answered as a duplicate: stored once)", id, out, err)
+	}
+	for _, bad := range []string{"0", "-5s"} {
+		_, _, err := runLedger(t, "", "publish", direct, tok, "--pool", "p", "--type", "demand", "--timeout", bad, "--data", `{"demands":{"/A":1}}`)
+		if err == nil || !strings.Contains(err.Error(), "--timeout") || !strings.Contains(err.Error(), "must be above 0") {
+			t.Errorf("publish --timeout %s: %v", bad, err)
+		}
+	}
+}
