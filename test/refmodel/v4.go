@@ -324,6 +324,18 @@ func (f *fold) mayTake(l, part string) bool {
 	return true
 }
 
+// victimNearer: victim v, left short by giving up a slot (its demand at
+// least what it holds), is nearer than claimant c to part's owner and may
+// hold the part (section 5's private-slot property counted for the
+// victim).
+func (f *fold) victimNearer(c, v, part string) bool {
+	m := f.m
+	if part == root || !m.mayHold(v, part) || depthOf(dca(v, part)) <= depthOf(dca(c, part)) {
+		return false
+	}
+	return f.d.E[v] >= m.held(v)
+}
+
 // returnOrder sorts borrowers seated on a part of host h: the lowest
 // priority first, then most slots on the host, then path.
 func (m *Model) returnOrder(bs []string, h string) {
@@ -942,9 +954,14 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 		// may hold: section 5's private-slot property, "a slot privately
 		// owned by X is used outside X's subtree only while no descendant
 		// of X with unmet demand could use it" (decision 416)
+		// the victim counted too: it is left short by what it gives, so
+		// a part nearer to it than to c (its own, or a private pool of
+		// its branch) is one c may hold but not take while another of
+		// the victim's slots will do (the victim's demand unmet; decision
+		// 485)
 		may := map[string]bool{}
 		for _, k := range order {
-			may[k.part] = f.mayTake(c, k.part)
+			may[k.part] = f.mayTake(c, k.part) && !f.victimNearer(c, v, k.part)
 		}
 		sort.SliceStable(order, func(i, j int) bool { return may[order[i].part] && !may[order[j].part] })
 	}

@@ -40,3 +40,40 @@ steps:
         - {kind: grant, consumer: /a/a/a, host: h4, slots: 2, rule: share_ratio.grant}
 `)
 }
+
+// TestRules4ShareRatioVictimGivesUpAPublicSlotBeforeItsOwn: under
+// share_ratio with preemption and balance /b owns 4 slots of group g2, all
+// of h3; h2 (g1) has 3 public slots. /b asks 7: its own 4 and the public 3.
+// /d asks 1: T /b 6 (4 own, 2 public), /d 1, nothing is free, /b is the
+// victim. /b's slot on h3 is its own: taken, it would leave /b short while
+// /d uses /b's private slot (section 5: "a slot privately owned by X is
+// used outside X's subtree only while no descendant of X with unmet demand
+// could use it"), and /d, due a public slot, "would use first" a public
+// host (section 5's placement: public hosts before hosts lent by others).
+// So `reclaim /d from /b` on h2. The model took h3, /b's part coming first
+// in the public pool's class order (/a's reclaim_grace 1m makes /b's lent
+// class the more restrictive), the victim's own shortfall uncounted
+// (decision 485; gen.GenerateOwned seed 158, event 11, shrunk).
+func TestRules4ShareRatioVictimGivesUpAPublicSlotBeforeItsOwn(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio}
+  consumers:
+    - {path: /a, reclaim_grace: 1m}
+    - {path: /b, own: [{group: g2, slots: 4}]}
+    - {path: /d}
+hosts:
+  - {name: h2, group: g1, slots: 3}
+  - {name: h3, group: g2, slots: 4}
+steps:
+  - events: [{type: demand, demands: {/b: 7}}]
+    expect:
+      allocations: {/b: 7}
+  - events: [{type: demand, demands: {/d: 1}}]
+    expect:
+      allocations: {/b: 6, /d: 1}
+      decisions:
+        - {kind: reclaim, consumer: /d, from: /b, host: h2, slots: 1, rule: share_ratio.reclaim}
+`)
+}
