@@ -446,3 +446,74 @@ func TestTamperedProjectionStateFallsBack(t *testing.T) {
 		t.Errorf("ids stored: %v", ids)
 	}
 }
+
+// TestStateOfARecreatedStreamIsNotUsed: the projection's states of pools
+// of a stream since deleted and made again (its offsets dropped, its
+// states left) name sequences that the new
+// stream gives to other events: one of the same pool stamped at another
+// time, one of another pool. A restarted API uses neither (the log says
+// so), folds those pools from their first event in the new stream and
+// answers as that log says.
+func TestStateOfARecreatedStreamIsNotUsed(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	roles := testdb.New(t)
+	sg := signing.Generate()
+	var log syncBuffer
+	l := apiInstance(t, natsURL, roles.API, sg, &log)
+	setup(l, "p")
+	pSeq := l.mustPost("p", demand(map[string]int{"/a": 4})).Events[0].Seq
+	setup(l, "r")
+	rSeq := l.mustPost("r", demand(map[string]int{"/a": 4})).Events[0].Seq
+	projectAll(t, natsURL, roles, sg, rSeq)
+
+	admin, err := jetstream.New(testenv.Connect(t, natsURL, natsauth.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteStream(context.Background(), stream.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Ensure(context.Background(), admin); err != nil { // made again, empty
+		t.Fatal(err)
+	}
+	// The projection's offsets go with the old stream (else the API holds
+	// appends until the projector heals the stream from them); its states
+	// stay.
+	owner, err := pgxpool.New(context.Background(), roles.Owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	exec(t, owner, `DELETE FROM projector_offsets`)
+	var logNew syncBuffer
+	l2 := apiInstance(t, natsURL, roles.API, sg, &logNew)
+	setup(l2, "q")
+	setup(l2, "p") // p's plan at pSeq, stamped now
+	l2.mustPost("q", demand(map[string]int{"/a": 1}))
+	l2.mustPost("q", demand(map[string]int{"/b": 1})) // q's event at rSeq
+	setup(l2, "r")
+	if got := poolEvents(t, l2.js, "p"); got[0].seq != pSeq {
+		t.Fatalf("p's plan is at %d in the new stream, want %d", got[0].seq, pSeq)
+	}
+	if got := poolEvents(t, l2.js, "q"); got[len(got)-1].seq != rSeq {
+		t.Fatalf("q's last event is at %d in the new stream, want %d", got[len(got)-1].seq, rSeq)
+	}
+
+	var log3 syncBuffer
+	l3 := apiInstance(t, natsURL, roles.API, sg, &log3)
+	for _, pool := range []string{"p", "r"} {
+		// The old state had /a holding 4; the new log has no demand.
+		if code, _, bad := l3.post(pool, release("/a", 1)); code != http.StatusUnprocessableEntity || bad.Reason != "release_too_many" {
+			t.Errorf("pool %s: release of a slot /a does not hold: %d %+v, want 422 release_too_many", pool, code, bad)
+		}
+		res := l3.mustPost(pool, demand(map[string]int{"/b": 1}))
+		if ev := poolEvents(t, l3.js, pool); res.Events[0].Seq != ev[len(ev)-1].seq || len(ev) != 3 {
+			t.Errorf("pool %s: stored at %d; its events are %d, the last at %d", pool, res.Events[0].Seq, len(ev), ev[len(ev)-1].seq)
+		}
+	}
+	got := log3.String()
+	if strings.Count(got, "not used; folding the pool from its first event") != 2 || !strings.Contains(got, "the stream holds no event of the pool at sequence") ||
+		strings.Contains(got, "started from the projection's state") {
+		t.Errorf("the log does not say both states were not used:\n%s", got)
+	}
+}
