@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -114,7 +115,10 @@ func verifySnapshot(ctx context.Context, js jetstream.JetStream, q query.Querier
 	if err != nil {
 		return Report{}, err
 	}
-	c := &checker{db: q, from: max(from, 1)}
+	c := &checker{db: q, from: max(from, 1), lastQuery: time.Now()}
+	if c.keepAlive, err = keepAliveEvery(ctx, q); err != nil {
+		return Report{}, err
+	}
 	err = ReadLogTrusted(ctx, js, readFrom, filter, keys, func(m Message) error {
 		seq := m.Stored.Seq
 		if seq > snap.last() {
@@ -132,10 +136,10 @@ func verifySnapshot(ctx context.Context, js jetstream.JetStream, q query.Querier
 			forged = append(forged, Refusal{Pool: m.Pool, Seq: seq, ID: m.Stored.Envelope.ID, Reason: ev.Result.RefusalDetail})
 		}
 		if seq < c.from {
-			return nil
+			return c.keepBusy(ctx)
 		}
 		c.pending = append(c.pending, ev)
-		if len(c.pending) >= 2000 {
+		if len(c.pending) >= 2000 || time.Since(c.lastQuery) >= c.keepAlive {
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
@@ -243,14 +247,55 @@ type checker struct {
 	pending    []Event
 	checked    int
 	lastChange map[lastKey]uint64
+	// lastQuery is when the transaction last ran a statement, keepAlive
+	// how long it may go without one (keepAliveEvery).
+	lastQuery time.Time
+	keepAlive time.Duration
+}
+
+// keepAliveEvery is how often verify's transaction must run a statement
+// while the log is folded: a third of the session's
+// idle_in_transaction_session_timeout, and at most 20 s (ledger dev's
+// guard ends a reporting session idle in a transaction for a minute,
+// whatever the session set). Between two statements verify folds up to
+// 2,000 events; for a pool of thousands of consumers and hosts that
+// took minutes, and PostgreSQL ended the session ("terminating
+// connection due to idle-in-transaction timeout"): such a pool could
+// not be verified at all (helper-41, round 10; decision 484).
+func keepAliveEvery(ctx context.Context, q query.Querier) (time.Duration, error) {
+	var ms int64
+	if err := q.QueryRow(ctx, `SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'`).Scan(&ms); err != nil {
+		return 0, fmt.Errorf("read idle_in_transaction_session_timeout: %w", err)
+	}
+	every := 20 * time.Second
+	if ms > 0 {
+		every = min(every, time.Duration(ms)*time.Millisecond/3)
+	}
+	return every, nil
+}
+
+// keepBusy runs a statement in the transaction when it has run none for
+// keepAlive (events folded before --from are not compared, so no flush
+// queries for them).
+func (c *checker) keepBusy(ctx context.Context) error {
+	if time.Since(c.lastQuery) < c.keepAlive {
+		return nil
+	}
+	var one int
+	if err := c.db.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("keep the snapshot's transaction busy: %w", err)
+	}
+	c.lastQuery = time.Now()
+	return nil
 }
 
 // flush compares a chunk of replayed events with their rows.
 func (c *checker) flush(ctx context.Context) error {
 	if len(c.pending) == 0 {
-		return nil
+		return c.keepBusy(ctx)
 	}
 	rows, err := loadRows(ctx, c.db, c.pending)
+	c.lastQuery = time.Now()
 	if err != nil {
 		return err
 	}
