@@ -948,6 +948,7 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 	if victimOwnLast {
 		sort.SliceStable(order, func(i, j int) bool { return order[i].part != v && order[j].part == v })
 	}
+	may := map[string]bool{}
 	if !strict {
 		// the victim's slots the claimant may take (ruling 4: no nearer
 		// leaf with unmet demand may hold the part) before those it only
@@ -959,20 +960,12 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 		// its branch) is one c may hold but not take while another of
 		// the victim's slots will do (the victim's demand unmet; decision
 		// 485)
-		may := map[string]bool{}
 		for _, k := range order {
 			may[k.part] = f.mayTake(c, k.part) && !f.victimNearer(c, v, k.part)
 		}
 		sort.SliceStable(order, func(i, j int) bool { return may[order[i].part] && !may[order[j].part] })
 	}
-	for _, k := range order {
-		if got >= want {
-			break
-		}
-		if f.seat[v][k] == 0 || (strict && !f.mayTake(c, k.part)) || !m.mayHold(c, k.part) {
-			continue
-		}
-		n := min(want-got, f.seat[v][k])
+	take := func(k hp, n int64) {
 		if k.part != root && !m.isLeaf(k.part) && under(c, k.part) && !under(v, k.part) {
 			f.returnOn(c, v, k, n)
 		} else {
@@ -986,6 +979,42 @@ func (f *fold) takeFrom(c, v string, want int64, rule string, strict, victimOwnL
 			f.track()
 		}
 		got += n
+	}
+	if !strict && f.ly != nil && f.ly.src[c] != nil {
+		// first the victim's slots of the sources the division gave c
+		// and c does not hold yet: a reclaim takes "from the host the
+		// claimant would use first", and a claimant's slots are placed in
+		// the tier they come from (section 5; decision 486)
+		due := map[string]int64{}
+		for src, n := range f.ly.src[c] {
+			if src != "own" {
+				due[src] = n
+			}
+		}
+		for k, n := range f.seat[c] {
+			due[m.sourceOf(c, k.part, f.ly)] -= n
+		}
+		for _, k := range order {
+			if got >= want {
+				break
+			}
+			src := m.sourceOf(c, k.part, f.ly)
+			if f.seat[v][k] == 0 || !may[k.part] || !m.mayHold(c, k.part) || due[src] <= 0 {
+				continue
+			}
+			n := min(want-got, f.seat[v][k], due[src])
+			due[src] -= n
+			take(k, n)
+		}
+	}
+	for _, k := range order {
+		if got >= want {
+			break
+		}
+		if f.seat[v][k] == 0 || (strict && !f.mayTake(c, k.part)) || !m.mayHold(c, k.part) {
+			continue
+		}
+		take(k, min(want-got, f.seat[v][k]))
 	}
 	return got
 }

@@ -77,3 +77,40 @@ steps:
         - {kind: reclaim, consumer: /d, from: /b, host: h2, slots: 1, rule: share_ratio.reclaim}
 `)
 }
+
+// TestRules4ShareRatioReclaimIsPlacedInTheTierItComesFrom: under
+// share_ratio with preemption and balance /b owns all of h4 (2 slots); h1
+// has 1 public slot. /b/b/a asks 3 and holds h4's 2 and h1's 1. /b/a asks
+// 2: /b's pool gives /b/a 1 and /b/b/a 1, the public pool its slot to
+// /b/a: T /b/a 2 (1 of /b's, 1 public), /b/b/a 1 (of /b's). /b/a reclaims 2
+// from /b/b/a, "from the host the claimant would use first" (section 5),
+// its slots placed "in the tier it comes from" (section 5, as a grant's,
+// #454): 1 on h4 and 1 on h1, /b/b/a keeping its slot of /b's pool. The
+// model took both on h4, /b's part first in /b/a's fold order whatever
+// the division gave it there (decision 486; gen.GenerateOwned seed 5,
+// event 6, shrunk).
+func TestRules4ShareRatioReclaimIsPlacedInTheTierItComesFrom(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio, reclaim_for_preference: true}
+  consumers:
+    - {path: /b, own: [{host: h4, preference: 10}]}
+    - {path: /b/a}
+    - {path: /b/b}
+    - {path: /b/b/a}
+hosts:
+  - {name: h1, group: g2, slots: 1}
+  - {name: h4, group: g1, slots: 2}
+steps:
+  - events: [{type: demand, demands: {/b/b/a: 3}}]
+    expect:
+      allocations: {/b/b/a: 3}
+  - events: [{type: demand, demands: {/b/a: 2}}]
+    expect:
+      allocations: {/b/a: 2, /b/b/a: 1}
+      decisions:
+        - {kind: reclaim, consumer: /b/a, from: /b/b/a, host: h4, slots: 1, rule: share_ratio.reclaim}
+        - {kind: reclaim, consumer: /b/a, from: /b/b/a, host: h1, slots: 1, rule: share_ratio.reclaim}
+`)
+}
