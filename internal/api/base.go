@@ -121,8 +121,8 @@ type restoredID struct{ first, applied uint64 }
 // folded); the event that applied it answers a retry past the window
 // (appSeq). An id the projection says was applied and the stream does
 // not hold refuses the request, since the projection and the log
-// disagree; a refused event's that fails is forgotten (a forged event
-// leaves no trace, as in the fold).
+// disagree; the hint of a refused event that fails is dropped (a forged
+// event leaves no trace, as in the fold).
 func (s *Server) checkRestored(ctx context.Context, st *poolState, ins []incoming) *apiError {
 	for _, in := range ins {
 		r, ok := st.restored[in.id]

@@ -23,6 +23,7 @@ import (
 	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/projections"
+	"github.com/cluster-ledger/ledger/projections/query"
 )
 
 // apiInstance starts an API server (a process of `ledger serve`: its own
@@ -81,7 +82,28 @@ func projectAll(t *testing.T, natsURL string, roles testdb.DB, sg *signing.Signe
 	}
 	p := projections.New(js, db, projections.WithTrustedKeys(signing.NewKeyring(sg.Public())),
 		projections.WithLogger(slog.New(slog.DiscardHandler)))
-	runProjector(t, p.Run, db, last)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("projector: %v", err)
+		}
+	}()
+	// A large pool's fold takes tens of seconds when the machine is
+	// shared with other tests.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		seq, err := query.ProjectorOffset(context.Background(), db, "")
+		if err == nil && seq >= last {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("projector at %d after 3 minutes, want %d (%v)", seq, last, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // bigPool appends to pool a plan of `consumers` leaves, `hosts` hosts,
