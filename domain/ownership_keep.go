@@ -258,7 +258,7 @@ func (pl *placement) takeDue(l, owner int32, k Slots) {
 	if d := pl.dueOf(l, owner); d != nil {
 		n := minSlots(k, d.want)
 		d.want -= n
-		d.ent -= minSlots(n, d.ent)
+		d.ent -= d.keepEnt(n)
 		k -= n
 	}
 	for w := len(pl.wants[l]) - 1; w >= 0 && k > 0; w-- {

@@ -56,7 +56,7 @@ func (pl *placement) keepOne(h int32, i0, i, j int, amt [][]Slots, k Slots) {
 	d := pl.dueOf(l, owner)
 	d.want -= k
 	if k > 0 {
-		d.ent -= minSlots(k, d.ent)
+		d.ent -= d.keepEnt(k)
 	}
 }
 
@@ -193,5 +193,5 @@ func (pl *placement) keepSlot(h int32, j, i int, left map[int32][]Slots) {
 func (pl *placement) takeWant(l, owner int32) {
 	d := pl.dueOf(l, owner)
 	d.want--
-	d.ent -= minSlots(1, d.ent)
+	d.ent -= d.keepEnt(1)
 }
