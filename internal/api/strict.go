@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -494,12 +495,34 @@ func jsonReadFailure(err error, what string) *apiError {
 	case errors.As(err, &ne) && ne.Timeout():
 		return bodyTimeout()
 	case errors.As(err, &se):
-		return refusal(fmt.Errorf("%w: %s is not valid JSON at byte %d (%s)", events.ErrMalformed, what, se.Offset, se.Error()), nil)
+		return refusal(fmt.Errorf("%w: %s is not valid JSON at byte %d (%s)", events.ErrMalformed, what, se.Offset, syntaxProblem(se)), nil)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return refusal(fmt.Errorf("%w: the body ends inside %s: send complete JSON", events.ErrMalformed, what), nil)
 	}
 	return refusal(fmt.Errorf("%w: %s could not be read", events.ErrMalformed, what), nil)
 }
+
+// syntaxProblem says what is wrong at a syntax error's offset in the
+// ledger's words, not the decoder's (decision 491): the character found
+// where none of its kind may stand, nesting past the decoder's depth, or
+// JSON that ends early.
+func syntaxProblem(se *json.SyntaxError) string {
+	msg := se.Error()
+	switch {
+	case strings.Contains(msg, "max depth"):
+		return "arrays and objects nested too deeply"
+	case strings.Contains(msg, "end of JSON input"):
+		return "it ends early"
+	}
+	if m := syntaxCharacter.FindStringSubmatch(msg); m != nil {
+		return "a " + m[1] + " cannot stand there"
+	}
+	return "the text there cannot stand there"
+}
+
+// syntaxCharacter finds the character a decoder's syntax error quotes
+// ("invalid character 'x' ...").
+var syntaxCharacter = regexp.MustCompile(`invalid character ('.{1,8}')`)
 
 // bodyTimeout is the answer to a body not received within BodyTimeout.
 func bodyTimeout() *apiError {

@@ -56,7 +56,10 @@ func TestBodiesReadStrictly(t *testing.T) {
 		{"consumers as an object", `{"type":"plan","data":{"plan":{"consumers":{"path":"/a"}}}}`, "malformed", []string{"data.plan.consumers", "an array is needed, not an object"}},
 		{"v as a string", `{"type":"demand","v":"1",` + demandBody + `}`, "malformed", []string{"field v", "a whole number"}},
 		{"JSON cut short", `{"type":"demand","data":{"demands":`, "malformed", []string{"ends inside the event"}},
-		{"not JSON", `{"type":"demand",` + demandBody + `,}`, "malformed", []string{"not valid JSON"}},
+		{"not JSON", `{"type":"demand",` + demandBody + `,}`, "malformed", []string{"not valid JSON", "a '}' cannot stand there"}},
+		// Round 10: a syntax error quoted the decoder's words (decision 491).
+		{"arrays nested past the decoder's depth", `{"type":"demand","data":` + strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001) + `}`, "malformed", []string{"not valid JSON", "nested too deeply"}},
+		{"a letter where a value goes", `{"type":demand}`, "malformed", []string{"not valid JSON at byte", "a 'd' cannot stand there"}},
 		// Round 10 (helper-41): a body that is JSON but no event said only
 		// "the body could not be read"; a grace in seconds past what a
 		// time.Duration holds wrapped around and was stored wrapped (-2^63
@@ -111,7 +114,8 @@ func checkOwnWords(t *testing.T, what, msg string, words ...string) {
 			t.Errorf("%s: %s does not say %q", what, msg, w)
 		}
 	}
-	for _, goWords := range []string{"json:", "jsontext", "Go struct", "unmarshal", "Go value", "[]uint8", "int64", "time:", "could not be read"} {
+	for _, goWords := range []string{"json:", "jsontext", "Go struct", "unmarshal", "Go value", "[]uint8", "int64", "time:", "could not be read",
+		"invalid character", "looking for beginning", "exceeded max depth", "after object key"} {
 		if strings.Contains(msg, goWords) {
 			t.Errorf("%s: %s quotes Go's decoder (%q)", what, msg, goWords)
 		}
