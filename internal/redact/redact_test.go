@@ -17,6 +17,9 @@ func TestURL(t *testing.T) {
 		"host=h user=ledger password=s3cret dbname=ledger":                 "host=h user=ledger password=xxxxx dbname=ledger",
 		"host=h password='a b\\'c' dbname=x":                               "host=h password=xxxxx dbname=x",
 		"no secret here: https://example.com/a?b=c":                        "no secret here: https://example.com/a?b=c",
+		"postgres://h/ledger?user=x&password=P&sslmode=disable failed":     "postgres://h/ledger?user=x&password=xxxxx&sslmode=disable failed",
+		"postgres://h/ledger?password=p%26q#frag":                          "postgres://h/ledger?password=xxxxx#frag",
+		"password=a&b host=h":                                              "password=xxxxx host=h",
 	} {
 		if got := URL(in); got != want {
 			t.Errorf("URL(%q) = %q, want %q", in, got, want)
@@ -34,6 +37,14 @@ func TestError(t *testing.T) {
 	}
 	if Error(nil, conn) != nil {
 		t.Fatal("Error(nil) is not nil")
+	}
+	// A password given as a URL's query parameter, percent-encoded, quoted
+	// by a driver as given or decoded.
+	query := "postgres://127.0.0.1/ledger?user=ledger_api&password=s%26cret99&sslmode=disable"
+	for _, quoted := range []string{"s%26cret99", "s&cret99"} {
+		if e := Error(fmt.Errorf("bad password %s", quoted), query); strings.Contains(e.Error(), quoted) {
+			t.Errorf("Error quotes the query's password: %q", e)
+		}
 	}
 	plain := errors.New("dial tcp: refused")
 	if Error(plain, conn) != plain {
