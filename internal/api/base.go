@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/cluster-ledger/ledger/domain"
@@ -42,6 +43,12 @@ import (
 // there) or refuse appends. A state that fails a check is not used: the
 // pool is folded from its first event, and the log says why.
 
+// maxBaseTries is how many requests may end while the projection's state
+// of a pool is looked up before the view gives it up and folds the pool
+// from its first event: a PostgreSQL that hangs delays a pool's appends
+// by a few requests, it does not stop them.
+const maxBaseTries = 3
+
 // startFromBase starts st (empty) from the projection's newest state of
 // the pool at or below last. A state refused or absent leaves st empty,
 // to be folded from the first event; the error is the request's only
@@ -58,6 +65,10 @@ func (s *Server) startFromBase(ctx context.Context, st *poolState, last uint64) 
 	if err != nil {
 		st.reset()
 		if ctx.Err() != nil {
+			if st.baseTries++; st.baseTries == maxBaseTries {
+				s.log.Warn("pool view: the projection's state was not read within "+strconv.Itoa(maxBaseTries)+" requests; the next folds the pool from its first event",
+					"pool", st.name, "last_seq", last, "err", err)
+			}
 			return &rebuildingError{pool: st.name, last: last, err: err}
 		}
 		s.log.Warn("pool view: the projection's state of the pool is not used; folding the pool from its first event",

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -537,5 +539,74 @@ func TestStateOfARecreatedStreamIsNotUsed(t *testing.T) {
 	if strings.Count(got, "not used; folding the pool from its first event") != 2 || !strings.Contains(got, "the stream holds no event of the pool at sequence") ||
 		strings.Contains(got, "started from the projection's state") {
 		t.Errorf("the log does not say both states were not used:\n%s", got)
+	}
+}
+
+// TestHungDatabaseDelaysAppendsOnly: a PostgreSQL that accepts
+// connections and never answers (a hung server, a partition) costs a
+// pool's appends a few requests answered 503 within the timeout while
+// the projection's state is looked up, then the view is folded from the
+// pool's first event and appends go on.
+func TestHungDatabaseDelaysAppendsOnly(t *testing.T) {
+	natsURL := testenv.NATS(t)
+	sg := signing.Generate()
+	var log syncBuffer
+	l := apiInstance(t, natsURL, "", sg, &log)
+	setup(l, "p")
+	first := l.mustPost("p", withID(demand(map[string]int{"/a": 4}), "first")).Events[0].Seq
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	const timeout = 300 * time.Millisecond
+	var logHung syncBuffer
+	hung := apiInstance(t, natsURL, "postgres://ledger_api@"+ln.Addr().String()+"/ledger?sslmode=disable", sg, &logHung, api.WithPublishTimeout(timeout))
+	requests := 0
+	for {
+		start := time.Now()
+		code, res, bad := hung.post("p", withID(demand(map[string]int{"/a": 4}), "first"))
+		// pgx gives a query whose context ends a second more to take
+		// the cancel (its DeadlineDelay) before it closes the connection.
+		if took := time.Since(start); took > timeout+2*time.Second {
+			t.Errorf("request %d took %v, timeout %v", requests, took, timeout)
+		}
+		requests++
+		if code == http.StatusOK {
+			if e := res.Events[0]; !e.Duplicate || e.Seq != first {
+				t.Errorf("retry of first: %+v, want a duplicate at %d", e, first)
+			}
+			break
+		}
+		if code != http.StatusServiceUnavailable || requests > 10 {
+			t.Fatalf("request %d: %d %+v", requests, code, bad)
+		}
+	}
+	if requests != 4 {
+		t.Errorf("stored at request %d, want 4 (3 looking the state up, then the fold)", requests)
+	}
+	if !strings.Contains(logHung.String(), "the projection's state was not read within 3 requests") {
+		t.Errorf("the log does not say the state was given up:\n%s", logHung.String())
 	}
 }

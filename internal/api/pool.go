@@ -40,6 +40,10 @@ type poolState struct {
 	// retry (checkRestored), then moved to appSeq.
 	base     uint64
 	restored map[string]restoredID
+	// baseTries counts the requests that ended while the projection's
+	// state was looked up (PostgreSQL slow or hung): after maxBaseTries
+	// the view is folded from the pool's first event instead.
+	baseTries int
 	// cost is the time spent building the view (base restored, events
 	// folded, in nanoseconds): what letting it go would cost the next
 	// append (poolFor keeps the costly views longer). touched and used
@@ -166,7 +170,7 @@ func (s *Server) catchUp(ctx context.Context, st *poolState) error {
 		s.log.Warn("pool state ahead of the stream; folding again", "pool", st.name, "state_seq", st.pool.Seq(), "stream_seq", last)
 		st.reset()
 	}
-	if st.pool.Seq() == 0 && last > 0 && s.db != nil {
+	if st.pool.Seq() == 0 && last > 0 && s.db != nil && st.baseTries < maxBaseTries {
 		if err := s.startFromBase(ctx, st, last); err != nil {
 			return err
 		}
