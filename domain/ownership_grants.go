@@ -133,6 +133,13 @@ func (pl *placement) nextPart(owner int32) (int, Slots) {
 		if i := pl.freest(owner); i >= 0 {
 			return i, pl.freeRoom(i)
 		}
+		// Nothing free is left: the slots others give up, on the hosts
+		// in the order the claimant would use them, most free slots as
+		// the rebalance started, then name (#320).
+		if i := pl.usedFirst(owner); i >= 0 {
+			return i, pl.capRem[i]
+		}
+		return -1, 0
 	}
 	i := pl.roomiest(owner)
 	if i < 0 {
@@ -184,6 +191,35 @@ func (pl *placement) freest(owner int32) int {
 		}
 	}
 	return -1
+}
+
+// usedFirst returns the owner's part with room left on the host a
+// claimant would use first, most free slots as the placement started,
+// then name; -1 when none has room. The order does not change during
+// step 2 and a part's room only falls, so each owner's list is walked
+// once.
+func (pl *placement) usedFirst(owner int32) int {
+	c := pl.useOrder[owner]
+	if c == nil {
+		c = &partCursor{parts: slices.Clone(pl.idx.byOwner[owner])}
+		slices.SortStableFunc(c.parts, func(a, b int) int {
+			ha, hb := pl.parts[a].host, pl.parts[b].host
+			return cmp.Or(cmpDesc(pl.hostFree(ha), pl.hostFree(hb)), cmp.Compare(pl.hosts[ha].name, pl.hosts[hb].name))
+		})
+		pl.useOrder[owner] = c
+	}
+	for ; c.next < len(c.parts); c.next++ {
+		if i := c.parts[c.next]; pl.capRem[i] > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// partCursor walks an owner's parts in a fixed order (usedFirst).
+type partCursor struct {
+	parts []int
+	next  int
 }
 
 // put places k slots of leaf l's due share of owner's parts in part i.

@@ -192,7 +192,8 @@ type placement struct {
 	// freeByOwner, each owner's parts on such hosts (freest).
 	freeLeft    map[int32]Slots
 	freeByOwner map[int32]*partHeap
-	hostAt      []int // by host: index of its first part (len(parts) when none)
+	useOrder    map[int32]*partCursor // each owner's parts in the order a claimant uses them (usedFirst)
+	hostAt      []int                 // by host: index of its first part (len(parts) when none)
 	// owed: by claimant, what the layered fold moved to it from each
 	// victim (lookups only), paired first with what it gains.
 	owed map[int32][]transfer
@@ -388,7 +389,7 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: in.room, b: bufs,
 		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse, ineligible: in.ineligible}
 	if rules.freeFirst {
-		pl.freeLeft, pl.freeByOwner = map[int32]Slots{}, map[int32]*partHeap{}
+		pl.freeLeft, pl.freeByOwner, pl.useOrder = map[int32]Slots{}, map[int32]*partHeap{}, map[int32]*partCursor{}
 	}
 	pl.hosts0, pl.target, pl.t0, pl.keptAt, pl.reclaimed = in.hosts, in.target, in.target0, map[partLeaf]Slots{}, map[seatKey]Slots{}
 	if pl.hosts0 == nil {
