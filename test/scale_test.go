@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
 // scalePools is how many pools TestTenThousandPools creates.
@@ -95,7 +95,7 @@ func TestTenThousandPools(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Since(start)
-	last := streamLast(t, js)
+	last := testenv.StreamLast(t, js)
 	waitProjectedThrough(t, db, last, 3*time.Minute)
 	projected := time.Since(start)
 	var pools int
@@ -200,19 +200,6 @@ func waitConsumers(t *testing.T, js jetstream.JetStream, steady int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func streamLast(t *testing.T, js jetstream.JetStream) uint64 {
-	t.Helper()
-	s, err := js.Stream(context.Background(), stream.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq
 }
 
 // waitProjectedThrough waits until every event up to seq is projected.

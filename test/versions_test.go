@@ -48,7 +48,7 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 	}
 	bin := projectorBinary(t)
 	proc := startProjector(t, bin, s)
-	waitOffsetAbove(t, s.db, lastSeq(t, s.js)-1)
+	waitOffsetAbove(t, s.db, testenv.StreamLast(t, s.js)-1)
 
 	wantDecisions := map[string]string{
 		"rules1": "release /A 4 release.max_lowered; trim /A 2 trim.host_down; grant /A 2 priority.entitled",
@@ -77,7 +77,7 @@ func TestRulesVersionsEndToEnd(t *testing.T) {
 		more[pool] = publishRaw(t, s.js, pool, fmt.Sprintf("more-%d", v), &events.Demand{Demands: map[string]int64{"/B": 3}})
 	}
 	proc = startProjector(t, bin, s)
-	waitOffsetAbove(t, s.db, lastSeq(t, s.js)-1)
+	waitOffsetAbove(t, s.db, testenv.StreamLast(t, s.js)-1)
 	// Still running, neither pool halted, and both folded on past the
 	// restart (a pool whose re-fold failed would be halted, not stopped).
 	if err := proc.Process.Signal(syscall.Signal(0)); err != nil {
@@ -200,15 +200,6 @@ func hostDownDecisions(t *testing.T, s *stack, pool string) string {
 		out = append(out, fmt.Sprintf("%s %s %d %s", kind, consumer, slots, rule))
 	}
 	return strings.Join(out, "; ")
-}
-
-func lastSeq(t *testing.T, js jetstream.JetStream) uint64 {
-	t.Helper()
-	info, err := mustStream(t, js).Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq
 }
 
 func projectorBinary(t *testing.T) string {

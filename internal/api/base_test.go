@@ -248,7 +248,7 @@ func TestRestartStartsFromProjectionState(t *testing.T) {
 		t.Errorf("release of more than /g3/c3 holds: %d %+v, want 422 release_too_many", code, bad)
 	}
 	next := l2.mustPost("big", withID(release("/g3/c3", 1), "new")).Events[0]
-	if next.Duplicate || next.Seq != streamLast(t, l2.js) {
+	if next.Duplicate || next.Seq != testenv.StreamLast(t, l2.js) {
 		t.Errorf("a new event: %+v, want stored last", next)
 	}
 
@@ -271,20 +271,6 @@ func TestRestartStartsFromProjectionState(t *testing.T) {
 			t.Errorf("id %s stored %d times", id, ids[id])
 		}
 	}
-}
-
-// streamLast is the stream's last sequence.
-func streamLast(t *testing.T, js jetstream.JetStream) uint64 {
-	t.Helper()
-	s, err := js.Stream(context.Background(), stream.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq
 }
 
 var foldedUpTo = regexp.MustCompile(`up to sequence (\d+) of (\d+)`)

@@ -556,3 +556,21 @@ func DataDir(t testing.TB) string {
 	}
 	return filepath.Join(dir, "data")
 }
+
+// StreamLast is the ledger stream's last sequence (0: empty), as js sees
+// it: where a test waits for a projector, or checks that nothing was
+// appended.
+func StreamLast(t testing.TB, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
