@@ -286,16 +286,24 @@ func TestRebuildContinuesAcrossRequests(t *testing.T) {
 	sg := signing.Generate()
 	var log syncBuffer
 	l := apiInstance(t, natsURL, "", sg, &log, api.WithPublishTimeout(time.Minute))
-	last := bigPool(l, "big", 2000, 100, 10)
+	bigPool(l, "big", 2000, 100, 10)
 
-	const timeout = 500 * time.Millisecond
+	// How long a whole fold takes here (a new instance's first append),
+	// so that the timeout is a fraction of it on a fast machine as on a
+	// loaded one.
+	lm := apiInstance(t, natsURL, "", sg, &log, api.WithPublishTimeout(time.Minute))
+	start := time.Now()
+	last := lm.mustPost("big", demand(map[string]int{"/g1/c1": 1})).Events[0].Seq
+	whole := time.Since(start)
+	timeout := max(whole/5, 20*time.Millisecond)
+	t.Logf("a whole fold took %v: requests of %v", whole.Round(time.Millisecond), timeout)
 	l2 := apiInstance(t, natsURL, "", sg, &log, api.WithPublishTimeout(timeout))
 	var at []uint64
 	for n := 0; ; n++ {
 		if n > 100 {
 			t.Fatalf("not stored after %d requests; folded up to %v", n, at)
 		}
-		start := time.Now()
+		start = time.Now()
 		code, res, bad := l2.post("big", withID(demand(map[string]int{"/g0/c0": 1}), "x"))
 		took := time.Since(start)
 		if took > timeout+time.Second {
