@@ -138,21 +138,14 @@ func (p *producers) run(pool string, stop <-chan struct{}) {
 // logged reads every message of the stream: the sequences of each id.
 func logged(t *testing.T, js jetstream.JetStream) map[string][]uint64 {
 	t.Helper()
+	state := testenv.StreamState(t, js)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, stream.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Read as the ledger's readers do (stream.Read): a follower just
 	// back may answer direct gets before it holds the tail, and Read
 	// confirms the end with the leader.
 	ids := map[string][]uint64{}
-	err = stream.Read(ctx, js.Conn(), "", info.State.FirstSeq, info.State.LastSeq, func(m stream.Msg) error {
+	err := stream.Read(ctx, js.Conn(), "", state.FirstSeq, state.LastSeq, func(m stream.Msg) error {
 		sd, err := stream.DecodeRaw(m.Seq, m.Data)
 		if err != nil {
 			return err
@@ -167,8 +160,8 @@ func logged(t *testing.T, js jetstream.JetStream) map[string][]uint64 {
 	for _, seqs := range ids {
 		n += uint64(len(seqs))
 	}
-	if info.State.LastSeq > 0 && n != info.State.LastSeq-info.State.FirstSeq+1 {
-		t.Fatalf("read %d messages of %d..%d", n, info.State.FirstSeq, info.State.LastSeq)
+	if state.LastSeq > 0 && n != state.LastSeq-state.FirstSeq+1 {
+		t.Fatalf("read %d messages of %d..%d", n, state.FirstSeq, state.LastSeq)
 	}
 	return ids
 }

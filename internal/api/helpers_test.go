@@ -219,17 +219,7 @@ func isNotFound(err error) bool {
 // streamMsgs is the number of messages in the stream.
 func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StreamState(t, js).Msgs
 }
 
 // fixedClock is a settable clock.

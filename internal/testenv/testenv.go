@@ -557,12 +557,11 @@ func DataDir(t testing.TB) string {
 	return filepath.Join(dir, "data")
 }
 
-// StreamLast is the ledger stream's last sequence (0: empty), as js sees
-// it: where a test waits for a projector, or checks that nothing was
-// appended.
-func StreamLast(t testing.TB, js jetstream.JetStream) uint64 {
+// StreamState is the ledger stream's state (messages, first and last
+// sequence) as js sees it.
+func StreamState(t testing.TB, js jetstream.JetStream) jetstream.StreamState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, stream.Name)
 	if err != nil {
@@ -572,5 +571,12 @@ func StreamLast(t testing.TB, js jetstream.JetStream) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.LastSeq
+	return info.State
+}
+
+// StreamLast is the ledger stream's last sequence (0: empty): where a
+// test waits for a projector, or checks that nothing was appended.
+func StreamLast(t testing.TB, js jetstream.JetStream) uint64 {
+	t.Helper()
+	return StreamState(t, js).LastSeq
 }
