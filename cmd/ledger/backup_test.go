@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/backup"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -353,4 +355,91 @@ func allocations(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// changingFile is a backup file that another process rewrites while
+// restore reads it: the first read (the verification) sees first, every
+// read after restore seeks back to its start sees then.
+type changingFile struct {
+	r     *bytes.Reader
+	then  []byte
+	seeks int
+}
+
+func (f *changingFile) Read(p []byte) (int, error) { return f.r.Read(p) }
+
+func (f *changingFile) Seek(off int64, whence int) (int64, error) {
+	if off == 0 && whence == io.SeekStart {
+		if f.seeks++; f.seeks == 1 {
+			f.r = bytes.NewReader(f.then)
+		}
+	}
+	return f.r.Seek(off, whence)
+}
+
+// TestRestoreRefusesBackupChangedMidway: restore verifies the whole
+// file, then reads it again to publish it; a file edited between the two
+// reads (a victim's body changed, or a message added after the header's
+// last) must publish nothing the first read did not verify. Before the
+// second read verified each line again, the edited event was published
+// unverified, and so was a message past the header's last sequence.
+func TestRestoreRefusesBackupChangedMidway(t *testing.T) {
+	svc := startService(t)
+	loadSeeds(t, svc)
+	file := backupOf(t, svc)
+	orig, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const victim = 5
+	edited := editBackup(t, file, victim, func(l map[string]any) {
+		var b64 string
+		raw, _ := json.Marshal(l["data"])
+		_ = json.Unmarshal(raw, &b64)
+		var env map[string]any
+		_ = json.Unmarshal(decode64(t, b64), &env)
+		env["producer"] = "someone-else"
+		nb, _ := json.Marshal(env)
+		l["data"] = nb
+	})
+	editedBytes, err := os.ReadFile(edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A message after the header's last: the last line again, one
+	// sequence further.
+	lines := strings.Split(strings.TrimSpace(string(orig)), "\n")
+	var extra map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &extra); err != nil {
+		t.Fatal(err)
+	}
+	last := uint64(extra["seq"].(float64))
+	extra["seq"] = float64(last + 1)
+	nb, _ := json.Marshal(extra)
+	longer := append(append([]byte{}, orig...), append(nb, '\n')...)
+
+	for name, c := range map[string]struct {
+		then   []byte
+		stored uint64
+	}{
+		"an event edited": {editedBytes, victim - 1},
+		"a message added": {longer, last},
+	} {
+		fresh := testenv.NATS(t)
+		js, err := jetstream.New(testenv.Connect(t, fresh, natsauth.Admin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &changingFile{r: bytes.NewReader(orig), then: c.then}
+		_, err = backup.Restore(context.Background(), js, f, backup.RestoreOptions{TrustBackupKeys: true})
+		if err == nil {
+			t.Errorf("%s between the two reads: restore succeeded", name)
+		}
+		if f.seeks == 0 {
+			t.Fatalf("%s: restore never read the file again", name)
+		}
+		if n := lastSeq(t, fresh); n != c.stored {
+			t.Errorf("%s between the two reads: the stream holds sequences up to %d, want %d (nothing past what the first read verified): %v", name, n, c.stored, err)
+		}
+	}
 }

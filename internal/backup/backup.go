@@ -331,7 +331,23 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 		})
 	}()
 	var published uint64
+	unauthenticated := map[uint64]bool{}
+	for _, u := range stats.Unauthenticated {
+		unauthenticated[u.Seq] = true
+	}
 	err = eachLine(r, h, func(l line) error {
+		// The file is read a second time: each line is verified again
+		// with the same keys, so that a backup written meanwhile (its
+		// file edited between the two reads) publishes nothing the
+		// first read did not verify.
+		again := Stats{Signed: map[string]uint64{}}
+		if err := again.check(keys, l); err != nil {
+			return err
+		}
+		if len(again.Unauthenticated) > 0 && !unauthenticated[l.Seq] {
+			return fmt.Errorf("%w: sequence %d (%s): %s, yet it was verified moments before: the backup file changed during the restore; restored up to sequence %d, run it again once the file is left alone",
+				ErrUnauthenticated, l.Seq, l.Subject, again.Unauthenticated[0].Reason, published)
+		}
 		if _, err := stream.PoolOf(l.Subject); err != nil {
 			// The stream stores events only (ledger.<pool>.<type>): a
 			// message an older stream took on another subject has no place.
@@ -493,6 +509,10 @@ func eachLine(r io.Reader, h header, fn func(line) error) error {
 		}
 		if l.Seq != last+1 && !(last == 0 && l.Seq == h.FirstSeq) {
 			return fmt.Errorf("%w: sequence %d follows %d", ErrBadFile, l.Seq, last)
+		}
+		if l.Seq > h.LastSeq {
+			// Checked before fn: Restore publishes as it reads.
+			return fmt.Errorf("%w: sequence %d after the header's last, %d", ErrBadFile, l.Seq, h.LastSeq)
 		}
 		if err := fn(l); err != nil {
 			return err
