@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -31,7 +33,9 @@ the keys of a log this deployment was itself restored from), then per
 message its sequence, subject, event id, the ledger's signature and the
 body. Restore it with 'ledger restore' into a fresh deployment: its
 projectors trust the backup's keys for the restored events and fold them
-by themselves. backup says how many events each key signed, and names
+by themselves. FILE appears only once the backup is whole (it is written as
+FILE.partial-* beside it first), and never over an existing file.
+backup says how many events each key signed, and names
 events none signed (published around the ledger): a restore refuses
 those unless told to take them.`,
 		Example: `  ledger backup --out ledger-$(date +%F).jsonl`,
@@ -117,6 +121,11 @@ func runBackup(ctx context.Context, out, errOut io.Writer, url, creds, trustedKe
 	if err != nil {
 		return err
 	}
+	if file != "-" {
+		if _, err := os.Lstat(file); err == nil {
+			return fmt.Errorf("%s exists: backup never writes over a file", file)
+		}
+	}
 	js, done, err := openJS(url, creds, "ledger-backup")
 	if err != nil {
 		return err
@@ -126,10 +135,14 @@ func runBackup(ctx context.Context, out, errOut io.Writer, url, creds, trustedKe
 	w, report := out, errOut
 	var f *os.File
 	if file != "-" {
-		if f, err = os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+		// Written beside FILE under a name of its own, and given FILE's
+		// name once whole and synced: a backup that failed, or was
+		// killed, midway never leaves a FILE that looks like a backup
+		// (decision 494). CreateTemp's mode is 0600.
+		if f, err = os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".partial-*"); err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() { f.Close(); os.Remove(f.Name()) }()
 		w, report = f, out
 	}
 	st, err := backup.Write(ctx, js, w, keys, func(seq, last uint64) {
@@ -145,6 +158,9 @@ func runBackup(ctx context.Context, out, errOut io.Writer, url, creds, trustedKe
 		if err := f.Sync(); err != nil {
 			return err
 		}
+		if err := publishFile(f.Name(), file); err != nil {
+			return err
+		}
 	}
 	where := ""
 	if f != nil {
@@ -156,6 +172,30 @@ func runBackup(ctx context.Context, out, errOut io.Writer, url, creds, trustedKe
 		fmt.Fprintf(errOut, "note: %d event(s) are signed by none of these keys (the first at sequence %d: %s); a restore refuses the backup unless --allow-unauthenticated\n", n, u.Seq, u.Reason)
 	}
 	return nil
+}
+
+// publishFile gives the whole, synced file tmp the name file, never
+// replacing a file of that name (a link fails on one; a file system
+// without links gets a rename after a last check), and syncs the
+// directory so that the name survives a crash.
+func publishFile(tmp, file string) error {
+	if err := os.Link(tmp, file); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s exists: backup never writes over a file (the backup made is lost)", file)
+		}
+		if _, serr := os.Lstat(file); serr == nil {
+			return fmt.Errorf("%s exists: backup never writes over a file (the backup made is lost)", file)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(filepath.Dir(file))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // keyUse names each key of a backup and how many events it signed.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -442,4 +443,88 @@ func TestRestoreRefusesBackupChangedMidway(t *testing.T) {
 			t.Errorf("%s between the two reads: the stream holds sequences up to %d, want %d (nothing past what the first read verified): %v", name, n, c.stored, err)
 		}
 	}
+}
+
+// TestBackupStoppedMidwayLeavesNoFile: a backup that stops before its
+// end (here its context cancelled; a lost connection or a kill does the
+// same) leaves no file under the name asked for, which a later restore
+// would take for a backup, and nothing of its own; run again, it writes
+// the backup (decision 494). Before, the truncated file had that name and
+// the second run refused it as existing.
+func TestBackupStoppedMidwayLeavesNoFile(t *testing.T) {
+	svc := startService(t)
+	if _, errOut, err := runLedger(t, "", "publish", "--ledger-url", svc.ledgerURL, "--ledger-token", svc.token, "--pool", "big", "--type", "plan",
+		"--data", `{"plan":{"consumers":[{"path":"/A"},{"path":"/B"}]}}`); err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut)
+	}
+	// Enough messages that the backup takes a while.
+	for b := 0; b < 40; b++ {
+		var evs []string
+		for i := 0; i < 100; i++ {
+			evs = append(evs, fmt.Sprintf(`{"type":"demand","data":{"demands":{"/A":%d,"/B":%d}}}`, (b+i)%7, i%5))
+		}
+		rq, _ := http.NewRequest(http.MethodPost, svc.ledgerURL+"/v1/pools/big/events", strings.NewReader("["+strings.Join(evs, ",")+"]"))
+		rq.Header.Set("Authorization", "Bearer "+svc.token)
+		rq.Header.Set("Content-Type", "application/json")
+		rs, err := http.DefaultClient.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rs.Body)
+		rs.Body.Close()
+		if rs.StatusCode != http.StatusOK {
+			t.Fatalf("append: %d %s", rs.StatusCode, body)
+		}
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ledger.jsonl")
+	creds := testenv.Creds(t, svc.natsURL, natsauth.Auditor)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runBackup(ctx, io.Discard, io.Discard, svc.natsURL, creds, svc.trustedKeys, file)
+	}()
+	// Stopped once it has written something.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if written(t, dir) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the backup wrote nothing in 30 s")
+		}
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the backup stopped midway succeeded (it was too fast to stop: give it more messages)")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a backup stopped midway left %d file(s), want none: %v", len(ents), ents)
+	}
+	out, errOut, err := runLedger(t, "", "backup", "--nats-url", svc.natsURL, "--nats-creds", creds, "--trusted-keys", svc.trustedKeys, "--out", file)
+	if err != nil || !strings.Contains(out, "backed up 4001 messages") {
+		t.Fatalf("backup run again: %v\n%s\n%s", err, out, errOut)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("a backup left %v, want only %s", ents, file)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("backup file: %v, mode %v, want 0600", err, fi.Mode())
+	}
+	// Never written over.
+	if _, _, err := runLedger(t, "", "backup", "--nats-url", svc.natsURL, "--nats-creds", creds, "--trusted-keys", svc.trustedKeys, "--out", file); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("backup onto an existing file: %v, want refused", err)
+	}
+}
+
+// written is how many bytes the files of dir hold.
+func written(t *testing.T, dir string) int64 {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
