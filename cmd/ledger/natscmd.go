@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cluster-ledger/ledger/internal/datadir"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
@@ -23,6 +24,17 @@ const NATSConfigFile = "nats-auth.conf"
 // NATSClusterFile is the nats-server cluster block `ledger nats init
 // --routes` writes beside it (it holds the route password: 0600).
 const NATSClusterFile = "nats-cluster.conf"
+
+// natsInitLayout is what `ledger nats init` keeps or writes in --dir,
+// checked as ledger dev checks its data directory (datadir.Check).
+// nats-cluster.conf holds the route password, but an older release wrote
+// it 0644 and init gives it 0600 again: it need only be this user's.
+var natsInitLayout = datadir.Layout{
+	Dirs: []string{devAuthDir, devSigningDir},
+	Secrets: []string{filepath.Join(devAuthDir, "*.nk"), filepath.Join(devAuthDir, natsauth.RouteFile),
+		filepath.Join(devSigningDir, signing.PrivateKeyFile)},
+	Owned: []string{filepath.Join(devSigningDir, signing.TrustedKeysFile), NATSConfigFile, NATSClusterFile},
+}
 
 // natsInitFlags are the options of `ledger nats init`.
 type natsInitFlags struct {
@@ -57,7 +69,10 @@ Start nats-server with -c DIR/nats-auth.conf (plus -js): it then refuses
 anonymous connections and gives each identity only its rights; a cluster
 member's configuration includes nats-cluster.conf too, and each server
 gets its own --name. Existing keys and the route password are kept; the
-configuration is rewritten from them.
+configuration is rewritten from them. DIR, what it holds and the
+directories above it must be such that no other user could have put a
+seed or key there (as ledger dev's --data): init refuses them otherwise,
+naming the path.
 
 The projector identity may manage only the durable consumers named
 --projector-name (the projector's --name) and its partitions
@@ -174,6 +189,14 @@ func runNATSInit(out io.Writer, flags natsInitFlags) error {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	// What init keeps (seeds, the signing key, the route password) and
+	// what it writes over (the configurations) must be this user's alone,
+	// as ledger dev's data directory: a --dir another user could write
+	// would let them put their own admin seed or signing key there for
+	// init to keep and authorize, or a link where init writes (decision 495).
+	if err := datadir.Check(dir, natsInitLayout); err != nil {
+		return fmt.Errorf("--dir %s: %w", dir, err)
 	}
 	keys, err := natsauth.Init(filepath.Join(dir, devAuthDir))
 	if err != nil {
