@@ -1269,6 +1269,11 @@ func (f *fold) takeDues(c string, want int64, rule string) int64 {
 		if due[src] <= 0 || !m.mayHold(c, k.part) {
 			continue
 		}
+		if x := f.reseatOff(c, k, min(want-got, due[src], f.headroom(c, ""))-f.room(k)); x > 0 {
+			if _, ok := spare[k.part]; ok {
+				spare[k.part] += x
+			}
+		}
 		if n := min(want-got, due[src], f.room(k), f.headroom(c, ""), spareOf(k.part)); n > 0 {
 			f.grantOn(c, k, n, rule)
 			due[src] -= n
@@ -1277,6 +1282,65 @@ func (f *fold) takeDues(c string, want int64, rule string) int64 {
 		}
 	}
 	return got
+}
+
+// reseatOff makes up to n slots of part k room for claimant c by the
+// seating alone: a leaf at its target seated on k beyond what its division
+// gave it of k's source, and short of another source whose part on the
+// same host has room and that it may hold, is seated there instead (the
+// seating is derived from how many slots each leaf holds, ruling 8; a
+// grant is placed in the tier it comes from, section 5): nothing moves,
+// no decision. It returns the room made.
+func (f *fold) reseatOff(c string, k hp, n int64) int64 {
+	m := f.m
+	if n <= 0 {
+		return 0
+	}
+	var made int64
+	for _, v := range m.leaves() {
+		if made >= n {
+			break
+		}
+		if v == c || f.seat[v][k] <= 0 || m.held(v) < f.ly.T[v] {
+			continue
+		}
+		d := map[string]int64{}
+		for s, x := range f.ly.src[v] {
+			if s != "own" {
+				d[s] = x
+			}
+		}
+		for q, x := range f.seat[v] {
+			if s := m.sourceOf(v, q.part, f.ly); s != "own" {
+				d[s] -= x
+			}
+		}
+		// the same source for both is keptDues' (the claimant takes
+		// the holder's floating source instead, #329, #340)
+		s1 := m.sourceOf(v, k.part, f.ly)
+		if s1 == "own" || d[s1] >= 0 || s1 == m.sourceOf(c, k.part, f.ly) {
+			continue
+		}
+		for _, q := range f.foldOrder(v) {
+			if made >= n || d[s1] >= 0 {
+				break
+			}
+			if q.host != k.host || q == k || !m.mayHold(v, q.part) {
+				continue
+			}
+			s2 := m.sourceOf(v, q.part, f.ly)
+			if x := min(n-made, -d[s1], d[s2], f.seat[v][k], f.room(q)); s2 != s1 && x > 0 {
+				f.seat.add(v, k, -x)
+				f.seat.add(v, q, x)
+				d[s1] += x
+				d[s2] -= x
+				f.kept.surplus[s1] = max(f.kept.surplus[s1]-x, 0)
+				f.kept.floating[s2] = max(f.kept.floating[s2]-x, 0)
+				made += x
+			}
+		}
+	}
+	return made
 }
 
 // moveFor makes room for claimant c by moves (ruling 7, with preemption
