@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/health"
@@ -163,13 +164,67 @@ func (s *Server) streamStatus(ctx context.Context) (*StreamStatus, error) {
 			st.ReplicasDetail = append(st.ReplicasDetail, ReplicaStatus{Name: c.Leader, Leader: true, Current: true})
 		}
 		// JetStream lists the followers only.
+		replicating := false
 		for _, p := range c.Replicas {
 			st.ReplicasDetail = append(st.ReplicasDetail, ReplicaStatus{
 				Name: p.Name, Current: p.Current, Offline: p.Offline, ActiveMS: p.Active.Milliseconds(), Lag: p.Lag,
 			})
+			replicating = replicating || inFlight(p)
+		}
+		if replicating {
+			s.settleReplicas(ctx, info, st)
 		}
 	}
 	return st, nil
+}
+
+// ReplicaSlack and ReplicaSeen bound what status takes for replication
+// at work rather than a copy catching up: under appends a follower is
+// often an operation or a few behind the leader for milliseconds, which
+// NATS reports as not current (decision 496).
+const (
+	ReplicaSlack = 100
+	ReplicaSeen  = 2 * time.Second
+)
+
+// replicaSettle is how long status waits to look again at a follower
+// NATS reported not current but within ReplicaSlack and ReplicaSeen.
+const replicaSettle = 150 * time.Millisecond
+
+// inFlight: p is a follower NATS reports not current, yet near enough
+// and heard from recently enough that it may only be replicating.
+func inFlight(p *jetstream.PeerInfo) bool {
+	return p != nil && !p.Current && !p.Offline && p.Lag <= ReplicaSlack && p.Active <= ReplicaSeen
+}
+
+// settleReplicas looks at the stream's copies again after replicaSettle
+// and counts as current each follower that either is current then, or
+// is still within ReplicaSlack and ReplicaSeen while the stream took new
+// messages meanwhile (appends flowing: replication at work). A follower
+// still behind a stream that took nothing is catching up, or stuck, and
+// stays not current; so does every follower when the second look fails.
+func (s *Server) settleReplicas(ctx context.Context, first *jetstream.StreamInfo, st *StreamStatus) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(replicaSettle):
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return
+	}
+	flowing := info.State.LastSeq != first.State.LastSeq
+	for i := range st.ReplicasDetail {
+		r := &st.ReplicasDetail[i]
+		if r.Leader || r.Current || r.Offline {
+			continue
+		}
+		for _, p := range info.Cluster.Replicas {
+			if p.Name == r.Name && (p.Current || (flowing && inFlight(p))) {
+				r.Current = true
+			}
+		}
+	}
 }
 
 // postgresStatus pings PostgreSQL and reads the projector offsets and

@@ -80,7 +80,10 @@ type StreamStatus struct {
 type ReplicaStatus struct {
 	Name   string `json:"name"`
 	Leader bool   `json:"leader"`
-	// Current: the copy has every operation the leader has committed.
+	// Current: the copy has every operation the leader has committed,
+	// or, while appends flow, is at most ReplicaSlack operations behind
+	// and was heard from within ReplicaSeen (replication at work, not
+	// a copy catching up; decision 496). Lag is as NATS reports it.
 	Current bool `json:"current"`
 	Offline bool `json:"offline"`
 	// ActiveMS is how long ago the leader last heard from the copy
