@@ -210,6 +210,33 @@ func partsOf(t *tree, hosts []host, rows []ownedRow) ([]hostPart, ownTotals) {
 	return parts, tot
 }
 
+// partsMoved compares two lists of parts, each in host order, host by
+// host for the first hosts hosts: whether a host's parts changed and, when
+// they did not, how far they moved (the new index of its first part less
+// the old). The caches kept across a host event (the sittings, the
+// placement's quiet leaves) keep what they hold of the unchanged hosts at
+// the parts' new places.
+func partsMoved(old, cur []hostPart, hosts int) (shift []int, changed []bool) {
+	shift, changed = make([]int, hosts), make([]bool, hosts)
+	oi, ni := 0, 0
+	for h := range int32(hosts) {
+		oj, nj := oi, ni
+		for oj < len(old) && old[oj].host == h {
+			oj++
+		}
+		for nj < len(cur) && cur[nj].host == h {
+			nj++
+		}
+		if slices.Equal(old[oi:oj], cur[ni:nj]) {
+			shift[h] = ni - oi
+		} else {
+			changed[h] = true
+		}
+		oi, ni = oj, nj
+	}
+	return shift, changed
+}
+
 // firstPartOf returns the index of the first part on a host (parts are in
 // host order).
 func firstPartOf(parts []hostPart, hostID int32) int {

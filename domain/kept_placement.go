@@ -188,23 +188,7 @@ func (k *placeKeep) reset(n int, idx *partIndex) {
 // on a host whose parts changed is looked at again. The sums by part are
 // made again over the new parts.
 func (k *placeKeep) carry(old, idx *partIndex) {
-	shift := make([]int, len(old.hostAt)) // by host: its parts' new index less the old
-	changed := make([]bool, len(old.hostAt))
-	for h := range old.hostAt {
-		oi, ni := old.hostAt[h], idx.hostAt[h]
-		oj, nj := oi, ni
-		for oj < len(old.parts) && old.parts[oj].host == int32(h) {
-			oj++
-		}
-		for nj < len(idx.parts) && idx.parts[nj].host == int32(h) {
-			nj++
-		}
-		if slices.Equal(old.parts[oi:oj], idx.parts[ni:nj]) {
-			shift[h] = ni - oi
-		} else {
-			changed[h] = true
-		}
-	}
+	shift, changed := partsMoved(old.parts, idx.parts, len(old.hostAt))
 	n := len(idx.parts)
 	k.qsum, k.qelse, k.room = make([]Slots, n), make([]Slots, n), make([]Slots, n)
 	for i, pt := range idx.parts {

@@ -163,17 +163,10 @@ func (p *Pool) carrySittings(parts []hostPart) {
 	c := &p.sits
 	old := c.parts
 	follow := p.inc.ready && !p.inc.heldStale
+	shift, changed := partsMoved(old, parts, len(c.fresh))
 	for h := range len(c.fresh) {
-		oi, ni := firstPartOf(old, int32(h)), firstPartOf(parts, int32(h))
-		oj, nj := oi, ni
-		for oj < len(old) && old[oj].host == int32(h) {
-			oj++
-		}
-		for nj < len(parts) && parts[nj].host == int32(h) {
-			nj++
-		}
-		if slices.Equal(old[oi:oj], parts[ni:nj]) {
-			if d := ni - oi; d != 0 {
+		if !changed[h] {
+			if d := shift[h]; d != 0 {
 				for k := range c.byHost[h] {
 					c.byHost[h][k].part += d
 				}
