@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
@@ -290,6 +291,9 @@ func (p *Projector) republish(ctx context.Context, last, committed uint64) (int,
 			return 0, fatal(fmt.Errorf("%w: event %q at sequence %d was projected before migration 0003 and the table lacks its stored message",
 				ErrUnhealable, t.id, t.seq))
 		}
+		if err := t.authentic(p.cfg.keys); err != nil {
+			return 0, err
+		}
 		next++
 	}
 	if next-1 != committed {
@@ -361,6 +365,33 @@ func (p *Projector) publishTail(ctx context.Context, tail []tailRow) error {
 		}
 	}
 	return nil
+}
+
+// authentic refuses to append t again unless a trusted key signed it
+// (keys nil: a projector that authenticates nothing appends as it
+// folds). The rows are the projector's own PostgreSQL role's to write,
+// but the appends are made with the ledger's NATS identity into a log
+// that never deletes: whoever held that role could otherwise have had a
+// message of their own, or an event's body edited, stored in the log of
+// truth for ever by the next heal (decision 497). An event a heal cannot
+// append is restored from a backup instead.
+func (t tailRow) authentic(keys *signing.Keyring) error {
+	if keys == nil {
+		return nil
+	}
+	m, err := t.message()
+	if err != nil {
+		return fatal(fmt.Errorf("%w: event %q at sequence %d: %v", ErrUnhealable, t.id, t.seq, err))
+	}
+	switch err := keys.VerifyAt(uint64(t.seq), stream.Published(*t.subject), m.Header, t.body); {
+	case err == nil:
+		return nil
+	case errors.Is(err, signing.ErrHistory):
+		return fmt.Errorf("authenticate sequence %d before appending it again: %w", t.seq, err)
+	default:
+		return fatal(fmt.Errorf("%w: the message at sequence %d (%s) in PostgreSQL is signed by no trusted key (%v): a heal appends again only events the ledger signed, so nothing was appended; restore the stream from a backup",
+			ErrUnhealable, t.seq, *t.subject, err))
+	}
 }
 
 // message re-creates the stored message: its subject, body and headers,

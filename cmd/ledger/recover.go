@@ -47,7 +47,11 @@ the stream has caught up. recover is for running it by hand, e.g. before
 starting the services. It appends, so it runs as the ledger identity
 (--nats-creds: the ledger's seed, DATA/nats-auth/ledger.nk under ledger
 dev; the auditor's, which ledger dev prints, may not append, and recover
-says so) and reads PostgreSQL as the reporting role.`,
+says so) and reads PostgreSQL as the reporting role. With --trusted-keys
+(LEDGER_TRUSTED_KEYS, which ledger dev prints) it appends again only
+events those keys signed: a message in PostgreSQL no trusted key signed
+(a row the projector's role could have written) makes it refuse, naming
+the sequence, with nothing appended.`,
 		Example: `  ledger recover --nats-url nats://127.0.0.1:4222 --database-url postgres://...`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,7 +89,17 @@ func runRecover(ctx context.Context, out io.Writer, f logFlags) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rep, err := projections.New(js, db, projections.WithLogger(log)).Heal(ctx)
+	opts := []projections.Option{projections.WithLogger(log)}
+	// With the trusted keys, only events the ledger signed are appended
+	// again (decision 497); --trusted-keys was taken and ignored before.
+	keys, err := f.keyring(js)
+	if err != nil {
+		return err
+	}
+	if keys != nil {
+		opts = append(opts, projections.WithTrustedKeys(keys))
+	}
+	rep, err := projections.New(js, db, opts...).Heal(ctx)
 	if cause := context.Cause(ctx); errors.Is(cause, errAppendRefused) {
 		return cause
 	}
