@@ -151,25 +151,31 @@ func LoadSigner(path string) (*Signer, error) {
 // Init creates dir (0700) with a private key (0600) and a trusted-keys
 // file holding its public key, unless the key exists; it returns the
 // signer. The trusted-keys file is only created, never rewritten: keys
-// an operator added stay.
+// an operator added stay. A key without a trusted-keys file (an Init
+// stopped between the two writes) gets one holding its public key
+// (decision 498).
 func Init(dir string) (*Signer, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	keyPath := filepath.Join(dir, PrivateKeyFile)
+	var s *Signer
 	if _, err := os.Stat(keyPath); err == nil {
-		return LoadSigner(keyPath)
-	}
-	s := Generate()
-	der, err := x509.MarshalPKCS8PrivateKey(s.key)
-	if err != nil {
-		return nil, err
-	}
-	if err := secretfile.WriteNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
-		return nil, err
+		if s, err = LoadSigner(keyPath); err != nil {
+			return nil, err
+		}
+	} else {
+		s = Generate()
+		der, err := x509.MarshalPKCS8PrivateKey(s.key)
+		if err != nil {
+			return nil, err
+		}
+		if err := secretfile.WriteNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+			return nil, err
+		}
 	}
 	trusted := filepath.Join(dir, TrustedKeysFile)
-	if _, err := os.Stat(trusted); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(trusted); errors.Is(err, os.ErrNotExist) {
 		if err := os.WriteFile(trusted, PublicPEM(s.Public()), 0o644); err != nil {
 			return nil, err
 		}

@@ -144,3 +144,47 @@ func TestSignAll(t *testing.T) {
 		}
 	}
 }
+
+// TestInitCompletesTrustedKeys: an Init stopped between writing the key
+// and the trusted-keys file (killed) left a key whose public half no
+// file trusted, and every later Init kept it so: nats init said it wrote
+// signing/ and the projectors had no trusted keys to load. Init now
+// writes the missing file from the key; one that exists is kept as it is
+// (decision 498).
+func TestInitCompletesTrustedKeys(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sig")
+	s, err := signing.Init(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := filepath.Join(dir, signing.TrustedKeysFile)
+	if err := os.Remove(trusted); err != nil {
+		t.Fatal(err)
+	}
+	again, err := signing.Init(dir)
+	if err != nil || again.ID() != s.ID() {
+		t.Fatalf("Init after a lost trusted-keys file: %v", err)
+	}
+	ring, err := signing.LoadKeyring(trusted)
+	if err != nil {
+		t.Fatalf("the trusted-keys file was not written again: %v", err)
+	}
+	m := nats.NewMsg("ledger.p.demand")
+	m.Data = []byte(`{"type":"demand"}`)
+	s.Sign(m)
+	if err := ring.Verify(m.Subject, m.Header, m.Data); err != nil {
+		t.Fatalf("the key's own signature: %v", err)
+	}
+	// An operator's file stays as it is.
+	other := signing.Generate()
+	kept := append(signing.PublicPEM(s.Public()), signing.PublicPEM(other.Public())...)
+	if err := os.WriteFile(trusted, kept, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := signing.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(trusted); string(b) != string(kept) {
+		t.Errorf("Init rewrote an existing trusted-keys file")
+	}
+}
