@@ -1220,6 +1220,10 @@ func (f *fold) takeDues(c string, want int64, rule string) int64 {
 	// leaves the claimants due that source instead (#329, #340: a holder
 	// keeps where it sits rather than move for the division's classes)
 	for src, n := range due {
+		// only what the source's free room cannot give the leaves due
+		// it: with room enough no holder has to move, and the grant is
+		// placed in the tier it comes from (section 5; decision 500)
+		n = min(n, f.dueAll(src)-f.freeFor(c, src))
 		for alt, fl := range f.kept.floating {
 			if n <= 0 || f.kept.surplus[src] <= 0 || fl <= 0 || alt == src {
 				continue
@@ -1282,6 +1286,44 @@ func (f *fold) takeDues(c string, want int64, rule string) int64 {
 		}
 	}
 	return got
+}
+
+// freeFor is the room left on the up hosts' parts of source src that
+// leaf c may hold.
+func (f *fold) freeFor(c, src string) int64 {
+	m := f.m
+	var n int64
+	for _, h := range m.hostNames() {
+		if !m.hosts[h].up {
+			continue
+		}
+		for p := range m.parts(h) {
+			if m.mayHold(c, p) && m.sourceOf(c, p, f.ly) == src {
+				n += max(f.room(hp{h, p}), 0)
+			}
+		}
+	}
+	return n
+}
+
+// dueAll is what the leaves below their target are due of source src
+// and do not hold there.
+func (f *fold) dueAll(src string) int64 {
+	m := f.m
+	var n int64
+	for _, l := range m.leaves() {
+		if m.held(l) >= f.ly.T[l] {
+			continue
+		}
+		d := f.ly.src[l][src]
+		for q, x := range f.seat[l] {
+			if m.sourceOf(l, q.part, f.ly) == src {
+				d -= x
+			}
+		}
+		n += max(d, 0)
+	}
+	return n
 }
 
 // reseatOff makes up to n slots of part k room for claimant c by the
