@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -527,4 +528,52 @@ func written(t *testing.T, dir string) int64 {
 		}
 	}
 	return n
+}
+
+// TestRestoreOfAnotherLogChangesNothing: restore onto a stream that holds
+// another log's messages is refused, naming the first that differs, and
+// changes nothing. Before, it recorded the backup's keys in the stream as
+// historical keys, trusted up to the backup's last sequence, before it
+// compared the messages there: the refused stream then trusted the
+// other deployment's key for sequences it had not stored yet, so that
+// deployment's signed events, appended there later, counted as its own.
+func TestRestoreOfAnotherLogChangesNothing(t *testing.T) {
+	first, other := startService(t), startService(t)
+	loadSeeds(t, first)
+	loadSeeds(t, other)
+	if _, errOut, err := runLedger(t, "", "publish", "--ledger-url", other.ledgerURL, "--ledger-token", other.token, "--pool", "more", "--type", "plan",
+		"--data", `{"plan":{"consumers":[{"path":"/A"}]}}`); err != nil {
+		t.Fatalf("publish: %v\n%s", err, errOut)
+	}
+	mine, theirs := backupOf(t, first), backupOf(t, other)
+	fresh := testenv.NATS(t)
+	admin := testenv.Creds(t, fresh, natsauth.Admin)
+	if out, errOut, err := runLedger(t, "", "restore", "--nats-url", fresh, "--nats-creds", admin, "--in", mine, "--trusted-keys", first.trustedKeys); err != nil {
+		t.Fatalf("restore: %v\n%s\n%s", err, out, errOut)
+	}
+	held := lastSeq(t, fresh)
+	out, errOut, err := runLedger(t, "", "restore", "--nats-url", fresh, "--nats-creds", admin, "--in", theirs, "--trusted-keys", other.trustedKeys)
+	if !errors.Is(err, backup.ErrNotEmpty) || !strings.Contains(err.Error(), "sequence 1 is not the backup's") {
+		t.Fatalf("restore of another log: %v\n%s\n%s", err, out, errOut)
+	}
+	if n := lastSeq(t, fresh); n != held {
+		t.Errorf("the refused restore left the stream at %d, want %d", n, held)
+	}
+	theirKeys, err := signing.LoadKeyring(other.trustedKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(testenv.Connect(t, fresh, natsauth.Auditor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, err := stream.HistorySource(js)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range theirKeys.Public() {
+		if h, ok := history[id]; ok {
+			t.Errorf("the refused restore left the stream trusting the other log's key %s up to sequence %d (it holds %d)", id, h.UpTo, held)
+		}
+	}
 }

@@ -289,6 +289,14 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 			return stats, fmt.Errorf("%w: it holds sequences %d to %d (%d messages), not the start of this backup (sequences %d to %d); restore into a fresh server", ErrNotEmpty, there.FirstSeq, there.LastSeq, there.Msgs, h.FirstSeq, h.LastSeq)
 		}
 		stats.Resumed = there.LastSeq
+		// Every message there is compared with the backup's before
+		// anything changes: the keys recorded below are trusted up to
+		// the backup's last sequence, so recording them for another
+		// log's stream, refused only afterwards, left that stream
+		// trusting this backup's keys for sequences it has not stored yet.
+		if err := sameStart(ctx, js, r, opts, there); err != nil {
+			return stats, err
+		}
 	}
 	// The keys first: a projector folding the restored events as they
 	// arrive looks their key up in the stream when it meets it.
@@ -310,26 +318,6 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 	if _, _, err := readHeader(r, opts); err != nil {
 		return stats, err
 	}
-	// What the stream holds is read as the file is, message by message.
-	held := make(chan stream.Msg, 64)
-	readErr := make(chan error, 1)
-	rctx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
-	go func() {
-		defer close(held)
-		if stats.Resumed == 0 {
-			readErr <- nil
-			return
-		}
-		readErr <- stream.Read(rctx, js.Conn(), "", there.FirstSeq, there.LastSeq, func(m stream.Msg) error {
-			select {
-			case held <- m:
-				return nil
-			case <-rctx.Done():
-				return rctx.Err()
-			}
-		})
-	}()
 	var published uint64
 	unauthenticated := map[uint64]bool{}
 	for _, u := range stats.Unauthenticated {
@@ -354,13 +342,7 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 			return fmt.Errorf("restore sequence %d: %w", l.Seq, err)
 		}
 		if l.Seq <= stats.Resumed {
-			m, ok := <-held
-			if !ok {
-				return fmt.Errorf("restore: read the stream's sequence %d: %w", l.Seq, errors.Join(<-readErr, io.ErrUnexpectedEOF))
-			}
-			if why := differs(m, l); why != "" {
-				return fmt.Errorf("%w: it holds sequences %d to %d, and its sequence %d is not the backup's (%s): another log; restore into a fresh server", ErrNotEmpty, there.FirstSeq, there.LastSeq, l.Seq, why)
-			}
+			// Found equal to the backup's by sameStart.
 			published = l.Seq
 			if opts.Progress != nil {
 				opts.Progress(l.Seq, h.LastSeq)
@@ -400,6 +382,55 @@ func Restore(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts 
 		return nil
 	})
 	return stats, err
+}
+
+// errSameStart ends sameStart's reading of the file once past what the
+// stream holds.
+var errSameStart = errors.New("the stream's messages compared")
+
+// sameStart compares every message the stream holds (there: sequences 1
+// to there.LastSeq) with the backup's line of its sequence, reading r
+// from its start; r is left anywhere.
+func sameStart(ctx context.Context, js jetstream.JetStream, r io.ReadSeeker, opts RestoreOptions, there jetstream.StreamState) error {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	h, _, err := readHeader(r, opts)
+	if err != nil {
+		return err
+	}
+	held := make(chan stream.Msg, 64)
+	readErr := make(chan error, 1)
+	rctx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	go func() {
+		defer close(held)
+		readErr <- stream.Read(rctx, js.Conn(), "", there.FirstSeq, there.LastSeq, func(m stream.Msg) error {
+			select {
+			case held <- m:
+				return nil
+			case <-rctx.Done():
+				return rctx.Err()
+			}
+		})
+	}()
+	err = eachLine(r, h, func(l line) error {
+		if l.Seq > there.LastSeq {
+			return errSameStart
+		}
+		m, ok := <-held
+		if !ok {
+			return fmt.Errorf("restore: read the stream's sequence %d: %w", l.Seq, errors.Join(<-readErr, io.ErrUnexpectedEOF))
+		}
+		if why := differs(m, l); why != "" {
+			return fmt.Errorf("%w: it holds sequences %d to %d, and its sequence %d is not the backup's (%s): another log; nothing was changed; restore into a fresh server", ErrNotEmpty, there.FirstSeq, there.LastSeq, l.Seq, why)
+		}
+		return nil
+	})
+	if errors.Is(err, errSameStart) {
+		return nil
+	}
+	return err
 }
 
 // differs says how the stream's message m differs from the backup's line
