@@ -37,6 +37,14 @@ var (
 // migrations (a migration in progress completes or rolls back). Errors
 // never show the URL's password.
 func Up(ctx context.Context, databaseURL string) error {
+	if current(ctx, databaseURL) {
+		// Nothing to apply: no lock needed. The services' roles may
+		// read the version but not take golang-migrate's lock
+		// (ClusterSQL grants advisory locks to the owner and the
+		// projector only), so `ledger serve` as ledger_api on a current
+		// schema was refused as if a migration were pending.
+		return nil
+	}
 	err := up(ctx, databaseURL)
 	if err != nil && !errors.Is(err, ErrRoles) && notOwner(err) {
 		err = fmt.Errorf("%w: this role may not apply the pending migrations (%w): migrate with the owner's URL (ledger migrate --database-url postgres://%s:...), then start again",
@@ -62,6 +70,32 @@ func up(ctx context.Context, databaseURL string) error {
 		return err
 	}
 	return applyPending(ctx, databaseURL)
+}
+
+// current reports whether the database's schema is at this build's
+// latest version or newer, not dirty, read with a plain query (no lock,
+// no version table created). Any failure (no such table, a role that
+// may not read it) is false: Up then goes the whole way.
+func current(ctx context.Context, databaseURL string) bool {
+	latest, err := Latest()
+	if err != nil {
+		return false
+	}
+	url := databaseURL
+	if rest, ok := strings.CutPrefix(url, "pgx5://"); ok {
+		url = "postgres://" + rest
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var version int64
+	var dirty bool
+	if err := conn.QueryRow(ctx, "SELECT version, dirty FROM "+pgx.Identifier{versionTable}.Sanitize()+" LIMIT 1").Scan(&version, &dirty); err != nil {
+		return false
+	}
+	return !dirty && version >= int64(latest)
 }
 
 // versionTable is golang-migrate's table of the schema's version, in the

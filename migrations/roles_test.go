@@ -291,6 +291,18 @@ func TestMigrateRefusesWithoutRoles(t *testing.T) {
 func TestServiceRoleCannotMigrate(t *testing.T) {
 	ctx := context.Background()
 	d := testdb.New(t)
+	// As deployed (ledger dev, docker-compose.yml): advisory locks for
+	// the owner and the projector only. Without it ledger_api may take
+	// golang-migrate's lock here, and the test missed that `ledger
+	// serve` as ledger_api was refused on a current schema.
+	admin, err := pgx.Connect(ctx, d.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, migrations.ClusterSQL); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close(ctx)
 	for _, url := range []string{d.Projector, d.API} {
 		if err := migrations.Up(ctx, url); err != nil {
 			t.Errorf("Up on a current schema as a service: %v", err)
