@@ -64,6 +64,11 @@ distroless image, which has no shell or HTTP client of its own.`,
   LEDGER_URL=https://ledger.example:8080 ledger status --json | jq .projectors`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				// A deadline already past failed every request with
+				// "context deadline exceeded", as if the ledger were down.
+				return fmt.Errorf("--timeout %v: want a positive duration", timeout)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			switch {

@@ -122,3 +122,15 @@ func TestStatusPrintsThePoolsView(t *testing.T) {
 		t.Errorf("pools view prints the stream or the projectors:\n%s", out)
 	}
 }
+
+// TestStatusRefusesNonPositiveTimeout: --timeout 0 (or less) is refused
+// as a bad flag, naming it; before, the deadline already past failed the
+// request with "context deadline exceeded", as if the ledger were down.
+func TestStatusRefusesNonPositiveTimeout(t *testing.T) {
+	for _, v := range []string{"0", "-1s"} {
+		_, _, err := runLedger(t, "", "status", "--ledger-url", "http://127.0.0.1:1", "--timeout", v)
+		if err == nil || !strings.Contains(err.Error(), "--timeout") || !strings.Contains(err.Error(), "want a positive duration") {
+			t.Errorf("status --timeout %s: %v", v, err)
+		}
+	}
+}
