@@ -292,11 +292,31 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 	if pl.rules.restrictiveFirst {
 		passes = []int{-1, 0, 1, 2}
 	}
+	// Who may keep on each part: a holder due something of its owner, and
+	// a leaf's wants name every owner it is due anything of. Found from
+	// the holders' wants, not by asking every holder at every part (a
+	// host with many owners' group slots and many holders); in holder
+	// order, as the keepers are taken.
+	for len(pl.keepCand) < i1-i0 {
+		pl.keepCand = append(pl.keepCand, nil)
+	}
+	cand := pl.keepCand[:i1-i0] // their arrays kept from host to host
+	for i := range cand {
+		cand[i] = cand[i][:0]
+	}
+	for j, x := range hs {
+		for _, o := range pl.wants[x.leaf] {
+			if i := pl.partOn(o, h); i >= 0 {
+				cand[i-i0] = append(cand[i-i0], j)
+			}
+		}
+	}
 	for _, pass := range passes {
 		for i := i0; i < i1; i++ {
 			p := pl.parts[i]
 			keepers = keepers[:0]
-			for j, x := range hs {
+			for _, j := range cand[i-i0] {
+				x := hs[j]
 				if left[j] > 0 && (pl.over[x.leaf] > 0) == losing && pl.keepPass(x.leaf, p.owner) == pass && pl.want(x.leaf, p.owner) > 0 {
 					keepers = append(keepers, j)
 				}
@@ -332,6 +352,17 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 			}
 		}
 	}
+}
+
+// partOn is the index of owner's part on host h, -1 when it has none
+// there.
+func (pl *placement) partOn(owner, h int32) int {
+	ps := pl.idx.byOwner(owner)
+	k, ok := slices.BinarySearchFunc(ps, h, func(i int, h int32) int { return cmp.Compare(pl.parts[i].host, h) })
+	if !ok {
+		return -1
+	}
+	return ps[k]
 }
 
 // keepPass is the pass of step 1 in which leaf l keeps on owner's parts:

@@ -194,6 +194,7 @@ type placement struct {
 	freeByOwner map[int32]*partHeap
 	useOrder    map[int32]*partCursor // each owner's parts in the order a claimant uses them (usedFirst)
 	hostAt      []int                 // by host: index of its first part (len(parts) when none)
+	keepCand    [][]int               // keepOn's scratch: by part of the host, who may keep there
 	// owed: by claimant, what the layered fold moved to it from each
 	// victim (lookups only), paired first with what it gains.
 	owed map[int32][]transfer
