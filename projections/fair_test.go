@@ -133,3 +133,46 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 	project(t, New(asProjector(t, js), ref, WithLogger(quietLog())), m)
 	diffDumps(t, dump(t, ref), dump(t, db))
 }
+
+// TestSharesCarryAcrossBatches: a pool's credit (decision 504) is a
+// quarter of a batch at most, spent by what its messages cost to fold and
+// write, kept across batches and given back at a quarter of the clock's
+// pace, at most four batches' work in debt; other pools count as active
+// for four batches' work after their last fold.
+func TestSharesCarryAcrossBatches(t *testing.T) {
+	s := newShares(250 * time.Millisecond)
+	t0 := time.Unix(1000, 0)
+	if c := s.credit("busy", t0); c != 62500*time.Microsecond {
+		t.Fatalf("a pool never charged has %s, want a quarter of a batch", c)
+	}
+	// One event of a pool at the limits: 100 ms to fold, 12,000 rows.
+	s.spend("busy", 100*time.Millisecond+12000*defaultRowCost, t0)
+	if c := s.credit("busy", t0); c != 62500*time.Microsecond-340*time.Millisecond {
+		t.Fatalf("after an event costing 340 ms: %s", c)
+	}
+	if in := s.creditIn("busy", t0); in < 1100*time.Millisecond || in > 1120*time.Millisecond {
+		t.Fatalf("credit back in %s, want four times the debt (1.11 s)", in)
+	}
+	if c := s.credit("busy", t0.Add(2*time.Second)); c != 62500*time.Microsecond {
+		t.Fatalf("2 s later: %s, want whole again", c)
+	}
+	s.spend("busy", 10*time.Second, t0)
+	if c := s.credit("busy", t0); c != -time.Second {
+		t.Fatalf("after a cost of 10 s: %s, want the debt bound, -1 s", c)
+	}
+	if in := s.othersIn("busy", t0); in != 0 {
+		t.Fatalf("no other pool folded, yet others count as active for %s", in)
+	}
+	s.spend("q", time.Millisecond, t0.Add(100*time.Millisecond))
+	if in := s.othersIn("busy", t0.Add(600*time.Millisecond)); in != 500*time.Millisecond {
+		t.Fatalf("another pool folded 500 ms ago: active for %s more, want 500 ms", in)
+	}
+	if in := s.othersIn("q", t0.Add(600*time.Millisecond)); in != 400*time.Millisecond {
+		t.Fatalf("for q, busy (folded 600 ms ago) is active for %s more, want 400 ms", in)
+	}
+	// Pools whose credit is whole again are forgotten.
+	s.spend("q", 0, t0.Add(10*time.Second))
+	if _, ok := s.pools["busy"]; ok {
+		t.Fatalf("busy's share is whole again, yet kept: %v", s.pools)
+	}
+}
