@@ -304,12 +304,21 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 	for i := range cand {
 		cand[i] = cand[i][:0]
 	}
+	if len(pl.ownerPart) != len(pl.t.nodes)+1 {
+		pl.ownerPart = make([]int32, len(pl.t.nodes)+1)
+	}
+	for i := i0; i < i1; i++ { // by owner (noNode at 0): 1 + its part's index on the host; 0 between hosts
+		pl.ownerPart[pl.parts[i].owner+1] = int32(i-i0) + 1
+	}
 	for j, x := range hs {
 		for _, o := range pl.wants[x.leaf] {
-			if i := pl.partOn(o, h); i >= 0 {
-				cand[i-i0] = append(cand[i-i0], j)
+			if k := pl.ownerPart[o+1]; k > 0 {
+				cand[k-1] = append(cand[k-1], j)
 			}
 		}
+	}
+	for i := i0; i < i1; i++ {
+		pl.ownerPart[pl.parts[i].owner+1] = 0
 	}
 	for _, pass := range passes {
 		for i := i0; i < i1; i++ {
@@ -352,17 +361,6 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 			}
 		}
 	}
-}
-
-// partOn is the index of owner's part on host h, -1 when it has none
-// there.
-func (pl *placement) partOn(owner, h int32) int {
-	ps := pl.idx.byOwner(owner)
-	k, ok := slices.BinarySearchFunc(ps, h, func(i int, h int32) int { return cmp.Compare(pl.parts[i].host, h) })
-	if !ok {
-		return -1
-	}
-	return ps[k]
 }
 
 // keepPass is the pass of step 1 in which leaf l keeps on owner's parts:

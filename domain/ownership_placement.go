@@ -195,6 +195,7 @@ type placement struct {
 	useOrder    map[int32]*partCursor // each owner's parts in the order a claimant uses them (usedFirst)
 	hostAt      []int                 // by host: index of its first part (len(parts) when none)
 	keepCand    [][]int               // keepOn's scratch: by part of the host, who may keep there
+	ownerPart   []int32               // keepOn's scratch: by owner, its part on the host
 	// owed: by claimant, what the layered fold moved to it from each
 	// victim (lookups only), paired first with what it gains.
 	owed map[int32][]transfer
