@@ -60,6 +60,13 @@ func Empty(t testing.TB) DB {
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" OWNER TO "+migrations.RoleOwner); err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
+	// What a deployment's superuser sets in the ledger's database (ledger
+	// dev, docker-compose's init script): without it every role could
+	// take advisory locks and make large objects, and a test would pass
+	// on a right that production does not give.
+	if _, err := conn.Exec(ctx, migrations.ClusterSQL); err != nil {
+		t.Fatalf("testdb: the deployment's server settings: %v", err)
+	}
 	d := DB{Admin: admin}
 	for _, p := range []struct {
 		to   *string
