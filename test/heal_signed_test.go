@@ -2,53 +2,20 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/signing"
-	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
-
-// signedPool is rawPool signed by signer, as the ledger signs.
-func signedPool(t *testing.T, js jetstream.JetStream, signer *signing.Signer, pool string, from, to int) {
-	t.Helper()
-	at := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-	var ps []events.Payload
-	if from == 0 {
-		ps = append(ps, &events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/x"}, {Path: "/y"}}}},
-			&events.HostUp{Host: "h1", Slots: 10})
-	}
-	for i := from; i < to; i++ {
-		ps = append(ps, &events.Demand{Demands: map[string]int64{"/x": int64(i % 13), "/y": int64(i % 5)}})
-	}
-	for k, p := range ps {
-		env, err := events.New(fmt.Sprintf("%s-%d-%d", pool, from, k), pool, "test", at.Add(time.Duration(from+k)*time.Second), p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := nats.NewMsg(stream.Subject(pool, env.Type))
-		m.Data, _ = json.Marshal(env)
-		m.Header.Set(jetstream.MsgIDHeader, env.ID)
-		signer.Sign(m)
-		if _, err := js.PublishMsg(context.Background(), m); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestRecoverAppendsOnlySignedEvents: the heal appends the events rows
 // beyond the stream's end with the ledger's NATS identity into a log

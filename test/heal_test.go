@@ -20,10 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cluster-ledger/ledger/internal/natsauth"
-	"github.com/cluster-ledger/ledger/internal/testdb"
-
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/client"
@@ -32,10 +30,13 @@ import (
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/auth"
 	"github.com/cluster-ledger/ledger/internal/gen"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/natsserver"
 	"github.com/cluster-ledger/ledger/internal/pgdump"
 	"github.com/cluster-ledger/ledger/internal/scenario"
+	"github.com/cluster-ledger/ledger/internal/signing"
 	"github.com/cluster-ledger/ledger/internal/stream"
+	"github.com/cluster-ledger/ledger/internal/testdb"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 	"github.com/cluster-ledger/ledger/projections"
 	"github.com/cluster-ledger/ledger/projections/query"
@@ -558,6 +559,13 @@ func testPostgresRestoredFromOlderDump(t *testing.T, partitions int) {
 // from..to-1.
 func rawPool(t *testing.T, js jetstream.JetStream, pool string, from, to int) {
 	t.Helper()
+	signedPool(t, js, nil, pool, from, to)
+}
+
+// signedPool is rawPool signed by signer, as the ledger signs (nil: not
+// signed).
+func signedPool(t *testing.T, js jetstream.JetStream, signer *signing.Signer, pool string, from, to int) {
+	t.Helper()
 	at := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	var ps []events.Payload
 	if from == 0 {
@@ -573,8 +581,13 @@ func rawPool(t *testing.T, js jetstream.JetStream, pool string, from, to int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, _ := json.Marshal(env)
-		if _, err := js.Publish(context.Background(), stream.Subject(pool, env.Type), data, jetstream.WithMsgID(env.ID)); err != nil {
+		m := nats.NewMsg(stream.Subject(pool, env.Type))
+		m.Data, _ = json.Marshal(env)
+		m.Header.Set(jetstream.MsgIDHeader, env.ID)
+		if signer != nil {
+			signer.Sign(m)
+		}
+		if _, err := js.PublishMsg(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
