@@ -70,9 +70,6 @@ type batch struct {
 	resumed     map[string]*poolState // catchUp: the halted pool it brings up to date
 
 	figures []metrics.PoolFigures // totals of the pools after the batch, for metrics (metrics.go)
-	// rows estimates the rows the events folded write (writeRows), what
-	// the writer's time per row is measured by (fair.go)
-	rows int
 }
 
 // poolBatch is what changed in one pool during the batch; its final rows
@@ -140,7 +137,6 @@ func (b *batch) add(name string, ps *poolState, st stream.Stored, msg storedMsg,
 		return nil
 	}
 	pb := b.poolBatch(name, ps)
-	b.rows += writeRows(res)
 	b.events = append(b.events, eventRow(name, st, msg, &res, ps.chain, link))
 	ps.chain, ps.lastSeq = link, st.Seq
 	pb.lastSeq = st.Seq
@@ -179,15 +175,6 @@ const eventCost = 50
 // foldCost is the work of folding one event again, in the units above.
 func foldCost(res FoldResult) int64 {
 	return eventCost + int64(len(res.Changed)+len(res.Hosts)+len(res.Decisions))
-}
-
-// writeRows estimates the rows an event makes the writer write: its
-// events row, a decisions row and an allocations row per decision, a
-// consumer_state and an allocation_history row per consumer it changed
-// (the interval closed and the one opened, in part), a hosts row per
-// host. Counted from the Result, as foldCost.
-func writeRows(res FoldResult) int {
-	return 1 + 2*len(res.Decisions) + 2*len(res.Changed) + len(res.Hosts)
 }
 
 // noteFolded counts one folded event towards the pool's next snapshot and

@@ -61,10 +61,6 @@ type Projector struct {
 	// the messages set aside for busy pools (fair.go).
 	carry    []jetstream.Msg
 	deferred backlog
-	// shares is each pool's credit of the projector's time; rowCost the
-	// writer's time per row, measured (fair.go).
-	shares  shares
-	rowCost atomic.Int64
 	// requestsTimedOut counts the NATS requests that timed out in a row
 	// (requests.go).
 	requestsTimedOut atomic.Int32
@@ -115,7 +111,6 @@ func New(js jetstream.JetStream, db *pgxpool.Pool, opts ...Option) *Projector {
 	cfg.keys.UseHistory(stream.HistorySource(js))
 	p := &Projector{js: js, db: db, cfg: cfg, applied: map[string]uint64{}, halted: map[string]uint64{}, release: make(chan struct{}, 1)}
 	p.deferred.reset()
-	p.shares = newShares(cfg.batchWork)
 	return p
 }
 
@@ -274,26 +269,10 @@ func (p *Projector) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 		return nil, nil // the messages carried over are the next batch
 	}
 	msgs, err := collect(p.cons.FetchNoWait(room))
-	if err != nil || len(msgs) > 0 || len(p.carry) > 0 {
+	if err != nil || len(msgs) > 0 || len(p.carry) > 0 || p.deferred.bytes > 0 || len(p.deferred.pools) > 0 {
 		return msgs, err // never wait while something is left to fold
 	}
-	wait := p.cfg.idleWait
-	if len(p.deferred.pools) > 0 {
-		// Deferred messages: folded now, unless every pool of them is
-		// out of credit while others go on (fair.go); then wait for the
-		// first credit to come back, taking what comes meanwhile.
-		if wait = min(wait, p.deferredWait(time.Now())); wait <= 0 {
-			return msgs, err
-		}
-		if wait < minFetchWait { // too short for a pull request: slept
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
-			}
-			return msgs, err
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.idleWait)
 	defer cancel()
 	msgs, err = collect(p.cons.Fetch(1, jetstream.FetchContext(wctx)))
 	if errors.Is(err, context.DeadlineExceeded) || (err == nil && len(msgs) == 0) {
@@ -305,11 +284,6 @@ func (p *Projector) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	more, err := collect(p.cons.FetchNoWait(p.cfg.batchSize - 1))
 	return append(msgs, more...), err
 }
-
-// minFetchWait is the shortest wait fetch asks NATS for: a pull request
-// expires after 90% of its context's time, and one whose context ended
-// before it was sent is an error.
-const minFetchWait = 10 * time.Millisecond
 
 func collect(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
 	if err != nil {
@@ -343,7 +317,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 	gap := false
 	fillUnread := false // a gap's fill failed to read the stream
 	// an event this build cannot fold: commit what came before, then stop
-	stop := p.foldDeferred(ctx, b, bg, fetchedPools(msgs))
+	stop := p.foldDeferred(ctx, b, bg)
 	later := otherPoolLater(msgs)
 	var rest []jetstream.Msg // the messages from the one being folded on: what a break leaves
 	dec, err := p.decodeBatch(msgs)
@@ -465,14 +439,14 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 // had its share while others wait (fair.go).
 func (p *Projector) take(ctx context.Context, b *batch, bg *budget, d *Decoded, otherLater bool) error {
 	pool, err := stream.PoolOf(d.Subject)
-	if err == nil && p.mine(pool) && p.shouldDefer(pool, otherLater) {
+	if err == nil && p.mine(pool) && p.shouldDefer(pool, bg, otherLater) {
 		p.deferMsg(b, pool, deferredMsg{seq: d.Seq, subject: d.Subject, headers: d.Header, data: d.Data, stored: d.Time, dec: d})
 		return nil
 	}
-	if err != nil || !p.mine(pool) {
-		pool = "" // no pool of this projector's to charge
-	}
-	return p.foldCharged(ctx, b, bg, pool, d)
+	start := time.Now()
+	err = p.fold(ctx, b, d)
+	bg.charge(pool, time.Since(start))
+	return err
 }
 
 // afterReconnect runs when the connection to NATS was lost and made
@@ -677,7 +651,6 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 // committedBatch records that batch b, whose write began at start, is
 // committed.
 func (p *Projector) committedBatch(b *batch, start time.Time) error {
-	p.noteRowCost(b.rows, time.Since(start))
 	p.committed = b.to
 	p.committedSeq.Store(b.to)
 	for name, pb := range b.pools {
