@@ -77,7 +77,7 @@ func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
 	if p.cfg.metrics == nil {
 		return
 	}
-	p.observeSetAside()
+	p.observeSetAside(len(b.pendingDone))
 	if len(msgs) == 0 {
 		return
 	}
@@ -109,9 +109,13 @@ func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
 
 // observeSetAside reports the messages set aside for busy pools after a
 // batch (in the folding goroutine, which alone touches them): their pools'
-// projection is behind by them (decision 465).
-func (p *Projector) observeSetAside() {
-	var n uint64
+// projection is behind by them (decision 465). folded is how many of them
+// the batch folded: their rows are written, and their pending rows
+// deleted, when it commits, so until then they count as set aside too
+// (a batch that folds a busy pool's whole backlog would otherwise report
+// none while its commit, the longer the faster the fold, is under way).
+func (p *Projector) observeSetAside(folded int) {
+	n := uint64(folded)
 	var oldest time.Time
 	for _, ds := range p.deferred.pools {
 		if len(ds) == 0 {
