@@ -36,15 +36,6 @@ type assignKeep struct {
 	outcomes []ownOutcome
 	sets     []setInput // by parent, what its siblings were assigned from
 	reused   int        // sibling sets taken from the run before, in all
-	// The arrays a run works in, lent to the next (lend): every
-	// consumer's got and outcome is written in every run, so the next
-	// run writes over the got of the run before last, and over the last
-	// run's outcomes in place (a set taken from the run before keeps
-	// them); the scratch is zero between sets.
-	spareGot               [][]hostSlots
-	reserved               [][]hostSlots
-	served                 []bool
-	avail, lowerPrev, mine []Slots
 }
 
 // setInput is what a sibling set was last assigned from.
@@ -139,8 +130,8 @@ func (k *assignKeep) reuse(a *assigner, parent int32) bool {
 			return false
 		}
 	}
-	for _, s := range sibs { // the outcomes are the last run's, in place
-		a.got[s], a.served[s] = k.got[s], true
+	for _, s := range sibs {
+		a.got[s], a.outcomes[s], a.served[s] = k.got[s], k.outcomes[s], true
 	}
 	k.reused++
 	return true
@@ -177,24 +168,10 @@ func (k *assignKeep) record(a *assigner, parent int32) {
 	k.sets[parent] = in
 }
 
-// lend gives a run on the kept plan and hosts the keep's arrays.
-func (k *assignKeep) lend(a *assigner) {
-	n, h := len(a.cons), len(a.hosts)
-	if len(k.spareGot) != n || len(k.avail) != h {
-		k.spareGot, k.reserved, k.served = make([][]hostSlots, n), make([][]hostSlots, n), make([]bool, n)
-		k.avail, k.lowerPrev, k.mine = make([]Slots, h), make([]Slots, h), make([]Slots, h)
-	}
-	clear(k.served)
-	a.got, a.outcomes, a.reserved, a.served = k.spareGot, k.outcomes, k.reserved, k.served
-	a.avail, a.lowerPrev, a.mine = k.avail, k.lowerPrev, k.mine
-}
-
 // end keeps the run's output for the next.
 func (k *assignKeep) end(a *assigner, assignment []ownSlot) {
 	if k == nil {
 		return
 	}
-	k.spareGot = k.got
 	k.produced, k.got, k.outcomes = assignment, a.got, a.outcomes
-	k.reserved = a.reserved
 }

@@ -253,10 +253,6 @@ func newAssigner(in ownInput) *assigner {
 			a.prev[c] = mergeHostSlots(a.prev[c])
 		}
 	}
-	if k != nil && k.outcomes != nil {
-		k.lend(a)
-		return a
-	}
 	a.got = make([][]hostSlots, len(a.cons))
 	a.reserved = make([][]hostSlots, len(a.cons))
 	a.outcomes = make([]ownOutcome, len(a.cons))
