@@ -1177,17 +1177,7 @@ func (f *fold) keptDues(t map[string]int64) keptDues {
 		if m.held(l) < t[l] {
 			continue
 		}
-		d := map[string]int64{}
-		for k, v := range f.ly.src[l] {
-			if k != "own" {
-				d[k] = v
-			}
-		}
-		for k, v := range f.seat[l] {
-			if src := m.sourceOf(l, k.part, f.ly); src != "own" {
-				d[src] -= v
-			}
-		}
+		d := f.unseatedDues(l)
 		for src, v := range d {
 			if v > 0 {
 				out.floating[src] += v
@@ -1346,17 +1336,7 @@ func (f *fold) reseatOff(c string, k hp, n int64) int64 {
 		if v == c || f.seat[v][k] <= 0 || m.held(v) < f.ly.T[v] {
 			continue
 		}
-		d := map[string]int64{}
-		for s, x := range f.ly.src[v] {
-			if s != "own" {
-				d[s] = x
-			}
-		}
-		for q, x := range f.seat[v] {
-			if s := m.sourceOf(v, q.part, f.ly); s != "own" {
-				d[s] -= x
-			}
-		}
+		d := f.unseatedDues(v)
 		// the same source for both is keptDues' (the claimant takes
 		// the holder's floating source instead, #329, #340)
 		s1 := m.sourceOf(v, k.part, f.ly)
@@ -2090,4 +2070,21 @@ func (f *fold) reclaimAcross(c, v string, want int64, rule string) int64 {
 		}
 	}
 	return got
+}
+
+// unseatedDues is what the layered fold gave leaf l from each source
+// other than its own part, less what it sits on from that source.
+func (f *fold) unseatedDues(l string) map[string]int64 {
+	d := map[string]int64{}
+	for s, x := range f.ly.src[l] {
+		if s != "own" {
+			d[s] = x
+		}
+	}
+	for q, x := range f.seat[l] {
+		if s := f.m.sourceOf(l, q.part, f.ly); s != "own" {
+			d[s] -= x
+		}
+	}
+	return d
 }
