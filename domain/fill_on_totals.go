@@ -139,7 +139,7 @@ func (pl *placement) reclaimOn(l, v int32, give Slots, cur []Slots, owners []int
 		if give == 0 || !pl.mayTake(l, o, cur) {
 			continue
 		}
-		for _, i := range pl.idx.byOwner[o] {
+		for _, i := range pl.idx.byOwner(o) {
 			n := minSlots(minSlots(give, pl.keptAt[partLeaf{i, v}]), pl.headroomFrom(l, v, cur))
 			if n <= 0 {
 				continue
@@ -174,7 +174,7 @@ func (pl *placement) reclaimOn(l, v int32, give Slots, cur []Slots, owners []int
 func (pl *placement) takePrivateBack(l int32, need Slots, cur []Slots) {
 	t := pl.t
 	for x := t.nodes[l].parent; x > 0 && need > 0; x = t.nodes[x].parent {
-		parts := pl.idx.byOwner[x]
+		parts := pl.idx.byOwner(x)
 		if len(parts) == 0 || !t.mayUse(l, x) {
 			continue
 		}

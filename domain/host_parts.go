@@ -21,13 +21,34 @@ type hostPart struct {
 // partIndex is the up hosts' parts in the placement's order, and where
 // each host's and each owner's parts are in it; kept while the parts are.
 type partIndex struct {
-	t       *tree      // the tree it orders parts by
-	gen     uint64     // the pool's parts generation it was checked against
-	source  []hostPart // the parts it indexes, as given
-	parts   []hostPart
-	hostAt  []int           // by host: index of its first part (len(parts) when none)
-	first   map[int32]int   // by owner: index of its first part
-	byOwner map[int32][]int // by owner: its parts, in order
+	t      *tree      // the tree it orders parts by
+	gen    uint64     // the pool's parts generation it was checked against
+	source []hostPart // the parts it indexes, as given
+	parts  []hostPart
+	hostAt []int // by host: index of its first part (len(parts) when none)
+	// The parts of each owner, in order: those of owner o are
+	// ownerParts[ownerAt[o+1]:ownerAt[o+2]] (o+1: the public part's owner
+	// is noNode, -1), one array for all rather than a map of slices, built
+	// at every change of the parts.
+	ownerAt    []int32
+	ownerParts []int
+}
+
+// byOwner is the indexes of owner's parts, in order (read only).
+func (ix *partIndex) byOwner(owner int32) []int {
+	if o := int(owner) + 1; o >= 0 && o+1 < len(ix.ownerAt) {
+		from, to := ix.ownerAt[o], ix.ownerAt[o+1]
+		return ix.ownerParts[from:to:to]
+	}
+	return nil
+}
+
+// first is the index of owner's first part, 0 when it has none.
+func (ix *partIndex) first(owner int32) int {
+	if ps := ix.byOwner(owner); len(ps) > 0 {
+		return ps[0]
+	}
+	return 0
 }
 
 // fullRoom is every part's slots: the room of a placement of every leaf.
@@ -40,18 +61,28 @@ func (ix *partIndex) fullRoom() []Slots {
 }
 
 func newPartIndex(t *tree, nHosts int, parts []hostPart) *partIndex {
-	ix := &partIndex{t: t, parts: slices.Clone(parts), hostAt: make([]int, nHosts), first: map[int32]int{}, byOwner: map[int32][]int{}}
+	ix := &partIndex{t: t, parts: slices.Clone(parts), hostAt: make([]int, nHosts)}
 	slices.SortStableFunc(ix.parts, func(a, b hostPart) int { return partOrder(t, a, b) })
 	for h := range ix.hostAt {
 		ix.hostAt[h] = len(ix.parts)
 	}
 	for i := len(ix.parts) - 1; i >= 0; i-- {
-		p := ix.parts[i]
-		ix.hostAt[p.host] = i
-		ix.first[p.owner] = i
+		ix.hostAt[ix.parts[i].host] = i
 	}
+	// Owners are noNode or node ids: count each one's parts, then place
+	// them in order.
+	ix.ownerAt = make([]int32, len(t.nodes)+2)
+	for _, p := range ix.parts {
+		ix.ownerAt[p.owner+2]++
+	}
+	for o := 1; o < len(ix.ownerAt); o++ {
+		ix.ownerAt[o] += ix.ownerAt[o-1]
+	}
+	ix.ownerParts = make([]int, len(ix.parts))
+	next := slices.Clone(ix.ownerAt)
 	for i, p := range ix.parts {
-		ix.byOwner[p.owner] = append(ix.byOwner[p.owner], i)
+		ix.ownerParts[next[p.owner+1]] = i
+		next[p.owner+1]++
 	}
 	return ix
 }
@@ -79,44 +110,68 @@ func partTier(t *tree, owner int32) int64 {
 	return 1<<40 + int64(1<<20-n.depth)<<21 + int64(owner)
 }
 
-// partsOf divides the up hosts into parts by an assignment (rows of
-// consumer path, host name, slots) and sums the ownership totals the
-// layered targets need. Rows naming a consumer or host the pool does not
-// have, or a host that is down, are ignored: the assignment only ever
-// holds up hosts of the pool.
-func partsOf(t *tree, hosts []host, rows []ownSlot) ([]hostPart, ownTotals) {
+// ownedRow is a row of an assignment by ids: the consumer's node in the
+// tree (0: not in it), the host's index in the pool's hosts (-1: not a
+// host of the pool).
+type ownedRow struct {
+	node, host int32
+	slots      Slots
+}
+
+// resolveRows is rows by ids in t and the pool's hosts (by name).
+func resolveRows(t *tree, hostByID map[string]int32, rows []ownSlot) []ownedRow {
+	out := make([]ownedRow, len(rows))
+	for i, r := range rows {
+		id, _ := t.lookup(r.consumer)
+		h, ok := hostByID[r.host]
+		if !ok {
+			h = -1
+		}
+		out[i] = ownedRow{node: id, host: h, slots: r.slots}
+	}
+	return out
+}
+
+// partsOf divides the up hosts into parts by an assignment and sums the
+// ownership totals the layered targets need. Rows naming a consumer or
+// host the pool does not have, or a host that is down, are ignored: the
+// assignment only ever holds up hosts of the pool.
+func partsOf(t *tree, hosts []host, rows []ownedRow) ([]hostPart, ownTotals) {
 	n := len(t.nodes)
 	tot := ownTotals{owned: make([]Slots, n), private: make([]Slots, n)}
-	hostIdx := make(map[string]int32, len(hosts))
-	for i, h := range hosts {
-		if h.up {
-			hostIdx[h.name] = int32(i)
-		}
-	}
 	type owning struct {
 		id    int32
 		slots Slots
 	}
-	byHost := make([][]owning, len(hosts)) // by host: owners, any order
+	counted := func(r ownedRow) bool { return r.node > 0 && r.host >= 0 && hosts[r.host].up }
+	// The rows by host, each host's in any order: counted, then placed.
+	at := make([]int32, len(hosts)+1)
 	for _, r := range rows {
-		id, ok := t.lookup(r.consumer)
-		h, up := hostIdx[r.host]
-		if !ok || !up || id == 0 {
-			continue
+		if counted(r) {
+			at[r.host+1]++
+			tot.owned[r.node] += r.slots
 		}
-		byHost[h] = append(byHost[h], owning{id, r.slots})
-		tot.owned[id] += r.slots
+	}
+	for h := range hosts {
+		at[h+1] += at[h]
+	}
+	byHost := make([]owning, at[len(hosts)])
+	next := slices.Clone(at[:len(hosts)])
+	for _, r := range rows {
+		if counted(r) {
+			byHost[next[r.host]] = owning{r.node, r.slots}
+			next[r.host]++
+		}
 	}
 	var parts []hostPart
-	inner := map[int32]Slots{}
+	inner := make([]Slots, n) // by node: its slots on the host less its children's; 0 between hosts
 	for h := range hosts {
 		if !hosts[h].up {
 			continue
 		}
 		public := hosts[h].slots
-		os := byHost[h]
+		os := byHost[at[h]:at[h+1]]
 		slices.SortFunc(os, func(a, b owning) int { return cmp.Compare(a.id, b.id) })
-		clear(inner)
 		for _, o := range os {
 			inner[o.id] += o.slots
 			if pa := t.nodes[o.id].parent; pa > 0 {
@@ -130,6 +185,12 @@ func partsOf(t *tree, hosts []host, rows []ownSlot) ([]hostPart, ownTotals) {
 			if k := inner[o.id]; k > 0 {
 				parts = append(parts, hostPart{host: int32(h), owner: o.id, slots: k})
 				inner[o.id] = 0 // a consumer named twice on a host: one part
+			}
+		}
+		for _, o := range os {
+			inner[o.id] = 0
+			if pa := t.nodes[o.id].parent; pa > 0 {
+				inner[pa] = 0
 			}
 		}
 		if public > 0 {

@@ -87,7 +87,7 @@ func (p *Pool) placeKept() []placeMove {
 		parts, _ := p.hostParts()
 		for _, l := range moved {
 			for o := l; o != noNode; o = p.t.nodes[o].parent {
-				for _, i := range idx.byOwner[o] {
+				for _, i := range idx.byOwner(o) {
 					for _, s := range p.sittingsOn(parts, idx.parts[i].host) {
 						if s.leaf != l && parts[s.part].owner == o {
 							forced = append(forced, s.leaf)

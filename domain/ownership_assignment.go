@@ -45,13 +45,17 @@ type ownConsumer struct {
 	byPreference []events.OwnEntry
 }
 
-// ownHost is an up host. Workload is its allocated slots (every consumer's),
-// the "least workload first" of group steps 2 and 3.
+// ownHost is a host of the pool. Workload is its allocated slots (every
+// consumer's), the "least workload first" of group steps 2 and 3. A host
+// that is down has nothing to give and counts as absent; the fold passes
+// it all the same so that the host order stays the same from run to run
+// (assignKeep).
 type ownHost struct {
 	name     string
 	group    string
 	slots    Slots
 	workload Slots
+	down     bool
 }
 
 // ownSlot is one row of an assignment: consumer owns slots of host.
@@ -64,11 +68,15 @@ type ownSlot struct {
 // ownInput is everything assignment depends on.
 type ownInput struct {
 	consumers []ownConsumer // any order
-	hosts     []ownHost     // the up hosts, any order, names unique
+	hosts     []ownHost     // the hosts, any order, names unique
 	previous  []ownSlot     // the previous assignment, any order
 	// plan, when set, is newOwnPlan(consumers) made before (the fold keeps
 	// it while the plan holds); consumers is then not read.
 	plan *ownPlan
+	// keep, when set, is the assignment kept from the run before
+	// (kept_assignment.go): the run re-computes only the sibling sets whose
+	// input changed, and updates it. The result is the same without it.
+	keep *assignKeep
 }
 
 // ownPlan is what the assignment takes from the plan alone: the consumers
@@ -126,10 +134,23 @@ type ownOutcome struct {
 
 // ownResult is a new assignment with the decisions that lead to it.
 type ownResult struct {
-	assignment []ownSlot    // by consumer path, then host name
-	decisions  []Decision   // kind own; Seq and Ordinal are the fold's to set
-	consumers  []ownOutcome // every input consumer, by path
-	public     Slots        // up slots no top-level consumer owns
+	assignment []ownSlot // by consumer path, then host name
+	// rowConsumer is each row's consumer, by its index in the plan's
+	// consumers (ownPlan.cons, by path).
+	rowConsumer []int32
+	// rowHost is each row's host, by its index in the input's hosts.
+	rowHost   []int32
+	decisions []Decision // kind own; Seq and Ordinal are the fold's to set
+	public    Slots      // up slots no top-level consumer owns
+	// partial: the run had the previous assignment by consumer (the
+	// keep's), and changedFrom and changedTo are the rows before and
+	// after of the consumers whose rows changed, the only ones that
+	// differ between the previous assignment and this one.
+	partial                bool
+	changedFrom, changedTo []ownSlot
+	// The outcomes by the plan's consumer index (consumerOutcomes).
+	plan     *ownPlan
+	outcomes []ownOutcome
 }
 
 // hostSlots is a number of slots on a host (an index into assigner.hosts).
@@ -141,10 +162,15 @@ type hostSlots struct {
 // assigner holds one run's state. Hosts and consumers are sorted by name
 // and path, so index order is the "then name/path" tie-break.
 type assigner struct {
-	*ownPlan // read only
-	hosts    []ownHost
+	*ownPlan             // read only
+	keep     *assignKeep // nil: every sibling set is computed
+	hosts    []ownHost   // the input's, by name
+	inputIdx []int32     // by host: its index in the input's hosts
 	hostIdx  map[string]int32
-	prev     [][]hostSlots
+	prev     [][]hostSlots // by consumer: its previous slots on the hosts up
+	// prevAll, when the previous assignment is the keep's: by consumer,
+	// its previous slots on every host, down ones too (nil otherwise).
+	prevAll  [][]hostSlots
 	got      [][]hostSlots
 	outcomes []ownOutcome
 	served   []bool
@@ -184,7 +210,9 @@ func assignOwnership(in ownInput) ownResult {
 			a.assignOne(int32(c), nil, nil)
 		}
 	}
-	return a.result(in.previous)
+	res := a.result(in.previous)
+	a.keep.end(a, res.assignment)
+	return res
 }
 
 func newAssigner(in ownInput) *assigner {
@@ -192,25 +220,42 @@ func newAssigner(in ownInput) *assigner {
 	if op == nil {
 		op = newOwnPlan(in.consumers)
 	}
-	a := &assigner{
-		ownPlan: op,
-		hosts:   slices.Clone(in.hosts),
-		hostIdx: make(map[string]int32, len(in.hosts)),
-	}
-	slices.SortFunc(a.hosts, func(x, y ownHost) int { return cmp.Compare(x.name, y.name) })
-	for i, h := range a.hosts {
-		a.hostIdx[h.name] = int32(i)
-	}
-	a.prev = make([][]hostSlots, len(a.cons))
-	for _, r := range in.previous {
-		c, okc := a.conIdx[r.consumer]
-		h, okh := a.hostIdx[r.host]
-		if okc && okh && r.slots > 0 {
-			a.prev[c] = append(a.prev[c], hostSlots{h, r.slots})
+	a := &assigner{ownPlan: op}
+	if k := in.keep.begin(op, in.hosts); k != nil {
+		a.keep, a.hostIdx, a.inputIdx = k, k.hostIdx, k.order
+	} else {
+		a.inputIdx = hostsByName(in.hosts)
+		a.hostIdx = make(map[string]int32, len(in.hosts))
+		for i, j := range a.inputIdx {
+			a.hostIdx[in.hosts[j].name] = int32(i)
 		}
 	}
-	for c := range a.prev {
-		a.prev[c] = mergeHostSlots(a.prev[c])
+	a.hosts = make([]ownHost, len(in.hosts))
+	for i, j := range a.inputIdx {
+		a.hosts[i] = in.hosts[j]
+	}
+	k := a.keep
+	if k != nil && k.holds(in.previous) {
+		// The previous assignment is the one the keep made: its rows by
+		// consumer are at hand, merged, without a lookup.
+		a.prevAll = k.got
+		a.prev = k.upRows(a.hosts)
+	} else {
+		a.prev = make([][]hostSlots, len(a.cons))
+		for _, r := range in.previous {
+			c, okc := a.conIdx[r.consumer]
+			h, okh := a.upHost(r.host)
+			if okc && okh && r.slots > 0 {
+				a.prev[c] = append(a.prev[c], hostSlots{h, r.slots})
+			}
+		}
+		for c := range a.prev {
+			a.prev[c] = mergeHostSlots(a.prev[c])
+		}
+	}
+	if k != nil && k.outcomes != nil {
+		k.lend(a)
+		return a
 	}
 	a.got = make([][]hostSlots, len(a.cons))
 	a.reserved = make([][]hostSlots, len(a.cons))
@@ -220,6 +265,22 @@ func newAssigner(in ownInput) *assigner {
 	a.lowerPrev = make([]Slots, len(a.hosts))
 	a.mine = make([]Slots, len(a.hosts))
 	return a
+}
+
+// hostsByName is the indexes of hosts in the order of their names.
+func hostsByName(hosts []ownHost) []int32 {
+	order := make([]int32, len(hosts))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(hosts[x].name, hosts[y].name) })
+	return order
+}
+
+// upHost is the index of the host named, when it is up.
+func (a *assigner) upHost(name string) (int32, bool) {
+	h, ok := a.hostIdx[name]
+	return h, ok && !a.hosts[h].down
 }
 
 // byRank orders siblings: priority desc, then path.
@@ -254,10 +315,15 @@ func (a *assigner) assignSiblings(parent int32) {
 	var cand []int32 // the hosts the parent has slots on
 	if parent == int32(len(a.cons)) {
 		for i := range a.hosts {
-			cand = append(cand, int32(i))
-			a.avail[i] = a.hosts[i].slots
+			if !a.hosts[i].down {
+				cand = append(cand, int32(i))
+				a.avail[i] = a.hosts[i].slots
+			}
 		}
 	} else {
+		if a.keep.reuse(a, parent) {
+			return
+		}
 		for _, x := range a.got[parent] {
 			cand = append(cand, x.h)
 			a.avail[x.h] = x.n
@@ -284,6 +350,7 @@ func (a *assigner) assignSiblings(parent int32) {
 	for _, h := range cand {
 		a.avail[h], a.lowerPrev[h] = 0, 0
 	}
+	a.keep.record(a, parent)
 }
 
 // groupOrder lists the candidate hosts of each group, least workload
@@ -310,6 +377,7 @@ func (a *assigner) byWorkload(x, y int32) int {
 // assignOne serves consumer c; lower are its lower-ranked siblings, by
 // rank (the lowest last).
 func (a *assigner) assignOne(c int32, lower []int32, byGroup map[string][]int32) {
+	a.outcomes[c] = ownOutcome{}
 	out := &a.outcomes[c]
 	a.served[c] = true
 	touched := a.touched[:0]
@@ -337,7 +405,7 @@ func (a *assigner) assignOne(c int32, lower []int32, byGroup map[string][]int32)
 	// (decisions.md #91).
 	var pending map[int32]Slots
 	for _, e := range entries {
-		if h, up := a.hostIdx[e.Host]; e.Host != "" && up {
+		if h, up := a.upHost(e.Host); e.Host != "" && up {
 			if pending == nil {
 				pending = map[int32]Slots{}
 			}
@@ -356,7 +424,7 @@ func (a *assigner) assignOne(c int32, lower []int32, byGroup map[string][]int32)
 	}
 	for _, e := range entries {
 		if e.Host != "" {
-			h, up := a.hostIdx[e.Host]
+			h, up := a.upHost(e.Host)
 			delete(pending, h)
 			if !up {
 				out.missing = append(out.missing, e.Host)
@@ -458,29 +526,71 @@ func findHost(hs []hostSlots, h int32) *hostSlots {
 
 // result assembles the assignment, the outcomes and the decisions.
 func (a *assigner) result(previous []ownSlot) ownResult {
-	res := ownResult{consumers: make([]ownOutcome, 0, len(a.cons))}
+	res := ownResult{plan: a.ownPlan, outcomes: a.outcomes}
+	n := 0
+	for c := range a.cons {
+		n += len(a.got[c])
+	}
+	res.assignment = make([]ownSlot, 0, n)
+	res.rowConsumer, res.rowHost = make([]int32, 0, n), make([]int32, 0, n)
+	for c := range a.cons {
+		res.assignment = a.rows(res.assignment, int32(c), a.got[c])
+		for _, x := range a.got[c] {
+			res.rowConsumer = append(res.rowConsumer, int32(c))
+			res.rowHost = append(res.rowHost, a.inputIdx[x.h])
+		}
+	}
 	var total, topOwned Slots
 	for _, h := range a.hosts {
-		total += h.slots
-	}
-	for c := range a.cons {
-		for _, x := range a.got[c] {
-			res.assignment = append(res.assignment, ownSlot{a.cons[c].path, a.hosts[x.h].name, x.n})
+		if !h.down {
+			total += h.slots
 		}
-		out := a.outcomes[c]
-		out.path = a.cons[c].path
-		out.private = out.owned
-		for _, k := range a.kids[c] {
-			out.private -= a.outcomes[k].owned
-		}
-		res.consumers = append(res.consumers, out)
 	}
 	for _, c := range a.kids[len(a.cons)] {
 		topOwned += a.outcomes[c].owned
 	}
 	res.public = total - topOwned
-	res.decisions = a.ownDecisions(previous, res.assignment)
+	if a.prevAll == nil {
+		res.decisions = a.ownDecisions(previous, res.assignment)
+		return res
+	}
+	// The previous assignment is the keep's, by consumer: a consumer
+	// whose rows are the same makes no decision, so the decisions are
+	// those of the rows of the others (ownDecisions is pair by pair, and
+	// what it carries from pair to pair is per consumer).
+	res.partial = true
+	for c := range a.cons {
+		if !slices.Equal(a.prevAll[c], a.got[c]) {
+			res.changedFrom = a.rows(res.changedFrom, int32(c), a.prevAll[c])
+			res.changedTo = a.rows(res.changedTo, int32(c), a.got[c])
+		}
+	}
+	res.decisions = a.ownDecisions(res.changedFrom, res.changedTo)
 	return res
+}
+
+// rows appends consumer c's slots as rows of an assignment.
+func (a *assigner) rows(out []ownSlot, c int32, hs []hostSlots) []ownSlot {
+	for _, x := range hs {
+		out = append(out, ownSlot{a.cons[c].path, a.hosts[x.h].name, x.n})
+	}
+	return out
+}
+
+// consumerOutcomes is every consumer's outcome, by path, with its
+// private slots (what the tests read; the fold reads the assignment).
+func (r ownResult) consumerOutcomes() []ownOutcome {
+	out := make([]ownOutcome, len(r.plan.cons))
+	for c := range r.plan.cons {
+		o := r.outcomes[c]
+		o.path = r.plan.cons[c].path
+		o.private = o.owned
+		for _, k := range r.plan.kids[c] {
+			o.private -= r.outcomes[k].owned
+		}
+		out[c] = o
+	}
+	return out
 }
 
 // ownDecisions compares the previous assignment with the new one, pair by
@@ -526,7 +636,7 @@ func (a *assigner) ownDecisions(previous, next []ownSlot) []Decision {
 // (its previous covered slots above what its entries name), own.trim for
 // the rest (a shrunken parent, a higher-ranked sibling).
 func (a *assigner) classifyLoss(d Decision, k Slots, budget map[string]Slots) []Decision {
-	h, up := a.hostIdx[d.Host]
+	h, up := a.upHost(d.Host)
 	c, present := a.conIdx[d.Consumer]
 	one := func(rule Rule, n Slots) Decision {
 		d.Rule, d.Slots = rule, int64(n)
@@ -570,7 +680,7 @@ func (a *assigner) covers(c, h int32) bool {
 func (a *assigner) planCut(c int32) Slots {
 	var named, held Slots
 	for _, e := range a.cons[c].own {
-		switch h, up := a.hostIdx[e.Host]; {
+		switch h, up := a.upHost(e.Host); {
 		case e.WholeHost() && up:
 			named = satAdd(named, a.hosts[h].slots)
 		case e.WholeHost():

@@ -294,7 +294,7 @@ func TestOwnershipAssignment(t *testing.T) {
 			if got := fmtDecisions(res.decisions); got != c.decisions {
 				t.Errorf("decisions\n got %s\nwant %s", got, c.decisions)
 			}
-			if got := fmtShort(res.consumers); got != c.short {
+			if got := fmtShort(res.consumerOutcomes()); got != c.short {
 				t.Errorf("short\n got %s\nwant %s", got, c.short)
 			}
 			if res.public != c.public {
@@ -314,7 +314,7 @@ func TestOwnershipPrivatePool(t *testing.T) {
 		hosts:     oHosts("h1:g:8:0 h2:g:4:0"),
 	})
 	var got []string
-	for _, o := range res.consumers {
+	for _, o := range res.consumerOutcomes() {
 		got = append(got, fmt.Sprintf("%s %d/%d", o.path, o.private, o.owned))
 	}
 	if s := strings.Join(got, ", "); s != "/P 3/8, /P/a 3/5, /P/a/x 2/2, /Q 0/0" || res.public != 4 {

@@ -20,20 +20,52 @@ func (p *Pool) reassignOwnership() {
 	if !p.allTouch || (!p.mode.owned && len(p.own) == 0) {
 		return
 	}
-	in := ownInput{previous: p.own, plan: p.ownPlanFor()}
-	for i := range p.hosts {
-		if h := &p.hosts[i]; h.up {
-			in.hosts = append(in.hosts, ownHost{name: h.name, group: h.group, slots: h.slots, workload: h.used})
-		}
+	in := ownInput{previous: p.own, plan: p.ownPlanFor(), hosts: make([]ownHost, len(p.hosts))}
+	if !p.fromScratch {
+		in.keep = &p.keptAssignment
+	}
+	for i := range p.hosts { // every host, in the pool's order, which the keep relies on
+		h := &p.hosts[i]
+		in.hosts[i] = ownHost{name: h.name, group: h.group, slots: h.slots, workload: h.used, down: !h.up}
 	}
 	res := assignOwnership(in)
 	for _, d := range res.decisions {
 		d.Seq, d.Ordinal = p.seq, len(p.decisions)
 		p.decisions = append(p.decisions, d)
 	}
-	p.assigned = assignmentChanges(p.assigned, p.own, res.assignment)
+	if res.partial {
+		p.assigned = assignmentChanges(p.assigned, res.changedFrom, res.changedTo)
+	} else {
+		p.assigned = assignmentChanges(p.assigned, p.own, res.assignment)
+	}
 	p.own = res.assignment
 	p.partsFresh = false
+	if res.rowConsumer != nil { // the rows by ids, from the plan's consumers and the hosts given
+		nodes := p.ownPlanMemo.nodes
+		ids := make([]ownedRow, len(res.rowConsumer))
+		for i, c := range res.rowConsumer {
+			ids[i] = ownedRow{node: nodes[c], host: res.rowHost[i], slots: p.own[i].slots}
+		}
+		p.ownIDs = ownRowsByID{of: p.own, t: p.t, rows: ids}
+	}
+}
+
+// ownRowsByID is an assignment's rows by ids in a tree and the pool's hosts.
+type ownRowsByID struct {
+	of   []ownSlot
+	t    *tree
+	rows []ownedRow
+}
+
+// ownRowIDs is p.own by ids (resolveRows), kept while the assignment and
+// the tree are the same (hosts are only ever added, so an index stays).
+func (p *Pool) ownRowIDs() []ownedRow {
+	m := &p.ownIDs
+	if m.t == p.t && len(m.of) == len(p.own) && (len(p.own) == 0 || &m.of[0] == &p.own[0]) {
+		return m.rows
+	}
+	*m = ownRowsByID{of: p.own, t: p.t, rows: resolveRows(p.t, p.hostByID, p.own)}
+	return m.rows
 }
 
 // ownPlanMemo is an ownPlan with what it was made for.
@@ -41,6 +73,7 @@ type ownPlanMemo struct {
 	t     *tree
 	owned bool
 	plan  *ownPlan
+	nodes []int32 // by the plan's consumer index, its id in t
 }
 
 // ownPlanFor is the assignment's view of the plan (newOwnPlan), kept
@@ -55,6 +88,10 @@ func (p *Pool) ownPlanFor() *ownPlan {
 			}
 		}
 		*m = ownPlanMemo{t: p.t, owned: p.mode.owned, plan: newOwnPlan(cs)}
+		m.nodes = make([]int32, len(m.plan.cons))
+		for i, c := range m.plan.cons {
+			m.nodes[i], _ = p.t.lookup(c.path)
+		}
 	}
 	return p.ownPlanMemo.plan
 }
@@ -90,7 +127,7 @@ func assignmentChanges(out []OwnedSlots, before, after []ownSlot) []OwnedSlots {
 // computed once per event (or after the assignment changed).
 func (p *Pool) hostParts() ([]hostPart, ownTotals) {
 	if !p.partsFresh {
-		p.parts, p.partTot = partsOf(p.t, p.hosts, p.own)
+		p.parts, p.partTot = partsOf(p.t, p.hosts, p.ownRowIDs())
 		p.partsFresh = true
 		p.partsGen++
 	}

@@ -171,7 +171,7 @@ func (pl *placement) freest(owner int32) int {
 	h := pl.freeByOwner[owner]
 	if h == nil {
 		h = &partHeap{pl: pl}
-		for _, i := range pl.idx.byOwner[owner] {
+		for _, i := range pl.idx.byOwner(owner) {
 			if r := pl.freeRoom(i); r > 0 {
 				h.items = append(h.items, partRoom{part: i, room: r})
 			}
@@ -201,7 +201,7 @@ func (pl *placement) freest(owner int32) int {
 func (pl *placement) usedFirst(owner int32) int {
 	c := pl.useOrder[owner]
 	if c == nil {
-		c = &partCursor{parts: slices.Clone(pl.idx.byOwner[owner])}
+		c = &partCursor{parts: slices.Clone(pl.idx.byOwner(owner))}
 		slices.SortStableFunc(c.parts, func(a, b int) int {
 			ha, hb := pl.parts[a].host, pl.parts[b].host
 			return cmp.Or(cmpDesc(pl.hostFree(ha), pl.hostFree(hb)), cmp.Compare(pl.hosts[ha].name, pl.hosts[hb].name))
@@ -249,7 +249,7 @@ func (pl *placement) roomiest(owner int32) int {
 	h := pl.byOwner[owner]
 	if h == nil {
 		h = &partHeap{pl: pl}
-		for _, i := range pl.idx.byOwner[owner] {
+		for _, i := range pl.idx.byOwner(owner) {
 			if pl.capRem[i] > 0 {
 				h.items = append(h.items, partRoom{part: i, room: pl.capRem[i]})
 			}

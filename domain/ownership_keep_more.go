@@ -113,7 +113,7 @@ func (pl *placement) keepSwapped(left map[int32][]Slots) {
 			}
 			parts := pl.ownOrder[o]
 			if x != o {
-				parts = pl.idx.byOwner[x]
+				parts = pl.idx.byOwner(x)
 			}
 			for _, i := range parts {
 				for pl.want(o, x) > 0 && pl.takenBack(o, i) && pl.swapOne(o, x, i, left) {

@@ -453,7 +453,7 @@ func (pl *placement) touch(i int) {
 }
 
 // firstPart is the index of owner's first part (0 when it has none).
-func (pl *placement) firstPart(owner int32) int { return pl.idx.first[owner] }
+func (pl *placement) firstPart(owner int32) int { return pl.idx.first(owner) }
 
 // addWant adds a due share (want slots of owner's parts, ent of them
 // within the leaf's guarantee, kept and keptEnt as the divisions counted

@@ -295,7 +295,7 @@ func TestPartsOf(t *testing.T) {
 	}
 	hosts := []host{{name: "h1", slots: 6, up: true}, {name: "h2", slots: 4, up: true}, {name: "h3", slots: 5}}
 	rows := []ownSlot{{"/D", "h1", 6}, {"/D", "h2", 2}, {"/D/x", "h1", 2}, {"/E", "h3", 5}, {"/E/y", "h3", 5}}
-	parts, tot := partsOf(tr, hosts, rows)
+	parts, tot := partsOf(tr, hosts, resolveRows(tr, map[string]int32{"h1": 0, "h2": 1, "h3": 2}, rows))
 	var got []string
 	for _, p := range parts {
 		owner := "public"

@@ -101,7 +101,7 @@ func mutate(r *rand.Rand, in ownInput) ownInput {
 func encodeOwn(res ownResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n%s\npublic %d\n", fmtRows(res.assignment), fmtDecisions(res.decisions), res.public)
-	for _, o := range res.consumers {
+	for _, o := range res.consumerOutcomes() {
 		fmt.Fprintf(&b, "%s owned %d short %d private %d missing %v\n", o.path, o.owned, o.short, o.private, o.missing)
 	}
 	return b.String()
@@ -205,7 +205,7 @@ func checkOwnProperties(in ownInput, res ownResult) string {
 		for _, n := range mine {
 			owned += n
 		}
-		for _, o := range res.consumers {
+		for _, o := range res.consumerOutcomes() {
 			if o.path == c.path && (o.owned != owned || o.owned+o.short != want) {
 				return fmt.Sprintf("%s owns %d (reported %d), short %d, its entries name %d", c.path, owned, o.owned, o.short, want)
 			}

@@ -18,10 +18,10 @@ import (
 // only what is not reserved.
 func (pl *placement) reserve() {
 	for _, o := range pl.leaves {
-		if pl.want(o, o) == 0 || len(pl.idx.byOwner[o]) == 0 {
+		if pl.want(o, o) == 0 || len(pl.idx.byOwner(o)) == 0 {
 			continue
 		}
-		mine := slices.Clone(pl.idx.byOwner[o])
+		mine := slices.Clone(pl.idx.byOwner(o))
 		want := pl.want(o, o)
 		sits := make(map[int]Slots, len(mine))
 		for _, i := range mine {
@@ -81,7 +81,7 @@ func (pl *placement) reserveTakeBacks() {
 	var shorts []short
 	for x := range pl.t.nodes {
 		owner := int32(x)
-		parts := pl.idx.byOwner[owner]
+		parts := pl.idx.byOwner(owner)
 		if pl.t.nodes[owner].leaf || len(parts) == 0 {
 			continue
 		}

@@ -83,6 +83,10 @@ type poolMemo struct {
 	figs       figureMoves // what a demand or release event moves of the ownership figures (ownership_figures.go)
 	// ownPlanMemo: the assignment's view of the plan (ownPlanFor).
 	ownPlanMemo ownPlanMemo
+	// keptAssignment: the assignment's last run (kept_assignment.go).
+	keptAssignment assignKeep
+	// ownIDs: own by ids (ownRowIDs).
+	ownIDs ownRowsByID
 	// targetsDirty: share_ratio: some E changed since the last target pass.
 	targetsDirty bool
 	sp           splitter
