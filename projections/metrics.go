@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -115,18 +116,63 @@ func (p *Projector) observeFold(b *batch, msgs []jetstream.Msg) {
 // (a batch that folds a busy pool's whole backlog would otherwise report
 // none while its commit, the longer the faster the fold, is under way).
 func (p *Projector) observeSetAside(folded int) {
-	n := uint64(folded)
+	var n int
 	var oldest time.Time
 	for _, ds := range p.deferred.pools {
 		if len(ds) == 0 {
 			continue
 		}
-		n += uint64(len(ds))
+		n += len(ds)
 		if oldest.IsZero() || ds[0].stored.Before(oldest) {
 			oldest = ds[0].stored
 		}
 	}
-	p.cfg.metrics.SetAside(p.offsetName(), n, oldest)
+	p.setAside.folded(p, n, oldest, folded)
+}
+
+// setAsideCount is what the set-aside gauge adds up: the messages held
+// set aside (the folding goroutine's count after its last batch) and
+// those folded by batches the writer has not committed yet. The writer
+// holds up to three batches (pipeline.go), so counting only the last
+// batch's left out the ones before it, whose pending rows were still in
+// PostgreSQL (TestLagCountsSetAsideEvents: 123 set aside, the gauge 33).
+type setAsideCount struct {
+	mu      sync.Mutex
+	held    int
+	oldest  time.Time
+	folding int // folded by batches not committed yet
+}
+
+// folded records a batch handed to the writer (before the handover).
+func (c *setAsideCount) folded(p *Projector, held int, oldest time.Time, folded int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held, c.oldest = held, oldest
+	c.folding += folded
+	c.report(p)
+}
+
+// committed records that a batch that folded n set-aside messages is
+// committed (by the writer).
+func (c *setAsideCount) committed(p *Projector, n int) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.folding -= n
+	c.report(p)
+}
+
+// restarted forgets the batches of a writer that is gone.
+func (c *setAsideCount) restarted() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.folding = 0
+}
+
+func (c *setAsideCount) report(p *Projector) {
+	p.cfg.metrics.SetAside(p.offsetName(), uint64(c.held+max(c.folding, 0)), c.oldest)
 }
 
 // observeCommit records a committed batch.

@@ -53,6 +53,7 @@ type writer struct {
 }
 
 func (p *Projector) startWriter(ctx context.Context) *writer {
+	p.setAside.restarted()
 	w := &writer{jobs: make(chan writeJob, 1), ready: make(chan writeJob), failed: make(chan error, 1), stopped: make(chan struct{})}
 	wctx := drainContext(ctx, stopGrace)
 	go w.prepare(wctx, p)

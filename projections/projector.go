@@ -61,6 +61,7 @@ type Projector struct {
 	// the messages set aside for busy pools (fair.go).
 	carry    []jetstream.Msg
 	deferred backlog
+	setAside setAsideCount // what the set-aside gauge adds up (metrics.go)
 	// requestsTimedOut counts the NATS requests that timed out in a row
 	// (requests.go).
 	requestsTimedOut atomic.Int32
@@ -653,6 +654,7 @@ func (p *Projector) commit(ctx context.Context, b *batch, f *finalRows) error {
 func (p *Projector) committedBatch(b *batch, start time.Time) error {
 	p.committed = b.to
 	p.committedSeq.Store(b.to)
+	p.setAside.committed(p, len(b.pendingDone))
 	for name, pb := range b.pools {
 		p.setApplied(name, pb.lastSeq)
 	}
