@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -329,4 +330,65 @@ func TestServiceRoleCannotMigrate(t *testing.T) {
 		t.Fatalf("the owner migrates: %v", err)
 	}
 	checkRights(t, ctx, d.Admin)
+}
+
+// TestMigrateRefusesNonOwnerAndNewerSchema: `ledger migrate` (Migrate)
+// as a role that does not own the schema says so, naming the role and
+// the owner, on a current schema and on an empty database alike (it used
+// to say "pending migrations" as the reporting role, and fail on
+// golang-migrate's lock as ledger_api); on a schema newer than this
+// build it refuses naming both versions. Neither changes anything
+// (decision 505).
+func TestMigrateRefusesNonOwnerAndNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	latest, err := migrations.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := testdb.Empty(t)
+	for _, url := range []string{empty.Reporting, empty.API, empty.Projector} {
+		_, err := migrations.Migrate(ctx, url)
+		if !errors.Is(err, migrations.ErrNotMigrator) || !strings.Contains(err.Error(), "may not create the schema") {
+			t.Errorf("Migrate on an empty database as a service: %v", err)
+		}
+	}
+	admin, err := pgx.Connect(ctx, empty.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var tables int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("the refused migrators left %d tables (%v)", tables, err)
+	}
+
+	d := testdb.New(t)
+	for role, url := range map[string]string{migrations.RoleReporting: d.Reporting, migrations.RoleAPI: d.API, migrations.RoleProjector: d.Projector} {
+		_, err := migrations.Migrate(ctx, url)
+		if !errors.Is(err, migrations.ErrNotMigrator) || !strings.Contains(err.Error(), "role "+role+" is not the schema's owner ("+migrations.RoleOwner+")") ||
+			strings.Contains(err.Error(), "pending") {
+			t.Errorf("Migrate on a current schema as %s: %v", role, err)
+		}
+	}
+	if v, err := migrations.Migrate(ctx, d.Owner); err != nil || v != latest {
+		t.Fatalf("the owner migrates a current schema: %d, %v", v, err)
+	}
+	owner, err := pgx.Connect(ctx, d.Owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	newer := int64(latest) + 3
+	if _, err := owner.Exec(ctx, `UPDATE schema_migrations SET version = $1`, newer); err != nil { // as a newer ledger leaves it
+		t.Fatal(err)
+	}
+	_, err = migrations.Migrate(ctx, d.Owner)
+	if !errors.Is(err, migrations.ErrNewerSchema) || !strings.Contains(err.Error(), "version "+strconv.FormatInt(newer, 10)+", this build's migrations end at version "+strconv.Itoa(int(latest))) {
+		t.Errorf("Migrate on a newer schema: %v", err)
+	}
+	var got int64
+	var dirty bool
+	if err := owner.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations`).Scan(&got, &dirty); err != nil || got != newer || dirty {
+		t.Errorf("after the refusal the version is %d (dirty %v, %v), want %d untouched", got, dirty, err, newer)
+	}
 }

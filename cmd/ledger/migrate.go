@@ -21,7 +21,10 @@ harmless. It must run as the owner of the tables (the role ledger in
 dev), never with the DATABASE_URL dev prints (read-only), and the roles
 ledger_projector, ledger_api and ledger_reporting must exist (or the
 owner may create them): it refuses, naming those missing, before it
-changes anything. 'ledger dev' migrates at start; 'ledger serve' and the
+changes anything. A role that does not own the schema (a service's, the
+reporting role) is refused, naming it and the owner, as is a schema newer
+than this build's migrations (naming both versions); neither changes
+anything. 'ledger dev' migrates at start; 'ledger serve' and the
 projector check that the schema is current.`,
 		Example: `  ledger migrate --database-url "postgres://ledger:$(cat .ledger/pg-auth/ledger.password)@127.0.0.1:PORT/ledger?sslmode=disable"`,
 		Args:    cobra.NoArgs,
@@ -29,18 +32,11 @@ projector check that the schema is current.`,
 			if dbURL == "" {
 				return errors.New("no database: set DATABASE_URL or --database-url")
 			}
-			if err := migrations.Up(cmd.Context(), dbURL); err != nil {
-				return err
-			}
-			v, dirty, err := migrations.Version(cmd.Context(), dbURL)
+			v, err := migrations.Migrate(cmd.Context(), dbURL)
 			if err != nil {
 				return err
 			}
-			state := ""
-			if dirty {
-				state = " (dirty)"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schema version %d%s\n", v, state)
+			fmt.Fprintf(cmd.OutOrStdout(), "schema version %d\n", v)
 			return nil
 		},
 	}
