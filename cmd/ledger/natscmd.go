@@ -135,6 +135,11 @@ change, purge or delete the stream.`,
 				set.Replicas = replicas
 			}
 			if cmd.Flags().Changed("partitions") {
+				// 0 was taken as "the default" (48) and a negative
+				// count was refused only once NATS answered.
+				if partitions < 1 || partitions > stream.MaxPartitions {
+					return fmt.Errorf("--partitions %d: want 1 to %d", partitions, stream.MaxPartitions)
+				}
 				set.Partitions = partitions
 			}
 			if err := setupStream(ctx, url, creds, set); err != nil {

@@ -271,7 +271,8 @@ func TestServerFlagsOutOfRangeRefused(t *testing.T) {
 	}
 	// nats setup answered "stream LEDGER ready (duplicate window -1s)"
 	// and left the window as it was.
-	for _, args := range [][]string{{"--duplicate-window", "-1s"}, {"--duplicate-window", "0s"}, {"--replicas", "0"}} {
+	for _, args := range [][]string{{"--duplicate-window", "-1s"}, {"--duplicate-window", "0s"}, {"--replicas", "0"},
+		{"--partitions", "0"}, {"--partitions", "-3"}, {"--partitions", "257"}} { // --partitions 0 made a stream of 48
 		_, _, err := runLedger(t, "", append([]string{"nats", "setup", "--nats-url", "nats://127.0.0.1:1"}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("nats setup %v: %v, want an error naming %s", args, err, args[0])
