@@ -224,7 +224,7 @@ func (p *Projector) ensurePartitionConsumer(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("open consumer %s: %w", name, err)
+		return fmt.Errorf("open consumer %s: %w", name, p.consumerRefused(err, name))
 	}
 	if cfg := cons.CachedInfo().Config; cfg.AckWait != want.AckWait || !slices.Equal(consumerFilters(cfg), consumerFilters(want)) {
 		// Made by an older release (4 TTLs, every event), with another

@@ -736,7 +736,7 @@ func (p *Projector) resetConsumer(ctx context.Context) error {
 		return struct{}{}, p.js.DeleteConsumer(ctx, stream.Name, p.cfg.name)
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("delete consumer %s: %w", p.cfg.name, err)
+		return fmt.Errorf("delete consumer %s: %w", p.cfg.name, p.consumerRefused(err, p.cfg.name))
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       p.cfg.name,
@@ -752,7 +752,7 @@ func (p *Projector) resetConsumer(ctx context.Context) error {
 		return p.js.CreateConsumer(ctx, stream.Name, cfg)
 	})
 	if err != nil {
-		return fmt.Errorf("create consumer %s: %w", p.cfg.name, err)
+		return fmt.Errorf("create consumer %s: %w", p.cfg.name, p.consumerRefused(err, p.cfg.name))
 	}
 	p.cons = cons
 	p.carry = nil // delivered again by the new consumer

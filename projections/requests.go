@@ -2,7 +2,15 @@ package projections
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/stream"
 )
 
 // NATS requests from the projector's loops.
@@ -48,4 +56,31 @@ func request[T any](ctx context.Context, p *Projector, f func(context.Context) (
 		p.requestsTimedOut.Store(0) // answered
 	}
 	return v, err
+}
+
+// errConsumerRefused: NATS refused the projector's identity a request
+// about its durable consumer (the name is not one the identity may
+// manage).
+var errConsumerRefused = errors.New("NATS refuses this identity the consumer")
+
+// consumerRefused turns err, a failed request about the consumer name,
+// into one saying why when the server refused it to the identity: such a
+// request is never answered (nats.go reports the refusal apart, as the
+// connection's last error) and only timed out, so a projector started
+// with a --name or --partitions its NATS identity was not made for
+// retried "delete consumer X: context deadline exceeded" forever
+// (decision 506). It still retries (a reloaded server configuration lets
+// it on), saying why at each attempt.
+func (p *Projector) consumerRefused(err error, name string) error {
+	if err == nil {
+		return nil
+	}
+	last := p.js.Conn().LastError()
+	if !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), "."+stream.Name+"."+name+`"`) {
+		return err
+	}
+	return fmt.Errorf("%w %s (%v): the projector's NATS identity may manage only the consumers of the projector name and the "+
+		"partition counts it was made for (ledger nats init --projector-name, --max-partitions; ledger dev: name %q, up to %d partitions): "+
+		"start with those, or write the NATS configuration again for this --name and --partitions and reload nats-server (README, NATS identities)",
+		errConsumerRefused, name, last, natsauth.DefaultLayout.Name, natsauth.DefaultLayout.MaxPartitions)
 }
