@@ -158,6 +158,18 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 	if last == nil {
 		return nil, nil, fmt.Errorf("pool %s has no events in the log", pool)
 	}
+	if lim.seq > last.Seq() {
+		// A sequence the log does not have yet was answered with the
+		// pool's last event as if it were that point (decision 507).
+		end, err := stream.LastSeq(ctx, js.Conn())
+		if err != nil {
+			return nil, nil, fmt.Errorf("--at %d: the log's last sequence: %w", lim.seq, err)
+		}
+		if lim.seq > end {
+			return nil, nil, fmt.Errorf("--at %d: past the end of the log (its last sequence is %d); pool %s's last event is sequence %d",
+				lim.seq, end, pool, last.Seq())
+		}
+	}
 	return last, refused, nil
 }
 

@@ -83,6 +83,23 @@ func TestExplainBeforeTheFirstEvent(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no event at or before --at 2020-01-01T00:00:00Z") {
 		t.Errorf("explain before the first event: %v", err)
 	}
+	// A sequence past the log's end was answered with the pool's last
+	// event as if it were that point (decision 507); one within the log,
+	// after the pool's last event, is the pool's state there.
+	if out, errOut, err := runLedger(t, "", "publish", "--ledger-url", svc.ledgerURL, "--ledger-token", svc.token, "--pool", "later", "--type", "plan",
+		"--data", `{"plan":{"consumers":[{"path":"/y"}]}}`); err != nil {
+		t.Fatalf("publish: %v\n%s\n%s", err, out, errOut)
+	}
+	if out, _, err := runLedger(t, "", append([]string{"explain", "--pool", "early", "--consumer", "/x", "--at", "2"}, logArgs...)...); err != nil ||
+		!strings.Contains(out, "/x in pool early at sequence 1 ") {
+		t.Errorf("explain --at 2 (the other pool's event): %v\n%s", err, out)
+	}
+	for _, at := range []string{"3", "1000"} {
+		_, _, err = runLedger(t, "", append([]string{"explain", "--pool", "early", "--consumer", "/x", "--at", at}, logArgs...)...)
+		if want := "--at " + at + ": past the end of the log (its last sequence is 2); pool early's last event is sequence 1"; err == nil || err.Error() != want {
+			t.Errorf("explain --at %s past the log's end: %v, want %q", at, err, want)
+		}
+	}
 	_, _, err = runLedger(t, "", append([]string{"explain", "--pool", "never", "--consumer", "/x"}, logArgs...)...)
 	if err == nil || !strings.Contains(err.Error(), "pool never has no events in the log") {
 		t.Errorf("explain of a pool without events: %v", err)
