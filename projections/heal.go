@@ -300,12 +300,61 @@ func (p *Projector) republish(ctx context.Context, last, committed uint64) (int,
 		return 0, fatal(fmt.Errorf("%w: the events table ends at sequence %d but the projection reached %d (messages that named no pool)",
 			ErrUnhealable, next-1, committed))
 	}
+	if err := p.refuseKnownIDs(ctx, tail, last); err != nil {
+		return 0, err
+	}
 	for lo := 0; lo < len(tail); lo += healWindow {
 		if err := p.publishTail(ctx, tail[lo:min(lo+healWindow, len(tail))]); err != nil {
 			return lo, err
 		}
 	}
 	return len(tail), nil
+}
+
+// refuseKnownIDs refuses the tail when one of its events carries the id
+// of an event its pool already has, before it in the stream (an events
+// row at or before last) or in the tail: a copy of a genuine signed
+// event, planted after the projection's end by whoever holds the
+// projector's role, passed the signature check and was stored in the log
+// for good, to be refused there as a duplicate (decision 508). The id is
+// the envelope's, read from the body that would be appended, not the
+// row's id column.
+func (p *Projector) refuseKnownIDs(ctx context.Context, tail []tailRow, last uint64) error {
+	type key struct{ pool, id string }
+	first := make(map[key]int64, len(tail))
+	pools, ids := make([]string, 0, len(tail)), make([]string, 0, len(tail))
+	for _, t := range tail {
+		var env struct {
+			ID string `json:"id"`
+		}
+		pool, err := stream.PoolOf(*t.subject)
+		if err != nil || json.Unmarshal(t.body, &env) != nil || env.ID == "" {
+			continue // no pool event: the fold refuses it, as it did the first time
+		}
+		k := key{pool, env.ID}
+		if seq, dup := first[k]; dup {
+			return fatal(fmt.Errorf("%w: the message at sequence %d in PostgreSQL is event %q of pool %s again, as at sequence %d: a heal does not append an event id twice, so nothing was appended; restore the stream from a backup",
+				ErrUnhealable, t.seq, env.ID, pool, seq))
+		}
+		first[k] = t.seq
+		pools, ids = append(pools, pool), append(ids, env.ID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var pool, id string
+	var seq, copySeq int64
+	err := p.db.QueryRow(ctx, `SELECT e.pool, e.id, e.seq FROM events e JOIN unnest($1::text[], $2::text[]) AS t(pool, id) ON e.pool = t.pool AND e.id = t.id
+		WHERE e.seq <= $3 ORDER BY e.seq LIMIT 1`, pools, ids, int64(last)).Scan(&pool, &id, &seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up the ids of the events after %d: %w", last, err)
+	}
+	copySeq = first[key{pool, id}]
+	return fatal(fmt.Errorf("%w: the message at sequence %d in PostgreSQL is event %q of pool %s, which the stream already holds at sequence %d: a heal does not append an event id twice, so nothing was appended; restore the stream from a backup",
+		ErrUnhealable, copySeq, id, pool, seq))
 }
 
 // publishTail publishes rows asynchronously and checks every ack: the

@@ -100,6 +100,31 @@ func TestRecoverAppendsOnlySignedEvents(t *testing.T) {
 	if _, err := owner.Exec(ctx, `UPDATE projector_offsets SET stream_seq = $1 WHERE stream_seq = $2`, int64(full), int64(planted)); err != nil {
 		t.Fatal(err)
 	}
+
+	// A copy of a genuine signed event (the pool's first, stored in the
+	// stream that survived) planted after the end: it passed the
+	// signature check and was stored again for good, to be refused as a
+	// duplicate by the fold (decision 508). Refused, nothing appended.
+	if _, err := db.Exec(ctx, `INSERT INTO events (pool, seq, id, type, v, time, producer, data, prev_hash, hash, subject, headers, body)
+		SELECT pool, $1, id, type, v, time, producer, data, prev_hash, hash, subject, headers, body FROM events WHERE pool = 'r' ORDER BY seq LIMIT 1`, int64(planted)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `UPDATE projector_offsets SET stream_seq = $1 WHERE stream_seq = $2`, int64(planted), int64(full)); err != nil {
+		t.Fatal(err)
+	}
+	out, err = recover()
+	if err == nil || !strings.Contains(out, fmt.Sprintf("the message at sequence %d in PostgreSQL is event", planted)) || !strings.Contains(out, "which the stream already holds at sequence") {
+		t.Errorf("ledger recover with a planted copy of a signed event: %v\n%s", err, out)
+	}
+	if got := nats.lastSeq(t); got != early {
+		t.Fatalf("after ledger recover refused the copy, the stream ends at %d, want %d (nothing appended)", got, early)
+	}
+	if _, err := owner.Exec(ctx, `DELETE FROM events WHERE seq = $1`, int64(planted)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `UPDATE projector_offsets SET stream_seq = $1 WHERE stream_seq = $2`, int64(full), int64(planted)); err != nil {
+		t.Fatal(err)
+	}
 	out, err = recover()
 	if want := fmt.Sprintf("recovered %d events: the stream ended at %d, it now ends at %d", full-early, early, full); err != nil || !strings.Contains(out, want) {
 		t.Fatalf("ledger recover of a signed tail: %v\n%s\nwant %q", err, out, want)
