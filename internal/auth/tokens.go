@@ -383,7 +383,23 @@ func find(entries []Entry, name, path string) (int, error) {
 // checked as a set, through a temporary file (mode 0600) renamed over it:
 // a server reloading the file sees the old content or the new one, never
 // half of it. create allows a file that does not exist yet.
+//
+// path must be a regular file (or missing, with create): the rename
+// replaced whatever was there, so `ledger token add --file /dev/null` as
+// root made /dev/null a regular file of mode 0600, and a FIFO was read
+// until a writer came. A symbolic link is followed and its target
+// rewritten, in the target's directory: renamed over, the link itself
+// became a file that servers reading the target never saw.
 func updateFile(path string, create bool, change func([]Entry) ([]Entry, error)) error {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("tokens file %s is not a regular file (%s): a tokens file is rewritten whole and renamed over, which would replace it; name a regular file",
+			path, fi.Mode().Type())
+	}
 	old, err := os.ReadFile(path)
 	if err != nil && !(create && errors.Is(err, os.ErrNotExist)) {
 		return err
