@@ -94,6 +94,16 @@ func TestExplainBeforeTheFirstEvent(t *testing.T) {
 		!strings.Contains(out, "/x in pool early at sequence 1 ") {
 		t.Errorf("explain --at 2 (the other pool's event): %v\n%s", err, out)
 	}
+	// The time the answer names, given back as --at, is the same point:
+	// printed to the second, it was before the event and was answered
+	// "no event at or before".
+	out, _, err := runLedger(t, "", append([]string{"explain", "--pool", "early", "--consumer", "/x"}, logArgs...)...)
+	header, _, _ := strings.Cut(out, "\n")
+	stamp := header[strings.LastIndex(header, "(")+1 : len(header)-1]
+	if out, _, err := runLedger(t, "", append([]string{"explain", "--pool", "early", "--consumer", "/x", "--at", stamp}, logArgs...)...); err != nil ||
+		!strings.HasPrefix(out, header+"\n") {
+		t.Errorf("explain --at %s, the time its answer named (%q): %v\n%s", stamp, header, err, out)
+	}
 	for _, at := range []string{"3", "1000"} {
 		_, _, err = runLedger(t, "", append([]string{"explain", "--pool", "early", "--consumer", "/x", "--at", at}, logArgs...)...)
 		if want := "--at " + at + ": past the end of the log (its last sequence is 2); pool early's last event is sequence 1"; err == nil || err.Error() != want {

@@ -107,7 +107,7 @@ func printWhatIf(w io.Writer, res *client.WhatIf, all bool) error {
 	var b strings.Builder
 	at := "before its first event"
 	if res.At.Seq > 0 {
-		at = fmt.Sprintf("at sequence %d (%s)", res.At.Seq, res.At.Time.Format(time.RFC3339))
+		at = fmt.Sprintf("at sequence %d (%s)", res.At.Seq, res.At.Time.Format(time.RFC3339Nano))
 	}
 	fmt.Fprintf(&b, "what-if on pool %s %s; nothing was appended\n", res.Pool, at)
 	fmt.Fprintf(&b, "events:\n")

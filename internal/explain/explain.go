@@ -47,7 +47,7 @@ func (s *Story) Write(w io.Writer, p *domain.Pool) error {
 		return fmt.Errorf("consumer %s is not in the plan of pool %s at sequence %d", s.consumer, p.Name(), p.Seq())
 	}
 	pol := p.Policy()
-	fmt.Fprintf(w, "%s in pool %s at sequence %d (%s)\n", c.Path, p.Name(), p.Seq(), p.Time().Format(time.RFC3339))
+	fmt.Fprintf(w, "%s in pool %s at sequence %d (%s)\n", c.Path, p.Name(), p.Seq(), p.Time().Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "  rules version %d, since the plan at sequence %d\n", int(pol.Rules), p.RulesSince())
 	fmt.Fprintf(w, "  policy: %s\n", PolicyText(pol))
 	fmt.Fprintf(w, "  demand %d (effective %d after max), planned share %d, %s %d, holds %d", c.Demand, c.Effective, c.Planned, targetName(pol), c.Target, c.Allocated)
