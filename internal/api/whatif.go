@@ -154,6 +154,17 @@ func (s *Server) whatIfRequest(w http.ResponseWriter, r *http.Request) (*client.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.whatIf.timeout)
 	defer cancel()
+	if point.Seq > 0 {
+		// A sequence the log does not have yet was forked at the pool's
+		// last event as if it were that point (decision 507).
+		end, err := stream.LastSeq(ctx, s.nc)
+		if err != nil {
+			return nil, unavailable(ReasonUnavailable, "the log's last sequence: retry", err)
+		}
+		if point.Seq > end {
+			return nil, badRequest(ReasonBadRequest, "at_seq %d: past the end of the log (its last sequence is %d)", point.Seq, end)
+		}
+	}
 	fork, err := whatif.New(ctx, whatif.Config{DB: s.db, Log: logReader{s}, Trusted: s.trusted, Validate: s.validateOne, Development: s.development}, pool, point, s.clock())
 	if err == nil {
 		var res *client.WhatIf

@@ -114,6 +114,8 @@ func TestWhatIfBounds(t *testing.T) {
 		// present (decision 374).
 		{"at_seq 0", `{"at_seq": 0, "events": []}`, nil, 400, "bad_request"},
 		{"the zero time", `{"at_time": "0001-01-01T00:00:00Z", "events": []}`, nil, 400, "bad_request"},
+		// Past the log's end it forked the pool's last event (decision 507).
+		{"at_seq past the log's end", `{"at_seq": 1000000, "events": []}`, nil, 400, "bad_request"},
 		{"unknown field", `{"events": [], "at": 3}`, nil, 400, "unknown_field"},
 		{"trailing data", `{"events": []} {}`, nil, 400, "trailing_data"},
 		{"unknown type", `{"events": [{"type": "nope", "data": {}}]}`, nil, 400, "unknown_type"},
