@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -45,10 +46,21 @@ func (c Cluster) Validate() error {
 	if c.Name == "" || strings.ContainsAny(c.Name, " \t\"'{}") {
 		return fmt.Errorf("%w: cluster name %q", ErrBadRoute, c.Name)
 	}
-	for _, a := range append([]string{c.Listen}, c.Routes...) {
-		if _, _, err := net.SplitHostPort(a); err != nil || strings.ContainsAny(a, "/@ \"") {
+	seen := map[string]bool{}
+	for i, a := range append([]string{c.Listen}, c.Routes...) {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil || strings.ContainsAny(a, "/@ \"") {
 			return fmt.Errorf("%w: %q is not host:port", ErrBadRoute, a)
 		}
+		// A port out of range, or a route named twice, was written as
+		// given and left for nats-server to refuse at its start.
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: %q: the port must be a number from 1 to 65535", ErrBadRoute, a)
+		}
+		if i > 0 && seen[a] {
+			return fmt.Errorf("%w: %q is named twice", ErrBadRoute, a)
+		}
+		seen[a] = i > 0
 	}
 	if len(c.Routes) == 0 {
 		return fmt.Errorf("%w: no routes", ErrBadRoute)

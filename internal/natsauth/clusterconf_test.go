@@ -164,3 +164,24 @@ func TestClusterConfigRoutesAuthenticated(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterRoutePorts: a port out of range or a route named twice was
+// written into nats-cluster.conf as given, for nats-server to refuse at
+// its start; `ledger nats init` now refuses it, naming it.
+func TestClusterRoutePorts(t *testing.T) {
+	for _, bad := range []natsauth.Cluster{
+		{Name: "ledger", Listen: "0.0.0.0:70000", Routes: []string{"nats-1:6222"}},
+		{Name: "ledger", Listen: "0.0.0.0:6222", Routes: []string{"nats-1:0"}},
+		{Name: "ledger", Listen: "0.0.0.0:6222", Routes: []string{"nats-1:99999"}},
+		{Name: "ledger", Listen: "0.0.0.0:6222", Routes: []string{"nats-1:route"}},
+		{Name: "ledger", Listen: "0.0.0.0:6222", Routes: []string{"nats-1:6222", "nats-2:6222", "nats-1:6222"}},
+	} {
+		if err := bad.Validate(); !errors.Is(err, natsauth.ErrBadRoute) {
+			t.Errorf("%+v: %v, want ErrBadRoute", bad, err)
+		}
+	}
+	good := natsauth.Cluster{Name: "ledger", Listen: "0.0.0.0:6222", Routes: []string{"nats-1:6222", "nats-2:6222", "nats-3:6222"}}
+	if err := good.Validate(); err != nil {
+		t.Errorf("%+v: %v", good, err)
+	}
+}
