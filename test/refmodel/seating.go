@@ -120,7 +120,57 @@ func (m *Model) seatKeeper() seats {
 // seatHost seats host h's holdings (what is not seated yet) in passes;
 // pool, when not nil, seats a pool's tier instead of the keeper order
 // (priority, v4priority.go: it is then called for passes 4 and 5 only).
+// Pass 2 is #218's under share_ratio, and under priority with preemption
+// ruling 8's as written when the whole host is seated (skip nil: the
+// keepers' seating, #383; decision 511).
 func (m *Model) seatHost(s seats, h string, skip map[int]bool) {
+	mode := pass2Priority
+	switch {
+	case m.pol.reclaim != events.ReclaimPriority:
+		mode = pass2Restrictive
+	case m.pol.preemption && skip == nil:
+		mode = pass2AsWritten
+	}
+	m.seatHostAs(s, h, skip, mode)
+}
+
+// How the keepers' seating takes ruling 8's pass 2 (the private pools).
+const (
+	// pass2Priority: under priority, where the rounds of #216 seat the
+	// pools (v4priority.go): an ancestor's private part, and a part lent
+	// into a private pool in a restrictive class, in part order.
+	pass2Priority = iota
+	// pass2Restrictive: decision #218 as #332 writes it (seatPools), a
+	// part lent in a restrictive class before the pool's own part.
+	pass2Restrictive
+	// pass2AsWritten: ruling 8's text (seatPoolsAsWritten), in pool X
+	// X's private part, then every part lent into X's pool.
+	pass2AsWritten
+)
+
+// seatReleases is the keepers' seating a release reads outside a
+// rebalance (docs/rules.md section 16: the seating says "which tier a
+// release takes from"). Decision #383 says which seating that is under
+// version 4: ruling 8's order as written under priority with preemption,
+// and #218's restrictive classes first ("restrictiveFirst only under
+// share_ratio or without preemption") under share_ratio and under
+// priority without preemption (decision 512).
+func (m *Model) seatReleases() seats {
+	mode := pass2AsWritten
+	if m.pol.reclaim != events.ReclaimPriority || !m.pol.preemption {
+		mode = pass2Restrictive
+	}
+	s := seats{}
+	for _, h := range m.hostNames() {
+		if m.hosts[h].up {
+			m.seatHostAs(s, h, nil, mode)
+		}
+	}
+	return s
+}
+
+// seatHostAs is seatHost with pass 2 taken as mode says.
+func (m *Model) seatHostAs(s seats, h string, skip map[int]bool, mode int) {
 	size := m.parts(h)
 	var parts []string
 	for p, v := range size {
@@ -186,8 +236,12 @@ func (m *Model) seatHost(s seats, h string, skip map[int]bool) {
 		if skip[pass] {
 			continue
 		}
-		if pass == 2 && m.pol.reclaim != events.ReclaimPriority {
+		if pass == 2 && mode == pass2Restrictive {
 			m.seatPools(parts, holders, seat)
+			continue
+		}
+		if pass == 2 && mode == pass2AsWritten {
+			m.seatPoolsAsWritten(parts, holders, seat)
 			continue
 		}
 		order := parts
@@ -243,6 +297,49 @@ func (m *Model) seatPools(parts, holders []string, seat func(l, p string)) {
 			if x == root {
 				t = len(tiers) - 1
 			}
+			tiers[t] = append(tiers[t], pair{l, p})
+		}
+	}
+	for _, tier := range tiers {
+		for _, pr := range tier {
+			seat(pr.l, pr.p)
+		}
+	}
+}
+
+// seatPoolsAsWritten is ruling 8's pass 2 as written, the keepers'
+// seating under priority with preemption (decision #383: "under priority
+// with preemption the keepers' seating takes ruling 8's order"; decision
+// 511): "the private pools the leaf belongs to, deepest first. In pool X,
+// first X's private part (for the leaves under X), then the parts lent
+// into X's pool: the parts of owners whose deepest common ancestor with
+// the leaf is X, where the leaf may hold them", whatever their class (a
+// part lent across the root is pass 4's). Pools of one depth share their
+// two tiers; in a tier the parts go in part order, each part's holders in
+// keeper order.
+func (m *Model) seatPoolsAsWritten(parts, holders []string, seat func(l, p string)) {
+	type pair struct{ l, p string }
+	maxDepth := 0
+	for _, k := range m.leaves() {
+		maxDepth = max(maxDepth, depthOf(k))
+	}
+	tiers := make([][]pair, 2*(maxDepth+1))
+	for _, p := range parts {
+		for _, l := range holders {
+			if p == root || p == l {
+				continue
+			}
+			var x string
+			sub := 0 // X's private part
+			switch {
+			case !m.isLeaf(p) && under(l, p):
+				x = p
+			case under(l, p) || !m.mayHold(l, p) || dca(l, p) == root:
+				continue
+			default:
+				x, sub = dca(l, p), 1
+			}
+			t := 2*(maxDepth-depthOf(x)) + sub
 			tiers[t] = append(tiers[t], pair{l, p})
 		}
 	}

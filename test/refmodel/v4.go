@@ -141,14 +141,31 @@ func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Tim
 		if best < 0 {
 			break
 		}
+		// the host found, it gives back what it has there in the tier,
+		// whichever part of the tier each slot sits in (section 5: "within
+		// a tier, the host holding most of its slots"; docs/rules.md
+		// section 17: "min(what is left to release, its slots there in that
+		// tier)"), the parts in the same order; "most" is measured again
+		// only before the next host (#234; decision 510)
 		k := ks[best]
-		n := min(amt, f.seat[l][k])
+		var same []hp
+		for _, k2 := range ks {
+			if k2.host == k.host && f.seat[l][k2] > 0 && tier(k2.part) == tier(k.part) {
+				same = append(same, k2)
+			}
+		}
+		sort.Slice(same, func(i, j int) bool { return less(same[i], same[j]) })
+		var n int64
+		for _, k2 := range same {
+			x := min(amt-n, f.seat[l][k2])
+			f.seat.add(l, k2, -x)
+			n += x
+		}
 		f.addAlloc(l, k.host, -n)
-		f.seat.add(l, k, -n)
 		amt -= n
 		f.emit(Decision{Kind: "release", Consumer: l, Host: k.host, Slots: n, Rule: rule, Deadline: deadline})
 		if f.reseat && amt > 0 {
-			f.seat = m.seatKeeper()
+			f.seat = m.seatReleases()
 			ks = ks[:0]
 			for k, v := range f.seat[l] {
 				if v > 0 {
@@ -170,8 +187,9 @@ func (f *fold) releaseV4(l string, amt int64, rule string) {
 		// from what each leaf holds per host (ruling 8, "Seating"), so
 		// it is worked out again after each host the release gives back
 		// on (docs/rules.md section 17, "Releases by tier": "the seating
-		// is worked out again before the next host"; #234; decision #390)
-		f.seat = f.m.seatKeeper()
+		// is worked out again before the next host"; #234; decision #390),
+		// by the keepers' seating #383 gives version 4 (decisions 511, 512)
+		f.seat = f.m.seatReleases()
 		f.reseat = true
 		defer func() { f.seat, f.reseat = nil, false }()
 	}
