@@ -56,6 +56,103 @@ func WithBatchWork(d time.Duration) Option {
 	}
 }
 
+// readAheadBatches is how many batches of messages the projector holds
+// at most when it reads past a window of one pool (readAhead).
+const readAheadBatches = 2
+
+// readAhead reads on past a full window of one pool's messages (the
+// messages carried over and fetched) while the stream has more, up to
+// readAheadBatches batches, and stops at the first message of another
+// pool (decision 515). Fairness sees only the window: a pool alone in it
+// is never set aside, since nothing waits behind it there; but another
+// pool's event appended after a burst of one pool waited, with a window
+// of a batch, until the busy pool had folded all of the burst but a
+// batch (3 s behind 5,000 host events). With the other pool's message in
+// the window, the busy pool's are set aside past its share as usual. An
+// unpartitioned projector only: a partition consumer reads its own pools
+// (a busy pool holds back its partition's), and its fetches go through
+// the pinned consumer. A read ahead that fails returns what it has: the
+// next fetch meets the failure.
+func (p *Projector) readAhead(msgs []jetstream.Msg) []jetstream.Msg {
+	window := len(p.carry) + len(msgs)
+	if p.cfg.part != nil || window < p.cfg.batchSize {
+		return msgs
+	}
+	at := func(i int) jetstream.Msg { // the window's message i
+		if i < len(p.carry) {
+			return p.carry[i].msg
+		}
+		return msgs[i-len(p.carry)]
+	}
+	lone, err := stream.PoolOf(at(0).Subject())
+	if err != nil {
+		return msgs
+	}
+	for i := 1; i < window; i++ {
+		if pool, err := stream.PoolOf(at(i).Subject()); err != nil || pool != lone {
+			return msgs
+		}
+	}
+	for limit := readAheadBatches * p.cfg.batchSize; window < limit; {
+		if md, err := at(window - 1).Metadata(); err != nil || md.NumPending == 0 {
+			return msgs
+		}
+		more, err := collect(p.cons.FetchNoWait(min(p.cfg.batchSize, limit-window)))
+		msgs, window = append(msgs, more...), window+len(more)
+		if err != nil || len(more) == 0 {
+			return msgs
+		}
+		for _, m := range more {
+			if pool, err := stream.PoolOf(m.Subject()); err != nil || pool != lone {
+				return msgs
+			}
+		}
+	}
+	return msgs
+}
+
+// othersBeyond tells whether another pool's message waits in the stream
+// past a window (msgs) that holds one pool's messages only: the stream's
+// last message is past the window and of another pool (decision 515). A
+// read ahead finds the other pools' messages close behind the window;
+// this finds the one appended after a burst longer than the read ahead,
+// and costs one request to the stream leader per batch of a lone pool
+// that the stream goes on past. Fairness then treats it as a message
+// later in the batch: the busy pool folds for its share and its messages
+// past that are set aside, so the projector moves on through the stream
+// to the waiting event instead of folding the whole burst first. Without
+// an answer, or partitioned, nothing is assumed to wait.
+func (p *Projector) othersBeyond(ctx context.Context, msgs []jetstream.Msg) bool {
+	if p.cfg.part != nil || len(msgs) == 0 {
+		return false
+	}
+	lone, err := stream.PoolOf(msgs[0].Subject())
+	if err != nil {
+		return false
+	}
+	for _, m := range msgs[1:] {
+		if pool, err := stream.PoolOf(m.Subject()); err != nil || pool != lone {
+			return false
+		}
+	}
+	md, err := msgs[len(msgs)-1].Metadata()
+	if err != nil || md.NumPending == 0 {
+		return false
+	}
+	m, err := request(ctx, p, func(ctx context.Context) (*stream.Msg, error) {
+		m, ok, err := stream.Last(ctx, p.js.Conn(), "ledger.>")
+		if !ok {
+			return nil, err
+		}
+		return &m, err
+	})
+	if err != nil || m == nil || m.Seq <= md.Sequence.Stream {
+		return false
+	}
+	pool, err := stream.PoolOf(m.Subject)
+	return err == nil && pool != lone && p.mine(pool)
+}
+
 // deferredMsg is a message set aside: what folding it needs, and, when
 // it was set aside from a batch, the message decoded and authenticated
 // already (nil when read back from pending_events).
@@ -123,10 +220,23 @@ func (bg *budget) poolDone(pool string) bool { return bg.byPool[pool] >= bg.quan
 
 // foldDeferred folds the deferred messages of each pool, the one waiting
 // longest first, each for its share of the batch, and notes that their
-// pending_events rows go.
-func (p *Projector) foldDeferred(ctx context.Context, b *batch, bg *budget) error {
-	for _, pool := range p.deferred.order() {
-		for p.deferred.has(pool) && !bg.poolDone(pool) && !bg.done() {
+// pending_events rows go. A pool whose messages are the only ones set
+// aside, with no other pool's message in the batch (msgs) or past it in
+// the stream (beyond), folds for the whole batch: nobody waits behind it (a busy pool set aside for a quiet
+// one's events folds at its full speed again once they are folded).
+func (p *Projector) foldDeferred(ctx context.Context, b *batch, bg *budget, msgs []jetstream.Msg, beyond bool) error {
+	order := p.deferred.order()
+	alone := len(order) == 1 && !beyond
+	for _, m := range msgs {
+		if !alone {
+			break
+		}
+		if pool, err := stream.PoolOf(m.Subject()); err == nil && pool != order[0] && p.mine(pool) {
+			alone = false
+		}
+	}
+	for _, pool := range order {
+		for p.deferred.has(pool) && (alone || !bg.poolDone(pool)) && !bg.done() {
 			d := p.deferred.pools[pool][0]
 			p.deferred.pools[pool] = p.deferred.pools[pool][1:]
 			p.deferred.bytes -= len(d.data)

@@ -21,11 +21,65 @@ func busyPool(m *model, pool string, n int) {
 	for _, h := range hosts {
 		m.publish(pool, h)
 	}
+	hostFlaps(m, pool, n)
+}
+
+// hostFlaps publishes n host events to a pool busyPool set up: hosts
+// going down and up again.
+func hostFlaps(m *model, pool string, n int) {
+	hosts, _, _ := gen.OwnedBench(900)
 	for i := range n / 2 {
 		h := hosts[i%len(hosts)].(*events.HostUp)
 		m.publish(pool, &events.HostDown{Host: h.Host})
 		m.publish(pool, h)
 	}
+}
+
+// TestReadAheadFindsAQuietEventBehindABurst: a quiet pool's event
+// appended in the middle of a busy pool's burst, past the projector's
+// first window of a batch but within its read ahead (decision 515), is
+// folded once the busy pool has had its share, not after the busy pool
+// folded its way to it. The stream's last message is the busy pool's, so
+// only the read ahead can find the event.
+func TestReadAheadFindsAQuietEventBehindABurst(t *testing.T) {
+	js := connectNATS(t, testenv.NATS(t))
+	db := newDB(t)
+	m := newModel(t, js)
+	m.publish("q", &events.PlanChange{Plan: events.Plan{Consumers: []events.Consumer{{Path: "/a"}}}})
+	m.publish("q", &events.HostUp{Host: "h", Slots: 10})
+	busyPool(m, "busy", 0)
+	project(t, New(asProjector(t, js), db, WithLogger(quietLog())), m)
+
+	const batch = 200 // the first window; the read ahead goes to two
+	from := m.last["busy"]
+	hostFlaps(m, "busy", 300) // the quiet event lies 100 past the first window
+	m.publish("q", &events.Demand{Demands: map[string]int64{"/a": 3}})
+	quiet := m.last["q"]
+	hostFlaps(m, "busy", 100)
+
+	// A share of 10 ms: a few host events of the busy pool.
+	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(batch), WithBatchWork(40*time.Millisecond)))
+	began := time.Now()
+	for r.p.Applied("q") < quiet {
+		if time.Since(began) > 30*time.Second {
+			t.Fatal("the quiet event was not projected within 30s")
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	busyFolded := r.p.Applied("busy") - from
+	if err := r.waitFor(t, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the quiet event was projected after %d of the busy pool's 300 events before it (window %d)", busyFolded, batch)
+	// Without the read ahead it came into the window once the busy pool
+	// had folded 101 of them.
+	if busyFolded > 100 {
+		t.Errorf("the quiet event was projected after %d of the busy pool's events before it: the read ahead did not find it", busyFolded)
+	}
+	checkAgainstModel(t, db, m)
 }
 
 // TestBusyPoolDoesNotHoldOthersBack: a pool whose backlog takes seconds
@@ -52,7 +106,10 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 	busyPool(m, "busy", 1000)
 	backlog := m.last["busy"]
 
-	r := start(New(asProjector(t, js), db, WithLogger(quietLog())))
+	// Batches of 250 messages: the backlog is longer than the read ahead
+	// (two batches), so the quiet events appended after it are found by
+	// asking the stream for its last message (decision 515).
+	r := start(New(asProjector(t, js), db, WithLogger(quietLog()), WithBatchSize(250)))
 	began := time.Now()
 	// A quiet event every 40 ms while the backlog folds, each timed from
 	// its append to its projection: how many are measured does not depend
@@ -63,6 +120,7 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 		at   time.Time
 	}
 	var waiting []appended
+	var busyAtFirst uint64 // the busy pool's projection when the first quiet event was projected
 	var worst time.Duration
 	var lags []time.Duration
 	next := time.Now()
@@ -85,6 +143,9 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 				continue
 			}
 			lag := time.Since(w.at)
+			if len(lags) == 0 {
+				busyAtFirst = r.p.Applied("busy")
+			}
 			lags = append(lags, lag)
 			worst = max(worst, lag)
 		}
@@ -109,6 +170,12 @@ func TestBusyPoolDoesNotHoldOthersBack(t *testing.T) {
 	// shared, slow machine; in turn, it waited for the whole backlog.
 	if worst > 2*time.Second {
 		t.Errorf("a quiet pool's event waited %s behind the busy pool, want at most about a batch", worst)
+	}
+	// The first quiet event lies past the backlog; without asking the
+	// stream what is past the read ahead, it came into the window only
+	// once the busy pool had folded all of the backlog but two batches.
+	if busyAtFirst+2*250 >= backlog {
+		t.Errorf("the first quiet event was projected once the busy pool was at %d of %d: the projector folded the backlog up to its read ahead first", busyAtFirst, backlog)
 	}
 	checkAgainstModel(t, db, m)
 	var left int

@@ -162,5 +162,7 @@ func (p *Projector) keepInFlightAlive() (stop func()) {
 }
 
 // maxAckPending is the consumers' MaxAckPending: how many messages may be
-// delivered and not acknowledged at once.
-func (p *Projector) maxAckPending() int { return 4 * p.cfg.batchSize }
+// delivered and not acknowledged at once: the batches the writer holds
+// (three, pipeline.go) and the messages carried over and read ahead
+// (fair.go readAhead). A fetch past it is not answered.
+func (p *Projector) maxAckPending() int { return (3 + readAheadBatches) * p.cfg.batchSize }

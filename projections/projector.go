@@ -59,7 +59,7 @@ type Projector struct {
 	lastStall time.Time
 	// carry is what the last batch fetched but had no time to fold; deferred
 	// the messages set aside for busy pools (fair.go).
-	carry    []jetstream.Msg
+	carry    []carried
 	deferred backlog
 	setAside setAsideCount // what the set-aside gauge adds up (metrics.go)
 	// requestsTimedOut counts the NATS requests that timed out in a row
@@ -267,9 +267,12 @@ func (p *Projector) step(ctx context.Context) error {
 func (p *Projector) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	room := p.cfg.batchSize - len(p.carry)
 	if room <= 0 {
-		return nil, nil // the messages carried over are the next batch
+		return p.readAhead(nil), nil // the messages carried over are the next batch
 	}
 	msgs, err := collect(p.cons.FetchNoWait(room))
+	if err == nil {
+		msgs = p.readAhead(msgs)
+	}
 	if err != nil || len(msgs) > 0 || len(p.carry) > 0 || p.deferred.bytes > 0 || len(p.deferred.pools) > 0 {
 		return msgs, err // never wait while something is left to fold
 	}
@@ -305,8 +308,14 @@ func collect(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
 // messages first: fair.go), writes them in one transaction, then acks.
 func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error {
 	msgs := fetched
+	var decoded []*Decoded // the carried messages' decodings
 	if len(p.carry) > 0 {
-		msgs = append(p.carry, fetched...)
+		msgs = make([]jetstream.Msg, 0, len(p.carry)+len(fetched))
+		decoded = make([]*Decoded, len(p.carry))
+		for i, c := range p.carry {
+			msgs, decoded[i] = append(msgs, c.msg), c.dec
+		}
+		msgs = append(msgs, fetched...)
 		p.carry = nil
 	}
 	if err := p.prefetch(ctx, msgs); err != nil {
@@ -318,27 +327,33 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 	gap := false
 	fillUnread := false // a gap's fill failed to read the stream
 	// an event this build cannot fold: commit what came before, then stop
-	stop := p.foldDeferred(ctx, b, bg)
+	beyond := p.othersBeyond(ctx, msgs)
+	stop := p.foldDeferred(ctx, b, bg, msgs, beyond)
 	later := otherPoolLater(msgs)
-	var rest []jetstream.Msg // the messages from the one being folded on: what a break leaves
-	dec, err := p.decodeBatch(msgs)
+	if beyond {
+		for i := range later {
+			later[i] = true
+		}
+	}
+	rest := -1 // the index of the message being folded: what a break leaves from there on
+	dec, err := p.decodeBatch(msgs, decoded)
 	if err != nil {
 		return err
 	}
 	defer dec.abandon()
 	for i, m := range msgs {
-		rest = msgs[i:]
+		rest = i
 		if stop != nil {
 			break
 		}
 		seq := dec.seq[i]
 		if seq <= b.to { // committed before (redelivery): ack, never apply twice
 			p.delivered = dec.delivery[i]
-			last, rest = m, nil
+			last, rest = m, -1
 			continue
 		}
 		if bg.done() { // this batch has folded enough: the rest is the next one's
-			p.carry = msgs[i:]
+			p.carry = dec.carry(msgs, i)
 			break
 		}
 		follows := p.delivered != 0 && dec.delivery[i] != 0 && dec.delivery[i] == p.delivered+1
@@ -371,7 +386,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			break
 		}
 		b.to, last = seq, m
-		rest = nil
+		rest = -1
 	}
 	if stop != nil && errors.Is(stop, signing.ErrHistory) {
 		// NATS did not answer for the restored log's keys: commit what
@@ -385,7 +400,10 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		// commit what came before, keep the rest (alive: inflight.go)
 		// and fill again after a pause, never stop for that.
 		p.cfg.log.Warn("projector: could not read the stream to fill a gap; reading again", "partition", p.offsetName(), "at", b.to+1, "err", stop)
-		p.carry, p.delivered = rest, 0
+		p.carry, p.delivered = nil, 0
+		if rest >= 0 {
+			p.carry = dec.carry(msgs, rest)
+		}
 		stop, reread = nil, true
 	}
 	p.evict(b)
@@ -425,7 +443,9 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		// sequence makes sure of.
 		p.delivered = 0
 		if p.inflight != nil {
-			p.inflight.drop(rest) // let go unacknowledged: NATS may deliver them again
+			if rest >= 0 {
+				p.inflight.drop(msgs[rest:]) // let go unacknowledged: NATS may deliver them again
+			}
 		}
 		return nil
 	}
@@ -498,6 +518,52 @@ type batchDecoding struct {
 	dec      []Decoded
 	ready    []chan struct{} // one per chunk of decodeChunk messages
 	stop     atomic.Bool
+	// need[i]: message i follows the folded sequence, so it is decoded;
+	// given[i]: its decoding came with it (carried over); decoded[c]:
+	// chunk c was decoded, not spared (read once ready[c] is closed).
+	need, given []bool
+	decoded     []bool
+}
+
+// carried is a message fetched and not folded yet, carried over to the
+// next batch with its decoding when this batch had it (nil: the next
+// batch decodes it). A batch whose fold is slow carries most of what it
+// fetched, and decoding it again each batch spent a core's time on
+// signatures checked already.
+type carried struct {
+	msg jetstream.Msg
+	dec *Decoded
+}
+
+// carry returns msgs from index from on, to carry over, each with its
+// decoding when it is done and final: not when it must be read again
+// (Err: the historical keys were not read) or was passed over.
+func (d *batchDecoding) carry(msgs []jetstream.Msg, from int) []carried {
+	out := make([]carried, len(msgs)-from)
+	for i := from; i < len(msgs); i++ {
+		out[i-from].msg = msgs[i]
+		if d.doneAt(i) && d.dec[i].Err == nil && !d.dec[i].Passed {
+			dec := d.dec[i]
+			out[i-from].dec = &dec
+		}
+	}
+	return out
+}
+
+// doneAt tells, without waiting, whether message i is decoded.
+func (d *batchDecoding) doneAt(i int) bool {
+	if !d.need[i] {
+		return false
+	}
+	if d.given[i] {
+		return true
+	}
+	select {
+	case <-d.ready[i/decodeChunk]:
+		return d.decoded[i/decodeChunk]
+	default:
+		return false
+	}
 }
 
 // wait returns once dec[i] is decoded.
@@ -510,12 +576,15 @@ func (d *batchDecoding) abandon() { d.stop.Store(true) }
 // decodeBatch starts decoding and authenticating a fetched batch ahead
 // of its fold, a chunk per core at a time, in order; the messages at or
 // below the folded sequence (redeliveries) carry only their sequence.
-func (p *Projector) decodeBatch(msgs []jetstream.Msg) (*batchDecoding, error) {
+// given holds the decodings of the first messages carried over from the
+// batch before (nil where there is none); those are not decoded again.
+func (p *Projector) decodeBatch(msgs []jetstream.Msg, given []*Decoded) (*batchDecoding, error) {
 	n := len(msgs)
 	chunks := (n + decodeChunk - 1) / decodeChunk
-	d := &batchDecoding{seq: make([]uint64, n), delivery: make([]uint64, n), dec: make([]Decoded, n), ready: make([]chan struct{}, chunks)}
+	d := &batchDecoding{seq: make([]uint64, n), delivery: make([]uint64, n), dec: make([]Decoded, n), ready: make([]chan struct{}, chunks),
+		need: make([]bool, n), given: make([]bool, n), decoded: make([]bool, chunks)}
 	todo := make([]stream.Msg, n)
-	need := make([]bool, n)
+	need := d.need
 	for i, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
@@ -527,14 +596,21 @@ func (p *Projector) decodeBatch(msgs []jetstream.Msg) (*batchDecoding, error) {
 			d.delivery[i] = md.Sequence.Consumer
 		}
 		if seq > p.folded {
-			todo[i], need[i] = stream.Msg{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}, true
+			need[i] = true
+			if i < len(given) && given[i] != nil && given[i].Seq == seq {
+				d.dec[i], d.given[i] = *given[i], true
+				d.dec[i].Delivery = d.delivery[i]
+				continue
+			}
+			todo[i] = stream.Msg{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}
 		}
 	}
 	keys, want := p.cfg.keys, p.wants()
 	decodeChunkAt := func(c int) {
 		if !d.stop.Load() {
+			d.decoded[c] = true
 			for i := c * decodeChunk; i < min((c+1)*decodeChunk, n); i++ {
-				if need[i] {
+				if need[i] && !d.given[i] {
 					d.dec[i] = Decode(keys, want, todo[i])
 					d.dec[i].Delivery = d.delivery[i]
 				}
