@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -50,9 +51,36 @@ func NewGroup(js jetstream.JetStream, db *pgxpool.Pool, n int, opts ...Option) (
 
 // Run runs every partition until ctx is done (then it returns nil) or one
 // fails for good (then it stops the others and returns that error).
+//
+// The instance takes the projector lock (lock.go: shared among the
+// instances of a partitioned projector) once, on one session, for all
+// its partitions. Each partition took it on a session of its own: an
+// instance held --partitions sessions for one lock, so two instances of
+// 16 partitions needed 32 of the projector role's 30 connections (its
+// CONNECTION LIMIT) before any pool connection, and the second instance
+// retried "too many connections for role" until the first died, its
+// retries taking the connections the first's pool needed (decision 509).
 func (g *Group) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	locker := New(g.js, g.db, slices.Concat(g.opts, []Option{WithPartition(0, g.n)})...)
+	var lock *pgx.Conn
+	err := locker.retry(ctx, "take the projector lock", func() (err error) {
+		lock, err = locker.takeLock(ctx)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil && !isFatal(err) {
+			return nil
+		}
+		return err
+	}
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		locker.holdLock(ctx, lock, cancel)
+	}()
+	defer func() { cancel(nil); <-held }()
 	var wg sync.WaitGroup
 	wg.Go(func() { g.rebalance(ctx) })
 	for k := range g.n {
@@ -73,7 +101,7 @@ func (g *Group) Run(ctx context.Context) error {
 // instance, or whose feed ended, is opened again (and waits for its pin).
 func (g *Group) runPartition(ctx context.Context, k int) error {
 	for ctx.Err() == nil {
-		p := New(g.js, g.db, slices.Concat(g.opts, []Option{WithPartition(k, g.n), func(c *config) { c.healLock = &g.heal }})...)
+		p := New(g.js, g.db, slices.Concat(g.opts, []Option{WithPartition(k, g.n), func(c *config) { c.healLock, c.groupLocked = &g.heal, true }})...)
 		g.mu.Lock()
 		g.parts[k] = p
 		g.mu.Unlock()
@@ -173,11 +201,12 @@ func (g *Group) rebalance(ctx context.Context) {
 //     two and gave a partition away to nobody every TTL, left unfolded
 //     for three TTLs (stayOut).
 //   - The sessions holding the projector lock shared (lock.go): each
-//     partition an instance runs holds one of its own, so they are n
-//     per instance, fewer for a moment while one opens a partition
-//     again; a dead instance's last until PostgreSQL notices its
-//     sessions are gone (at once for a killed process, later for a
-//     machine lost with its connections).
+//     instance holds one (Run; each partition held one of its own
+//     before decision 509, n per instance: an instance of an older
+//     release counts n here, and the pull requests bound the count); a
+//     dead instance's lasts until PostgreSQL notices its session is
+//     gone (at once for a killed process, later for a machine lost with
+//     its connections).
 
 // holdings returns the partitions this instance folds and the fewest
 // pull requests waiting on any partition consumer (0 when it cannot
@@ -216,7 +245,7 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ShareLock' AND l.objsu
   AND l.classid = ((h.k >> 32) & 4294967295)::oid AND l.objid = (h.k & 4294967295)::oid`
 
 // lockHolders is the instances as the holders of the projector lock
-// count them: ceil(holders / n) (0 when PostgreSQL does not answer).
+// count them, one session each (0 when PostgreSQL does not answer).
 func (g *Group) lockHolders(ctx context.Context, p *Projector) int {
 	qctx, cancel := context.WithTimeout(ctx, g.ttl)
 	defer cancel()
@@ -224,5 +253,5 @@ func (g *Group) lockHolders(ctx context.Context, p *Projector) int {
 	if err := g.db.QueryRow(qctx, sqlLockHolders, lockKey(p.cfg.name)).Scan(&holders); err != nil {
 		return 0
 	}
-	return (holders + g.n - 1) / g.n
+	return holders
 }

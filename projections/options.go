@@ -59,6 +59,7 @@ type config struct {
 	instance      string                        // projector_offsets.owner
 	pinnedTTL     time.Duration
 	healLock      *sync.Mutex // a Group's partitions heal the stream one at a time
+	groupLocked   bool        // a Group's partition: the Group holds the projector lock for it
 	until         uint64      // WithUntil: fold up to it with direct gets, then return (until.go)
 	development   bool        // fold the rules version in development (WithDevelopmentRules)
 	syncCommit    bool        // WithSynchronousCommit: wait for PostgreSQL's WAL flush at each commit

@@ -141,7 +141,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	}
 	p.reconnects = p.js.Conn().Stats().Reconnects
 	defer p.observeStop()
-	if p.cfg.until == 0 {
+	if p.cfg.until == 0 && !p.cfg.groupLocked {
 		// Before anything of the consumer or the projection is touched:
 		// a second projector of this name stops here (lock.go).
 		var lock *pgx.Conn
