@@ -606,12 +606,20 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) (string,
 	return out.String(), err
 }
 
-// cleanEnv is the environment without PG* variables, which would
-// otherwise change what initdb, pg_ctl and postgres do.
+// cleanEnv is what initdb, pg_ctl and the server they start get of the
+// caller's environment: where programs are, the locale, the time zone
+// and the temporary directory. PG* variables would change what they do;
+// and the rest was the invoking shell's whole environment, the lines
+// `ledger dev` prints among it once pasted (LEDGER_TOKEN, the admin
+// token; DATABASE_URL, a role's password) and any other secret there,
+// readable in /proc/PID/environ by PostgreSQL's own user for as long as
+// the server ran.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "PATH", name == "LANG", name == "LANGUAGE", name == "TZ", name == "TMPDIR", strings.HasPrefix(name, "LC_"):
 			env = append(env, kv)
 		}
 	}

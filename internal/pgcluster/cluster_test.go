@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,4 +371,38 @@ func TestSecuresATrustCluster(t *testing.T) {
 	}
 	exec1(t, ctx, c2.URL(), "INSERT INTO old VALUES (1)")
 	exec1(t, ctx, c2.URL(), "ALTER TABLE old ADD COLUMN w int") // owner
+}
+
+// TestServerGetsNoSecretOfTheEnvironment: initdb, pg_ctl and the server
+// got the whole environment of the process starting them but PG*, the
+// lines `ledger dev` prints among it once pasted (the admin token, a
+// role's password), readable in /proc/PID/environ by PostgreSQL's user
+// while the server runs. They get the locale, the time zone, PATH and
+// TMPDIR only.
+func TestServerGetsNoSecretOfTheEnvironment(t *testing.T) {
+	t.Setenv("LEDGER_TOKEN", "ldg_not-for-postgres")
+	t.Setenv("DATABASE_URL", "postgres://ledger_reporting:not-for-postgres@127.0.0.1:1/ledger")
+	t.Setenv("LC_ALL", "C")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(reachableDir(t), "pg")
+	startCluster(t, ctx, dataDir, &syncBuffer{})
+	pidFile, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(pidFile), "\n")
+	environ, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(line), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(string(environ), "\x00")
+	for _, kv := range env {
+		if strings.Contains(kv, "not-for-postgres") {
+			t.Errorf("the server's environment holds %q", kv)
+		}
+	}
+	if !slices.Contains(env, "LC_ALL=C") {
+		t.Errorf("the server's environment lacks the locale: %q", env)
+	}
 }
