@@ -197,6 +197,11 @@ func TestErrorsShowNoSecret(t *testing.T) {
 		{"load", "--check", "--ledger-url", "http://127.0.0.1:1", "scenarios/seed/seed-000-priority-reclaim.yaml"},
 		{"serve", "--tokens", "/nonexistent", "--connect-timeout", "1s"},
 		{"status", "--ledger-url", "http://127.0.0.1:1", "--timeout", "1s"},
+		// A ledger URL with credentials (behind a proxy): load printed
+		// its failure with the URL whole.
+		{"load", "--ledger-url", "http://u:" + secretPassword + "@127.0.0.1:1", "scenarios/seed/seed-000-priority-reclaim.yaml"},
+		{"status", "--ledger-url", "http://u:" + secretPassword + "@127.0.0.1:1", "--timeout", "1s"},
+		{"publish", "--ledger-url", "http://u:" + secretPassword + "@127.0.0.1:1", "--pool", "p", "--type", "demand", "--data", `{"demands":{"/a":1}}`},
 	} {
 		cmd := exec.Command(ledger, args...)
 		cmd.Env = env

@@ -79,7 +79,9 @@ func runLoad(ctx context.Context, out, errOut io.Writer, files []string, f loadF
 	for _, file := range files {
 		ok, err := l.file(ctx, file)
 		if err != nil {
-			fmt.Fprintf(out, "   FAIL %v\n", err)
+			// Printed here, not by main's redaction: a password of
+			// --ledger-url or --database-url, and the token, stay hidden.
+			fmt.Fprintf(out, "   FAIL %v\n", redact.Secrets(redact.Error(err, f.ledgerURL, f.databaseURL), f.token))
 		}
 		if err != nil || !ok {
 			failed++
