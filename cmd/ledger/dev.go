@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -169,7 +171,32 @@ func (cfg devConfig) checkRanges() error {
 	case cfg.replicas < 0:
 		return fmt.Errorf("--replicas %d: want 0 (one per server) or more", cfg.replicas)
 	}
+	// A bad --http or --nats was found only once the data directory,
+	// PostgreSQL and NATS were made and started.
+	if err := checkListenAddr("--http", cfg.httpAddr, 1); err != nil {
+		return err
+	}
+	if err := checkListenAddr("--nats", cfg.natsAddr, cfg.natsCluster); err != nil {
+		return err
+	}
 	return checkHTTPLimits(cfg.conns, cfg.tokenLimits)
+}
+
+// checkListenAddr refuses an address that is not host:port with a port
+// (0: any free one) leaving room for n servers on it and the ports after.
+func checkListenAddr(flag, addr string, n int) error {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: want host:port: %w", flag, addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || (port > 0 && port+n-1 > 65535) || port > 65535 {
+		if n > 1 {
+			return fmt.Errorf("%s %q: the port and the %d after it must be ports (0 to 65535; 0: free ones)", flag, addr, n-1)
+		}
+		return fmt.Errorf("%s %q: the port must be 0 to 65535 (0: a free one)", flag, addr)
+	}
+	return nil
 }
 
 func runDev(ctx context.Context, out io.Writer, cfg devConfig) error {

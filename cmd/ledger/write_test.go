@@ -259,7 +259,9 @@ func TestServerFlagsOutOfRangeRefused(t *testing.T) {
 			}
 		}
 	}
-	for _, args := range [][]string{{"--snapshot-every", "0"}, {"--snapshot-every", "-1"}, {"--duplicate-window", "0s"}, {"--duplicate-window", "-1s"}, {"--replicas", "-1"}} {
+	for _, args := range [][]string{{"--snapshot-every", "0"}, {"--snapshot-every", "-1"}, {"--duplicate-window", "0s"}, {"--duplicate-window", "-1s"}, {"--replicas", "-1"},
+		// Found only once PostgreSQL and NATS were made and started.
+		{"--http", "127.0.0.1:99999"}, {"--http", "localhost"}, {"--nats", "127.0.0.1:65535", "--nats-cluster", "3"}} {
 		data := filepath.Join(t.TempDir(), "data")
 		_, _, err := runLedger(t, "", append([]string{"dev", "--data", data, "--http", "127.0.0.1:0", "--nats", "127.0.0.1:0"}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
