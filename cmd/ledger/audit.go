@@ -178,6 +178,23 @@ otherwise matches: someone wrote to the log around the ledger.`,
 	return cmd
 }
 
+// fromWithinLog refuses a --from past the log's end: verify answered
+// "ok: 0 events ... match" (exit 0) and replay "replayed N events",
+// having checked or printed nothing (decision 507, as explain --at).
+func fromWithinLog(ctx context.Context, js jetstream.JetStream, from uint64, what string) error {
+	if from <= 1 {
+		return nil
+	}
+	end, err := stream.LastSeq(ctx, js.Conn())
+	if err != nil {
+		return fmt.Errorf("the log's last sequence: %w", err)
+	}
+	if from > end {
+		return fmt.Errorf("--from %d: past the end of the log (its last sequence is %d): nothing to %s", from, end, what)
+	}
+	return nil
+}
+
 func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool string) error {
 	if err := checkPoolFlag(pool); err != nil {
 		return err
@@ -187,6 +204,9 @@ func runVerify(ctx context.Context, out io.Writer, f logFlags, from uint64, pool
 		return err
 	}
 	defer closeNATS()
+	if err := fromWithinLog(ctx, js, from, "verify"); err != nil {
+		return err
+	}
 	db, err := f.openDB(ctx, true)
 	if err != nil {
 		return err
@@ -272,6 +292,9 @@ func runReplay(ctx context.Context, out, errOut io.Writer, f logFlags, from, to 
 		return err
 	}
 	defer closeNATS()
+	if err := fromWithinLog(ctx, js, from, "replay"); err != nil {
+		return err
+	}
 	db, err := f.openDB(ctx, false)
 	if err != nil {
 		return err

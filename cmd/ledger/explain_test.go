@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -109,6 +110,20 @@ func TestExplainBeforeTheFirstEvent(t *testing.T) {
 		if want := "--at " + at + ": past the end of the log (its last sequence is 2); pool early's last event is sequence 1"; err == nil || err.Error() != want {
 			t.Errorf("explain --at %s past the log's end: %v, want %q", at, err, want)
 		}
+	}
+	// verify said "ok: 0 events ... match" (exit 0) and replay
+	// "replayed 2 events", having checked or printed nothing.
+	_, _, err = runLedger(t, "", append([]string{"audit", "verify", "--from", "3", "--database-url", svc.dbURL}, logArgs...)...)
+	var coded codedError
+	if want := "--from 3: past the end of the log (its last sequence is 2): nothing to verify"; !errors.As(err, &coded) || coded.code != exitNotVerified || !strings.Contains(err.Error(), want) {
+		t.Errorf("audit verify --from past the log's end: %v; want exit %d, %q", err, exitNotVerified, want)
+	}
+	_, _, err = runLedger(t, "", append([]string{"replay", "--from", "3"}, logArgs...)...)
+	if want := "--from 3: past the end of the log (its last sequence is 2): nothing to replay"; err == nil || err.Error() != want {
+		t.Errorf("replay --from past the log's end: %v, want %q", err, want)
+	}
+	if out, _, err := runLedger(t, "", append([]string{"replay", "--from", "2"}, logArgs...)...); err != nil {
+		t.Errorf("replay --from the log's last sequence: %v\n%s", err, out)
 	}
 	_, _, err = runLedger(t, "", append([]string{"explain", "--pool", "never", "--consumer", "/x"}, logArgs...)...)
 	if err == nil || !strings.Contains(err.Error(), "pool never has no events in the log") {
