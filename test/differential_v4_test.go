@@ -29,8 +29,9 @@ var (
 // test/refmodel/testdata/engine-disputes (the spec, worked by hand, sides
 // with the model; TestEngineDisputes checks that the engine still fails
 // each) that refmodel can fold the engine's way (Model.AsEngineOn): a log
-// that agrees so differs only by written-up disputes.
-var v4Disputes []int
+// that agrees so differs only by written-up disputes. 58: an owner's
+// preference for a host as the engine ranks it (withOwnership seed 1000).
+var v4Disputes = []int{58}
 
 // v4Ratchet is, per generator and reclaim mode of a log with ownership,
 // the least share of logs (per mille) that must agree exactly under rules

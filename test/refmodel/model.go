@@ -117,8 +117,9 @@ func NewRules4() *Model {
 // (testdata/engine-disputes/NN-*.yaml) says the engine departs from the
 // spec, so that a differential test can tell the logs that differ only by
 // written-up disputes from the rest. It returns m. Disputes it folds the
-// engine's way: none at present (dispute 1 was settled on the spec's side,
-// docs/decisions.md #323).
+// engine's way: 58 (an owner's preference for a host is the highest of its
+// entries naming the host or its group, ownership.go assignChildren);
+// dispute 1 was settled on the spec's side, docs/decisions.md #323.
 func (m *Model) AsEngineOn(n ...int) *Model {
 	if m.asEngine == nil {
 		m.asEngine = map[int]bool{}

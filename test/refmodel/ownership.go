@@ -490,6 +490,19 @@ func (m *Model) assignChildren(parent string, avail map[string]int64, prev, next
 				}
 			}
 		}
+		if m.asEngine[58] {
+			// engine dispute 58: the engine's preference for a host is the
+			// highest preference of the consumer's entries naming the host
+			// or its group (docs/rules.md section 17, step 0), whichever
+			// entry the assignment gave the host's slots
+			for h := range got {
+				for _, e := range n.own {
+					if e.host == h || (e.group != "" && e.group == m.hosts[h].group) {
+						pref[k][h] = max(pref[k][h], e.pref)
+					}
+				}
+			}
+		}
 		if len(got) > 0 {
 			next[k] = got
 		}
