@@ -204,7 +204,7 @@ func (pl *placement) usedFirst(owner int32) int {
 		c = &partCursor{parts: slices.Clone(pl.idx.byOwner(owner))}
 		slices.SortStableFunc(c.parts, func(a, b int) int {
 			ha, hb := pl.parts[a].host, pl.parts[b].host
-			return cmp.Or(cmpDesc(pl.hostFree(ha), pl.hostFree(hb)), cmp.Compare(pl.hosts[ha].name, pl.hosts[hb].name))
+			return cmp.Or(cmpDesc(pl.hostFree(ha)+pl.vacated(ha), pl.hostFree(hb)+pl.vacated(hb)), cmp.Compare(pl.hosts[ha].name, pl.hosts[hb].name))
 		})
 		pl.useOrder[owner] = c
 	}
@@ -214,6 +214,20 @@ func (pl *placement) usedFirst(owner int32) int {
 		}
 	}
 	return -1
+}
+
+// vacated is what the leaves that are not above their targets sat on on
+// host h as the placement started and step 1 did not keep: slots given
+// up with nobody reclaiming them (a move to another tier).
+func (pl *placement) vacated(h int32) Slots {
+	var n Slots
+	kept := pl.kept[h]
+	for j, x := range pl.holders[h] {
+		if pl.over[x.leaf] == 0 && j < len(kept) {
+			n += x.slots - kept[j]
+		}
+	}
+	return n
 }
 
 // partCursor walks an owner's parts in a fixed order (usedFirst).
