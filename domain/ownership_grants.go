@@ -194,8 +194,9 @@ func (pl *placement) freest(owner int32) int {
 }
 
 // usedFirst returns the owner's part with room left on the host a
-// claimant would use first, most free slots as the placement started,
-// then name; -1 when none has room. The order does not change during
+// claimant would use first, most free slots as the placement started
+// (with what leaves gave up there unreclaimed: vacated, #516), then
+// name; -1 when none has room. The order does not change during
 // step 2 and a part's room only falls, so each owner's list is walked
 // once.
 func (pl *placement) usedFirst(owner int32) int {
@@ -218,7 +219,8 @@ func (pl *placement) usedFirst(owner int32) int {
 
 // vacated is what the leaves that are not above their targets sat on on
 // host h as the placement started and step 1 did not keep: slots given
-// up with nobody reclaiming them (a move to another tier).
+// up with nobody reclaiming them (a move to another tier; #516). Read
+// once step 1 is done (step 2's order of hosts).
 func (pl *placement) vacated(h int32) Slots {
 	var n Slots
 	kept := pl.kept[h]
