@@ -41,8 +41,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -203,6 +205,23 @@ func (f flags) check() error {
 		return fmt.Errorf("--resident-pools %d: want 1 or more pools", f.resident)
 	case f.metricsListen != "" && f.metricsTokens == "":
 		return errors.New("--metrics-listen needs --metrics-tokens FILE: /metrics is never open to anyone (create a token with 'ledger token add --scopes metrics')")
+	}
+	// Taken as they were, a name NATS cannot name a consumer with ("",
+	// "a.b") failed only at the consumer's creation, retried for ever,
+	// and a listener address without a port only once PostgreSQL and
+	// NATS answered.
+	if err := (natsauth.Layout{Name: f.name}).Validate(); err != nil {
+		return fmt.Errorf("--name %q: letters, digits, '-' and '_', 1 to 64 (the durable consumer's name, as ledger nats init --projector-name)", f.name)
+	}
+	for _, l := range []struct{ flag, addr string }{{"--health-listen", f.healthListen}, {"--metrics-listen", f.metricsListen}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(l.addr); err != nil {
+			return fmt.Errorf("%s %q: want host:port: %w", l.flag, l.addr, err)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("%s %q: the port must be 0 to 65535", l.flag, l.addr)
+		}
 	}
 	return nil
 }

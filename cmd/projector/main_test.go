@@ -241,6 +241,12 @@ func TestFlagsOutOfRangeRefused(t *testing.T) {
 		{"--pipeline-rows", "-1"},
 		{"--snapshot-every", "0"}, {"--snapshot-every", "-1"},
 		{"--resident-pools", "0"}, {"--resident-pools", "-1"},
+		// A name NATS cannot name a consumer with failed only at the
+		// consumer's creation, retried for ever; a bad listener only
+		// once PostgreSQL and NATS answered.
+		{"--name", ""}, {"--name", "a.b"}, {"--name", "a>"}, {"--name", strings.Repeat("n", 65)},
+		{"--health-listen", "nope"}, {"--health-listen", "127.0.0.1:70000"},
+		{"--metrics-listen", "nope", "--metrics-tokens", "/nonexistent"},
 	} {
 		var buf bytes.Buffer
 		start := time.Now()
