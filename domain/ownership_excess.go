@@ -83,6 +83,9 @@ func (pl *placement) releaseExcessFirst(left map[int32][]Slots) {
 			e.slots -= k
 			left[e.h][e.j] -= k
 			excess -= k
+			if pl.freeLeft != nil {
+				pl.excessFreed[e.h] += k
+			}
 		}
 	}
 }

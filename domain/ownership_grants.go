@@ -160,7 +160,7 @@ func (pl *placement) freeLeftOn(h int32) Slots {
 	if free, ok := pl.freeLeft[h]; ok {
 		return free
 	}
-	return pl.hostFree(h)
+	return pl.hostFree(h) + pl.excessFreed[h]
 }
 
 // freest returns the owner's part with most freeRoom, then host name; -1

@@ -192,6 +192,10 @@ type placement struct {
 	// freeByOwner, each owner's parts on such hosts (freest).
 	freeLeft    map[int32]Slots
 	freeByOwner map[int32]*partHeap
+	// excessFreed: by host, what owners gave back there as their excess
+	// (releaseExcessFirst), free for the share rules of the same event
+	// (ruling 5): counted with the slots free as the placement started.
+	excessFreed map[int32]Slots
 	useOrder    map[int32]*partCursor // each owner's parts in the order a claimant uses them (usedFirst)
 	hostAt      []int                 // by host: index of its first part (len(parts) when none)
 	keepCand    [][]int               // keepOn's scratch: by part of the host, who may keep there
@@ -391,7 +395,7 @@ func place(t *tree, hosts []host, idx *partIndex, in placeInput, rules placeRule
 		ownOrder: map[int32][]int{}, byOwner: map[int32]*partHeap{}, capRem: in.room, b: bufs,
 		reserved: bufs.reserved, keptSum: bufs.keptSum, keptElse: bufs.keptElse, ineligible: in.ineligible}
 	if rules.freeFirst {
-		pl.freeLeft, pl.freeByOwner, pl.useOrder = map[int32]Slots{}, map[int32]*partHeap{}, map[int32]*partCursor{}
+		pl.freeLeft, pl.freeByOwner, pl.useOrder, pl.excessFreed = map[int32]Slots{}, map[int32]*partHeap{}, map[int32]*partCursor{}, map[int32]Slots{}
 	}
 	pl.hosts0, pl.target, pl.t0, pl.keptAt, pl.reclaimed = in.hosts, in.target, in.target0, map[partLeaf]Slots{}, map[seatKey]Slots{}
 	if pl.hosts0 == nil {
