@@ -336,6 +336,7 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 		}
 	}
 	rest := -1 // the index of the message being folded: what a break leaves from there on
+	took := 0  // messages folded (not set aside) by this batch
 	dec, err := p.decodeBatch(msgs, decoded)
 	if err != nil {
 		return err
@@ -352,7 +353,10 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			last, rest = m, -1
 			continue
 		}
-		if bg.done() { // this batch has folded enough: the rest is the next one's
+		if bg.done() || took >= p.cfg.batchSize {
+			// This batch has folded enough (its work, or a batch of
+			// messages: what is read ahead past that is only looked
+			// at, fair.go): the rest is the next one's.
 			p.carry = dec.carry(msgs, i)
 			break
 		}
@@ -382,8 +386,12 @@ func (p *Projector) process(ctx context.Context, fetched []jetstream.Msg) error 
 			break
 		}
 		dec.wait(i)
+		aside := len(b.pending)
 		if stop = p.take(ctx, b, bg, &dec.dec[i], later[i]); stop != nil {
 			break
+		}
+		if len(b.pending) == aside {
+			took++ // folded, not set aside
 		}
 		b.to, last = seq, m
 		rest = -1
