@@ -270,6 +270,26 @@ func (m *Model) seatHostAs(s seats, h string, skip map[int]bool, mode int) {
 // depth share their two tiers; in a tier the parts go in part order, each
 // part's holders in keeper order.
 func (m *Model) seatPools(parts, holders []string, seat func(l, p string)) {
+	m.seatByPool(parts, holders, seat, func(l, p string) (string, int, bool) {
+		switch {
+		case !m.isLeaf(p) && under(l, p):
+			return p, 1, true // X's private part
+		case under(l, p) || !m.mayHold(l, p):
+			return "", 0, false
+		case !m.restrictiveIn(p, dca(l, p)):
+			return "", 0, false // a lent part every leaf of the pool may use: pass 4
+		default:
+			return dca(l, p), 0, true
+		}
+	})
+}
+
+// seatByPool seats the pairs of a holder and a part in pools: pool says in
+// which private pool X (and which of its two tiers, sub) the leaf is seated
+// on the part, or that it is not seated there in this pass. Pools go
+// deepest first, the root's last; in a tier the parts go in part order,
+// each part's holders in keeper order.
+func (m *Model) seatByPool(parts, holders []string, seat func(l, p string), pool func(l, p string) (x string, sub int, ok bool)) {
 	type pair struct{ l, p string }
 	maxDepth := 0
 	for _, k := range m.leaves() {
@@ -281,17 +301,9 @@ func (m *Model) seatPools(parts, holders []string, seat func(l, p string)) {
 			if p == root || p == l {
 				continue
 			}
-			var x string
-			sub := 1 // X's private part
-			switch {
-			case !m.isLeaf(p) && under(l, p):
-				x = p
-			case under(l, p) || !m.mayHold(l, p):
+			x, sub, ok := pool(l, p)
+			if !ok {
 				continue
-			case !m.restrictiveIn(p, dca(l, p)):
-				continue // a lent part every leaf of the pool may use: pass 4
-			default:
-				x, sub = dca(l, p), 0
 			}
 			t := 2*(maxDepth-depthOf(x)) + sub
 			if x == root {
@@ -318,36 +330,16 @@ func (m *Model) seatPools(parts, holders []string, seat func(l, p string)) {
 // two tiers; in a tier the parts go in part order, each part's holders in
 // keeper order.
 func (m *Model) seatPoolsAsWritten(parts, holders []string, seat func(l, p string)) {
-	type pair struct{ l, p string }
-	maxDepth := 0
-	for _, k := range m.leaves() {
-		maxDepth = max(maxDepth, depthOf(k))
-	}
-	tiers := make([][]pair, 2*(maxDepth+1))
-	for _, p := range parts {
-		for _, l := range holders {
-			if p == root || p == l {
-				continue
-			}
-			var x string
-			sub := 0 // X's private part
-			switch {
-			case !m.isLeaf(p) && under(l, p):
-				x = p
-			case under(l, p) || !m.mayHold(l, p) || dca(l, p) == root:
-				continue
-			default:
-				x, sub = dca(l, p), 1
-			}
-			t := 2*(maxDepth-depthOf(x)) + sub
-			tiers[t] = append(tiers[t], pair{l, p})
+	m.seatByPool(parts, holders, seat, func(l, p string) (string, int, bool) {
+		switch {
+		case !m.isLeaf(p) && under(l, p):
+			return p, 0, true // X's private part
+		case under(l, p) || !m.mayHold(l, p) || dca(l, p) == root:
+			return "", 0, false
+		default:
+			return dca(l, p), 1, true
 		}
-	}
-	for _, tier := range tiers {
-		for _, pr := range tier {
-			seat(pr.l, pr.p)
-		}
-	}
+	})
 }
 
 // repairHost moves each leaf (in path order) off parts of host h it may
