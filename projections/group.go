@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -61,26 +60,12 @@ func NewGroup(js jetstream.JetStream, db *pgxpool.Pool, n int, opts ...Option) (
 // retried "too many connections for role" until the first died, its
 // retries taking the connections the first's pool needed (decision 509).
 func (g *Group) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	locker := New(g.js, g.db, slices.Concat(g.opts, []Option{WithPartition(0, g.n)})...)
-	var lock *pgx.Conn
-	err := locker.retry(ctx, "take the projector lock", func() (err error) {
-		lock, err = locker.takeLock(ctx)
-		return err
-	})
-	if err != nil {
-		if ctx.Err() != nil && !isFatal(err) {
-			return nil
-		}
+	ctx, cancel, release, err := locker.lockHeld(ctx)
+	if release == nil {
 		return err
 	}
-	held := make(chan struct{})
-	go func() {
-		defer close(held)
-		locker.holdLock(ctx, lock, cancel)
-	}()
-	defer func() { cancel(nil); <-held }()
+	defer release()
 	var wg sync.WaitGroup
 	wg.Go(func() { g.rebalance(ctx) })
 	for k := range g.n {

@@ -86,6 +86,34 @@ func (p *Projector) takeLock(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// lockHeld takes the projector lock (retrying while PostgreSQL is away)
+// and holds it (holdLock) until release is called: the context returned
+// ends, with ErrLockLost as its cause, if the lock is lost to another
+// projector, and cancel ends it with another cause. A nil release: the
+// lock was not taken, err says why (nil when ctx ended first). One
+// procedure for an unpartitioned projector (Run) and for a partitioned
+// instance, which holds it once for all its partitions (Group.Run).
+func (p *Projector) lockHeld(ctx context.Context) (held context.Context, cancel context.CancelCauseFunc, release func(), err error) {
+	var lock *pgx.Conn
+	err = p.retry(ctx, "take the projector lock", func() (err error) {
+		lock, err = p.takeLock(ctx)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil && !isFatal(err) {
+			return ctx, nil, nil, nil
+		}
+		return ctx, nil, nil, err
+	}
+	held, cancel = context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.holdLock(held, lock, cancel)
+	}()
+	return held, cancel, func() { cancel(nil); <-done }, nil
+}
+
 // holdLock checks the lock's session every lockCheckEvery until ctx
 // ends, then ends the session (which frees the lock). A session that
 // died lost the lock: it takes it again on a new one, and when another

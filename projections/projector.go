@@ -144,25 +144,12 @@ func (p *Projector) Run(ctx context.Context) error {
 	if p.cfg.until == 0 && !p.cfg.groupLocked {
 		// Before anything of the consumer or the projection is touched:
 		// a second projector of this name stops here (lock.go).
-		var lock *pgx.Conn
-		err := p.retry(ctx, "take the projector lock", func() (err error) {
-			lock, err = p.takeLock(ctx)
-			return err
-		})
-		if err != nil {
-			if ctx.Err() != nil && !isFatal(err) {
-				return nil
-			}
+		var release func()
+		var err error
+		if ctx, _, release, err = p.lockHeld(ctx); release == nil {
 			return err
 		}
-		var stop context.CancelCauseFunc
-		ctx, stop = context.WithCancelCause(ctx)
-		held := make(chan struct{})
-		go func() {
-			defer close(held)
-			p.holdLock(ctx, lock, stop)
-		}()
-		defer func() { stop(nil); <-held }()
+		defer release()
 	}
 	err := p.run(ctx)
 	if cause := context.Cause(ctx); errors.Is(cause, ErrLockLost) {
