@@ -84,14 +84,9 @@ func (p *Projector) readAhead(msgs []jetstream.Msg) []jetstream.Msg {
 		}
 		return msgs[i-len(p.carry)]
 	}
-	lone, err := stream.PoolOf(at(0).Subject())
-	if err != nil {
+	lone, ok := lonePool(window, at)
+	if !ok {
 		return msgs
-	}
-	for i := 1; i < window; i++ {
-		if pool, err := stream.PoolOf(at(i).Subject()); err != nil || pool != lone {
-			return msgs
-		}
 	}
 	for limit := readAheadBatches * p.cfg.batchSize; window < limit; {
 		if md, err := at(window - 1).Metadata(); err != nil || md.NumPending == 0 {
@@ -102,13 +97,29 @@ func (p *Projector) readAhead(msgs []jetstream.Msg) []jetstream.Msg {
 		if err != nil || len(more) == 0 {
 			return msgs
 		}
-		for _, m := range more {
-			if pool, err := stream.PoolOf(m.Subject()); err != nil || pool != lone {
-				return msgs
-			}
+		if pool, ok := lonePool(len(more), func(i int) jetstream.Msg { return more[i] }); !ok || pool != lone {
+			return msgs
 		}
 	}
 	return msgs
+}
+
+// lonePool returns the pool of the n messages at(0), ..., at(n-1) when
+// they are all one pool's: a window readAhead and othersBeyond look past.
+func lonePool(n int, at func(int) jetstream.Msg) (string, bool) {
+	if n == 0 {
+		return "", false
+	}
+	lone, err := stream.PoolOf(at(0).Subject())
+	if err != nil {
+		return "", false
+	}
+	for i := 1; i < n; i++ {
+		if pool, err := stream.PoolOf(at(i).Subject()); err != nil || pool != lone {
+			return "", false
+		}
+	}
+	return lone, true
 }
 
 // othersBeyond tells whether another pool's message waits in the stream
@@ -123,17 +134,12 @@ func (p *Projector) readAhead(msgs []jetstream.Msg) []jetstream.Msg {
 // to the waiting event instead of folding the whole burst first. Without
 // an answer, or partitioned, nothing is assumed to wait.
 func (p *Projector) othersBeyond(ctx context.Context, msgs []jetstream.Msg) bool {
-	if p.cfg.part != nil || len(msgs) == 0 {
+	if p.cfg.part != nil {
 		return false
 	}
-	lone, err := stream.PoolOf(msgs[0].Subject())
-	if err != nil {
+	lone, ok := lonePool(len(msgs), func(i int) jetstream.Msg { return msgs[i] })
+	if !ok {
 		return false
-	}
-	for _, m := range msgs[1:] {
-		if pool, err := stream.PoolOf(m.Subject()); err != nil || pool != lone {
-			return false
-		}
 	}
 	md, err := msgs[len(msgs)-1].Metadata()
 	if err != nil || md.NumPending == 0 {
