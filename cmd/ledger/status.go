@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,7 +60,9 @@ connected, the stream taking writes, whether or not PostgreSQL answers),
 1 when it cannot. With --readyz it asks GET /readyz, the readiness probe:
 exit 0 while PostgreSQL answers and the projection is current (ok, or
 degraded by halted pools), 1 otherwise. Container healthchecks for the
-distroless image, which has no shell or HTTP client of its own.`,
+distroless image, which has no shell or HTTP client of its own. With
+--json either prints the probe's JSON answer (indented), the failing
+one's (503) too, with the same exit status.`,
 		Example: `  ledger status
   LEDGER_URL=https://ledger.example:8080 ledger status --json | jq .projectors`,
 		Args: cobra.NoArgs,
@@ -75,16 +78,16 @@ distroless image, which has no shell or HTTP client of its own.`,
 			case healthz && readyz:
 				return errors.New("--healthz or --readyz, not both")
 			case healthz:
-				return runHealthz(ctx, cmd.OutOrStdout(), ledgerURL)
+				return runHealthz(ctx, cmd.OutOrStdout(), ledgerURL, asJSON)
 			case readyz:
-				return runReadyz(ctx, cmd.OutOrStdout(), ledgerURL)
+				return runReadyz(ctx, cmd.OutOrStdout(), ledgerURL, asJSON)
 			}
 			return runStatus(ctx, cmd.OutOrStdout(), client.New(ledgerURL, client.WithToken(token), client.FailFastWhenDown()), asJSON)
 		},
 	}
 	addLedgerURLFlag(cmd, &ledgerURL)
 	addLedgerTokenFlag(cmd, &token)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ledger's JSON answer (indented) instead of the summary")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ledger's JSON answer (indented) instead of the summary (with --healthz or --readyz: the probe's)")
 	cmd.Flags().BoolVar(&healthz, "healthz", false, "probe GET /healthz (no token), liveness: exit 0 while this instance can append, 1 otherwise")
 	cmd.Flags().BoolVar(&readyz, "readyz", false, "probe GET /readyz (no token), readiness: exit 0 while PostgreSQL answers and the projection is current, 1 otherwise")
 	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Second, "how long to wait for the ledger's answer")
@@ -123,9 +126,12 @@ func runStatus(ctx context.Context, out io.Writer, c *client.Client, asJSON bool
 }
 
 // runHealthz probes /healthz: 200 is live, anything else (503 with the
-// failing part named) is not.
-func runHealthz(ctx context.Context, out io.Writer, ledgerURL string) error {
+// failing part named) is not. asJSON prints the probe's answer as it is.
+func runHealthz(ctx context.Context, out io.Writer, ledgerURL string, asJSON bool) error {
 	var h api.HealthResponse
+	if asJSON {
+		return probeJSON(ctx, out, client.New(ledgerURL, client.FailFastWhenDown()), "/healthz")
+	}
 	if err := client.New(ledgerURL, client.FailFastWhenDown()).Get(ctx, "/healthz", &h); err != nil {
 		return fmt.Errorf("healthz: %w", err)
 	}
@@ -134,8 +140,11 @@ func runHealthz(ctx context.Context, out io.Writer, ledgerURL string) error {
 }
 
 // runReadyz probes /readyz: 200 (ok or degraded) is ready, anything else
-// (503) is not.
-func runReadyz(ctx context.Context, out io.Writer, ledgerURL string) error {
+// (503) is not. asJSON prints the probe's answer as it is.
+func runReadyz(ctx context.Context, out io.Writer, ledgerURL string, asJSON bool) error {
+	if asJSON {
+		return probeJSON(ctx, out, client.New(ledgerURL), "/readyz")
+	}
 	var r api.ReadyResponse
 	if err := client.New(ledgerURL).Get(ctx, "/readyz", &r); err != nil {
 		return fmt.Errorf("readyz: %w", err)
@@ -145,6 +154,36 @@ func runReadyz(ctx context.Context, out io.Writer, ledgerURL string) error {
 		lag = fmt.Sprintf("%.1fs", *r.LagSeconds)
 	}
 	fmt.Fprintf(out, "%s (postgres %s, projection %s, lag %s, %d halted pools)\n", r.Status, r.Postgres, r.Projection, lag, len(r.HaltedPools))
+	return nil
+}
+
+// probeJSON prints a probe's JSON answer, indented: a 200's, and a
+// failing probe's (503, whose body is the same shape naming the part
+// that fails), which then exits 1 as the summary does. An answer that is
+// not the probe's JSON (a proxy's page, no ledger) is an error.
+func probeJSON(ctx context.Context, out io.Writer, c *client.Client, path string) error {
+	var raw json.RawMessage
+	err := c.Get(ctx, path, &raw)
+	var ce *client.Error
+	failing := errors.As(err, &ce) && ce.Status == http.StatusServiceUnavailable && json.Valid([]byte(ce.Message)) &&
+		strings.HasPrefix(strings.TrimSpace(ce.Message), "{")
+	switch {
+	case failing:
+		raw = json.RawMessage(ce.Message)
+	case err != nil:
+		return fmt.Errorf("%s: %w", strings.TrimPrefix(path, "/"), err)
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return fmt.Errorf("%s: the ledger's answer: %w", strings.TrimPrefix(path, "/"), err)
+	}
+	b.WriteByte('\n')
+	if _, err := out.Write(b.Bytes()); err != nil {
+		return err
+	}
+	if failing {
+		return exitError{code: 1}
+	}
 	return nil
 }
 

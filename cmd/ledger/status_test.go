@@ -3,13 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/api"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
 // ledger status prints the summary (exit 0 when ok), --json the API's
@@ -132,5 +138,72 @@ func TestStatusRefusesNonPositiveTimeout(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--timeout") || !strings.Contains(err.Error(), "want a positive duration") {
 			t.Errorf("status --timeout %s: %v", v, err)
 		}
+	}
+}
+
+// TestStatusProbesPrintJSON: `ledger status --json --healthz` (and
+// --readyz) prints the probe's JSON answer, as README's `[--json]
+// [--healthz|--readyz]` reads; it printed the text line before, --json
+// ignored. A failing probe (503: this API's NATS connection closed)
+// prints its JSON too, naming the part, and exits 1 as without --json.
+func TestStatusProbesPrintJSON(t *testing.T) {
+	svc := startService(t)
+	url := "--ledger-url=" + svc.ledgerURL
+	for _, probe := range []string{"--healthz", "--readyz"} {
+		out, errOut, err := runLedger(t, "", "status", url, probe, "--json")
+		var doc map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &doc) != nil || doc["status"] == nil {
+			t.Fatalf("status %s --json: %v %s: want the probe's JSON, got %q", probe, err, errOut, out)
+		}
+		if probe == "--healthz" && (doc["nats"] != "ok" || doc["stream"] != "ok") {
+			t.Errorf("status --healthz --json: %v", doc)
+		}
+		if probe == "--readyz" && doc["postgres"] != "ok" {
+			t.Errorf("status --readyz --json: %v", doc)
+		}
+	}
+
+	// An API of its own, as ledger serve holds it, whose NATS connection
+	// then closes: /healthz answers 503.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc := testenv.Connect(t, svc.natsURL, natsauth.Ledger)
+	js, _ := jetstream.New(nc)
+	db, err := pgxpool.New(ctx, svc.roles.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, tokens := testenv.AdminToken(t)
+	srv, err := api.New(ctx, js, db, api.WithTokens(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	nc.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, err := runLedger(t, "", "status", "--ledger-url="+hs.URL, "--healthz", "--json")
+		var doc map[string]any
+		jerr := json.Unmarshal([]byte(out), &doc)
+		if exitCode(err) == 1 {
+			if jerr != nil || doc["status"] == "ok" || doc["nats"] == "ok" {
+				t.Fatalf("failing status --healthz --json: %v: want the probe's JSON naming NATS, got %q", err, out)
+			}
+			var ee exitError
+			if !errors.As(err, &ee) {
+				t.Errorf("failing status --healthz --json: %v: want exit 1 without a message (the JSON says it)", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz still live 20s after NATS closed: %v %q", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// No ledger: an error, as without --json.
+	if _, _, err := runLedger(t, "", "status", "--ledger-url=http://"+freePort(t), "--readyz", "--json"); exitCode(err) != 1 || !strings.Contains(err.Error(), "no ledger listening") {
+		t.Errorf("status --readyz --json with no ledger: %v", err)
 	}
 }
