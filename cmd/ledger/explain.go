@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cluster-ledger/ledger/domain"
+	"github.com/cluster-ledger/ledger/events"
 	"github.com/cluster-ledger/ledger/internal/audit"
 	"github.com/cluster-ledger/ledger/internal/explain"
 	"github.com/cluster-ledger/ledger/internal/scenario"
@@ -98,9 +99,9 @@ func parseAt(at string) (limit, error) {
 		}
 		return limit{seq: seq}, nil
 	}
-	t, err := time.Parse(time.RFC3339, at)
+	t, err := events.ParseTime(at)
 	if err != nil {
-		return limit{}, fmt.Errorf("--at %q: want a sequence number or an RFC 3339 time like 2026-11-21T12:00:00Z", at)
+		return limit{}, fmt.Errorf("--at: want a sequence number, or a time: %w", err)
 	}
 	if t.IsZero() {
 		return limit{}, fmt.Errorf("--at %q: before every event of every pool (leave --at out for the end)", at)

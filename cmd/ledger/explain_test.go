@@ -2,11 +2,15 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cluster-ledger/ledger/internal/explain"
 	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/scenario"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -128,5 +132,51 @@ func TestExplainBeforeTheFirstEvent(t *testing.T) {
 	_, _, err = runLedger(t, "", append([]string{"explain", "--pool", "never", "--consumer", "/x"}, logArgs...)...)
 	if err == nil || !strings.Contains(err.Error(), "pool never has no events in the log") {
 		t.Errorf("explain of a pool without events: %v", err)
+	}
+}
+
+// TestLeapSecondAt: explain --at and what-if --at, and a scenario
+// file's event time, read a leap second (:60) as the next minute's first
+// instant, as the API, the console and PostgreSQL do (decision 520);
+// they refused it before, each in its own words (what-if's file with
+// Go's "second out of range"). With a fraction (60.5) each refuses it
+// with the one message. explain --file folds a scenario whose first
+// event is at the scenario epoch, 2026-01-01T00:00:00Z:
+// 2025-12-31T23:59:60Z is that instant, so it has that event.
+func TestLeapSecondAt(t *testing.T) {
+	seed := "../../test/scenarios/seed/seed-000-priority-reclaim.yaml"
+	out, _, err := runLedger(t, "", "explain", "--file", seed, "--consumer", "/A", "--at", "2025-12-31T23:59:60Z")
+	if err != nil || !strings.Contains(out, "at sequence 1 ") {
+		t.Errorf("explain --file --at 2025-12-31T23:59:60Z: %v\n%s", err, out)
+	}
+	if _, _, err := runLedger(t, "", "explain", "--file", seed, "--consumer", "/A", "--at", "2025-12-31T23:59:59Z"); err == nil {
+		t.Errorf("explain --file --at 2025-12-31T23:59:59Z (before the first event) answered")
+	}
+
+	const refusal = `"2025-12-31T23:59:60.5Z" is not an RFC 3339 time like 2026-01-02T15:04:05Z`
+	leapFile := filepath.Join(t.TempDir(), "leap.yaml")
+	if err := os.WriteFile(leapFile, []byte("events:\n  - {type: demand, time: \"2025-12-31T23:59:60.5Z\", demands: {/A: 1}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"explain", "--file", seed, "--consumer", "/A", "--at", "2025-12-31T23:59:60.5Z"},
+		{"explain", "--pool", "p", "--consumer", "/A", "--nats-url", "nats://127.0.0.1:1", "--at", "2025-12-31T23:59:60.5Z"},
+		{"what-if", "--pool", "p", "--file", seed, "--ledger-url", "http://127.0.0.1:1", "--at", "2025-12-31T23:59:60.5Z"},
+		{"what-if", "--pool", "p", "--file", leapFile, "--ledger-url", "http://127.0.0.1:1"},
+	} {
+		if _, _, err := runLedger(t, "", args...); err == nil || !strings.Contains(err.Error(), refusal) {
+			t.Errorf("%v: %v, want %s", args, err, refusal)
+		}
+	}
+	lim, err := parseAt("2016-12-31T23:59:60Z")
+	if err != nil || !lim.t.Equal(time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("--at 2016-12-31T23:59:60Z: %v, %v; want 2017-01-01T00:00:00Z", lim, err)
+	}
+	if err := os.WriteFile(leapFile, []byte("events:\n  - {type: demand, time: \"2016-12-31T23:59:60Z\", demands: {/A: 1}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := scenario.ParseEventsFile(leapFile)
+	if err != nil || len(evs) != 1 || evs[0].Time == nil || !evs[0].Time.Equal(time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("a scenario event at 2016-12-31T23:59:60Z: %v, %v; want it at 2017-01-01T00:00:00Z", evs, err)
 	}
 }

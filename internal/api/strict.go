@@ -112,6 +112,7 @@ func (w *walker) keyString() string {
 var (
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
 	timeType        = reflect.TypeFor[time.Time]()
+	reqTimeType     = reflect.TypeFor[reqTime]()
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 )
 
@@ -122,7 +123,7 @@ func container(t reflect.Type) bool {
 		t = t.Elem()
 	}
 	switch {
-	case t == rawMessageType || t == timeType || t.Kind() == reflect.Interface:
+	case t == rawMessageType || t == timeType || t == reqTimeType || t.Kind() == reflect.Interface:
 		return false
 	case t.Kind() != reflect.Slice && reflect.PointerTo(t).Implements(unmarshalerType):
 		return false
@@ -150,7 +151,7 @@ func (w *walker) valueAt(t reflect.Type, keyed bool) *apiError {
 	switch {
 	case t == rawMessageType, t.Kind() == reflect.Interface:
 		return w.syntax(w.dec.SkipValue(), keyed)
-	case t == timeType:
+	case t == timeType || t == reqTimeType:
 		v, err := w.dec.ReadValue()
 		if err != nil {
 			return w.syntax(err, keyed)
@@ -162,8 +163,8 @@ func (w *walker) valueAt(t reflect.Type, keyed bool) *apiError {
 			return w.wrongKind(keyed, "an RFC 3339 time as a string", v.Kind())
 		}
 		s, _ := jsontext.AppendUnquote(nil, v)
-		if _, err := time.Parse(time.RFC3339Nano, string(s)); err != nil {
-			return malformedField(w.path(keyed), "%.40q is not an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+		if _, err := events.ParseTime(string(s)); err != nil {
+			return malformedField(w.path(keyed), "%v", err)
 		}
 		return nil
 	case t.Kind() != reflect.Slice && reflect.PointerTo(t).Implements(unmarshalerType):

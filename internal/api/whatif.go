@@ -114,8 +114,34 @@ type whatIfBody struct {
 	// AtSeq is a pointer so that an at_seq of 0, which names no point,
 	// is told from one left out (now).
 	AtSeq  *uint64           `json:"at_seq,omitempty"`
-	AtTime *time.Time        `json:"at_time,omitempty"`
+	AtTime *reqTime          `json:"at_time,omitempty"`
 	Events []json.RawMessage `json:"events"`
+}
+
+// whatIfEvent is client.WhatIfEvent as the API reads it: its time by
+// events.ParseTime (a leap second too, decision 520).
+type whatIfEvent struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+	Time *reqTime        `json:"time,omitempty"`
+}
+
+// reqTime is a time of a request's body, read by events.ParseTime, the
+// one reading of a time given to the ledger (decision 520); checkJSON
+// checks it as a time.
+type reqTime time.Time
+
+func (t *reqTime) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := events.ParseTime(s)
+	if err != nil {
+		return err
+	}
+	*t = reqTime(v)
+	return nil
 }
 
 // postWhatIf answers what hypothetical events would do to a pool, forked
@@ -208,8 +234,8 @@ func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event
 	case rq.AtSeq != nil && *rq.AtSeq == 0:
 		// Taken as "not given" it forked the present.
 		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "at_seq 0: sequences start at 1 (leave at_seq out for now)")
-	case rq.AtTime != nil && rq.AtTime.IsZero():
-		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "at_time %s: before every event of every pool (leave at_time out for now)", rq.AtTime.Format(time.RFC3339))
+	case rq.AtTime != nil && time.Time(*rq.AtTime).IsZero():
+		return whatif.Point{}, nil, badRequest(ReasonBadRequest, "at_time %s: before every event of every pool (leave at_time out for now)", time.Time(*rq.AtTime).Format(time.RFC3339))
 	}
 	if len(rq.Events) > MaxWhatIfEvents {
 		return whatif.Point{}, nil, badRequest(ReasonTooManyEvents, "%d events: a what-if folds at most %d", len(rq.Events), MaxWhatIfEvents)
@@ -219,7 +245,7 @@ func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event
 		point.Seq = *rq.AtSeq
 	}
 	if rq.AtTime != nil {
-		point.Time = *rq.AtTime
+		point.Time = time.Time(*rq.AtTime)
 	}
 	evs := make([]whatif.Event, len(rq.Events))
 	d := decoder{producer: producer}
@@ -228,7 +254,7 @@ func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event
 			aerr.index = at(i)
 			return whatif.Point{}, nil, aerr
 		}
-		var e client.WhatIfEvent
+		var e whatIfEvent
 		if err := json.Unmarshal(raw, &e); err != nil {
 			aerr := jsonReadFailure(err, "the event")
 			aerr.index = at(i)
@@ -238,7 +264,11 @@ func decodeWhatIf(body io.Reader, producer string) (whatif.Point, []whatif.Event
 		if aerr != nil {
 			return whatif.Point{}, nil, aerr
 		}
-		evs[i] = whatif.Event{Payload: in.payload, Time: e.Time}
+		evs[i] = whatif.Event{Payload: in.payload}
+		if e.Time != nil {
+			at := time.Time(*e.Time)
+			evs[i].Time = &at
+		}
 	}
 	return point, evs, nil
 }

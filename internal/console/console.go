@@ -359,9 +359,9 @@ func (c *Console) getAsOf(w http.ResponseWriter, r *http.Request) {
 	case q.Get("seq") != "":
 		seq, err = parseSeq("seq", q.Get("seq"))
 	case q.Get("time") != "":
-		at, err = time.Parse(time.RFC3339Nano, q.Get("time"))
+		at, err = events.ParseTime(q.Get("time"))
 		if err != nil {
-			err = fmt.Errorf("time %q: want an RFC 3339 time like 2026-11-21T12:00:00Z", q.Get("time"))
+			err = fmt.Errorf("time: %w", err)
 		}
 	default:
 		err = errors.New("give seq=N or time=RFC3339")

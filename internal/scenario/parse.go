@@ -223,8 +223,12 @@ func parseEvent(fields map[string]json.RawMessage) (Event, error) {
 	}
 	delete(fields, "type")
 	if t, ok := fields["time"]; ok {
-		var at time.Time
-		if err := json.Unmarshal(t, &at); err != nil {
+		var text string
+		if err := json.Unmarshal(t, &text); err != nil {
+			return ev, fmt.Errorf("time: want an RFC 3339 time as a string like 2026-01-02T15:04:05Z")
+		}
+		at, err := events.ParseTime(text)
+		if err != nil {
 			return ev, fmt.Errorf("time: %w", err)
 		}
 		ev.Time = &at
