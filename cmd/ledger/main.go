@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -94,21 +95,43 @@ func main() {
 	root.InitDefaultCompletionCmd()
 	versionEverywhere(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := root.ExecuteContext(ctx)
+	code := execute(ctx, os.Stderr)
 	stop()
+	os.Exit(code)
+}
+
+// execute runs the command line under ctx (ended by SIGINT or SIGTERM),
+// writes its error to stderr and returns the exit status. A command
+// that a signal stopped says so, in the ledger's words: it printed the
+// cancellation as its last call failed with it ("context canceled", or
+// the PostgreSQL driver's "timeout: context already done"), as if
+// something had gone wrong. The exit status is the command's own (audit
+// verify's 3: it could not verify).
+func execute(ctx context.Context, stderr io.Writer) int {
+	cmd, err := root.ExecuteContextC(ctx)
 	var ee exitError
 	switch {
+	case err == nil:
+		return 0
 	case errors.As(err, &ee):
-		os.Exit(ee.code)
-	case err != nil:
-		// The last line of defence: no password of a URL, and not the
-		// token, whatever quoted them.
-		fmt.Fprintln(os.Stderr, "ledger:", redact.Secrets(redact.Error(err, os.Getenv(EnvDatabaseURL)), os.Getenv(EnvLedgerToken)))
-		code := 1
-		var ce codedError
-		if errors.As(err, &ce) {
-			code = ce.code
-		}
-		os.Exit(code)
+		return ee.code
 	}
+	code := 1
+	var ce codedError
+	if errors.As(err, &ce) {
+		code = ce.code
+	}
+	if ctx.Err() != nil && cmd != nil {
+		msg := cmd.CommandPath() + ": interrupted (SIGINT or SIGTERM) before it finished"
+		if !errors.Is(err, context.Canceled) {
+			// Something else failed meanwhile: said too.
+			msg += fmt.Sprintf("; %v", redact.Secrets(redact.Error(err, os.Getenv(EnvDatabaseURL)), os.Getenv(EnvLedgerToken)))
+		}
+		fmt.Fprintln(stderr, msg)
+		return code
+	}
+	// The last line of defence: no password of a URL, and not the
+	// token, whatever quoted them.
+	fmt.Fprintln(stderr, "ledger:", redact.Secrets(redact.Error(err, os.Getenv(EnvDatabaseURL)), os.Getenv(EnvLedgerToken)))
+	return code
 }
