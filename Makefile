@@ -30,7 +30,8 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
 # The engine's per-event benchmarks run 2000 events each, those of pools
-# with ownership too (demand and release take the kept fold); the events
+# with ownership too (demand and release take the kept fold; 500 on a
+# pool whose owners own group slots spread over every host); the events
 # that recompute a whole pool (host and plan events with ownership, the
 # worst-case plan) 20, beside the plain pools' figures of the same run.
 # A what-if on a 1,500-leaf pool (about the largest plan the API takes)
@@ -38,6 +39,7 @@ chromium:
 bench: build
 	$(GO) test -run '^$$' -bench . -skip 'Owned|WorstCase' -benchmem -benchtime 2000x ./domain/
 	$(GO) test -run '^$$' -bench 'Owned(Demand|Release)' -skip 'Rules4' -benchmem -benchtime 2000x ./domain/
+	$(GO) test -run '^$$' -bench 'OwnedGroupDemand' -benchmem -benchtime 500x ./domain/
 	$(GO) test -run '^$$' -bench 'OwnedDemandRules4' -benchmem -benchtime 20x ./domain/
 	$(GO) test -run '^$$' -bench 'Owned(Host|Plan)|WorstCase' -benchmem -benchtime 20x ./domain/
 	$(GO) test -run '^$$' -bench 'WhatIf' -benchtime 10x ./internal/api/

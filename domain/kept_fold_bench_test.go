@@ -23,6 +23,14 @@ func ownedBenchPool(b testing.TB, n int, policy events.Policy) (*domain.Pool, []
 func ownedBenchPoolAs(b testing.TB, n int, policy events.Policy, v domain.RulesVersion) (*domain.Pool, []string, *rand.Rand, []events.Consumer) {
 	b.Helper()
 	hosts, cs, leaves := gen.OwnedBench(n)
+	p, rng := ownedPool(b, hosts, cs, leaves, policy, v)
+	return p, leaves, rng, cs
+}
+
+// ownedPool folds hosts, a plan of cs under policy and rules v, and a
+// first round of demand (0..4 a leaf).
+func ownedPool(b testing.TB, hosts []events.Payload, cs []events.Consumer, leaves []string, policy events.Policy, v domain.RulesVersion) (*domain.Pool, *rand.Rand) {
+	b.Helper()
 	p := domain.NewPool("bench", domain.WithDevelopmentRules())
 	seq := uint64(0)
 	apply := func(ev events.Payload) {
@@ -41,7 +49,7 @@ func ownedBenchPoolAs(b testing.TB, n int, policy events.Policy, v domain.RulesV
 		d.Demands[l] = int64(rng.IntN(5))
 	}
 	apply(d)
-	return p, leaves, rng, cs
+	return p, rng
 }
 
 var ownedBenchSizes = []int{1000, 10000}
@@ -72,6 +80,19 @@ func BenchmarkOwnedDemandRules4(b *testing.B) {
 				timed(b, p, demandEvents(leaves, rng))
 			})
 		}
+	}
+}
+
+// BenchmarkOwnedGroupDemand is BenchmarkOwnedDemand on a pool whose
+// owners own group slots spread over every host (gen.OwnedGroups), where
+// the leaves' keeps compete for the owners' parts.
+func BenchmarkOwnedGroupDemand(b *testing.B) {
+	for _, n := range ownedBenchSizes {
+		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
+			hosts, cs, leaves := gen.OwnedGroups(n)
+			p, rng := ownedPool(b, hosts, cs, leaves, benchPolicies[2].policy, domain.RulesV3)
+			timed(b, p, demandEvents(leaves, rng))
+		})
 	}
 }
 

@@ -227,3 +227,57 @@ func benchShaped(n, nEvents int) gen.Scenario {
 	}
 	return sc
 }
+
+// TestKeptFoldMatchesFullGroups: the same on a pool whose owners own
+// group slots spread over every host (groupShaped), with host events: the
+// leaves' keeps compete for the owners' parts, so runs cut keeps and wake
+// quiet leaves (kept_placement.go) on most events.
+func TestKeptFoldMatchesFullGroups(t *testing.T) {
+	for seed, reclaim := range []string{"share_ratio", "priority", "share_ratio", "priority"} {
+		f, pl, err := foldKept(groupShaped(300, 250, uint64(seed)), seed >= 2, reclaim)
+		if err != nil {
+			t.Fatalf("%s, seed %d: %v", reclaim, seed, err)
+		}
+		if f < 200 || pl < 200 {
+			t.Fatalf("%s, seed %d: only %d folds and %d placements compared", reclaim, seed, f, pl)
+		}
+	}
+}
+
+// groupShaped is a log on gen.OwnedGroups' pool of n leaves under
+// share_ratio: the hosts, the plan, a first round of demand, then nEvents
+// demand changes, releases and hosts going down and up.
+func groupShaped(n, nEvents int, seed uint64) gen.Scenario {
+	hosts, cs, leaves := gen.OwnedGroups(n)
+	sc := gen.Scenario{Events: hosts}
+	sc.Events = append(sc.Events, &events.PlanChange{Plan: events.Plan{Rules: int(RulesV3), Policy: events.Policy{Reclaim: "share_ratio"}, Consumers: cs}})
+	rng := gen.NewRand(seed)
+	first := &events.Demand{Demands: map[string]int64{}}
+	for _, l := range leaves {
+		first.Demands[l] = int64(rng.Intn(8))
+	}
+	sc.Events = append(sc.Events, first)
+	down := map[int]bool{}
+	for range nEvents {
+		l := leaves[rng.Intn(len(leaves))]
+		switch r := rng.Intn(100); {
+		case r < 70:
+			d := &events.Demand{Demands: map[string]int64{l: int64(rng.Intn(8))}}
+			for range rng.Intn(3) {
+				d.Demands[leaves[rng.Intn(len(leaves))]] = int64(rng.Intn(8))
+			}
+			sc.Events = append(sc.Events, d)
+		case r < 95:
+			sc.Events = append(sc.Events, &events.Release{Consumer: l, Slots: 1 + int64(rng.Intn(2))})
+		default:
+			h := rng.Intn(len(hosts))
+			if down[h] {
+				sc.Events = append(sc.Events, hosts[h])
+			} else {
+				sc.Events = append(sc.Events, &events.HostDown{Host: hosts[h].(*events.HostUp).Host})
+			}
+			down[h] = !down[h]
+		}
+	}
+	return sc
+}

@@ -29,6 +29,7 @@ type placeKeep struct {
 	redo    leafSet // leaves to look at again: in the last run, or whose holdings changed
 	bufs    placeBufs
 	dueBuf  []dueShare // scratch: one leaf's due shares
+	short   []bool     // wake's scratch: by part, short of room
 }
 
 // partSlots is a number of slots counted for one part (of the index).
@@ -112,13 +113,27 @@ func (p *Pool) placeKept() []placeMove {
 	}
 	slices.Sort(run)
 	run = slices.Compact(run)
-	if k.over == 0 {
-		if moves, ok := k.placeRun(p, idx, run); ok {
+	// Where the proviso fails, the quiet leaves keeping on the parts
+	// short of room join the run, and it is made again: the proviso is
+	// then asked of the new run against the fewer quiet leaves, whose
+	// keeps alone still hold. A few rounds, while the run stays well
+	// short of every leaf; then every leaf takes part.
+	var short []int
+	for round := 0; ; round++ {
+		if short = append(short, k.overParts(idx)...); len(short) > 0 {
+			var woke bool
+			if run, woke = k.wake(idx, short, run); !woke || round == maxWakeRounds || 2*len(run) > len(p.t.sortedLeaves) {
+				break
+			}
+		}
+		moves, failing := k.placeRun(p, idx, run)
+		if len(failing) == 0 {
 			for _, l := range run {
 				k.noteHeld(l)
 			}
 			return moves
 		}
+		short = failing
 	}
 	// The proviso fails: every leaf takes part. What a quiet leaf keeps
 	// alone still holds (it depends on that leaf alone); the others are
@@ -131,6 +146,54 @@ func (p *Pool) placeKept() []placeMove {
 	return pl.moves
 }
 
+// maxWakeRounds bounds how many times placeKept wakes quiet leaves and
+// runs again before a run over every leaf: each round is a run, and
+// ownership of group slots spread over many hosts can chain parts short
+// of room across the pool.
+const maxWakeRounds = 3
+
+// overParts are the parts where what the quiet leaves keep exceeds the
+// part.
+func (k *placeKeep) overParts(idx *partIndex) []int {
+	if k.over == 0 {
+		return nil
+	}
+	var out []int
+	for i, pt := range idx.parts {
+		if k.qsum[i] > pt.slots {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// wake makes the quiet leaves keeping on any of parts not quiet and adds
+// them to run (kept sorted); false when none kept there.
+func (k *placeKeep) wake(idx *partIndex, parts []int, run []int32) ([]int32, bool) {
+	if len(k.short) != len(idx.parts) {
+		k.short = make([]bool, len(idx.parts))
+	}
+	for _, i := range parts {
+		k.short[i] = true
+	}
+	n := len(run)
+	for l := range k.quiet { // by node id, which is path order
+		if k.quiet[l] && slices.ContainsFunc(k.keeps[l], func(ks partSlots) bool { return k.short[ks.part] }) {
+			k.addQuiet(idx, int32(l), -1)
+			k.quiet[l] = false
+			run = append(run, int32(l))
+		}
+	}
+	for _, i := range parts {
+		k.short[i] = false
+	}
+	if len(run) == n {
+		return run, false
+	}
+	slices.Sort(run)
+	return run, true
+}
+
 // keptEveryLeaf is a placement of every leaf on the kept fold's due
 // shares and targets, on the whole room of every part.
 func (p *Pool) keptEveryLeaf(idx *partIndex) placeInput {
@@ -140,8 +203,9 @@ func (p *Pool) keptEveryLeaf(idx *partIndex) placeInput {
 }
 
 // placeRun places the leaves of run (path order) on the room the quiet
-// leaves leave; false when the proviso fails.
-func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) ([]placeMove, bool) {
+// leaves leave; failing are the parts where the proviso fails (none:
+// the moves are those of a run over every leaf).
+func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) (moves []placeMove, failing []int) {
 	in := placeInput{leaves: run, holders: k.holders, target: func(l int32) Slots { return p.sh(l).target },
 		due: func(l int32, add func(dueShare)) { p.inc.dueOf(p.t, l, add) }, room: k.room,
 		transfers: p.keptTransfers(run)}
@@ -158,12 +222,12 @@ func (k *placeKeep) placeRun(p *Pool, idx *partIndex, run []int32) ([]placeMove,
 		in.hosts = []int32{}
 	}
 	pl := p.place(idx, in, &k.bufs)
-	ok := k.uncut(idx, pl)
+	failing = k.uncut(idx, pl)
 	pl.release()
 	for _, h := range in.hosts {
 		k.holders[h] = k.holders[h][:0]
 	}
-	return pl.moves, ok
+	return pl.moves, failing
 }
 
 // reset forgets every quiet leaf.
@@ -291,11 +355,18 @@ func isolatedKeep(p *Pool, idx *partIndex, l int32, keeps []partSlots) ([]partSl
 // uncut checks the proviso after a run over some leaves: on every part
 // where they kept slots or an owner reserved some, what the quiet leaves
 // and they keep fits, with the reserve when a leaf other than the owner
-// keeps there. Then no leaf's keep is cut, in this run or in one over
-// every leaf.
-func (k *placeKeep) uncut(idx *partIndex, pl *placement) bool {
-	if pl.cut {
-		return false
+// keeps there; and where step 1 cut a keep of the run for want of room,
+// no quiet leaf keeps. Then a run over every leaf keeps as this one does:
+// a quiet leaf keeps what it keeps alone (nothing is short where it
+// keeps), and where the run's leaves were cut they met the same room and
+// the same others in the same order. It returns the parts where that
+// fails.
+func (k *placeKeep) uncut(idx *partIndex, pl *placement) []int {
+	var failing []int
+	for _, i := range pl.cutAt {
+		if k.qsum[i] > 0 {
+			failing = append(failing, i)
+		}
 	}
 	for _, t := range pl.b.touched {
 		i, pt := t.part, idx.parts[t.part]
@@ -304,10 +375,10 @@ func (k *placeKeep) uncut(idx *partIndex, pl *placement) bool {
 			total += pl.reserved[i]
 		}
 		if total > pt.slots {
-			return false
+			failing = append(failing, i)
 		}
 	}
-	return true
+	return failing
 }
 
 // place runs the placement on in with the pool's rules; after a plan or

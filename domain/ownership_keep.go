@@ -340,7 +340,8 @@ func (pl *placement) keepOn(h int32, left []Slots, losing bool, amt [][]Slots) {
 				}
 				k := minSlots(left[j], d.want)
 				if room < k {
-					k, pl.cut = room, true
+					k = room
+					pl.cutAt = append(pl.cutAt, i)
 				}
 				if k <= 0 {
 					continue

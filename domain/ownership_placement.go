@@ -217,7 +217,7 @@ type placement struct {
 	// keptSum: by part, what step 1 kept there; keptElse, of it, what
 	// leaves other than the part's owner kept.
 	keptSum, keptElse []Slots
-	cut               bool // step 1 cut some keep for want of room
+	cutAt             []int // the parts where step 1 cut some keep for want of room
 	// cur: under rules 4 without preemption with a max in the tree, by
 	// leaf, what it keeps and is placed so far, and by parent the sum of
 	// its leaves' (hold; grants fit under every max with it); nil
