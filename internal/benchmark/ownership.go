@@ -3,7 +3,6 @@ package benchmark
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/cluster-ledger/ledger/events"
 )
@@ -31,8 +30,7 @@ func (b *bench) ownership(ctx context.Context) error {
 			stop()
 			return err
 		}
-		b.progress("  written in %s (generation, the engine's own fold of every event, and signing: %s)",
-			st.publish.Round(time.Millisecond), st.gen.Round(time.Millisecond))
+		b.progress("  %s", st.written(b.signer != nil, true))
 		rate, err := b.projectWith(ctx, url, "own-"+w.name, partitionSetup{name: w.name}, uint64(st.events))
 		stop()
 		if err != nil {

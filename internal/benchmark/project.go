@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,6 +46,24 @@ func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg)
 type logStats struct {
 	events       int // setup included
 	gen, publish time.Duration
+}
+
+// written says how long writing a log took: publishing, and apart
+// generating its events, with what that time includes (the engine's own
+// fold of every event when fold, their signing only when the run signs).
+func (st logStats) written(signed, fold bool) string {
+	var incl []string
+	if fold {
+		incl = append(incl, "the engine's own fold of every event")
+	}
+	if signed {
+		incl = append(incl, "signing")
+	}
+	line := fmt.Sprintf("published in %s; generating the events took %s", st.publish.Round(time.Millisecond), st.gen.Round(time.Millisecond))
+	if len(incl) > 0 {
+		line += " (" + strings.Join(incl, " and ") + " included)"
+	}
+	return line
 }
 
 // writeLog appends the setup and n generated events of pool straight to
@@ -112,7 +131,7 @@ func (b *bench) projection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.progress("  written in %s (generation and signing %s)", st.publish.Round(time.Millisecond), st.gen.Round(time.Millisecond))
+	b.progress("  %s", st.written(b.signer != nil, false))
 	last, err := b.lastSeq(ctx)
 	if err != nil {
 		return err
