@@ -122,7 +122,7 @@ func (p *Pool) placeKept() []placeMove {
 	for round := 0; ; round++ {
 		if short = append(short, k.overParts(idx)...); len(short) > 0 {
 			var woke bool
-			if run, woke = k.wake(idx, short, run); !woke || round == maxWakeRounds || 2*len(run) > len(p.t.sortedLeaves) {
+			if run, woke = k.wake(p, idx, short, run); !woke || round == maxWakeRounds || 2*len(run) > len(p.t.sortedLeaves) {
 				break
 			}
 		}
@@ -168,20 +168,24 @@ func (k *placeKeep) overParts(idx *partIndex) []int {
 }
 
 // wake makes the quiet leaves keeping on any of parts not quiet and adds
-// them to run (kept sorted); false when none kept there.
-func (k *placeKeep) wake(idx *partIndex, parts []int, run []int32) ([]int32, bool) {
+// them to run (kept sorted); false when none kept there. A leaf keeps
+// only where it holds, so the holders of the parts' hosts are looked at.
+func (k *placeKeep) wake(p *Pool, idx *partIndex, parts []int, run []int32) ([]int32, bool) {
 	if len(k.short) != len(idx.parts) {
 		k.short = make([]bool, len(idx.parts))
 	}
 	for _, i := range parts {
 		k.short[i] = true
 	}
+	holders := p.hostHolders()
 	n := len(run)
-	for l := range k.quiet { // by node id, which is path order
-		if k.quiet[l] && slices.ContainsFunc(k.keeps[l], func(ks partSlots) bool { return k.short[ks.part] }) {
-			k.addQuiet(idx, int32(l), -1)
-			k.quiet[l] = false
-			run = append(run, int32(l))
+	for _, i := range parts {
+		for _, l := range holders[idx.parts[i].host] {
+			if k.quiet[l] && slices.ContainsFunc(k.keeps[l], func(ks partSlots) bool { return k.short[ks.part] }) {
+				k.addQuiet(idx, l, -1)
+				k.quiet[l] = false
+				run = append(run, l)
+			}
 		}
 	}
 	for _, i := range parts {
