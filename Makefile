@@ -40,6 +40,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -skip 'Owned|WorstCase' -benchmem -benchtime 2000x ./domain/
 	$(GO) test -run '^$$' -bench 'Owned(Demand|Release)' -skip 'Rules4' -benchmem -benchtime 2000x ./domain/
 	$(GO) test -run '^$$' -bench 'OwnedGroupDemand' -benchmem -benchtime 500x ./domain/
+	$(GO) test -run '^$$' -bench 'OwnedGroupHost' -benchmem -benchtime 20x ./domain/
 	$(GO) test -run '^$$' -bench 'OwnedDemandRules4' -benchmem -benchtime 20x ./domain/
 	$(GO) test -run '^$$' -bench 'Owned(Host|Plan)|WorstCase' -benchmem -benchtime 20x ./domain/
 	$(GO) test -run '^$$' -bench 'WhatIf' -benchtime 10x ./internal/api/

@@ -214,15 +214,16 @@ func releaseEvents(p *domain.Pool, leaves []string, rng *rand.Rand) func(int) ev
 
 // hostEvents: a host goes down, then comes back, alternately.
 func hostEvents(p *domain.Pool, rng *rand.Rand) func(int) events.Payload {
-	var down string
+	var down *events.HostUp
 	return func(int) events.Payload {
-		if down != "" {
-			h := down
-			down = ""
-			return &events.HostUp{Host: h, Slots: 20}
+		if down != nil {
+			up := down
+			down = nil
+			return up
 		}
 		hs := p.Hosts()
-		down = hs[rng.IntN(len(hs))].Name
-		return &events.HostDown{Host: down}
+		h := hs[rng.IntN(len(hs))]
+		down = &events.HostUp{Host: h.Name, Slots: h.Slots}
+		return &events.HostDown{Host: h.Name}
 	}
 }

@@ -96,6 +96,17 @@ func BenchmarkOwnedGroupDemand(b *testing.B) {
 	}
 }
 
+// BenchmarkOwnedGroupHost is BenchmarkOwnedHost on gen.OwnedGroups' pool.
+func BenchmarkOwnedGroupHost(b *testing.B) {
+	for _, n := range ownedBenchSizes {
+		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
+			hosts, cs, leaves := gen.OwnedGroups(n)
+			p, rng := ownedPool(b, hosts, cs, leaves, benchPolicies[2].policy, domain.RulesV3)
+			timed(b, p, hostEvents(p, rng))
+		})
+	}
+}
+
 func BenchmarkOwnedRelease(b *testing.B) {
 	for _, n := range ownedBenchSizes {
 		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
