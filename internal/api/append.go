@@ -208,9 +208,11 @@ func (a *attempt) try(ctx context.Context) (res []client.Appended, done bool, ae
 	defer cancel()
 	created := a.st.pool.Seq() == 0
 	if created {
-		if aerr := a.s.checkPoolName(pctx, a.st.name); aerr != nil {
+		release, aerr := a.s.checkPoolName(pctx, a.st.name)
+		if aerr != nil {
 			return nil, true, aerr
 		}
+		defer release() // after added, when stored: a variant is refused throughout
 	}
 	seq, dup, err := a.s.publish(pctx, a.st, d)
 	switch {

@@ -142,22 +142,30 @@ func clash(kind, name, other, where string) error {
 const poolNamesFresh = time.Second
 
 // poolNames are the names of the pools in the stream, by folded form,
-// read at most every poolNamesFresh (on a new pool's first append).
+// read at most every poolNamesFresh (on a new pool's first append), and
+// the new pools this instance is creating now.
 type poolNames struct {
 	mu    sync.Mutex
 	read  time.Time
 	names folded
+	// creating counts this instance's appends now creating each new pool,
+	// by folded form and name: "Prod" and "prod" asked for at once both
+	// passed the check before either was stored, and both were created.
+	creating map[string]map[string]int
 }
 
-// variant returns the name of a pool of the stream that differs from
-// pool only by case ("" when none, or when pool itself is there).
-func (n *poolNames) variant(ctx context.Context, st jetstream.Stream, pool string) (string, error) {
+// reserve returns the name of a pool of the stream, or of one this
+// instance is creating now, that differs from pool only by case ("" when
+// none, or when pool itself is there). When it returns "", pool is
+// reserved until release is called (once its first append is stored or
+// failed): until then a variant of it is refused.
+func (n *poolNames) reserve(ctx context.Context, st jetstream.Stream, pool string) (other string, release func(), err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.names == nil || time.Since(n.read) > poolNamesFresh {
 		info, err := st.Info(ctx, jetstream.WithSubjectFilter(allSubjects))
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		names := folded{}
 		for subject := range info.State.Subjects {
@@ -167,15 +175,41 @@ func (n *poolNames) variant(ctx context.Context, st jetstream.Stream, pool strin
 		}
 		n.names, n.read = names, time.Now()
 	}
-	for _, name := range n.names[fold(pool)] {
-		if name == pool {
-			return "", nil
+	k := fold(pool)
+	for name := range n.creating[k] {
+		if name != pool {
+			return name, nil, nil
 		}
 	}
-	if names := n.names[fold(pool)]; len(names) > 0 {
-		return names[0], nil
+	found := false
+	for _, name := range n.names[k] {
+		if name == pool {
+			found = true
+		}
 	}
-	return "", nil
+	if names := n.names[k]; !found && len(names) > 0 {
+		return names[0], nil, nil
+	}
+	if n.creating == nil {
+		n.creating = map[string]map[string]int{}
+	}
+	if n.creating[k] == nil {
+		n.creating[k] = map[string]int{}
+	}
+	n.creating[k][pool]++
+	var once sync.Once
+	return "", func() {
+		once.Do(func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if n.creating[k][pool]--; n.creating[k][pool] <= 0 {
+				delete(n.creating[k], pool)
+			}
+			if len(n.creating[k]) == 0 {
+				delete(n.creating, k)
+			}
+		})
+	}, nil
 }
 
 // added records a pool this instance has just created.
@@ -188,15 +222,17 @@ func (n *poolNames) added(pool string) {
 }
 
 // checkPoolName refuses the first events of a pool whose name differs
-// only by case from a pool the stream has ("Prod" beside "prod").
-func (s *Server) checkPoolName(ctx context.Context, pool string) *apiError {
-	other, err := s.poolNames.variant(ctx, s.stream, pool)
+// only by case from a pool the stream has ("Prod" beside "prod"), or one
+// this instance is creating at the same moment; otherwise the pool's name
+// is reserved until release.
+func (s *Server) checkPoolName(ctx context.Context, pool string) (release func(), aerr *apiError) {
+	other, release, err := s.poolNames.reserve(ctx, s.stream, pool)
 	if err != nil {
-		return unavailable(ReasonUnavailable, fmt.Sprintf("pool %s is new, and the pools' names could not be read from the stream to compare it; nothing was stored: retry", pool), err)
+		return nil, unavailable(ReasonUnavailable, fmt.Sprintf("pool %s is new, and the pools' names could not be read from the stream to compare it; nothing was stored: retry", pool), err)
 	}
 	if other != "" {
-		return refusal(fmt.Errorf("%w: pool %q differs only by case from the pool %q, which exists: pool names that differ only by case would read as one; write %q, or a name of its own",
+		return nil, refusal(fmt.Errorf("%w: pool %q differs only by case from the pool %q, which exists: pool names that differ only by case would read as one; write %q, or a name of its own",
 			events.ErrInvalidName, pool, other, other), nil)
 	}
-	return nil
+	return release, nil
 }

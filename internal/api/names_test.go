@@ -1,12 +1,18 @@
 package api_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cluster-ledger/ledger/internal/api"
 	"github.com/cluster-ledger/ledger/internal/auth"
+	"github.com/cluster-ledger/ledger/internal/stream"
 	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
@@ -170,5 +176,72 @@ func TestNamesDifferingOnlyByCaseRefused(t *testing.T) {
 	}
 	if resp, raw := post("prod", `{"type":"host_up","data":{"host":"h2","slots":4}}`); resp.StatusCode != http.StatusOK {
 		t.Errorf("pool prod, which exists: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// TestNewPoolsDifferingOnlyByCaseAtOnce: two first appends of "RaceN"
+// and "raceN" sent at the same moment to one ledger create one pool, the
+// other refused 422 invalid_name: both passed the check before either
+// was stored, and the stream held both pools (3 pairs of 3 so, sent with
+// curl to `ledger dev`). Two appends to the same new pool at once are
+// both taken.
+func TestNewPoolsDifferingOnlyByCaseAtOnce(t *testing.T) {
+	l := newLedger(t, testenv.NATS(t))
+	plan := `{"type":"plan","data":{"plan":{"consumers":[{"path":"/a"}]}}}`
+	const pairs = 20
+	for i := range pairs {
+		names := []string{fmt.Sprintf("Race%d", i), fmt.Sprintf("race%d", i)}
+		if i%5 == 4 { // the same name twice
+			names[1] = names[0]
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		status := make([]int, 2)
+		bodies := make([][]byte, 2)
+		for j, pool := range names {
+			wg.Go(func() {
+				<-start
+				resp, raw := l.request(http.MethodPost, "/v1/pools/"+pool+"/events", plan, nil)
+				status[j], bodies[j] = resp.StatusCode, raw
+			})
+		}
+		close(start)
+		wg.Wait()
+		ok := 0
+		for j := range names {
+			switch {
+			case status[j] == http.StatusOK:
+				ok++
+			case status[j] == http.StatusUnprocessableEntity && strings.Contains(string(bodies[j]), "only by case"):
+			default:
+				t.Errorf("%s: %d %s", names[j], status[j], bodies[j])
+			}
+		}
+		if names[0] == names[1] && ok != 2 {
+			t.Errorf("%s twice at once: %d taken (%v %s %s), want both", names[0], ok, status, bodies[0], bodies[1])
+		}
+		if names[0] != names[1] && ok != 1 {
+			t.Errorf("%s and %s at once: %d created (%v), want 1", names[0], names[1], ok, status)
+		}
+	}
+	// The stream: no two pools that differ only by case.
+	info, err := l.js.Stream(context.Background(), stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := info.Info(context.Background(), jetstream.WithSubjectFilter("ledger.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for subject := range si.State.Subjects {
+		p, err := stream.PoolOf(subject)
+		if err != nil {
+			continue
+		}
+		if q, ok := seen[strings.ToLower(p)]; ok && q != p {
+			t.Errorf("the stream holds pools %s and %s", q, p)
+		}
+		seen[strings.ToLower(p)] = p
 	}
 }
