@@ -105,7 +105,7 @@ func (c *sitCache) seating(p *Pool, parts []hostPart, held []holding) *seating {
 		s.pool = append(s.pool, s.poolFlat[hk*n:(hk+1)*n:(hk+1)*n])
 		s.may = append(s.may, s.mayFlat[hk*n:(hk+1)*n:(hk+1)*n])
 		for k, pt := range parts {
-			s.pool[hk][k], s.may[hk][k] = p.poolOfPart(h.host, pt.owner), p.mayUse(h.host, pt.owner)
+			s.pool[hk][k], s.may[hk][k] = p.t.partUse(h.host, pt.owner)
 		}
 	}
 	// Parts: leaf owners, private deepest first, public. Holders in the
@@ -319,17 +319,8 @@ func (r *sitRepair) place(hk int) bool {
 func (p *Pool) mayUse(leaf, owner int32) bool { return p.t.mayUse(leaf, owner) }
 
 func (t *tree) mayUse(leaf, owner int32) bool {
-	if owner == noNode || owner == leaf || t.contains(owner, leaf) {
-		return true
-	}
-	top := t.commonAncestor(owner, leaf)
-	g := t.nodes[leaf].reclaimGrace
-	for o := owner; o != top; o = t.nodes[o].parent {
-		if n := &t.nodes[o]; !n.lend || g > n.lendGrace {
-			return false
-		}
-	}
-	return true
+	_, may := t.partUse(leaf, owner)
+	return may
 }
 
 // poolOfPart is the private pool (a parent) in which leaf uses the slots
@@ -338,16 +329,30 @@ func (t *tree) mayUse(leaf, owner int32) bool {
 // borrow there; noNode when neither (the public pool, or slots lent to
 // leaf across the root, or the leaf's own part).
 func (p *Pool) poolOfPart(leaf, owner int32) int32 {
+	pool, _ := p.t.partUse(leaf, owner)
+	return pool
+}
+
+// partUse is poolOfPart and mayUse in one walk of the tree (the seating
+// asks both of every holder and part of a host).
+func (t *tree) partUse(leaf, owner int32) (pool int32, may bool) {
 	switch {
 	case owner == noNode || owner == leaf:
-		return noNode
-	case p.t.contains(owner, leaf):
-		return owner
+		return noNode, true
+	case t.contains(owner, leaf):
+		return owner, true
 	}
-	if x := p.t.commonAncestor(owner, leaf); x != 0 && p.mayUse(leaf, owner) {
-		return x
+	top := t.commonAncestor(owner, leaf)
+	g := t.nodes[leaf].reclaimGrace
+	for o := owner; o != top; o = t.nodes[o].parent {
+		if n := &t.nodes[o]; !n.lend || g > n.lendGrace {
+			return noNode, false
+		}
 	}
-	return noNode
+	if top == 0 {
+		return noNode, true
+	}
+	return top, true
 }
 
 // heldByPool attributes every leaf's slots to the pool they are used in:
