@@ -21,11 +21,15 @@ func LastSeqAtOrBefore(ctx context.Context, q Querier, pool string, seq uint64) 
 	return uint64(s), nil
 }
 
-// LastSeqAtTime is the sequence of pool's last event stamped at or
-// before t; 0 when there is none.
+// LastSeqAtTime is the sequence of pool's last event the ledger took
+// (not refused) stamped at or before t; 0 when there is none. A refused
+// event changed nothing and carries whatever time its publisher wrote
+// (one published around the ledger): counted, a refused event dated
+// 2000-01-01 made every time answer the pool's state now, as
+// allocations_as_of_time did (decision 523, migration 0010).
 func LastSeqAtTime(ctx context.Context, q Querier, pool string, t time.Time) (uint64, error) {
 	var s int64
-	if err := q.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE pool = $1 AND time <= $2`, pool, t).Scan(&s); err != nil {
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE pool = $1 AND time <= $2 AND refused IS NULL`, pool, t).Scan(&s); err != nil {
 		return 0, fmt.Errorf("resolve sequence: %w", err)
 	}
 	return uint64(s), nil
