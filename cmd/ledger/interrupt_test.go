@@ -59,6 +59,9 @@ func TestInterruptedCommandSaysSo(t *testing.T) {
 		root.SetOut(&out)
 		root.SetErr(&out)
 		ctx, cancel := context.WithCancel(context.Background())
+		// cobra keeps a command's context from an earlier execution
+		// (another test's, ended since): this one's, as main's is.
+		cmd.SetContext(ctx)
 		time.AfterFunc(500*time.Millisecond, cancel)
 		var stderr bytes.Buffer
 		code := execute(ctx, &stderr)
