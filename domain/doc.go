@@ -18,8 +18,11 @@
 // built from a plan, and the named orders: keepers', entitled, borrow),
 // quantity.go (Slots and limits), apportion.go (the one rounding
 // primitive), split.go (the sibling split every division calls),
-// shares.go (P, maxima and E) and targets.go (G and T, each pass written
-// once and memoized), layer.go.
+// share_division.go (the division of a quota down a subtree by the share
+// targets: water-fill, P, Pdyn and its re-split, the surplus, each pass
+// written once and memoized, for a pool without ownership and for each
+// pool of the layered folds), shares.go (P, maxima and E) and targets.go
+// (G and T of a pool without ownership, by that division), layer.go.
 // Without ownership: queues.go (the kept claimant and victim orders),
 // priority.go and share_ratio.go (the two rebalance policies),
 // placement.go and hosts.go (where slots sit), release.go (excess and
@@ -29,9 +32,8 @@
 // plan's fields, validated), ownership_assignment.go (owned slots to
 // hosts), host_parts.go (hosts divided into owners' parts),
 // layered_targets.go, layered_classes.go and layered_divisions.go (each
-// leaf's part of each layer, computed in full), share_division.go (a
-// pool's division by the share targets, written once for the full and
-// the kept fold, memoized), seating.go and
+// leaf's part of each layer, computed in full, by share_division.go),
+// seating.go and
 // seating_cache.go (which part of a host each held slot sits in),
 // ownership_placement.go, ownership_reserve.go, ownership_keep.go,
 // ownership_grants.go and ownership_pairing.go (the placement's steps:

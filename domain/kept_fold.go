@@ -10,7 +10,7 @@ import (
 // divides every pool from scratch; on a large pool that is most of an
 // event's cost, while a demand or release event changes a few leaves. This
 // is the same fold with its state kept: each pool remembers its division
-// (under share_ratio the memos of targets.go, per pool; under priority
+// (under share_ratio the memos of its share division, per pool; under priority
 // its keeps and sets, kept_priority.go), each leaf's part of it and which
 // classes the part came from, and what it lent upward; an event revisits
 // only the pools its change reaches, and in them only the nodes whose
@@ -344,8 +344,12 @@ func (f *incFold) newPool(t *tree, x int32, tot ownTotals) *incPool {
 		keeps: make([][]lenderSlots, k), rest: make([]Slots, k), restTakes: make([][]lenderSlots, k), restMark: make([]bool, k),
 		keepSum: map[int32]Slots{}}
 	// A leaf's new part: its attribution is redone, and the demand it
-	// brings into the pools above changes.
+	// brings into the pools above changes (a parent's part is its leaves'
+	// sum).
 	pl.moved = func(l int32) {
+		if !t.nodes[l].leaf {
+			return
+		}
 		f.noteTarget(l)
 		f.markAttr(pl.x, l)
 		f.markPending(t, l, t.nodes[pl.x].parent)

@@ -19,29 +19,17 @@ type layer struct {
 	capacity Slots
 	q        queues
 	sh       []shares // by node id
+	// div is the division of the capacity over the tree (targets.go): P,
+	// and G or T with the scratch and memo of their passes; its parts are
+	// the targets (without ownership).
+	div shareDivision
 }
 
 // shares is one consumer's part of a layer.
 type shares struct {
-	planned   Slots // P: the static planned share of the layer's capacity
 	target    Slots // G (priority) or T (share_ratio)
 	overShare bool  // top-level only: alloc > planned
 	q         queued
-
-	base  Slots // scratch: Pdyn, then B (share_ratio, leaf enforcement)
-	tmp   Slots // scratch: this node's part of its parent's split
-	floor Slots // scratch, rules 4: F in a pool with pins (yarn.go); 0 otherwise
-	start Slots // scratch, rules 4: where the surplus starts, in a pool with pins (targets.go starts)
-
-	// Memo of the target passes (targets.go).
-	dirty  bool  // E changed in this subtree since the last pass
-	dirtyU bool  // a child's residual need changed (leaf enforcement)
-	memoQ  Slots // quota this node was given in the last pass
-	memoU  Slots // surplus this node was given in the last pass
-}
-
-func newLayer(nodes int) layer {
-	return layer{q: newQueues(), sh: make([]shares, nodes)}
 }
 
 // sh returns a consumer's shares of the public layer.

@@ -30,9 +30,9 @@ func (p *Pool) applyPlan(plan events.Plan, nt *tree) {
 		nn.holdings = on.holdings
 		sh[id].target = p.sh(oid).target
 	}
-	p.pub.sh = sh
 	sumUp(nt)
 	p.t, p.plan, p.hasPlan = nt, plan, true
+	p.useShares(sh)
 	p.sits.forgetTree()
 	p.planDigest = digestPlan(true, plan)
 	p.setPolicy(plan)

@@ -102,7 +102,7 @@ type eventWork struct {
 	dirtyTops    []int32 // top-level branches whose G or T must be recomputed
 	dirtyAll     bool    // G or T of the whole tree must be recomputed
 	keys         []qkey
-	movedTargets []int32 // leaves whose target the passes of targets.go moved (updateTargets)
+	movedTargets []int32 // leaves whose target the share division moved (targets.go targetMoved)
 	scratchIDs   []int32
 	// seats: under rules 4's priority, the seating by rounds the event's
 	// layered fold made (priority_seating.go); the placement reads who
@@ -124,7 +124,8 @@ func WithDevelopmentRules() PoolOption { return func(p *Pool) { p.development = 
 func NewPool(name string, opts ...PoolOption) *Pool {
 	p := &Pool{poolState: poolState{name: name}, poolMemo: poolMemo{hostByID: map[string]int32{}}}
 	p.t, _ = emptyTree()
-	p.pub = newLayer(len(p.t.nodes))
+	p.pub.q = newQueues()
+	p.useShares(make([]shares, len(p.t.nodes)))
 	for _, o := range opts {
 		o(p)
 	}
@@ -379,7 +380,7 @@ func (p *Pool) addAlloc(id, hostID int32, delta Slots) {
 // share" flag, refiling its victims when it flips.
 func (p *Pool) updateOverShare(top int32) {
 	t, s := &p.t.nodes[top], p.sh(top)
-	over := t.alloc > s.planned
+	over := t.alloc > p.planned(top)
 	if over == s.overShare {
 		return
 	}

@@ -114,7 +114,7 @@ func (p *Pool) canGive(claimant, victim int32, need Slots) Slots {
 	if p.mode.parent {
 		if x := v.top; x != p.t.nodes[claimant].top {
 			xn := &p.t.nodes[x]
-			give = minSlots(give, xn.alloc-minSlots(p.sh(x).planned, xn.eff))
+			give = minSlots(give, xn.alloc-minSlots(p.planned(x), xn.eff))
 		}
 	}
 	give = minSlots(give, p.headroom(claimant, victim))

@@ -41,57 +41,6 @@ func (p *Pool) updateTargets() {
 	p.movedTargets = p.movedTargets[:0]
 }
 
-// shareRatioTargets brings T up to date. The memo holds while no base is
-// re-split and no floor moves: a pool whose maxima may re-split (leaf
-// enforcement) marks the whole tree at any change of E (markDirty), and
-// in a pool with pins the floors follow the allocations, which any event
-// may move, so the whole tree is recomputed every event (decisions.md
-// #262).
-func (p *Pool) shareRatioTargets() {
-	if p.yarnFloors() {
-		p.dirtyAll = true
-	}
-	if p.dirtyAll {
-		p.markAllDirty()
-	}
-	if !p.targetsDirty {
-		return
-	}
-	p.targetsDirty = false
-	p.floors()
-	if p.mode.parent {
-		p.waterFill(0, p.pub.capacity)
-		return
-	}
-	start := p.dynamicShares(0, p.pub.capacity)
-	if p.yarnFloors() {
-		start = p.starts(0)
-	}
-	p.surplus(0, minSlots(p.pub.capacity, p.t.nodes[0].eff)-start)
-}
-
-// priorityTargets brings G up to date: the planned share under leaf
-// enforcement, water-filled inside each top-level branch whose E moved
-// under parent enforcement.
-func (p *Pool) priorityTargets() {
-	if !p.mode.parent {
-		if p.dirtyAll {
-			for _, id := range p.t.leaves {
-				p.setTarget(id, p.sh(id).planned)
-			}
-		}
-		return
-	}
-	tops := p.dirtyTops
-	if p.dirtyAll {
-		tops = p.t.tops
-	}
-	for _, top := range tops {
-		p.markSubtree(top)
-		p.waterFill(top, p.sh(top).planned)
-	}
-}
-
 // headroom is how many more slots claimant may gain from victim (noNode:
 // from free slots) without taking an ancestor above its max. Ancestors the
 // two share do not count: a move inside a subtree keeps its total

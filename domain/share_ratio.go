@@ -78,15 +78,15 @@ func (p *Pool) pair(claimants, victims []int32, reclaim bool) {
 // are put back afterwards. This is a full pass over the tree: balance: false
 // is rare enough not to need the incremental machinery.
 func (p *Pool) restoreGuarantees() {
-	t, sh := p.t, p.pub.sh
+	t, sh, d := p.t, p.pub.sh, &p.pub.div
 	saved := make([]struct{ eff, base, target Slots }, len(t.nodes))
 	for i := range t.nodes {
-		saved[i].eff, saved[i].base, saved[i].target = t.nodes[i].eff, sh[i].base, sh[i].target
+		saved[i].eff, saved[i].base, saved[i].target = t.nodes[i].eff, d.base[i], sh[i].target
 	}
 	for id := len(t.nodes) - 1; id >= 0; id-- { // children before parents
 		n := &t.nodes[id]
 		if n.leaf {
-			n.eff = minSlots(n.eff, maxSlots(sh[id].planned, n.alloc))
+			n.eff = minSlots(n.eff, maxSlots(d.planned[id], n.alloc))
 			continue
 		}
 		var sum Slots
@@ -99,7 +99,7 @@ func (p *Pool) restoreGuarantees() {
 	p.shareRatioTargets()
 	p.movedTargets = p.movedTargets[:0]
 	for i := range t.nodes { // only the targets stay T0 while pairing
-		t.nodes[i].eff, sh[i].base = saved[i].eff, saved[i].base
+		t.nodes[i].eff, d.base[i] = saved[i].eff, saved[i].base
 	}
 	var claimants, victims []int32
 	for _, id := range t.leaves {
@@ -113,7 +113,7 @@ func (p *Pool) restoreGuarantees() {
 	slices.Sort(victims) // pair expects path order before its walk sort
 	p.pair(claimants, victims, true)
 	for i := range t.nodes {
-		sh[i].target = saved[i].target
+		sh[i].target, d.part[i] = saved[i].target, saved[i].target
 	}
 	p.markAllDirty() // the memo holds T0's passes: the next event's are from scratch
 	for _, id := range t.leaves {

@@ -137,7 +137,7 @@ func Restore(b []byte, opts ...PoolOption) (*Pool, error) {
 		return nil, fmt.Errorf("snapshot plan: %w", err)
 	}
 	p.t, p.plan, p.hasPlan = t, *s.Plan, true
-	p.pub.sh = make([]shares, len(t.nodes))
+	p.useShares(make([]shares, len(t.nodes)))
 	p.planDigest = digestPlan(true, p.plan)
 	p.setPolicy(*s.Plan)
 	p.rulesSince = s.RulesSince
@@ -205,7 +205,7 @@ func (p *Pool) Clone() *Pool {
 	}
 	t := p.t.cloneStructure()
 	c.t, c.plan, c.hasPlan = t, p.plan, true
-	c.pub.sh = make([]shares, len(t.nodes))
+	c.useShares(make([]shares, len(t.nodes)))
 	c.planDigest = p.planDigest
 	c.setPolicy(p.plan)
 	c.rulesSince = p.rulesSince

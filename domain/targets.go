@@ -1,182 +1,114 @@
 package domain
 
 // The targets of a pool without ownership: G under priority, T under
-// share_ratio (docs/rules.md#shares), each pass written once. Every pass
-// is memoized: a node is recomputed only when it is dirty (E changed in
-// its subtree since the last pass) or its quota moved, so a demand event's
-// work follows its path instead of the tree's size. Computing from scratch
-// is the same passes with every node dirty (markAllDirty): a plan or a
-// capacity change, a pool whose maxima may re-split the bases or whose
-// floors follow the allocations, and balance: false's T0.
+// share_ratio (docs/rules.md#shares), by the one share division
+// (share_division.go) over the whole tree, kept in the public layer
+// (Pool.pub.div). Its memo makes a demand event's work follow its path
+// instead of the tree's size. Computing from scratch is the same passes
+// with every node dirty (markAllDirty): a plan or a capacity change, a
+// pool whose maxima may re-split the bases or whose floors follow the
+// allocations, and balance: false's T0.
 //
-// The passes write each leaf's target and note those that moved
-// (movedTargets); the caller touches and refiles them.
+// A node's part is its target: the division tells targetMoved of each
+// part that changed, which keeps the layer's target and notes the leaves
+// whose target moved (movedTargets); the caller touches and refiles them.
+
+// useShares makes sh the public layer's shares, with a division over the
+// tree whose parts are their targets (carried over a plan change).
+func (p *Pool) useShares(sh []shares) {
+	n := int32(len(sh))
+	d := newShareDivision(nil, 0, n)
+	d.eff = nil // the tree's
+	d.planned, d.floor, d.start = make([]Slots, n), make([]Slots, n), make([]Slots, n)
+	for i := range sh {
+		d.part[i] = sh[i].target
+	}
+	d.moved = p.targetMoved
+	p.pub.sh, p.pub.div = sh, d
+}
+
+// targetMoved keeps a node's target, the division's part, and notes a
+// leaf whose target moved.
+func (p *Pool) targetMoved(id int32) {
+	p.pub.sh[id].target = p.pub.div.part[id]
+	if p.t.nodes[id].leaf {
+		p.movedTargets = append(p.movedTargets, id)
+	}
+}
+
+// planned is a consumer's static planned share P of the public layer.
+func (p *Pool) planned(id int32) Slots { return p.pub.div.planned[id] }
 
 // markPath notes that E changed at a leaf: its path must be revisited.
 func (p *Pool) markPath(id int32) {
 	p.targetsDirty = true
-	sh, nodes := p.pub.sh, p.t.nodes
-	for n := id; n != noNode && !sh[n].dirty; n = nodes[n].parent {
-		sh[n].dirty = true
-	}
+	p.pub.div.markPath(p.t, id)
 }
 
 // markAllDirty forgets every memo.
 func (p *Pool) markAllDirty() {
-	for i := range p.pub.sh {
-		p.pub.sh[i].dirty = true
-	}
+	p.pub.div.markAll()
 	p.targetsDirty = true
 }
 
-// markSubtree forgets the memo of id's subtree.
-func (p *Pool) markSubtree(id int32) {
-	p.pub.sh[id].dirty = true
-	for _, c := range p.t.nodes[id].children {
-		p.markSubtree(c)
-	}
+// divisionTerms sets the division's terms from the pool's policy and
+// capacity.
+func (p *Pool) divisionTerms() {
+	d := &p.pub.div
+	d.floors, d.capacity, d.bands, d.quotaParts = p.yarnFloors(), p.pub.capacity, p.mode.bands, !p.mode.shareRatio
 }
 
-// waterFill splits q down from id over the children with demand, capped
-// by E: T under share_ratio with parent enforcement (a parent's T is the
-// sum of its leaves'), G inside a top-level branch under priority with
-// parent enforcement (a parent's G is the quota it was given).
-func (p *Pool) waterFill(id int32, q Slots) {
-	n, s := &p.t.nodes[id], p.sh(id)
-	if !s.dirty && q == s.memoQ {
+// shareRatioTargets brings T up to date. The memo holds while no base is
+// re-split and no floor moves: a pool whose maxima may re-split (leaf
+// enforcement) marks the whole tree at any change of E (markDirty), and
+// in a pool with pins the floors follow the allocations, which any event
+// may move, so the whole tree is recomputed every event (decisions.md
+// #262).
+func (p *Pool) shareRatioTargets() {
+	if p.yarnFloors() {
+		p.dirtyAll = true
+	}
+	if p.dirtyAll {
+		p.markAllDirty()
+	}
+	if !p.targetsDirty {
 		return
 	}
-	s.dirty, s.memoQ = false, q
-	if n.leaf {
-		p.setTarget(id, q)
+	p.targetsDirty = false
+	p.divisionTerms()
+	p.floors()
+	t, d, c := p.t, &p.pub.div, p.pub.capacity
+	if p.mode.parent {
+		d.waterFill(t, &p.sp, 0, c, nil)
 		return
 	}
-	p.splitChildren(id, q, splitFill)
-	var sum Slots
-	sh := p.pub.sh
-	for _, c := range n.children {
-		if cs := &sh[c]; cs.dirty || cs.tmp != cs.memoQ {
-			p.waterFill(c, cs.tmp)
+	start := d.dynamicShares(t, &p.sp, 0, c)
+	if d.floors {
+		start = d.starts(t, 0)
+	}
+	d.surplus(t, &p.sp, 0, minSlots(c, t.nodes[0].eff)-start)
+}
+
+// priorityTargets brings G up to date: the planned share under leaf
+// enforcement, water-filled inside each top-level branch whose E moved
+// under parent enforcement (a parent's G is the quota it was given).
+func (p *Pool) priorityTargets() {
+	d := &p.pub.div
+	if !p.mode.parent {
+		if p.dirtyAll {
+			for _, id := range p.t.leaves {
+				d.setPart(id, d.planned[id])
+			}
 		}
-		sum += sh[c].target
-	}
-	s.target = sum
-	if !p.mode.shareRatio {
-		s.target = q
-	}
-}
-
-// dynamicShares splits q down from id as Pdyn, the planned share over the
-// consumers with E > 0 (share_ratio, leaf enforcement), and returns the
-// subtree's base B, bottom-up: B(l) = min(E, Pdyn), never below the leaf's
-// floor; a parent whose children's bases exceed its E re-splits E over
-// them, and the root, when floors take its children's above C, re-splits
-// C. A leaf's start is min(E, Pdyn), before its floor. A re-split lowers
-// bases below what their memo says, so a pool where one may happen is
-// computed with every node dirty (updateTargets).
-func (p *Pool) dynamicShares(id int32, q Slots) Slots {
-	n, s := &p.t.nodes[id], p.sh(id)
-	if !s.dirty && q == s.memoQ {
-		return s.base
-	}
-	s.dirty, s.memoQ, s.dirtyU = false, q, true
-	if n.leaf {
-		s.start = minSlots(n.eff, q)
-		s.base = maxSlots(s.floor, s.start)
-		return s.base
-	}
-	p.splitChildren(id, q, splitPdyn)
-	var sum Slots
-	sh := p.pub.sh
-	for _, c := range n.children {
-		if cs := &sh[c]; !cs.dirty && cs.tmp == cs.memoQ {
-			sum += cs.base
-			continue
-		}
-		sum += p.dynamicShares(c, sh[c].tmp)
-	}
-	s.base = sum
-	switch {
-	case id != 0 && sum > n.eff:
-		p.resplit(id, n.eff)
-	case id == 0 && p.yarnFloors() && sum > p.pub.capacity:
-		p.resplit(id, p.pub.capacity)
-	}
-	return s.base
-}
-
-// resplit lowers the bases under id to total q, by share, each child capped
-// at its current base, recursively down.
-func (p *Pool) resplit(id int32, q Slots) {
-	n := &p.t.nodes[id]
-	p.sh(id).base = q
-	if n.leaf {
 		return
 	}
-	p.splitChildren(id, q, splitResplit)
-	for _, c := range n.children {
-		if cs := p.sh(c); cs.tmp < cs.base {
-			p.resplit(c, cs.tmp)
-		}
+	p.divisionTerms()
+	tops := p.dirtyTops
+	if p.dirtyAll {
+		tops = p.t.tops
 	}
-}
-
-// starts sets, in a pool with pins, where each consumer's surplus starts:
-// a leaf's base less what its floor added to it (min(B, min(E, Pdyn))),
-// a parent's the sum of its children's. What a floor added counts as
-// surplus already given (the surplus split's floor), not as a base the
-// surplus adds to (decisions.md #263).
-func (p *Pool) starts(id int32) Slots {
-	n, s := &p.t.nodes[id], p.sh(id)
-	if n.leaf {
-		s.start = minSlots(s.start, s.base)
-		return s.start
+	for _, top := range tops {
+		d.markSubtree(p.t, top)
+		d.waterFill(p.t, &p.sp, top, d.planned[top], nil)
 	}
-	var sum Slots
-	for _, c := range n.children {
-		sum += p.starts(c)
-	}
-	s.start = sum
-	return sum
-}
-
-// surplus spreads u from id over the branches with residual need E - B, by
-// share, capped by that need; a leaf's target is its base plus its part
-// (in a pool with pins, its start plus its part), a parent's the sum of
-// its leaves'. It revisits only the nodes whose surplus or whose
-// children's residual needs changed.
-func (p *Pool) surplus(id int32, u Slots) {
-	n, s := &p.t.nodes[id], p.sh(id)
-	if !s.dirtyU && u == s.memoU {
-		return
-	}
-	s.dirtyU, s.memoU = false, u
-	if n.leaf {
-		if p.yarnFloors() {
-			p.setTarget(id, s.start+u)
-			return
-		}
-		p.setTarget(id, s.base+u)
-		return
-	}
-	p.splitChildren(id, u, splitSurplus)
-	var sum Slots
-	sh := p.pub.sh
-	for _, c := range n.children {
-		if cs := &sh[c]; cs.dirtyU || cs.tmp != cs.memoU {
-			p.surplus(c, cs.tmp)
-		}
-		sum += sh[c].target
-	}
-	s.target = sum
-}
-
-// setTarget sets a leaf's target and notes it when it moved.
-func (p *Pool) setTarget(id int32, t Slots) {
-	s := p.sh(id)
-	if s.target == t {
-		return
-	}
-	s.target = t
-	p.movedTargets = append(p.movedTargets, id)
 }

@@ -104,8 +104,8 @@ func (p *Pool) view(id int32, of *ownView) ConsumerView {
 	n, s := &p.t.nodes[id], p.sh(id)
 	v := ConsumerView{
 		Path: n.path, Parent: p.t.nodes[n.parent].path, Leaf: n.leaf, Share: n.share, Priority: n.priority,
-		Demand: int64(n.demand), Effective: int64(n.eff), Planned: int64(s.planned), Target: int64(s.target),
-		Allocated: int64(n.alloc), Borrowed: int64(maxSlots(0, n.alloc-s.planned)),
+		Demand: int64(n.demand), Effective: int64(n.eff), Planned: int64(p.planned(id)), Target: int64(s.target),
+		Allocated: int64(n.alloc), Borrowed: int64(maxSlots(0, n.alloc-p.planned(id))),
 	}
 	if n.max != nil {
 		v.Max = n.max.String()

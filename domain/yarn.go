@@ -93,23 +93,23 @@ func (p *Pool) floors() {
 	if !p.yarnFloors() {
 		return
 	}
-	t, sh := p.t, p.pub.sh
+	t, floor, planned := p.t, p.pub.div.floor, p.pub.div.planned
 	for id := len(t.nodes) - 1; id > 0; id-- { // children before parents
-		n, s := &t.nodes[id], &sh[id]
+		n := &t.nodes[id]
 		if n.leaf {
-			s.floor = minSlots(n.alloc, s.planned)
+			floor[id] = minSlots(n.alloc, planned[id])
 			if n.pinned {
-				s.floor = n.alloc
+				floor[id] = n.alloc
 			}
 			continue
 		}
 		var sum Slots
 		for _, c := range n.children {
-			sum += sh[c].floor
+			sum += floor[c]
 		}
-		s.floor = sum
+		floor[id] = sum
 		if p.mode.parent {
-			s.floor = maxSlots(minSlots(n.alloc, s.planned), sum)
+			floor[id] = maxSlots(minSlots(n.alloc, planned[id]), sum)
 		}
 	}
 }
