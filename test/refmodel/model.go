@@ -564,6 +564,9 @@ type fold struct {
 	// reseat: the release works the seating out again after each host
 	// (releaseV4, outside a rebalance)
 	reseat bool
+	// dry: under priority, pool4 seats a pool by its rounds and does not
+	// divide it (ownExcessByRounds)
+	dry bool
 	// sat: under priority, the keeper seating after the own layer, whom
 	// a pool's return takes its private part back from (v4priority.go)
 	sat seats

@@ -1939,7 +1939,9 @@ func (f *fold) netReclaimsAcross(start int) {
 // existing workload"; docs/decisions.md #347, which the engine follows,
 // and the model's own #242: a move only when a claimant needs the slot).
 // An owner's own use is no share-rule gain: its excess released after
-// taking its own slots back stays (ruling 5). It runs once the event's
+// taking its own slots back stays (ruling 5), so the moves are cut latest
+// first: a pool's moves, made after the own layer, are cut against their
+// own gains before an owner's excess is reached (decision 525). It runs once the event's
 // settles are done (#236): the model's public pool gives up what a deeper
 // pool now gives a leaf after its own grants (#318), so a claimant takes
 // the freed slot only in the next settle. (Decision #364; withOwnership
@@ -1951,7 +1953,7 @@ func (f *fold) cancelIdleMoves(start int) {
 	for _, h := range m.hostNames() {
 		free[h] = m.hostFree(h)
 	}
-	for i := range out {
+	for i := len(out) - 1; i >= 0; i-- {
 		r := &out[i]
 		if r.Kind != "release" || r.Rule != "release.moved" || r.Slots == 0 {
 			continue

@@ -141,11 +141,25 @@ func (f *fold) priority4(ly layers) {
 	f.seat = m.seatKeeper()
 	f.ownLayer4(ly)
 	f.revoke4()
-	f.ownExcessAll()
+	if m.pol.preemption {
+		f.ownExcessByRounds()
+	} else {
+		f.ownExcessAll()
+	}
 	// who sits on a pool's private part as the pools are reached: the
 	// keeper seating after the own layer (ruling 11 pairs a return only
 	// with the borrowers seated on the part)
 	f.sat = f.seat
+	f.seatRounds()
+}
+
+// seatRounds seats every holder of a priority pool with ownership, version
+// 4: each leaf on its own part, then each pool, deepest parent first and
+// the public pool last, by ruling 12's rounds as the fold reaches it
+// (#216), dividing each pool after its seating unless f.dry; what no tier
+// seated is seated anywhere.
+func (f *fold) seatRounds() {
+	m := f.m
 	f.seat = seats{}
 	for _, h := range m.hostNames() {
 		if !m.hosts[h].up {
@@ -178,6 +192,67 @@ func (f *fold) priority4(ly layers) {
 		if m.hosts[h].up {
 			m.seatHost(f.seat, h, map[int]bool{1: true})
 		}
+	}
+}
+
+// ownExcessByRounds gives back each owner's excess after the own layer
+// (ruling 5: "in the release order of 'Placement with ownership' (slots
+// lent by others, public, private pools, its own last)"), under priority
+// with preemption, from the seating by ruling 12's rounds: ruling 12
+// replaces the keeper order inside a pool's tier with the rounds under
+// priority, #216 takes a pool's classes in its class order (a restrictive
+// lent class first) and reads who sits where from that seating for the
+// placement, and #383 leaves ruling 8's keepers' seating only to pair an
+// owner's gain with the borrowers on its part and to the views (decision
+// 525). The keepers' seating the pools' returns read then loses the
+// released slots in the same order.
+func (f *fold) ownExcessByRounds() {
+	keeper := f.seat
+	f.dry = true
+	f.seatRounds()
+	f.dry = false
+	n0 := len(f.out)
+	f.ownExcessAll()
+	f.seat = keeper
+	for _, d := range f.out[n0:] {
+		if d.Kind == "release" {
+			f.unseatReleased(d.Consumer, d.Host, d.Slots)
+		}
+	}
+}
+
+// unseatReleased takes n of l's slots on host h off the seating, in the
+// release order's tiers: lent by others, public, private pools farthest
+// first, its own last.
+func (f *fold) unseatReleased(l, h string, n int64) {
+	var ks []hp
+	for k, v := range f.seat[l] {
+		if k.host == h && v > 0 {
+			ks = append(ks, k)
+		}
+	}
+	tier := func(p string) int {
+		switch {
+		case p == l:
+			return 1 << 20
+		case p == root:
+			return 1
+		case under(l, p):
+			return 2 + depthOf(p)
+		default:
+			return 0
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if ta, tb := tier(ks[i].part), tier(ks[j].part); ta != tb {
+			return ta < tb
+		}
+		return ks[i].part < ks[j].part
+	})
+	for _, k := range ks {
+		x := min(n, f.seat[l][k])
+		f.seat.add(l, k, -x)
+		n -= x
 	}
 }
 
@@ -332,6 +407,9 @@ func (f *fold) pool4(x string) {
 				}
 			}
 		}
+	}
+	if f.dry {
+		return // the seating only (ownExcessByRounds)
 	}
 	// what l may still be given in this pool: with preemption what
 	// earlier layers left unmet (ruling 1: E replaced by E'), the rest of
