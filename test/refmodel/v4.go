@@ -11,7 +11,10 @@ package refmodel
 // rules-v4.md is open, AMBIGUITIES.md says what the model does.
 
 import (
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cluster-ledger/ledger/events"
@@ -1186,11 +1189,21 @@ func (f *fold) balanced4(ly layers, order []string) {
 // keptDues is, over the leaves at or above their target t, what they hold
 // of each source beyond what the division gave them there (surplus) and
 // what it gave them there that they do not hold (floating).
-type keptDues struct{ surplus, floating map[string]int64 }
+// onPart is the surplus by the holder's source and the owner of the
+// parts it sits on there: a claimant can see the same parts as another
+// source (a parent's private part is its pool's own slots to a leaf of
+// the branch and a lent class to an outsider, decision 526).
+type keptDues struct {
+	surplus, floating map[string]int64
+	onPart            map[partKept]int64
+}
+
+// partKept is a holder's surplus of a source on one host's part.
+type partKept struct{ holder, src, host, part string }
 
 func (f *fold) keptDues(t map[string]int64) keptDues {
 	m := f.m
-	out := keptDues{map[string]int64{}, map[string]int64{}}
+	out := keptDues{map[string]int64{}, map[string]int64{}, map[partKept]int64{}}
 	for _, l := range m.leaves() {
 		if m.held(l) < t[l] {
 			continue
@@ -1201,6 +1214,11 @@ func (f *fold) keptDues(t map[string]int64) keptDues {
 				out.floating[src] += v
 			} else if v < 0 {
 				out.surplus[src] += -v
+				for k, n := range f.seat[l] {
+					if n > 0 && m.sourceOf(l, k.part, f.ly) == src {
+						out.onPart[partKept{l, src, k.host, k.part}] += n
+					}
+				}
 			}
 		}
 	}
@@ -1242,6 +1260,61 @@ func (f *fold) takeDues(c string, want int64, rule string) int64 {
 			f.kept.surplus[src] -= x
 			f.kept.floating[alt] -= x
 			n -= x
+		}
+		// the holder may see the parts c is due as another source: #340
+		// swaps by "the part's room", whatever either calls the source;
+		// where the holder's other due has free room on the same host, a
+		// return with that compensation moves nobody (ruling 9 with
+		// reclaim_for_preference true: "they stay its"), so only the rest
+		// is swapped (decision 526)
+		hks := slices.Collect(maps.Keys(f.kept.onPart))
+		slices.SortFunc(hks, func(a, b partKept) int {
+			return strings.Compare(a.holder+"\x00"+a.src+"\x00"+a.host+"\x00"+a.part, b.holder+"\x00"+b.src+"\x00"+b.host+"\x00"+b.part)
+		})
+		near := func(hk partKept, alt string) int64 { // the holder's free room of alt on the same host
+			var r int64
+			for p := range m.parts(hk.host) {
+				if m.mayHold(hk.holder, p) && m.sourceOf(hk.holder, p, f.ly) == alt {
+					r += max(f.room(hp{hk.host, p}), 0)
+				}
+			}
+			return r
+		}
+		cross := func(hk partKept) bool {
+			return hk.src != src && f.kept.onPart[hk] > 0 && f.kept.surplus[hk.src] > 0 && m.mayHold(c, hk.part) && m.sourceOf(c, hk.part, f.ly) == src
+		}
+		for _, hk := range hks {
+			if cross(hk) {
+				for alt, fl := range f.kept.floating {
+					if fl > 0 && alt != src && alt != hk.src {
+						n -= min(f.kept.onPart[hk], near(hk, alt))
+					}
+				}
+			}
+		}
+		for _, hk := range hks {
+			if n <= 0 {
+				break
+			}
+			if !cross(hk) {
+				continue
+			}
+			for _, alt := range slices.Sorted(maps.Keys(f.kept.floating)) {
+				fl := f.kept.floating[alt]
+				if n <= 0 || fl <= 0 || alt == src || alt == hk.src || f.kept.onPart[hk] <= 0 || f.kept.surplus[hk.src] <= 0 {
+					continue
+				}
+				x := min(n, f.kept.onPart[hk]-near(hk, alt), f.kept.surplus[hk.src], fl)
+				if x <= 0 {
+					continue
+				}
+				due[src] -= x
+				due[alt] += x
+				f.kept.onPart[hk] -= x
+				f.kept.surplus[hk.src] -= x
+				f.kept.floating[alt] -= x
+				n -= x
+			}
 		}
 	}
 	// spare: what c may take of owner o's parts, their room less what the

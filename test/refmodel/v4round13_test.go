@@ -112,3 +112,52 @@ steps:
         - {kind: grant, consumer: /b/a, host: h5, slots: 1, rule: own.use}
 `)
 }
+
+// TestRules4DuesSwapByThePartWhateverItsSource: under share_ratio /b owns
+// all of h1 (6 slots), h3 (3) is public; /b/c's reclaim_grace (1m) keeps
+// it from /b's slots lent upward (grace 0), so in the public pool they are
+// a restrictive class, taken first. /b/b asks 2 and /a/a 6: /b's pool
+// gives /b/b 2 of h1 and lends 4, which /a/a takes with 2 public slots.
+// /b/c asks 2: /b's pool gives /b/b and /b/c 2 each and lends 2, so /a/a's
+// target is 5 (2 lent, 3 public): it sits on 2 of /b's slots beyond its
+// due and is due 1 public slot it does not hold. /b/c is due 2 of /b's
+// pool, where no slot is free. #340: "when the part's room is due to
+// another leaf c that may hold the parts of the holder's other dues, c is
+// due those instead and the holder keeps where it sits": /b/c is due the
+// free public slot of h3 instead of one of /b's, and takes back only 1 of
+// /b's slots from /a/a (a return, ruling 8): `grant /b/c h3 1`, `return
+// /b/c from /a/a h1 1`. The model swapped dues only where the holder and
+// the claimant name the same source, and /b's part is a lent class of the
+// public pool to /a/a and /b's own slots to /b/c: it took back 2 and gave
+// /a/a the public slot, moving /a/a's work from h1 to h3 (decision 526;
+// withOwnership seed 483, event 8, shrunk).
+func TestRules4DuesSwapByThePartWhateverItsSource(t *testing.T) {
+	runYAML(t, `
+plan:
+  rules: 4
+  policy: {reclaim: share_ratio, reclaim_for_preference: true}
+  consumers:
+    - {path: /a}
+    - {path: /a/a}
+    - {path: /b, own: [{host: h1}]}
+    - {path: /b/b}
+    - {path: /b/c, reclaim_grace: 1m}
+hosts:
+  - {name: h1, group: g1, slots: 6}
+  - {name: h3, group: g1, slots: 3}
+steps:
+  - events: [{type: demand, demands: {/b/b: 2, /a/a: 6}}]
+    expect:
+      allocations: {/b/b: 2, /a/a: 6}
+      decisions:
+        - {kind: grant, consumer: /b/b, host: h1, slots: 2}
+        - {kind: lend, consumer: /a/a, from: /b, host: h1, slots: 4}
+        - {kind: grant, consumer: /a/a, host: h3, slots: 2}
+  - events: [{type: demand, demands: {/b/c: 2}}]
+    expect:
+      allocations: {/b/b: 2, /a/a: 5, /b/c: 2}
+      decisions:
+        - {kind: grant, consumer: /b/c, host: h3, slots: 1, rule: share_ratio.grant}
+        - {kind: return, consumer: /b/c, from: /a/a, host: h1, slots: 1, rule: own.return}
+`)
+}
