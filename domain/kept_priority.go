@@ -375,9 +375,8 @@ func (f *incFold) reclaims(t *tree, pl *incPool, r *heldRun, cur func(int32) Slo
 }
 
 // victim is the first leaf above its G, other than the claimant and those
-// blocked, in docs/rules.md#priority's victim order (priorityVictim): leaves
-// whose branch holds more than its planned share first, then lowest priority,
-// then most above G, then path.
+// blocked, in docs/rules.md#priority's victim order (victimOrder, as
+// priorityVictim).
 func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots, brCur func(int32) Slots, claimant int32, blocked []int32) int32 {
 	h := pl.held
 	kept := h.vic[:0]
@@ -413,11 +412,8 @@ func (f *incFold) victim(t *tree, pl *incPool, r *heldRun, cur func(int32) Slots
 			return
 		}
 		vo := over(v)
-		if best != noNode {
-			x, y := &t.nodes[v], &t.nodes[best]
-			if cmp.Or(boolFirst(vo, bestOver), cmp.Compare(x.priority, y.priority), cmpDesc(above, bestAbove), cmp.Compare(v, best)) >= 0 {
-				return
-			}
+		if best != noNode && t.victimOrder(v, vo, above, best, bestOver, bestAbove) >= 0 {
+			return
 		}
 		best, bestOver, bestAbove = v, vo, above
 	}

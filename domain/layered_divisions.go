@@ -276,8 +276,7 @@ func (f *layeredFold) branchOf(x, l int32) int32 {
 
 // priorityVictim is the first leaf above its G, other than the claimant
 // and those blocked, in docs/rules.md#priority's victim order evaluated
-// now: leaves whose branch (a child of x) holds more than its planned
-// share first, then lowest priority, then most above G, then path.
+// now (victimOrder; a leaf's branch is the child of x above it).
 func (f *layeredFold) priorityVictim(x int32, d *heldDivision, claimant int32, blocked []int32) int32 {
 	best := noNode
 	over := func(v int32) bool { b := f.branchOf(x, v); return d.cur[b] > d.planned[b] }
@@ -289,10 +288,7 @@ func (f *layeredFold) priorityVictim(x int32, d *heldDivision, claimant int32, b
 			best = v
 			continue
 		}
-		bo, vo := over(best), over(v)
-		x, y := &f.t.nodes[v], &f.t.nodes[best]
-		if c := cmp.Or(boolFirst(vo, bo), cmp.Compare(x.priority, y.priority),
-			cmpDesc(d.cur[v]-d.g[v], d.cur[best]-d.g[best]), cmp.Compare(v, best)); c < 0 {
+		if f.t.victimOrder(v, over(v), d.cur[v]-d.g[v], best, over(best), d.cur[best]-d.g[best]) < 0 {
 			best = v
 		}
 	}

@@ -400,6 +400,16 @@ func (t *tree) borrowOrder(a, b int32) int {
 	return cmp.Or(cmp.Compare(x.waitingSince, y.waitingSince), cmpDesc(x.priority, y.priority), cmp.Compare(a, b))
 }
 
+// victimOrder orders the leaves above their G as docs/rules.md#priority
+// reclaims from them: a leaf whose branch holds more than its planned
+// share first (over), then lowest priority, then most above G (above),
+// then path. The layered and kept folds ask it; a pool without ownership
+// keeps it as its victim queues (queues.go refile: one queue per over,
+// keyed priority, -above, path).
+func (t *tree) victimOrder(a int32, overA bool, aboveA Slots, b int32, overB bool, aboveB Slots) int {
+	return cmp.Or(boolFirst(overA, overB), cmp.Compare(t.nodes[a].priority, t.nodes[b].priority), cmpDesc(aboveA, aboveB), cmp.Compare(a, b))
+}
+
 // inEntitledOrder and inBorrowOrder are every leaf in the entitled and
 // the borrow order. Both read waiting-since, which events change, so
 // each call sorts again; it sorts the order the last call left, which a
