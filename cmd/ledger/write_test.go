@@ -83,11 +83,11 @@ func startServiceCfg(t *testing.T, cfg serviceCfg) service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As in ledger dev: the ledger signs, the projector (with its own
-	// identity) trusts only that key.
+	// As in ledger dev: the ledger signs, and its views of the pools and
+	// the projector (with its own identity) trust only that key.
 	signer := signing.Generate()
 	token, tokens := testenv.AdminToken(t)
-	srv, err := api.New(ctx, js, db, append(apiOpts, api.WithTokens(tokens), api.WithSigner(signer))...)
+	srv, err := api.New(ctx, js, db, append(apiOpts, api.WithTokens(tokens), api.WithSigner(signer), api.WithTrustedKeys(signing.NewKeyring(signer.Public())))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,7 +276,7 @@ type draft struct {
 func (s *Server) draft(st *poolState, ins []incoming) *draft {
 	now := s.clock()
 	st.forgetBefore(now.Add(-s.window))
-	d := &draft{results: make([]client.Appended, len(ins)), at: stamp(now, st.pool.Time())}
+	d := &draft{results: make([]client.Appended, len(ins)), at: stamp(now, st.accepted)}
 	for i, in := range ins {
 		if sid, ok := st.ids[in.id]; ok {
 			if aerr := sameContent(in, sid, i); aerr != nil {
@@ -369,8 +369,11 @@ func sameContent(in incoming, sid storedID, i int) *apiError {
 }
 
 // stamp is the time of a new event: the clock, but never earlier than the
-// pool's previous event, in microseconds (what PostgreSQL keeps), so the
-// projection shows exactly what the log holds.
+// last event the pool applied (last), in microseconds (what PostgreSQL
+// keeps), so the projection shows exactly what the log holds and the
+// events the ledger took are in time order (decision 523's time travel
+// counts only those; a refused event's time is not the pool's clock,
+// decision 530).
 func stamp(now, last time.Time) time.Time {
 	at := now.UTC().Truncate(time.Microsecond)
 	if at.Before(last) {
@@ -441,8 +444,11 @@ func (s *Server) commit(st *poolState, ins []incoming, d *draft, last uint64) {
 			// Validated under the pool's lock against the same state: a
 			// bug if it happens. The pool keeps in step with the log.
 			s.log.Error("appended event refused by the engine", "pool", st.name, "seq", seq, "refused", res.Refused, "err", err)
-		case ins[i].id != "":
-			st.appSeq[ins[i].id] = seq
+		default:
+			st.accepted = d.at
+			if ins[i].id != "" {
+				st.appSeq[ins[i].id] = seq
+			}
 		}
 		st.remember(ins[i].id, seq, d.at, d.digests[k])
 		d.results[i] = client.Appended{ID: ins[i].id, Seq: seq}

@@ -109,8 +109,12 @@ func (s *Server) restoreBase(ctx context.Context, st *poolState, b query.Base) e
 	if err != nil {
 		return err
 	}
+	accepted, err := query.LastAcceptedTime(ctx, s.db, st.name, b.Seq)
+	if err != nil {
+		return err
+	}
 	st.reset()
-	st.pool, st.base, st.restored = p, b.Seq, make(map[string]restoredID, len(ids))
+	st.pool, st.base, st.restored, st.accepted = p, b.Seq, make(map[string]restoredID, len(ids)), accepted
 	for _, id := range ids {
 		if id.Applied != 0 {
 			st.applied.Add(id.ID)

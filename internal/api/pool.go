@@ -33,6 +33,12 @@ type poolState struct {
 	recent  []seenID // ids in stream order, to forget them after the window
 	applied *projections.IDs
 	appSeq  map[string]uint64 // the sequence of each applied id
+	// accepted is the time of the last event the pool applied: a new
+	// event is stamped no earlier (stamp). The pool's own time is that of
+	// its last event, refused ones included, whose time whoever published
+	// it chose: one forged event dated 2099 would stamp every later
+	// event 2099.
+	accepted time.Time
 	// base is the sequence of the projection's state the view started
 	// from (0: folded from the pool's first event, base.go); restored
 	// holds the ids applied up to it as the projection's events table
@@ -91,7 +97,7 @@ func newPoolState(name string, opts ...domain.PoolOption) *poolState {
 func (st *poolState) reset() {
 	st.pool, st.ids, st.recent, st.loaded = domain.NewPool(st.name, st.opts...), map[string]storedID{}, nil, false
 	st.applied, st.appSeq = projections.NewIDs(), map[string]uint64{}
-	st.base, st.restored = 0, nil
+	st.base, st.restored, st.accepted = 0, nil, time.Time{}
 }
 
 // remember records an event id stored at seq with content digest.
@@ -138,6 +144,9 @@ func (st *poolState) fold(sd stream.Stored) error {
 	res, err := projections.Apply(st.pool, st.applied, sd)
 	if err != nil {
 		return err
+	}
+	if res.Refused == "" {
+		st.accepted = env.Time
 	}
 	if sd.Gate != "" {
 		return nil

@@ -2,7 +2,9 @@ package query
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -68,4 +70,21 @@ func StoredIDs(ctx context.Context, q Querier, pool string, upTo uint64) ([]Stor
 		return nil, fmt.Errorf("ids of pool %s: %w", pool, err)
 	}
 	return ids, nil
+}
+
+// LastAcceptedTime is the time of the last event of pool up to upTo that
+// the ledger took (not refused; zero when none): the API stamps new
+// events no earlier. The events the ledger took are stamped in time
+// order, so the last by sequence is the latest.
+func LastAcceptedTime(ctx context.Context, q Querier, pool string, upTo uint64) (time.Time, error) {
+	var at time.Time
+	err := q.QueryRow(ctx, `SELECT time FROM events WHERE pool = $1 AND seq <= $2 AND refused IS NULL ORDER BY seq DESC LIMIT 1`,
+		pool, int64(min(upTo, MaxSeq))).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("last accepted event of pool %s: %w", pool, err)
+	}
+	return at.UTC(), nil
 }

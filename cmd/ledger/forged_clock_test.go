@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cluster-ledger/ledger/client"
+	"github.com/cluster-ledger/ledger/events"
+	"github.com/cluster-ledger/ledger/internal/natsauth"
+	"github.com/cluster-ledger/ledger/internal/testdb"
+	"github.com/cluster-ledger/ledger/internal/testenv"
+)
+
+// TestForgedEventTimeIsNotThePoolsClock: an event published around the
+// ledger (a process holding the ledger's NATS identity, not its signing
+// key), dated 2099, is refused (unauthenticated). The API stamped a new
+// event no earlier than the pool's last event, refused ones included, so
+// every event appended after it was stored as of 2099 (helper-49, round
+// 13). It now stamps no earlier than the last event the pool applied
+// (decision 530): the next event is stamped by the clock.
+func TestForgedEventTimeIsNotThePoolsClock(t *testing.T) {
+	svc := startService(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := client.New(svc.ledgerURL, client.WithToken(svc.token))
+	appendOne := func(p events.Payload) uint64 {
+		t.Helper()
+		ev, err := client.NewEvent(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Append(ctx, "p", ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Seq
+	}
+	appendOne(&events.PlanChange{Plan: events.Plan{Consumers: events.ConsumerList{{Path: "/A"}}}})
+	appendOne(&events.HostUp{Host: "h1", Slots: 4})
+
+	forgedAt := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+	env, err := events.New("forged-clock", "p", "admin", forgedAt, &events.Demand{Demands: map[string]int64{"/A": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(env)
+	nc := testenv.Connect(t, svc.natsURL, natsauth.Ledger)
+	ack, err := nc.RequestMsg(&nats.Msg{Subject: "ledger.p.demand", Data: body}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pub struct{ Seq uint64 }
+	if err := json.Unmarshal(ack.Data, &pub); err != nil || pub.Seq == 0 {
+		t.Fatalf("the forged event was not stored: %s %v", ack.Data, err)
+	}
+
+	before := time.Now()
+	next := appendOne(&events.Demand{Demands: map[string]int64{"/A": 2}})
+	waitProjected(t, svc, next)
+	reporting := testdb.Pool(t, svc.dbURL)
+	var refused *string
+	var at time.Time
+	if err := reporting.QueryRow(ctx, `SELECT refused FROM events WHERE pool = 'p' AND seq = $1`, int64(pub.Seq)).Scan(&refused); err != nil || refused == nil || *refused != "unauthenticated" {
+		t.Fatalf("the forged event: refused %v, %v; want unauthenticated", refused, err)
+	}
+	if err := reporting.QueryRow(ctx, `SELECT time FROM events WHERE pool = 'p' AND seq = $1 AND refused IS NULL`, int64(next)).Scan(&at); err != nil {
+		t.Fatalf("the event appended after the forged one: %v", err)
+	}
+	if at.Before(before.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
+		t.Errorf("the event appended after a forged one dated %s is stamped %s, want the clock (%s)", forgedAt.Format(time.RFC3339), at.UTC().Format(time.RFC3339Nano), before.UTC().Format(time.RFC3339))
+	}
+}
