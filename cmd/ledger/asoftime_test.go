@@ -48,26 +48,12 @@ func TestAsOfTimeIgnoresRefusedEvents(t *testing.T) {
 		seqs = append(seqs, res[0].Seq)
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The forged event, as the ledger's NATS identity publishes.
-	env, err := events.New("forged-1", "p", "admin", time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), &events.Demand{Demands: map[string]int64{"/A": 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := json.Marshal(env)
-	nc := testenv.Connect(t, svc.natsURL, natsauth.Ledger)
-	ack, err := nc.RequestMsg(&nats.Msg{Subject: "ledger.p.demand", Data: body}, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pub struct{ Seq uint64 }
-	if err := json.Unmarshal(ack.Data, &pub); err != nil || pub.Seq == 0 {
-		t.Fatalf("the forged event was not stored: %s %v", ack.Data, err)
-	}
-	waitProjected(t, svc, pub.Seq)
+	forged := publishForged(t, svc, "forged-1", time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), &events.Demand{Demands: map[string]int64{"/A": 0}})
+	waitProjected(t, svc, forged)
 
 	reporting := testdb.Pool(t, svc.dbURL)
 	var refused *string
-	if err := reporting.QueryRow(ctx, `SELECT refused FROM events WHERE pool = 'p' AND seq = $1`, int64(pub.Seq)).Scan(&refused); err != nil || refused == nil || *refused != "unauthenticated" {
+	if err := reporting.QueryRow(ctx, `SELECT refused FROM events WHERE pool = 'p' AND seq = $1`, int64(forged)).Scan(&refused); err != nil || refused == nil || *refused != "unauthenticated" {
 		t.Fatalf("the forged event: refused %v, %v; want unauthenticated", refused, err)
 	}
 	var third, fourth time.Time
@@ -119,4 +105,26 @@ func TestAsOfTimeIgnoresRefusedEvents(t *testing.T) {
 			t.Errorf("the console's time travel at %s: sequence %d, %v; want %d", tc.at.Format(time.RFC3339Nano), got, err, tc.want)
 		}
 	}
+}
+
+// publishForged publishes an unsigned event of pool p dated at, as a
+// process holding the ledger's NATS identity but not its signing key
+// can, and returns its sequence: the ledger refuses it (unauthenticated).
+func publishForged(t *testing.T, svc service, id string, at time.Time, p events.Payload) uint64 {
+	t.Helper()
+	env, err := events.New(id, "p", "admin", at, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(env)
+	nc := testenv.Connect(t, svc.natsURL, natsauth.Ledger)
+	ack, err := nc.RequestMsg(&nats.Msg{Subject: "ledger.p." + string(p.EventType()), Data: body}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pub struct{ Seq uint64 }
+	if err := json.Unmarshal(ack.Data, &pub); err != nil || pub.Seq == 0 {
+		t.Fatalf("the forged event was not stored: %s %v", ack.Data, err)
+	}
+	return pub.Seq
 }

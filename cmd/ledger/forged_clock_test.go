@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/cluster-ledger/ledger/client"
 	"github.com/cluster-ledger/ledger/events"
-	"github.com/cluster-ledger/ledger/internal/natsauth"
 	"github.com/cluster-ledger/ledger/internal/testdb"
-	"github.com/cluster-ledger/ledger/internal/testenv"
 )
 
 // TestForgedEventTimeIsNotThePoolsClock: an event published around the
@@ -43,20 +38,7 @@ func TestForgedEventTimeIsNotThePoolsClock(t *testing.T) {
 	appendOne(&events.HostUp{Host: "h1", Slots: 4})
 
 	forgedAt := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
-	env, err := events.New("forged-clock", "p", "admin", forgedAt, &events.Demand{Demands: map[string]int64{"/A": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := json.Marshal(env)
-	nc := testenv.Connect(t, svc.natsURL, natsauth.Ledger)
-	ack, err := nc.RequestMsg(&nats.Msg{Subject: "ledger.p.demand", Data: body}, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pub struct{ Seq uint64 }
-	if err := json.Unmarshal(ack.Data, &pub); err != nil || pub.Seq == 0 {
-		t.Fatalf("the forged event was not stored: %s %v", ack.Data, err)
-	}
+	forged := publishForged(t, svc, "forged-clock", forgedAt, &events.Demand{Demands: map[string]int64{"/A": 1}})
 
 	before := time.Now()
 	next := appendOne(&events.Demand{Demands: map[string]int64{"/A": 2}})
@@ -64,7 +46,7 @@ func TestForgedEventTimeIsNotThePoolsClock(t *testing.T) {
 	reporting := testdb.Pool(t, svc.dbURL)
 	var refused *string
 	var at time.Time
-	if err := reporting.QueryRow(ctx, `SELECT refused FROM events WHERE pool = 'p' AND seq = $1`, int64(pub.Seq)).Scan(&refused); err != nil || refused == nil || *refused != "unauthenticated" {
+	if err := reporting.QueryRow(ctx, `SELECT refused FROM events WHERE pool = 'p' AND seq = $1`, int64(forged)).Scan(&refused); err != nil || refused == nil || *refused != "unauthenticated" {
 		t.Fatalf("the forged event: refused %v, %v; want unauthenticated", refused, err)
 	}
 	if err := reporting.QueryRow(ctx, `SELECT time FROM events WHERE pool = 'p' AND seq = $1 AND refused IS NULL`, int64(next)).Scan(&at); err != nil {

@@ -95,6 +95,22 @@ func (f *fold) returnOn(c, v string, k hp, n int64) {
 	f.track()
 }
 
+// releaseTier is where leaf l's slots seated in part p come in its
+// release order: lent by others first, then public, then private pools
+// farthest ancestor first, its own last.
+func releaseTier(l, p string) int {
+	switch {
+	case p == l:
+		return 1 << 20
+	case p == root:
+		return 1
+	case under(l, p):
+		return 2 + depthOf(p) // farthest ancestor first
+	default:
+		return 0
+	}
+}
+
 // releaseSeated gives back amt of l's slots in the release order of
 // "Placement with ownership": slots lent by others first, then public,
 // then private pools farthest ancestor first, its own last; within a tier
@@ -108,22 +124,10 @@ func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Tim
 			ks = append(ks, k)
 		}
 	}
-	tier := func(p string) int {
-		switch {
-		case p == l:
-			return 1 << 20
-		case p == root:
-			return 1
-		case under(l, p):
-			return 2 + depthOf(p) // farthest ancestor first
-		default:
-			return 0
-		}
-	}
 	// the host holding most of its slots is measured as the release goes,
 	// after what it gave back on the hosts before (decision #234)
 	less := func(a, b hp) bool {
-		if ta, tb := tier(a.part), tier(b.part); ta != tb {
+		if ta, tb := releaseTier(l, a.part), releaseTier(l, b.part); ta != tb {
 			return ta < tb
 		}
 		if ha, hb := m.alloc[l][a.host], m.alloc[l][b.host]; ha != hb {
@@ -153,7 +157,7 @@ func (f *fold) releaseSeated(l string, amt int64, rule string, deadline time.Tim
 		k := ks[best]
 		var same []hp
 		for _, k2 := range ks {
-			if k2.host == k.host && f.seat[l][k2] > 0 && tier(k2.part) == tier(k.part) {
+			if k2.host == k.host && f.seat[l][k2] > 0 && releaseTier(l, k2.part) == releaseTier(l, k.part) {
 				same = append(same, k2)
 			}
 		}

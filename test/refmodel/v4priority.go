@@ -231,20 +231,8 @@ func (f *fold) unseatReleased(l, h string, n int64) {
 			ks = append(ks, k)
 		}
 	}
-	tier := func(p string) int {
-		switch {
-		case p == l:
-			return 1 << 20
-		case p == root:
-			return 1
-		case under(l, p):
-			return 2 + depthOf(p)
-		default:
-			return 0
-		}
-	}
 	sort.Slice(ks, func(i, j int) bool {
-		if ta, tb := tier(ks[i].part), tier(ks[j].part); ta != tb {
+		if ta, tb := releaseTier(l, ks[i].part), releaseTier(l, ks[j].part); ta != tb {
 			return ta < tb
 		}
 		return ks[i].part < ks[j].part
