@@ -87,22 +87,24 @@ func BenchmarkOwnedDemandRules4(b *testing.B) {
 // owners own group slots spread over every host (gen.OwnedGroups), where
 // the leaves' keeps compete for the owners' parts.
 func BenchmarkOwnedGroupDemand(b *testing.B) {
-	for _, n := range ownedBenchSizes {
-		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
-			hosts, cs, leaves := gen.OwnedGroups(n)
-			p, rng := ownedPool(b, hosts, cs, leaves, benchPolicies[2].policy, domain.RulesV3)
-			timed(b, p, demandEvents(leaves, rng))
-		})
-	}
+	groupBench(b, func(_ *domain.Pool, leaves []string, rng *rand.Rand) func(int) events.Payload {
+		return demandEvents(leaves, rng)
+	})
 }
 
 // BenchmarkOwnedGroupHost is BenchmarkOwnedHost on gen.OwnedGroups' pool.
 func BenchmarkOwnedGroupHost(b *testing.B) {
+	groupBench(b, func(p *domain.Pool, _ []string, rng *rand.Rand) func(int) events.Payload { return hostEvents(p, rng) })
+}
+
+// groupBench times the events next gives on gen.OwnedGroups' pool, at
+// each of ownedBenchSizes.
+func groupBench(b *testing.B, next func(p *domain.Pool, leaves []string, rng *rand.Rand) func(int) events.Payload) {
 	for _, n := range ownedBenchSizes {
 		b.Run(fmt.Sprintf("share_ratio-leaf/leaves=%d", n), func(b *testing.B) {
 			hosts, cs, leaves := gen.OwnedGroups(n)
 			p, rng := ownedPool(b, hosts, cs, leaves, benchPolicies[2].policy, domain.RulesV3)
-			timed(b, p, hostEvents(p, rng))
+			timed(b, p, next(p, leaves, rng))
 		})
 	}
 }
