@@ -137,7 +137,18 @@ func explainLog(ctx context.Context, f logFlags, pool string, story *explain.Sto
 	r.Trust(keys)
 	err = audit.ReadLogTrusted(ctx, js, 1, stream.PoolFilter(pool), keys, func(m audit.Message) error {
 		if lim.past(m.Stored.Seq, m.Stored.Envelope.Time) {
-			return errStop
+			if lim.seq > 0 {
+				return errStop
+			}
+			// A time is passed only by an event the ledger stamped: one
+			// published around it carries any time (decision 530).
+			stamped, err := r.Stamped(&m)
+			if err != nil {
+				return err
+			}
+			if stamped {
+				return errStop
+			}
 		}
 		ev, ok, err := r.Fold(ctx, m)
 		if err != nil || !ok {

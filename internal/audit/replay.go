@@ -100,10 +100,7 @@ func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
 		return Event{}, false, nil
 	}
 	prev := pr.chain
-	if !m.checked || m.checkedBy != r.keys { // checked against other keys, or not at all
-		m.Stored.Gate = ""
-		m.authErr = projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw)
-	}
+	r.authenticate(&m)
 	if m.authErr != nil { // neither accepted nor refused: the historical keys were not read
 		return Event{}, false, m.authErr
 	}
@@ -113,6 +110,28 @@ func (r *Replayer) Fold(ctx context.Context, m Message) (Event, bool, error) {
 	}
 	pr.chain = link
 	return Event{Message: m, Result: res, Prev: prev, Link: link, Pool: pr.pool}, true, nil
+}
+
+// authenticate checks m against the replayer's keys, unless it was
+// checked against them already (ReadLogTrusted): m.Stored.Gate then says
+// why the fold refuses it (unauthenticated), m.authErr why it could not
+// be checked.
+func (r *Replayer) authenticate(m *Message) {
+	if !m.checked || m.checkedBy != r.keys { // checked against other keys, or not at all
+		m.Stored.Gate = ""
+		m.authErr = projections.Authenticate(r.keys, &m.Stored, m.Subject, m.Header, m.Stored.Raw)
+		m.checked, m.checkedBy = true, r.keys
+	}
+}
+
+// Stamped reports whether m's time is one the ledger stamped: m passes
+// the replayer's trusted keys. An event published around the ledger
+// carries whatever time its publisher wrote (decision 530), so a point
+// given as a time is passed only by an event the ledger stamped after
+// it. The error is the check's when it could not be made.
+func (r *Replayer) Stamped(m *Message) (bool, error) {
+	r.authenticate(m)
+	return m.authErr == nil && m.Stored.Gate == "", m.authErr
 }
 
 // Pools returns the pools replayed so far.

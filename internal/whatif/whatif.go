@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,15 +105,28 @@ func New(ctx context.Context, cfg Config, pool string, at Point, now time.Time) 
 	if err != nil {
 		return nil, fmt.Errorf("the snapshot of pool %s: %w", pool, err)
 	}
+	// stamped is the time of the last event the fork folded that the
+	// ledger took (from the snapshot's, if any): the fork's events are
+	// stamped no earlier, as the API stamps (decision 530). A refused
+	// event's time is whatever its publisher wrote.
+	var stamped time.Time
+	if p := rp.Pools()[pool]; p != nil {
+		stamped = p.Time()
+	}
 	if from <= to {
 		err = cfg.Log.Read(ctx, pool, from, to, func(m audit.Message) error {
 			if !at.Time.IsZero() && m.Stored.Envelope.Time.After(at.Time) {
-				return errPast
+				if ok, err := rp.Stamped(&m); err != nil || ok {
+					return cmp.Or(err, errPast)
+				}
 			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			_, _, err := rp.Fold(ctx, m)
+			ev, ok, err := rp.Fold(ctx, m)
+			if ok && ev.Result.Refused == "" {
+				stamped = m.Stored.Envelope.Time
+			}
 			return err
 		})
 		if err != nil && !errors.Is(err, errPast) {
@@ -125,14 +139,14 @@ func New(ctx context.Context, cfg Config, pool string, at Point, now time.Time) 
 	}
 	switch {
 	case at.Seq > 0:
-		f.start = f.pool.Time()
+		f.start = stamped
 	case !at.Time.IsZero():
 		f.start = at.Time.UTC()
 	default:
 		f.start = now.UTC().Truncate(time.Microsecond)
 	}
-	if f.start.Before(f.pool.Time()) {
-		f.start = f.pool.Time()
+	if f.start.Before(stamped) {
+		f.start = stamped
 	}
 	return f, nil
 }
