@@ -37,15 +37,7 @@ func TestAsOfTimeIgnoresRefusedEvents(t *testing.T) {
 		&events.Demand{Demands: map[string]int64{"/A": 8, "/B": 8}},
 		&events.Demand{Demands: map[string]int64{"/A": 2, "/B": 8}},
 	} {
-		ev, err := client.NewEvent(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Append(ctx, "p", ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, res[0].Seq)
+		seqs = append(seqs, appendEvent(ctx, t, c, p))
 		time.Sleep(20 * time.Millisecond)
 	}
 	forged := publishForged(t, svc, "forged-1", time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), &events.Demand{Demands: map[string]int64{"/A": 0}})
@@ -127,4 +119,19 @@ func publishForged(t *testing.T, svc service, id string, at time.Time, p events.
 		t.Fatalf("the forged event was not stored: %s %v", ack.Data, err)
 	}
 	return pub.Seq
+}
+
+// appendEvent appends one event to pool p through the API and returns its
+// sequence.
+func appendEvent(ctx context.Context, t *testing.T, c *client.Client, p events.Payload) uint64 {
+	t.Helper()
+	ev, err := client.NewEvent(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Append(ctx, "p", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0].Seq
 }

@@ -26,18 +26,7 @@ func TestForgedEventTimeIsNotThePoolsClock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := client.New(svc.ledgerURL, client.WithToken(svc.token))
-	appendOne := func(p events.Payload) uint64 {
-		t.Helper()
-		ev, err := client.NewEvent(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Append(ctx, "p", ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res[0].Seq
-	}
+	appendOne := func(p events.Payload) uint64 { t.Helper(); return appendEvent(ctx, t, c, p) }
 	appendOne(&events.PlanChange{Plan: events.Plan{Consumers: events.ConsumerList{{Path: "/A"}}}})
 	appendOne(&events.HostUp{Host: "h1", Slots: 4})
 
@@ -73,18 +62,7 @@ func TestForgedEventTimeDoesNotEndTheHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := client.New(svc.ledgerURL, client.WithToken(svc.token))
-	appendOne := func(p events.Payload) uint64 {
-		t.Helper()
-		ev, err := client.NewEvent(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Append(ctx, "p", ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res[0].Seq
-	}
+	appendOne := func(p events.Payload) uint64 { t.Helper(); return appendEvent(ctx, t, c, p) }
 	appendOne(&events.PlanChange{Plan: events.Plan{Consumers: events.ConsumerList{{Path: "/A"}}}})
 	appendOne(&events.HostUp{Host: "h1", Slots: 4})
 	forged := publishForged(t, svc, "forged-end", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), &events.Demand{Demands: map[string]int64{"/A": 1}})
