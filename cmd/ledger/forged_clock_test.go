@@ -22,16 +22,9 @@ import (
 // 13). It now stamps no earlier than the last event the pool applied
 // (decision 530): the next event is stamped by the clock.
 func TestForgedEventTimeIsNotThePoolsClock(t *testing.T) {
-	svc := startService(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := client.New(svc.ledgerURL, client.WithToken(svc.token))
+	svc, ctx, c, forged := forgedAfterPlan(t, "forged-clock")
+	forgedAt := forgedTime
 	appendOne := func(p events.Payload) uint64 { t.Helper(); return appendEvent(ctx, t, c, p) }
-	appendOne(&events.PlanChange{Plan: events.Plan{Consumers: events.ConsumerList{{Path: "/A"}}}})
-	appendOne(&events.HostUp{Host: "h1", Slots: 4})
-
-	forgedAt := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
-	forged := publishForged(t, svc, "forged-clock", forgedAt, &events.Demand{Demands: map[string]int64{"/A": 1}})
 
 	before := time.Now()
 	next := appendOne(&events.Demand{Demands: map[string]int64{"/A": 2}})
@@ -58,14 +51,8 @@ func TestForgedEventTimeIsNotThePoolsClock(t *testing.T) {
 // is now passed only by an event the ledger stamped (decision 530). As
 // the auditor and the admin token ledger dev prints.
 func TestForgedEventTimeDoesNotEndTheHistory(t *testing.T) {
-	svc := startService(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := client.New(svc.ledgerURL, client.WithToken(svc.token))
+	svc, ctx, c, forged := forgedAfterPlan(t, "forged-end")
 	appendOne := func(p events.Payload) uint64 { t.Helper(); return appendEvent(ctx, t, c, p) }
-	appendOne(&events.PlanChange{Plan: events.Plan{Consumers: events.ConsumerList{{Path: "/A"}}}})
-	appendOne(&events.HostUp{Host: "h1", Slots: 4})
-	forged := publishForged(t, svc, "forged-end", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), &events.Demand{Demands: map[string]int64{"/A": 1}})
 	last := appendOne(&events.Demand{Demands: map[string]int64{"/A": 3}})
 	if last <= forged {
 		t.Fatalf("the demand (sequence %d) is not after the forged event (%d)", last, forged)
@@ -90,4 +77,22 @@ func TestForgedEventTimeDoesNotEndTheHistory(t *testing.T) {
 	if res.At.Seq != last || len(res.Events) != 1 || !res.Events[0].Time.Equal(at) {
 		t.Errorf("what-if at %s: forked at %+v, events %+v; want at sequence %d, the event at %s", at.Format(time.RFC3339), res.At, res.Events, last, at.Format(time.RFC3339))
 	}
+}
+
+// forgedTime is the date of forgedAfterPlan's forged event.
+var forgedTime = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// forgedAfterPlan starts the service and gives pool p a plan (/A) and a
+// host through the API, then an unsigned demand dated forgedTime
+// published around the ledger (publishForged, its sequence returned);
+// the context ends with the test.
+func forgedAfterPlan(t *testing.T, id string) (service, context.Context, *client.Client, uint64) {
+	t.Helper()
+	svc := startService(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c := client.New(svc.ledgerURL, client.WithToken(svc.token))
+	appendEvent(ctx, t, c, &events.PlanChange{Plan: events.Plan{Consumers: events.ConsumerList{{Path: "/A"}}}})
+	appendEvent(ctx, t, c, &events.HostUp{Host: "h1", Slots: 4})
+	return svc, ctx, c, publishForged(t, svc, id, forgedTime, &events.Demand{Demands: map[string]int64{"/A": 1}})
 }
